@@ -1,0 +1,361 @@
+//! The heartbeat ring as an embeddable component.
+//!
+//! Each node sends `Heartbeat` to its live successor every `heartbeat`, and
+//! the successor answers `HeartbeatAck`. A node watches both neighbours:
+//! its predecessor through heartbeats (any message from it counts), its
+//! successor through acks. Silence for `suspect_after` marks that neighbour
+//! dead in the local [`RingView`]; the change travels the ring as a
+//! `Report`, each node forwarding only reports that changed its view, so a
+//! report stops after one lap. The node whose successor died then
+//! heartbeats the next live node: the ring has repaired itself. Two
+//! neighbours dying together are handled the same way: once the first is
+//! gone, the second becomes somebody's watched neighbour.
+//!
+//! Incarnations make restarts and false suspicion safe: a message from an
+//! older life is ignored; a message from a life the view declared dead is
+//! answered `Excluded`, and its sender moves to a new life and rejoins;
+//! a message from a newer life marks the node alive again (reported around
+//! the ring) and gets a full `View` back so the newcomer catches up. Nodes
+//! also probe the dead members between themselves and their live successor,
+//! so a healed partition or a restarted member that nobody contacts still
+//! finds its way back.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use ftcore::{Incarnation, NodeId, OutItem, Outbox};
+use membership::{Liveness, Membership, MembershipError, Observation, RingView, Status};
+use timer::{FailureDetector, HeartbeatDetector, Instant, TimerTable};
+
+use crate::msg::{HbEvent, HbMsg};
+
+/// Timing of the ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HbConfig {
+    /// Interval between heartbeats to the successor.
+    pub heartbeat: Duration,
+    /// Silence after which a neighbour is suspected.
+    pub suspect_after: Duration,
+    /// Interval between probes of dead members after this node.
+    pub probe_every: Duration,
+}
+
+impl HbConfig {
+    /// Heartbeat and suspicion timing, probing every `suspect_after`.
+    pub fn new(heartbeat: Duration, suspect_after: Duration) -> Self {
+        HbConfig { heartbeat, suspect_after, probe_every: suspect_after }
+    }
+}
+
+/// What the caller should do with a peer message it received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contact {
+    /// The sender is in its current, live life: process the message.
+    Accept,
+    /// Stale, excluded or unknown sender: drop the message (the ring has
+    /// already answered whatever needed answering).
+    Drop,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Timer {
+    Heartbeat,
+    WatchPred,
+    WatchSucc,
+    Probe,
+}
+
+/// A neighbour being watched.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Watch {
+    node: NodeId,
+    /// The life being watched: a new life gets a fresh grace period.
+    inc: Incarnation,
+    detector: HeartbeatDetector,
+}
+
+/// The heartbeat ring of one node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HbRing {
+    cfg: HbConfig,
+    view: RingView,
+    timers: TimerTable<Timer>,
+    pred: Option<Watch>,
+    succ: Option<Watch>,
+    /// When this node suspected its predecessor and is waiting for the new
+    /// one to heartbeat it (the repair it measures).
+    repair_since: Option<Instant>,
+    out: Outbox<HbMsg, Infallible, HbEvent>,
+}
+
+impl HbRing {
+    /// A node `me` in life `inc`, starting at `now` with every other member
+    /// presumed alive.
+    pub fn new(
+        cfg: HbConfig,
+        membership: &Membership,
+        me: NodeId,
+        inc: Incarnation,
+        now: Instant,
+    ) -> Result<Self, MembershipError> {
+        let view = RingView::new(membership, me, inc)?;
+        let mut ring = HbRing {
+            cfg,
+            view,
+            timers: TimerTable::new(),
+            pred: None,
+            succ: None,
+            repair_since: None,
+            out: Outbox::default(),
+        };
+        ring.timers.set(Timer::Probe, now + cfg.probe_every);
+        ring.neighbours_changed(now);
+        Ok(ring)
+    }
+
+    /// The local view of the ring.
+    pub fn view(&self) -> &RingView {
+        &self.view
+    }
+
+    /// This node's current life.
+    pub fn incarnation(&self) -> Incarnation {
+        self.view.my_incarnation()
+    }
+
+    /// The earliest instant `handle_timeout` must be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next_deadline()
+    }
+
+    /// The next queued output.
+    pub fn poll(&mut self) -> Option<OutItem<HbMsg, Infallible, HbEvent>> {
+        self.out.pop()
+    }
+
+    /// Everything queued (tests assert exact outputs with it).
+    pub fn drain(&mut self) -> Vec<OutItem<HbMsg, Infallible, HbEvent>> {
+        self.out.drain()
+    }
+
+    /// Classifies a message from `from` in life `inc` (any message, the
+    /// embedding protocol's included) and counts it as a sign of life.
+    pub fn on_contact(&mut self, now: Instant, from: NodeId, inc: Incarnation) -> Contact {
+        match self.view.observe(from, inc) {
+            Observation::Unknown => Contact::Drop,
+            Observation::Stale => {
+                self.out.event(HbEvent::StaleMessage { from, inc });
+                Contact::Drop
+            }
+            Observation::Excluded => {
+                self.out.send(from, HbMsg::Excluded { your_inc: inc });
+                self.out.event(HbEvent::ExcludedPeer { node: from, inc });
+                Contact::Drop
+            }
+            Observation::Current => {
+                self.saw(now, from);
+                Contact::Accept
+            }
+            Observation::NewLife { previous } => {
+                let now_alive = Liveness::alive(inc);
+                if previous.incarnation != Incarnation(0) || previous.status == Status::Dead {
+                    self.out.event(HbEvent::Up { node: from, inc });
+                    self.gossip(from, now_alive);
+                }
+                // A new life knows nothing: bring it up to date.
+                self.out.send(from, HbMsg::View { entries: self.view.entries().collect() });
+                self.neighbours_changed(now);
+                self.saw(now, from);
+                Contact::Accept
+            }
+        }
+    }
+
+    /// A heartbeat-ring message from `from` in life `inc`.
+    pub fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: HbMsg) {
+        if let HbMsg::Excluded { your_inc } = msg {
+            // Heeded whatever the sender's standing, and never answered:
+            // two nodes that excluded each other would otherwise bounce
+            // Excluded back and forth forever. A late one about a life
+            // already left behind changes nothing.
+            if your_inc == self.view.my_incarnation() && self.view.liveness(from).is_some() {
+                self.rejoin(now);
+            }
+            return;
+        }
+        if self.on_contact(now, from, inc) == Contact::Drop {
+            return;
+        }
+        match msg {
+            HbMsg::Heartbeat { digest } => {
+                let mine = self.view.digest();
+                self.out.send(from, HbMsg::HeartbeatAck { digest: mine });
+                if digest != mine {
+                    self.out.send(from, HbMsg::View { entries: self.view.entries().collect() });
+                }
+                if let Some(since) = self.repair_since {
+                    if self.pred.as_ref().is_some_and(|w| w.node == from) {
+                        self.repair_since = None;
+                        self.out.event(HbEvent::Repaired { new_predecessor: from, took: now.saturating_since(since) });
+                    }
+                }
+            }
+            HbMsg::HeartbeatAck { digest } => {
+                if digest != self.view.digest() {
+                    self.out.send(from, HbMsg::View { entries: self.view.entries().collect() });
+                }
+            }
+            HbMsg::Report { about, liveness } => self.apply_report(now, about, liveness),
+            HbMsg::View { entries } => {
+                for (about, liveness) in entries {
+                    self.apply_report(now, about, liveness);
+                }
+            }
+            HbMsg::Excluded { .. } => {} // handled above
+        }
+    }
+
+    /// Time has reached a deadline from `poll_timeout`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(t) = self.timers.pop_expired(now) {
+            match t {
+                Timer::Heartbeat => {
+                    if let Some(s) = self.view.successor() {
+                        self.out.send(s, HbMsg::Heartbeat { digest: self.view.digest() });
+                    }
+                    self.timers.set(Timer::Heartbeat, now + self.cfg.heartbeat);
+                }
+                Timer::Probe => {
+                    let digest = self.view.digest();
+                    for d in self.view.dead_gap_after_me() {
+                        self.out.send(d, HbMsg::Heartbeat { digest });
+                    }
+                    self.timers.set(Timer::Probe, now + self.cfg.probe_every);
+                }
+                Timer::WatchPred => self.check_watch(now, true),
+                Timer::WatchSucc => self.check_watch(now, false),
+            }
+        }
+    }
+
+    /// Any message from `from` in its current life: a sign of life.
+    fn saw(&mut self, now: Instant, from: NodeId) {
+        for (watch, timer) in [(&mut self.pred, Timer::WatchPred), (&mut self.succ, Timer::WatchSucc)] {
+            if let Some(w) = watch.as_mut().filter(|w| w.node == from) {
+                w.detector.heartbeat(now);
+                self.timers.set(timer, w.detector.suspect_at());
+            }
+        }
+    }
+
+    fn check_watch(&mut self, now: Instant, pred: bool) {
+        let (watch, timer) = if pred { (&self.pred, Timer::WatchPred) } else { (&self.succ, Timer::WatchSucc) };
+        let Some(w) = watch.clone() else { return };
+        if !w.detector.is_suspected(now) {
+            self.timers.set(timer, w.detector.suspect_at());
+            return;
+        }
+        if let Some(dead) = self.view.suspect(w.node) {
+            self.out.event(HbEvent::Suspected { node: w.node, inc: dead.incarnation });
+            self.neighbours_changed(now);
+            self.gossip(w.node, dead);
+        }
+    }
+
+    fn apply_report(&mut self, now: Instant, about: NodeId, liveness: Liveness) {
+        if about == self.view.me() {
+            if liveness.status == Status::Dead && liveness.incarnation >= self.view.my_incarnation() {
+                self.rejoin(now);
+            }
+            return;
+        }
+        let previous = self.view.liveness(about);
+        if self.view.merge(about, liveness) {
+            match liveness.status {
+                Status::Dead => self.out.event(HbEvent::Down { node: about, inc: liveness.incarnation }),
+                // Learning the first life of a node never heard from is no
+                // comeback (as in `on_contact`'s first contact).
+                Status::Alive if previous == Some(Liveness::alive(Incarnation(0))) => {}
+                Status::Alive => self.out.event(HbEvent::Up { node: about, inc: liveness.incarnation }),
+            }
+            self.neighbours_changed(now);
+            self.gossip(about, liveness);
+        }
+    }
+
+    /// This node's current life was declared dead: start a new one and
+    /// announce it.
+    fn rejoin(&mut self, now: Instant) {
+        let inc = self.view.rejoin();
+        self.out.event(HbEvent::Rejoined { inc });
+        self.gossip(self.view.me(), Liveness::alive(inc));
+        self.neighbours_changed(now);
+    }
+
+    /// Sends a report to the live successor (it travels one lap).
+    fn gossip(&mut self, about: NodeId, liveness: Liveness) {
+        if let Some(s) = self.view.successor().filter(|s| *s != about) {
+            self.out.send(s, HbMsg::Report { about, liveness });
+        }
+    }
+
+    /// Re-derives the watched neighbours from the view; a new neighbour gets
+    /// a fresh grace period, and a new successor an immediate heartbeat.
+    fn neighbours_changed(&mut self, now: Instant) {
+        let watched = |w: &Option<Watch>| w.as_ref().map(|w| (w.node, w.inc));
+        let target =
+            |node: Option<NodeId>| node.map(|n| (n, self.view.liveness(n).map(|l| l.incarnation).unwrap_or_default()));
+        let pred = target(self.view.predecessor());
+        if watched(&self.pred) != pred {
+            let old = self.pred.as_ref().map(|w| w.node);
+            if old.is_some_and(|o| !self.view.is_alive(o)) && self.repair_since.is_none() {
+                // Our predecessor died (suspected here or reported): measure
+                // until the new one heartbeats us.
+                self.repair_since = Some(now);
+            }
+            self.pred = pred.map(|(node, inc)| Watch {
+                node,
+                inc,
+                detector: HeartbeatDetector::new(self.cfg.suspect_after, now),
+            });
+            let new = pred.map(|(n, _)| n);
+            if old != new {
+                self.out.event(HbEvent::PredecessorChanged { from: old, to: new });
+            }
+            match &self.pred {
+                Some(w) => self.timers.set(Timer::WatchPred, w.detector.suspect_at()),
+                None => {
+                    self.timers.cancel(Timer::WatchPred);
+                    self.repair_since = None;
+                }
+            }
+        }
+        let succ = target(self.view.successor());
+        if watched(&self.succ) != succ {
+            let old = self.succ.as_ref().map(|w| w.node);
+            self.succ = succ.map(|(node, inc)| Watch {
+                node,
+                inc,
+                detector: HeartbeatDetector::new(self.cfg.suspect_after, now),
+            });
+            let new = succ.map(|(n, _)| n);
+            if old != new {
+                self.out.event(HbEvent::SuccessorChanged { from: old, to: new });
+            }
+            match &self.succ {
+                Some(w) => {
+                    self.timers.set(Timer::WatchSucc, w.detector.suspect_at());
+                    self.out.send(w.node, HbMsg::Heartbeat { digest: self.view.digest() });
+                    self.timers.set(Timer::Heartbeat, now + self.cfg.heartbeat);
+                }
+                None => {
+                    self.timers.cancel(Timer::WatchSucc);
+                    self.timers.cancel(Timer::Heartbeat);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

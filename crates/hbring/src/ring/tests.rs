@@ -1,0 +1,842 @@
+//! One test per handler of [`HbRing`], asserting the exact outputs, plus a
+//! few of [`HbNode`](crate::HbNode) through the `Protocol` trait.
+//!
+//! Every test is about node 2 of the ring 1 → 2 → 3 → 4 → 1, in life 20,
+//! started at `T0`; node `k` of the others lives in life `10 k`.
+
+use ftcore::{ClientId, Output, PeerStatus, Protocol};
+
+use super::*;
+use crate::{HbNode, HbReply, HbRequest};
+
+const T0: Instant = Instant::from_millis(1_000);
+const HEARTBEAT: Duration = Duration::from_millis(50);
+const SUSPECT: Duration = Duration::from_millis(250);
+const MY_INC: Incarnation = Incarnation(20);
+
+type Out = OutItem<HbMsg, Infallible, HbEvent>;
+
+fn cfg() -> HbConfig {
+    HbConfig::new(HEARTBEAT, SUSPECT)
+}
+
+/// `ms` milliseconds after `T0`.
+fn at(ms: u64) -> Instant {
+    T0 + Duration::from_millis(ms)
+}
+
+fn n(id: u32) -> NodeId {
+    NodeId(id)
+}
+
+/// The life node `k` runs in.
+fn inc(k: u32) -> Incarnation {
+    Incarnation(10 * u64::from(k))
+}
+
+fn alive(x: u64) -> Liveness {
+    Liveness::alive(Incarnation(x))
+}
+
+fn dead(x: u64) -> Liveness {
+    Liveness::dead(Incarnation(x))
+}
+
+fn send(to: u32, msg: HbMsg) -> Out {
+    OutItem::Send(n(to), msg)
+}
+
+fn ev(e: HbEvent) -> Out {
+    OutItem::Event(e)
+}
+
+fn heartbeat(digest: u64) -> HbMsg {
+    HbMsg::Heartbeat { digest }
+}
+
+fn ack(digest: u64) -> HbMsg {
+    HbMsg::HeartbeatAck { digest }
+}
+
+fn report(about: u32, liveness: Liveness) -> HbMsg {
+    HbMsg::Report { about: n(about), liveness }
+}
+
+/// `r`'s whole current view as a `View` message.
+fn view_msg(r: &HbRing) -> HbMsg {
+    HbMsg::View { entries: r.view().entries().collect() }
+}
+
+/// The digest of node 2's view holding `others` (in life `me`).
+fn digest_of(me: Incarnation, others: &[(u32, Liveness)]) -> u64 {
+    let mut v = RingView::new(&Membership::of_size(4), n(2), me).unwrap();
+    for (id, l) in others {
+        assert!(v.merge(n(*id), *l));
+    }
+    v.digest()
+}
+
+/// The digest `r`'s view will have once it has seen `from` in life `inc`
+/// (what a peer that agrees with us sends).
+fn digest_after_seeing(r: &HbRing, from: u32, inc: Incarnation) -> u64 {
+    let mut v = r.view().clone();
+    v.observe(n(from), inc);
+    v.digest()
+}
+
+/// Node 2 at `T0`, construction outputs drained.
+fn ring() -> HbRing {
+    let mut r = HbRing::new(cfg(), &Membership::of_size(4), n(2), MY_INC, T0).unwrap();
+    r.drain();
+    r
+}
+
+/// First contact with node `k` (an ack carrying the digest we will have):
+/// the newcomer gets our view and nothing else happens.
+fn meet(r: &mut HbRing, k: u32, when: Instant) {
+    let digest = digest_after_seeing(r, k, inc(k));
+    r.handle_message(when, n(k), inc(k), ack(digest));
+    assert_eq!(r.drain(), vec![send(k, view_msg(r))], "first contact with {k}");
+}
+
+fn timers(r: &HbRing) -> Vec<(Timer, Instant)> {
+    r.timers.iter().collect()
+}
+
+// ---- construction ----
+
+#[test]
+fn construction_announces_neighbours_heartbeats_the_successor_and_arms_timers() {
+    let mut r = HbRing::new(cfg(), &Membership::of_size(4), n(2), MY_INC, T0).unwrap();
+    let d = r.view().digest();
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::PredecessorChanged { from: None, to: Some(n(1)) }),
+            ev(HbEvent::SuccessorChanged { from: None, to: Some(n(3)) }),
+            send(3, heartbeat(d)),
+        ]
+    );
+    assert_eq!(r.drain(), vec![]);
+    assert_eq!(r.poll_timeout(), Some(at(50)));
+    assert_eq!(
+        timers(&r),
+        vec![
+            (Timer::Heartbeat, at(50)),
+            (Timer::WatchPred, at(250)),
+            (Timer::WatchSucc, at(250)),
+            (Timer::Probe, at(250))
+        ]
+    );
+    assert_eq!(r.incarnation(), MY_INC);
+    assert_eq!(
+        r.view().entries().collect::<Vec<_>>(),
+        vec![(n(1), alive(0)), (n(2), alive(20)), (n(3), alive(0)), (n(4), alive(0))]
+    );
+    assert_eq!((r.view().predecessor(), r.view().successor()), (Some(n(1)), Some(n(3))));
+    assert_eq!(r.repair_since, None);
+}
+
+#[test]
+fn construction_fails_for_a_node_that_is_not_a_member() {
+    let err = HbRing::new(cfg(), &Membership::of_size(4), n(9), MY_INC, T0).unwrap_err();
+    assert_eq!(err, MembershipError::SelfMissing(9));
+}
+
+#[test]
+fn a_ring_of_one_is_alone_from_the_start() {
+    let mut r = HbRing::new(cfg(), &Membership::of_size(1), n(1), Incarnation(5), T0).unwrap();
+    assert_eq!(r.drain(), vec![]);
+    assert_eq!(timers(&r), vec![(Timer::Probe, at(250))]);
+    r.handle_timeout(at(250));
+    assert_eq!(r.drain(), vec![]);
+    assert_eq!(timers(&r), vec![(Timer::Probe, at(500))]);
+}
+
+// ---- heartbeats and acks ----
+
+#[test]
+fn first_heartbeat_from_the_predecessor_gets_our_view_and_an_ack() {
+    let mut r = ring();
+    let d = digest_after_seeing(&r, 1, inc(1));
+    r.handle_message(at(10), n(1), inc(1), heartbeat(d));
+    assert_eq!(
+        r.drain(),
+        vec![
+            send(
+                1,
+                HbMsg::View { entries: vec![(n(1), alive(10)), (n(2), alive(20)), (n(3), alive(0)), (n(4), alive(0))] }
+            ),
+            send(1, ack(d)),
+        ]
+    );
+    assert_eq!(r.view().liveness(n(1)), Some(alive(10)));
+    assert_eq!(r.timers.get(Timer::WatchPred), Some(at(260)));
+}
+
+#[test]
+fn later_heartbeats_from_the_predecessor_get_just_an_ack() {
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    let d = r.view().digest();
+    r.handle_message(at(60), n(1), inc(1), heartbeat(d));
+    assert_eq!(r.drain(), vec![send(1, ack(d))]);
+    assert_eq!(r.timers.get(Timer::WatchPred), Some(at(310)));
+    assert_eq!(r.poll_timeout(), Some(at(50)), "the heartbeat timer is unaffected");
+}
+
+#[test]
+fn heartbeat_with_a_different_digest_gets_an_ack_and_our_view() {
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    let d = r.view().digest();
+    r.handle_message(at(60), n(1), inc(1), heartbeat(d ^ 1));
+    assert_eq!(r.drain(), vec![send(1, ack(d)), send(1, view_msg(&r))]);
+}
+
+#[test]
+fn heartbeat_from_a_node_that_is_not_the_predecessor_is_still_acked() {
+    let mut r = ring();
+    meet(&mut r, 4, at(10));
+    let d = r.view().digest();
+    r.handle_message(at(20), n(4), inc(4), heartbeat(d));
+    assert_eq!(r.drain(), vec![send(4, ack(d))]);
+    assert_eq!(r.timers.get(Timer::WatchPred), Some(at(250)), "only the predecessor's messages feed its watch");
+}
+
+#[test]
+fn ack_from_the_successor_postpones_its_suspicion() {
+    let mut r = ring();
+    meet(&mut r, 3, at(100));
+    assert_eq!(r.timers.get(Timer::WatchSucc), Some(at(350)));
+    let d = r.view().digest();
+    r.handle_message(at(200), n(3), inc(3), ack(d));
+    assert_eq!(r.drain(), vec![]);
+    assert_eq!(r.timers.get(Timer::WatchSucc), Some(at(450)));
+    // Keep the predecessor alive too, then pass the successor's original deadline.
+    r.handle_message(at(200), n(1), inc(1), heartbeat(digest_after_seeing(&r, 1, inc(1))));
+    r.drain();
+    let d = r.view().digest();
+    r.handle_timeout(at(250));
+    assert_eq!(r.drain(), vec![send(3, heartbeat(d))], "just the (late) heartbeat, no suspicion");
+    assert!(r.view().is_alive(n(3)));
+    assert_eq!(r.poll_timeout(), Some(at(300)));
+    assert_eq!(r.timers.get(Timer::WatchSucc), Some(at(450)));
+}
+
+#[test]
+fn ack_with_a_different_digest_gets_our_view() {
+    let mut r = ring();
+    meet(&mut r, 3, at(10));
+    let d = r.view().digest();
+    r.handle_message(at(60), n(3), inc(3), ack(d.wrapping_add(1)));
+    assert_eq!(r.drain(), vec![send(3, view_msg(&r))]);
+    assert_eq!(r.timers.get(Timer::WatchSucc), Some(at(310)));
+}
+
+#[test]
+fn heartbeat_timer_sends_to_the_successor_and_rearms() {
+    let mut r = ring();
+    let d = r.view().digest();
+    r.handle_timeout(at(49));
+    assert_eq!(r.drain(), vec![]);
+    r.handle_timeout(at(50));
+    assert_eq!(r.drain(), vec![send(3, heartbeat(d))]);
+    assert_eq!(r.timers.get(Timer::Heartbeat), Some(at(100)));
+    assert_eq!(r.poll_timeout(), Some(at(100)));
+    // A timer handled late re-arms from when it was handled.
+    r.handle_timeout(at(130));
+    assert_eq!(r.drain(), vec![send(3, heartbeat(d))]);
+    assert_eq!(r.poll_timeout(), Some(at(180)));
+}
+
+// ---- suspicion ----
+
+#[test]
+fn silent_predecessor_is_suspected_reported_and_replaced() {
+    let mut r = ring();
+    meet(&mut r, 1, at(0));
+    meet(&mut r, 3, at(200));
+    let d = r.view().digest();
+    r.handle_timeout(at(249));
+    assert_eq!(r.drain(), vec![send(3, heartbeat(d))]);
+    r.handle_timeout(at(250));
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::Suspected { node: n(1), inc: inc(1) }),
+            ev(HbEvent::PredecessorChanged { from: Some(n(1)), to: Some(n(4)) }),
+            send(3, report(1, dead(10))),
+        ]
+    );
+    assert_eq!(r.view().liveness(n(1)), Some(dead(10)));
+    assert_eq!(r.view().predecessor(), Some(n(4)));
+    assert_eq!(r.timers.get(Timer::WatchPred), Some(at(500)), "the new predecessor gets a full grace period");
+    assert_eq!(r.repair_since, Some(at(250)));
+    assert_eq!(r.poll_timeout(), Some(at(299)));
+}
+
+#[test]
+fn new_predecessor_heartbeat_completes_the_repair() {
+    let mut r = ring();
+    meet(&mut r, 1, at(0));
+    meet(&mut r, 3, at(200));
+    r.handle_timeout(at(250));
+    r.drain();
+    let d = digest_after_seeing(&r, 4, inc(4));
+    r.handle_message(at(280), n(4), inc(4), heartbeat(d));
+    assert_eq!(
+        r.drain(),
+        vec![
+            send(
+                4,
+                HbMsg::View {
+                    entries: vec![(n(1), dead(10)), (n(2), alive(20)), (n(3), alive(30)), (n(4), alive(40))]
+                }
+            ),
+            send(4, ack(d)),
+            ev(HbEvent::Repaired { new_predecessor: n(4), took: Duration::from_millis(30) }),
+        ]
+    );
+    assert_eq!(r.repair_since, None);
+    assert_eq!(r.timers.get(Timer::WatchPred), Some(at(530)));
+    // The repair is reported once.
+    r.handle_message(at(330), n(4), inc(4), heartbeat(d));
+    assert_eq!(r.drain(), vec![send(4, ack(d))]);
+}
+
+#[test]
+fn silent_successor_is_suspected_and_heartbeats_move_to_the_next_node() {
+    let mut r = ring();
+    meet(&mut r, 3, at(10));
+    meet(&mut r, 1, at(100));
+    let before = r.view().digest();
+    let after = digest_of(MY_INC, &[(1, alive(10)), (3, dead(30))]);
+    r.handle_timeout(at(260));
+    assert_eq!(
+        r.drain(),
+        vec![
+            send(3, heartbeat(before)),
+            ev(HbEvent::Suspected { node: n(3), inc: inc(3) }),
+            ev(HbEvent::SuccessorChanged { from: Some(n(3)), to: Some(n(4)) }),
+            send(4, heartbeat(after)),
+            send(4, report(3, dead(30))),
+        ]
+    );
+    assert_eq!(r.view().digest(), after);
+    assert_eq!(r.view().successor(), Some(n(4)));
+    assert_eq!(r.timers.get(Timer::WatchSucc), Some(at(510)));
+    assert_eq!(r.timers.get(Timer::Heartbeat), Some(at(310)));
+    assert_eq!(r.repair_since, None, "only a lost predecessor is a repair to measure");
+}
+
+#[test]
+fn a_late_watch_timer_for_a_neighbour_heard_from_is_rearmed() {
+    let mut r = ring();
+    meet(&mut r, 1, at(0));
+    meet(&mut r, 3, at(0));
+    r.handle_message(at(100), n(1), inc(1), ack(r.view().digest()));
+    r.handle_message(at(100), n(3), inc(3), ack(r.view().digest()));
+    assert_eq!(r.drain(), vec![]);
+    // A stale deadline (a timer may fire at any moment) must not suspect anyone.
+    r.timers.set(Timer::WatchPred, at(200));
+    r.timers.set(Timer::WatchSucc, at(200));
+    r.timers.set(Timer::Heartbeat, at(300));
+    r.handle_timeout(at(200));
+    assert_eq!(r.drain(), vec![]);
+    assert_eq!(r.timers.get(Timer::WatchPred), Some(at(350)));
+    assert_eq!(r.timers.get(Timer::WatchSucc), Some(at(350)));
+}
+
+// ---- reports ----
+
+#[test]
+fn report_about_a_third_node_is_applied_and_forwarded_once() {
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    r.handle_message(at(20), n(1), inc(1), report(4, dead(40)));
+    assert_eq!(r.drain(), vec![ev(HbEvent::Down { node: n(4), inc: inc(4) }), send(3, report(4, dead(40)))]);
+    assert_eq!(r.view().liveness(n(4)), Some(dead(40)));
+    assert_eq!((r.view().predecessor(), r.view().successor()), (Some(n(1)), Some(n(3))));
+    // The same report after its lap, or an older belief, changes nothing and stops.
+    for older in [dead(40), alive(40), dead(39), alive(0)] {
+        r.handle_message(at(30), n(1), inc(1), report(4, older));
+        assert_eq!(r.drain(), vec![], "{older:?}");
+    }
+}
+
+#[test]
+fn report_that_the_successor_died_moves_heartbeats_on() {
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    r.handle_message(at(20), n(1), inc(1), report(3, dead(30)));
+    let d = r.view().digest();
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::Down { node: n(3), inc: inc(3) }),
+            ev(HbEvent::SuccessorChanged { from: Some(n(3)), to: Some(n(4)) }),
+            send(4, heartbeat(d)),
+            send(4, report(3, dead(30))),
+        ]
+    );
+    assert_eq!(r.timers.get(Timer::Heartbeat), Some(at(70)));
+    assert_eq!(r.timers.get(Timer::WatchSucc), Some(at(270)));
+}
+
+#[test]
+fn report_that_the_predecessor_died_starts_a_repair() {
+    let mut r = ring();
+    meet(&mut r, 3, at(10));
+    r.handle_message(at(20), n(3), inc(3), report(1, dead(10)));
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::Down { node: n(1), inc: inc(1) }),
+            ev(HbEvent::PredecessorChanged { from: Some(n(1)), to: Some(n(4)) }),
+            send(3, report(1, dead(10))),
+        ]
+    );
+    assert_eq!(r.repair_since, Some(at(20)));
+    let d = digest_after_seeing(&r, 4, inc(4));
+    r.handle_message(at(45), n(4), inc(4), heartbeat(d));
+    assert_eq!(
+        r.drain(),
+        vec![
+            send(4, view_msg(&r)),
+            send(4, ack(d)),
+            ev(HbEvent::Repaired { new_predecessor: n(4), took: Duration::from_millis(25) }),
+        ]
+    );
+}
+
+#[test]
+fn report_that_this_life_is_dead_makes_the_node_rejoin() {
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    r.handle_message(at(20), n(1), inc(1), report(2, dead(20)));
+    assert_eq!(r.drain(), vec![ev(HbEvent::Rejoined { inc: Incarnation(21) }), send(3, report(2, alive(21)))]);
+    assert_eq!(r.incarnation(), Incarnation(21));
+    assert_eq!(r.view().liveness(n(2)), Some(alive(21)));
+    assert_eq!((r.view().predecessor(), r.view().successor()), (Some(n(1)), Some(n(3))));
+}
+
+#[test]
+fn report_about_an_older_life_or_this_life_alive_changes_nothing() {
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    for l in [dead(19), dead(0), alive(20), alive(99)] {
+        r.handle_message(at(20), n(1), inc(1), report(2, l));
+        assert_eq!(r.drain(), vec![], "{l:?}");
+    }
+    assert_eq!(r.incarnation(), MY_INC);
+    // Once rejoined, the report about the life left behind is old news.
+    r.handle_message(at(30), n(1), inc(1), report(2, dead(20)));
+    r.drain();
+    r.handle_message(at(40), n(1), inc(1), report(2, dead(20)));
+    assert_eq!(r.drain(), vec![]);
+    assert_eq!(r.incarnation(), Incarnation(21));
+}
+
+#[test]
+fn report_of_a_first_known_life_spreads_without_an_up_event() {
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    // 4 was never heard from: learning its life is no comeback, but the
+    // view changed, so the report goes on.
+    r.handle_message(at(20), n(1), inc(1), report(4, alive(40)));
+    assert_eq!(r.drain(), vec![send(3, report(4, alive(40)))]);
+    assert_eq!(r.view().liveness(n(4)), Some(alive(40)));
+    // 3 was suspected before it was ever heard from: alive again is an Up.
+    r.handle_message(at(30), n(1), inc(1), report(3, dead(0)));
+    r.drain();
+    r.handle_message(at(40), n(1), inc(1), report(3, alive(30)));
+    let d = r.view().digest();
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::Up { node: n(3), inc: inc(3) }),
+            ev(HbEvent::SuccessorChanged { from: Some(n(4)), to: Some(n(3)) }),
+            send(3, heartbeat(d)),
+        ]
+    );
+}
+
+#[test]
+fn view_merge_reports_only_what_changed() {
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    meet(&mut r, 4, at(10));
+    let entries = vec![(n(1), alive(10)), (n(2), alive(20)), (n(3), dead(30)), (n(4), alive(1040))];
+    let mid = digest_of(MY_INC, &[(1, alive(10)), (3, dead(30)), (4, alive(40))]);
+    r.handle_message(at(20), n(1), inc(1), HbMsg::View { entries: entries.clone() });
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::Down { node: n(3), inc: inc(3) }),
+            ev(HbEvent::SuccessorChanged { from: Some(n(3)), to: Some(n(4)) }),
+            send(4, heartbeat(mid)),
+            send(4, report(3, dead(30))),
+            // 4 is the successor: a report about it is not sent to it.
+            ev(HbEvent::Up { node: n(4), inc: Incarnation(1040) }),
+        ]
+    );
+    assert_eq!(r.view().entries().collect::<Vec<_>>(), entries);
+    r.handle_message(at(30), n(1), inc(1), HbMsg::View { entries });
+    assert_eq!(r.drain(), vec![]);
+    // 4's previous life is now stale.
+    r.handle_message(at(40), n(4), inc(4), heartbeat(0));
+    assert_eq!(r.drain(), vec![ev(HbEvent::StaleMessage { from: n(4), inc: inc(4) })]);
+}
+
+#[test]
+fn view_saying_this_life_is_dead_makes_the_node_rejoin() {
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    let entries = vec![(n(1), alive(10)), (n(2), dead(20)), (n(3), alive(0)), (n(4), alive(0))];
+    r.handle_message(at(20), n(1), inc(1), HbMsg::View { entries });
+    assert_eq!(r.drain(), vec![ev(HbEvent::Rejoined { inc: Incarnation(21) }), send(3, report(2, alive(21)))]);
+}
+
+// ---- incarnations ----
+
+#[test]
+fn message_from_an_older_life_is_ignored() {
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    let before = r.clone();
+    r.handle_message(at(100), n(1), Incarnation(9), heartbeat(r.view().digest()));
+    assert_eq!(r.drain(), vec![ev(HbEvent::StaleMessage { from: n(1), inc: Incarnation(9) })]);
+    assert_eq!(r, before, "not even a sign of life");
+}
+
+#[test]
+fn message_from_an_excluded_life_is_answered_excluded() {
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    r.handle_message(at(20), n(1), inc(1), report(4, dead(40)));
+    r.drain();
+    let before = r.clone();
+    r.handle_message(at(30), n(4), inc(4), heartbeat(r.view().digest()));
+    assert_eq!(
+        r.drain(),
+        vec![send(4, HbMsg::Excluded { your_inc: inc(4) }), ev(HbEvent::ExcludedPeer { node: n(4), inc: inc(4) })]
+    );
+    assert_eq!(r, before);
+}
+
+#[test]
+fn excluded_about_this_life_makes_the_node_rejoin() {
+    let mut r = ring();
+    meet(&mut r, 3, at(10));
+    r.handle_message(at(20), n(3), inc(3), HbMsg::Excluded { your_inc: MY_INC });
+    assert_eq!(r.drain(), vec![ev(HbEvent::Rejoined { inc: Incarnation(21) }), send(3, report(2, alive(21)))]);
+    assert_eq!(r.incarnation(), Incarnation(21));
+}
+
+#[test]
+fn excluded_about_an_older_life_changes_nothing() {
+    let mut r = ring();
+    meet(&mut r, 3, at(10));
+    r.handle_message(at(20), n(3), inc(3), HbMsg::Excluded { your_inc: Incarnation(19) });
+    assert_eq!(r.drain(), vec![]);
+    // Nor does a second Excluded about the life already left.
+    r.handle_message(at(30), n(3), inc(3), HbMsg::Excluded { your_inc: MY_INC });
+    r.drain();
+    r.handle_message(at(40), n(3), inc(3), HbMsg::Excluded { your_inc: MY_INC });
+    assert_eq!(r.drain(), vec![]);
+    assert_eq!(r.incarnation(), Incarnation(21));
+}
+
+#[test]
+fn message_from_a_restarted_node_is_a_new_life() {
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    let d = digest_after_seeing(&r, 1, Incarnation(1010));
+    r.handle_message(at(20), n(1), Incarnation(1010), heartbeat(d));
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::Up { node: n(1), inc: Incarnation(1010) }),
+            send(3, report(1, alive(1010))),
+            send(
+                1,
+                HbMsg::View {
+                    entries: vec![(n(1), alive(1010)), (n(2), alive(20)), (n(3), alive(0)), (n(4), alive(0))]
+                }
+            ),
+            send(1, ack(d)),
+        ]
+    );
+    // Its previous life is stale from now on.
+    r.handle_message(at(30), n(1), inc(1), heartbeat(d));
+    assert_eq!(r.drain(), vec![ev(HbEvent::StaleMessage { from: n(1), inc: inc(1) })]);
+}
+
+#[test]
+fn dead_predecessor_restarting_takes_its_place_back() {
+    let mut r = ring();
+    meet(&mut r, 1, at(0));
+    meet(&mut r, 3, at(200));
+    r.handle_timeout(at(250));
+    r.drain();
+    assert_eq!(r.view().predecessor(), Some(n(4)));
+    let d = digest_after_seeing(&r, 1, Incarnation(1010));
+    r.handle_message(at(300), n(1), Incarnation(1010), heartbeat(d));
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::Up { node: n(1), inc: Incarnation(1010) }),
+            send(3, report(1, alive(1010))),
+            send(1, view_msg(&r)),
+            ev(HbEvent::PredecessorChanged { from: Some(n(4)), to: Some(n(1)) }),
+            send(1, ack(d)),
+            ev(HbEvent::Repaired { new_predecessor: n(1), took: Duration::from_millis(50) }),
+        ]
+    );
+    assert_eq!(r.timers.get(Timer::WatchPred), Some(at(550)));
+}
+
+// ---- probes and being alone ----
+
+#[test]
+fn probe_timer_heartbeats_each_dead_node_before_the_live_successor() {
+    let mut r = ring();
+    meet(&mut r, 1, at(5));
+    r.handle_message(at(10), n(1), inc(1), report(3, dead(30)));
+    r.handle_message(at(20), n(1), inc(1), report(4, dead(40)));
+    r.drain();
+    assert_eq!(r.view().successor(), Some(n(1)));
+    assert_eq!(r.view().dead_gap_after_me(), vec![n(3), n(4)]);
+    let d = r.view().digest();
+    r.handle_timeout(at(250));
+    assert_eq!(r.drain(), vec![send(1, heartbeat(d)), send(3, heartbeat(d)), send(4, heartbeat(d))]);
+    assert_eq!(r.timers.get(Timer::Probe), Some(at(500)));
+    // A probed node answering from a new life is back at its configured
+    // place. It is our successor now, so no report about it goes anywhere:
+    // its own heartbeats to its successor spread the news.
+    let d = digest_after_seeing(&r, 3, Incarnation(1030));
+    r.handle_message(at(260), n(3), Incarnation(1030), ack(d));
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::Up { node: n(3), inc: Incarnation(1030) }),
+            send(3, view_msg(&r)),
+            ev(HbEvent::SuccessorChanged { from: Some(n(1)), to: Some(n(3)) }),
+            send(3, heartbeat(d)),
+        ]
+    );
+    assert_eq!(r.view().dead_gap_after_me(), vec![]);
+}
+
+#[test]
+fn node_whose_peers_all_fall_silent_ends_up_alone_and_only_probes() {
+    let mut r = ring();
+    let d0 = r.view().digest();
+    let d1 = digest_of(MY_INC, &[(1, dead(0)), (3, dead(0))]);
+    r.handle_timeout(at(250));
+    assert_eq!(
+        r.drain(),
+        vec![
+            send(3, heartbeat(d0)),
+            ev(HbEvent::Suspected { node: n(1), inc: Incarnation(0) }),
+            ev(HbEvent::PredecessorChanged { from: Some(n(1)), to: Some(n(4)) }),
+            send(3, report(1, dead(0))),
+            ev(HbEvent::Suspected { node: n(3), inc: Incarnation(0) }),
+            ev(HbEvent::SuccessorChanged { from: Some(n(3)), to: Some(n(4)) }),
+            send(4, heartbeat(d1)),
+            send(4, report(3, dead(0))),
+            send(3, heartbeat(d1)),
+        ]
+    );
+    let d2 = digest_of(MY_INC, &[(1, dead(0)), (3, dead(0)), (4, dead(0))]);
+    r.handle_timeout(at(500));
+    assert_eq!(
+        r.drain(),
+        vec![
+            send(4, heartbeat(d1)),
+            ev(HbEvent::Suspected { node: n(4), inc: Incarnation(0) }),
+            ev(HbEvent::PredecessorChanged { from: Some(n(4)), to: None }),
+            ev(HbEvent::SuccessorChanged { from: Some(n(4)), to: None }),
+            send(3, heartbeat(d2)),
+            send(4, heartbeat(d2)),
+            send(1, heartbeat(d2)),
+        ]
+    );
+    assert_eq!(r.view().alive_count(), 1);
+    assert_eq!(timers(&r), vec![(Timer::Probe, at(750))], "heartbeat and watch timers cancelled");
+    assert_eq!(r.repair_since, None);
+    r.handle_timeout(at(750));
+    assert_eq!(r.drain(), vec![send(3, heartbeat(d2)), send(4, heartbeat(d2)), send(1, heartbeat(d2))]);
+}
+
+// ---- on_contact ----
+
+#[test]
+fn on_contact_classifies_every_kind_of_sender() {
+    let mut r = ring();
+    // Not a member.
+    assert_eq!(r.on_contact(at(1), n(9), Incarnation(1)), Contact::Drop);
+    assert_eq!(r.drain(), vec![]);
+    // First contact: a new life, brought up to date.
+    assert_eq!(r.on_contact(at(2), n(1), inc(1)), Contact::Accept);
+    assert_eq!(r.drain(), vec![send(1, view_msg(&r))]);
+    assert_eq!(r.timers.get(Timer::WatchPred), Some(at(252)));
+    // The known, live life: a sign of life.
+    assert_eq!(r.on_contact(at(3), n(1), inc(1)), Contact::Accept);
+    assert_eq!(r.drain(), vec![]);
+    assert_eq!(r.timers.get(Timer::WatchPred), Some(at(253)));
+    // An older life.
+    assert_eq!(r.on_contact(at(4), n(1), Incarnation(9)), Contact::Drop);
+    assert_eq!(r.drain(), vec![ev(HbEvent::StaleMessage { from: n(1), inc: Incarnation(9) })]);
+    assert_eq!(r.timers.get(Timer::WatchPred), Some(at(253)));
+    // An excluded life.
+    r.handle_message(at(5), n(1), inc(1), report(4, dead(40)));
+    r.drain();
+    assert_eq!(r.on_contact(at(6), n(4), inc(4)), Contact::Drop);
+    assert_eq!(
+        r.drain(),
+        vec![send(4, HbMsg::Excluded { your_inc: inc(4) }), ev(HbEvent::ExcludedPeer { node: n(4), inc: inc(4) })]
+    );
+    // A restart.
+    assert_eq!(r.on_contact(at(7), n(1), Incarnation(1010)), Contact::Accept);
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::Up { node: n(1), inc: Incarnation(1010) }),
+            send(3, report(1, alive(1010))),
+            send(1, view_msg(&r))
+        ]
+    );
+    // Ourselves: only our own life is current.
+    assert_eq!(r.on_contact(at(8), n(2), MY_INC), Contact::Accept);
+    assert_eq!(r.drain(), vec![]);
+    assert_eq!(r.on_contact(at(9), n(2), Incarnation(21)), Contact::Drop);
+    assert_eq!(r.drain(), vec![ev(HbEvent::StaleMessage { from: n(2), inc: Incarnation(21) })]);
+}
+
+// ---- HbNode through the Protocol trait ----
+
+fn node() -> HbNode {
+    HbNode::new(cfg(), &Membership::of_size(4), n(2), MY_INC, T0).unwrap()
+}
+
+fn outputs(p: &mut HbNode) -> Vec<Output<HbNode>> {
+    std::iter::from_fn(|| p.poll_output()).collect()
+}
+
+fn ring_reply(alive: &[(u32, u64)]) -> HbReply {
+    HbReply::Ring { alive: alive.iter().map(|(id, inc)| (n(*id), Incarnation(*inc))).collect() }
+}
+
+#[test]
+fn node_answers_ring_requests_with_the_live_ring_after_itself() {
+    let mut p = node();
+    let d = p.ring().view().digest();
+    p.handle_request(T0, ClientId(5), HbRequest::Ring);
+    assert_eq!(
+        outputs(&mut p),
+        vec![
+            Output::Reply { client: ClientId(5), reply: ring_reply(&[(3, 0), (4, 0), (1, 0), (2, 20)]) },
+            Output::Event(HbEvent::PredecessorChanged { from: None, to: Some(n(1)) }),
+            Output::Event(HbEvent::SuccessorChanged { from: None, to: Some(n(3)) }),
+            Output::Send { to: n(3), msg: heartbeat(d) },
+        ]
+    );
+    p.handle_message(at(10), n(1), inc(1), report(4, dead(40)));
+    outputs(&mut p);
+    p.handle_request(at(20), ClientId(6), HbRequest::Ring);
+    assert_eq!(
+        outputs(&mut p),
+        vec![Output::Reply { client: ClientId(6), reply: ring_reply(&[(3, 0), (1, 10), (2, 20)]) }]
+    );
+}
+
+#[test]
+fn node_drops_the_reply_of_a_client_that_went_away() {
+    let mut p = node();
+    outputs(&mut p);
+    p.handle_request(at(1), ClientId(1), HbRequest::Ring);
+    p.handle_request(at(1), ClientId(2), HbRequest::Ring);
+    p.handle_client_gone(at(2), ClientId(1));
+    assert_eq!(
+        outputs(&mut p),
+        vec![Output::Reply { client: ClientId(2), reply: ring_reply(&[(3, 0), (4, 0), (1, 0), (2, 20)]) }]
+    );
+}
+
+#[test]
+fn node_status_reports_peers_and_neighbours() {
+    let mut p = node();
+    outputs(&mut p);
+    let peer = |id: u32, up: bool, inc: u64| PeerStatus {
+        id: n(id),
+        addr: format!("127.0.0.1:{}", 20_000 + id),
+        up,
+        incarnation: Incarnation(inc),
+    };
+    let details = |succ: &str, pred: &str, alive: &str| {
+        vec![
+            ("successor".to_string(), succ.to_string()),
+            ("predecessor".to_string(), pred.to_string()),
+            ("alive".to_string(), alive.to_string()),
+        ]
+    };
+    let s = p.status();
+    assert_eq!(s.daemon, "hbringd");
+    assert_eq!((s.node, s.incarnation, s.role.as_str()), (n(2), MY_INC, "member"));
+    assert_eq!(s.peers, vec![peer(1, true, 0), peer(3, true, 0), peer(4, true, 0)]);
+    assert_eq!(s.details, details("3", "1", "4"));
+    // After everyone falls silent it is alone.
+    p.handle_timeout(at(250));
+    p.handle_timeout(at(500));
+    outputs(&mut p);
+    let s = p.status();
+    assert_eq!(s.role, "alone");
+    assert_eq!(s.peers, vec![peer(1, false, 0), peer(3, false, 0), peer(4, false, 0)]);
+    assert_eq!(s.details, details("none", "none", "1"));
+}
+
+#[test]
+fn node_passes_time_and_incarnation_through_to_the_ring() {
+    let mut p = node();
+    outputs(&mut p);
+    assert_eq!(p.incarnation(), MY_INC);
+    assert_eq!(p.poll_timeout(), Some(at(50)));
+    let d = p.ring().view().digest();
+    p.handle_timeout(at(50));
+    assert_eq!(outputs(&mut p), vec![Output::Send { to: n(3), msg: heartbeat(d) }]);
+    assert_eq!(p.poll_timeout(), Some(at(100)));
+    p.handle_message(at(60), n(3), inc(3), HbMsg::Excluded { your_inc: MY_INC });
+    outputs(&mut p);
+    assert_eq!(p.incarnation(), Incarnation(21));
+}
+
+#[test]
+fn failure_free_start_in_the_simulator_reports_no_failures_and_no_comebacks() {
+    let membership = Membership::of_size(5);
+    let factory = move |id, inc, now, _seed| HbNode::new(cfg(), &membership, id, inc, now).unwrap();
+    let net = sim::NetConfig::reliable(Duration::from_micros(100), Duration::from_millis(3));
+    let mut sim = sim::Sim::new(1, 5, net, Box::new(factory));
+    sim.run_until(Instant::from_millis(2_000)).unwrap();
+    let w = sim.world();
+    let changes: Vec<_> = w
+        .events
+        .iter()
+        .filter(|(_, _, e)| !matches!(e, HbEvent::PredecessorChanged { .. } | HbEvent::SuccessorChanged { .. }))
+        .collect();
+    assert_eq!(changes, Vec::<&(Instant, NodeId, HbEvent)>::new());
+    for (id, core) in w.live() {
+        let view = core.ring().view();
+        assert_eq!(view.alive_count(), 5, "{id}");
+        assert!(view.entries().all(|(_, l)| l.incarnation == Incarnation(1)), "{id} knows every life");
+    }
+}
+
+#[test]
+fn node_shutdown_leaves_at_once() {
+    let mut p = node();
+    assert!(!p.is_left());
+    p.handle_shutdown(at(1));
+    assert!(p.is_left());
+}

@@ -1,0 +1,294 @@
+//! The heartbeat ring in the deterministic simulator: crashes, restarts,
+//! partitions; invariants checked after every step, convergence at the end.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ftcore::{Incarnation, NodeId, Protocol};
+use hbring::{HbConfig, HbEvent, HbNode};
+use membership::{Membership, Status};
+use sim::{for_seeds, Action, FaultPlan, NetConfig, Sim, SimError, World};
+use timer::Instant;
+
+const HEARTBEAT: Duration = Duration::from_millis(50);
+const SUSPECT: Duration = Duration::from_millis(250);
+
+fn cluster(seed: u64, n: u32, net: NetConfig) -> Sim<HbNode> {
+    let membership = Membership::of_size(n);
+    let cfg = HbConfig::new(HEARTBEAT, SUSPECT);
+    Sim::new(
+        seed,
+        n,
+        net,
+        Box::new(move |id, inc, now, _seed| HbNode::new(cfg, &membership, id, inc, now).expect("member")),
+    )
+}
+
+fn tcp() -> NetConfig {
+    NetConfig::reliable(Duration::from_micros(100), Duration::from_millis(3))
+}
+
+/// Safety, after every step: a node is alive at its own current life in
+/// its own view, and no view holds a life newer than the node has had.
+fn views_are_sane(w: &World<HbNode>) -> Result<(), String> {
+    for (id, core) in w.live() {
+        let view = core.ring().view();
+        let me = view.liveness(id).ok_or("self missing")?;
+        if me.status != Status::Alive || me.incarnation != core.incarnation() {
+            return Err(format!("{id} sees itself as {me:?}, its life is {}", core.incarnation()));
+        }
+        for (other, l) in view.entries() {
+            let slot = &w.slots[other.0 as usize - 1];
+            let real = slot.core.as_ref().map_or(slot.incarnation, |c| c.incarnation());
+            if l.incarnation > real {
+                return Err(format!(
+                    "{id} believes {other} is in life {} but it has only reached {real}",
+                    l.incarnation
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// With a timely network and no partitions, nobody suspects a live life.
+fn no_false_suspicion(w: &World<HbNode>) -> Result<(), String> {
+    for (_, by, e) in w.step_events() {
+        if let HbEvent::Suspected { node, inc } = e {
+            if w.core(*node).is_some_and(|c| c.incarnation() == *inc) {
+                return Err(format!("{by} suspected {node} in its live life {inc}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Liveness, once faults have stopped: every live node's view is exactly
+/// the set of live nodes in their current lives, so successors form one
+/// cycle through all of them.
+fn converged(w: &World<HbNode>) -> Result<(), String> {
+    let live: BTreeMap<NodeId, Incarnation> = w.live().map(|(id, c)| (id, c.incarnation())).collect();
+    for (id, core) in w.live() {
+        let view = core.ring().view();
+        // Incarnation 0 means "never heard from, presumed alive in whatever life".
+        let seen: BTreeMap<NodeId, Incarnation> = view
+            .entries()
+            .filter(|(_, l)| l.status == Status::Alive)
+            .map(|(n, l)| {
+                (
+                    n,
+                    if l.incarnation == Incarnation(0) {
+                        live.get(&n).copied().unwrap_or(l.incarnation)
+                    } else {
+                        l.incarnation
+                    },
+                )
+            })
+            .collect();
+        if seen != live {
+            return Err(format!("{id} sees alive {seen:?}, but alive are {live:?}"));
+        }
+    }
+    // Following successors from any node visits every live node once.
+    if let Some((start, _)) = w.live().next() {
+        let mut at = start;
+        for _ in 0..live.len() {
+            at = w.core(at).and_then(|c| c.ring().view().successor()).unwrap_or(at);
+        }
+        if at != start {
+            return Err(format!("successor walk from {start} did not return after {} hops", live.len()));
+        }
+    }
+    Ok(())
+}
+
+fn run_with_faults(seed: u64, n: u32, plan: FaultPlan, partitions: bool) -> Result<Sim<HbNode>, SimError> {
+    let mut sim = cluster(seed, n, tcp());
+    sim.check(views_are_sane);
+    if !partitions {
+        sim.check(no_false_suspicion);
+    }
+    sim.random_faults(&plan);
+    // Faults stop at plan.end; restarts and heals land within a few seconds.
+    sim.run_until(plan.end + Duration::from_secs(6))?;
+    // Make sure nothing is still down, then let the ring settle.
+    for i in 1..=n {
+        sim.after(Duration::ZERO, Action::Restart(NodeId(i)));
+    }
+    sim.after(Duration::ZERO, Action::Heal);
+    sim.run_for(Duration::from_secs(3))?;
+    if let Err(e) = converged(sim.world()) {
+        return Err(SimError {
+            seed,
+            at: sim.now(),
+            message: e,
+            trace_tail: sim.trace().to_vec().split_off(sim.trace().len().saturating_sub(30)),
+        });
+    }
+    Ok(sim)
+}
+
+#[test]
+fn failure_free_ring_never_suspects_anyone() {
+    for_seeds(20, |seed| {
+        let mut sim = cluster(seed, 5, tcp());
+        sim.check(views_are_sane);
+        sim.check(|w| match w.step_events().iter().find(|(_, _, e)| matches!(e, HbEvent::Suspected { .. })) {
+            Some(e) => Err(format!("suspicion in a failure-free run: {e:?}")),
+            None => Ok(()),
+        });
+        sim.run_until(Instant::from_millis(10_000))?;
+        converged(sim.world()).map_err(|m| SimError { seed, at: sim.now(), message: m, trace_tail: vec![] })
+    });
+}
+
+#[test]
+fn crash_of_one_node_is_detected_and_the_ring_repairs_in_time() {
+    for_seeds(20, |seed| {
+        let mut sim = cluster(seed, 5, tcp());
+        sim.check(views_are_sane);
+        sim.check(no_false_suspicion);
+        sim.run_until(Instant::from_millis(1_000))?;
+        sim.at(Instant::from_millis(1_000), Action::Crash(NodeId(3)));
+        sim.run_until(Instant::from_millis(3_000))?;
+        let w = sim.world();
+        // A neighbour (2 by acks, or 4 by heartbeats) suspected it within
+        // suspect_after + one heartbeat + delays.
+        let suspected = w
+            .events
+            .iter()
+            .find(|(_, _, e)| matches!(e, HbEvent::Suspected { node: NodeId(3), .. }))
+            .map(|(t, _, _)| *t)
+            .ok_or_else(|| SimError {
+                seed,
+                at: sim.now(),
+                message: "nobody suspected 3".into(),
+                trace_tail: vec![],
+            })?;
+        let detect = suspected.saturating_since(Instant::from_millis(1_000));
+        assert!(detect <= SUSPECT + HEARTBEAT + Duration::from_millis(10), "seed {seed}: detection took {detect:?}");
+        // The repair was measured at 4, and 2 now heartbeats 4.
+        let took = w.events.iter().find_map(|(_, by, e)| match e {
+            HbEvent::Repaired { new_predecessor: NodeId(2), took } if *by == NodeId(4) => Some(*took),
+            _ => None,
+        });
+        let took = took.expect("4 saw its new predecessor 2");
+        assert!(took <= Duration::from_millis(60), "seed {seed}: repair took {took:?}");
+        assert_eq!(w.core(NodeId(2)).unwrap().ring().view().successor(), Some(NodeId(4)));
+        converged(w).map_err(|m| SimError { seed, at: sim.now(), message: m, trace_tail: vec![] })
+    });
+}
+
+#[test]
+fn two_neighbours_dying_together_are_both_removed() {
+    for_seeds(20, |seed| {
+        let mut sim = cluster(seed, 6, tcp());
+        sim.check(views_are_sane);
+        sim.check(no_false_suspicion);
+        sim.at(Instant::from_millis(700), Action::Crash(NodeId(3)));
+        sim.at(Instant::from_millis(700), Action::Crash(NodeId(4)));
+        sim.run_until(Instant::from_millis(2_500))?;
+        assert_eq!(sim.world().core(NodeId(2)).unwrap().ring().view().successor(), Some(NodeId(5)), "seed {seed}");
+        converged(sim.world()).map_err(|m| SimError { seed, at: sim.now(), message: m, trace_tail: vec![] })
+    });
+}
+
+#[test]
+fn restarted_node_rejoins_at_its_configured_position() {
+    for_seeds(20, |seed| {
+        let mut sim = cluster(seed, 5, tcp());
+        sim.check(views_are_sane);
+        sim.check(no_false_suspicion);
+        sim.at(Instant::from_millis(500), Action::Crash(NodeId(2)));
+        sim.at(Instant::from_millis(1_500), Action::Restart(NodeId(2)));
+        sim.run_until(Instant::from_millis(3_000))?;
+        let w = sim.world();
+        assert_eq!(w.core(NodeId(1)).unwrap().ring().view().successor(), Some(NodeId(2)), "seed {seed}");
+        assert_eq!(w.core(NodeId(2)).unwrap().ring().view().successor(), Some(NodeId(3)), "seed {seed}");
+        converged(w).map_err(|m| SimError { seed, at: sim.now(), message: m, trace_tail: vec![] })
+    });
+}
+
+#[test]
+fn quick_restart_before_detection_is_seen_as_a_new_life() {
+    for_seeds(20, |seed| {
+        let mut sim = cluster(seed, 4, tcp());
+        sim.check(views_are_sane);
+        sim.at(Instant::from_millis(500), Action::Crash(NodeId(3)));
+        sim.at(Instant::from_millis(520), Action::Restart(NodeId(3)));
+        sim.run_until(Instant::from_millis(2_000))?;
+        let w = sim.world();
+        let up = w.events.iter().any(|(_, _, e)| matches!(e, HbEvent::Up { node: NodeId(3), .. }));
+        assert!(up, "seed {seed}: nobody noticed 3's new life");
+        converged(w).map_err(|m| SimError { seed, at: sim.now(), message: m, trace_tail: vec![] })
+    });
+}
+
+#[test]
+fn partitioned_minority_is_excluded_then_rejoins_after_heal() {
+    for_seeds(20, |seed| {
+        let mut sim = cluster(seed, 5, tcp());
+        sim.check(views_are_sane);
+        sim.at(Instant::from_millis(500), Action::Partition(vec![NodeId(2)]));
+        sim.at(Instant::from_millis(2_000), Action::Heal);
+        sim.run_until(Instant::from_millis(1_900))?;
+        assert!(!sim.world().core(NodeId(1)).unwrap().ring().view().is_alive(NodeId(2)), "seed {seed}");
+        sim.run_until(Instant::from_millis(4_000))?;
+        let w = sim.world();
+        let rejoined = w.events.iter().any(|(_, id, e)| *id == NodeId(2) && matches!(e, HbEvent::Rejoined { .. }));
+        assert!(rejoined, "seed {seed}: 2 never rejoined");
+        converged(w).map_err(|m| SimError { seed, at: sim.now(), message: m, trace_tail: vec![] })
+    });
+}
+
+#[test]
+fn random_crashes_and_restarts_keep_views_sane_and_converge() {
+    for_seeds(150, |seed| {
+        let n = 3 + (seed % 6) as u32;
+        let plan = FaultPlan { crashes: 6, max_down: (n - 1) / 2, ..FaultPlan::default() };
+        run_with_faults(seed, n, plan, false).map(|_| ())
+    });
+}
+
+#[test]
+fn random_partitions_and_crashes_converge_after_healing() {
+    for_seeds(100, |seed| {
+        let n = 4 + (seed % 5) as u32;
+        let plan = FaultPlan { crashes: 4, max_down: 2, partitions: 3, ..FaultPlan::default() };
+        run_with_faults(seed, n, plan, true).map(|_| ())
+    });
+}
+
+#[test]
+fn same_seed_same_trace() {
+    let plan = FaultPlan { crashes: 5, max_down: 2, partitions: 2, ..FaultPlan::default() };
+    let a = run_with_faults(7, 6, plan.clone(), true).unwrap();
+    let b = run_with_faults(7, 6, plan.clone(), true).unwrap();
+    let c = run_with_faults(8, 6, plan, true).unwrap();
+    assert_eq!(a.trace(), b.trace());
+    assert_eq!(a.trace_hash(), b.trace_hash());
+    assert_ne!(a.trace_hash(), c.trace_hash());
+}
+
+#[test]
+fn a_thousand_nodes_form_a_ring_and_repair_it() {
+    let mut sim = cluster(1, 1_000, tcp()).without_trace();
+    sim.check(no_false_suspicion);
+    sim.at(Instant::from_millis(600), Action::Crash(NodeId(500)));
+    sim.run_until(Instant::from_millis(2_000)).unwrap();
+    let w = sim.world();
+    assert_eq!(w.core(NodeId(499)).unwrap().ring().view().successor(), Some(NodeId(501)));
+    converged(w).unwrap();
+}
+
+/// The long sweep: `cargo test -p hbring --test sim -- --ignored`.
+#[test]
+#[ignore]
+fn sweep_thousands_of_seeds() {
+    for_seeds(3_000, |seed| {
+        let n = 3 + (seed % 10) as u32;
+        let plan =
+            FaultPlan { crashes: 8, max_down: (n - 1) / 2, partitions: (seed % 3) as u32, ..FaultPlan::default() };
+        run_with_faults(seed, n, plan, seed % 3 != 0).map(|_| ())
+    });
+}

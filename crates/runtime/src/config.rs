@@ -1,0 +1,1457 @@
+//! The one configuration loader every daemon uses.
+//!
+//! Layers, lowest first: built-in defaults ← the TOML file named by
+//! `--config` ← environment variables with the daemon's prefix
+//! (`NTMUTEXD_NODE_ID`; `__` separates nesting levels, as in
+//! `NTMUTEXD_TIMING__HEARTBEAT_MS`) ← command-line flags.
+//!
+//! The keys all daemons share are [`CommonConfig`]; a daemon adds its own keys
+//! at the top level of the same file through a [`DaemonConfig`] type, and gets
+//! both back as a [`Config`]. Unknown keys anywhere are errors, so a typo is
+//! never silently ignored. Every problem is a [`ConfigError`] naming the key
+//! and where its value came from (file path, environment variable or flag);
+//! daemons exit with [`EXIT_CONFIG`] on it ([`exit_on_error`]).
+//!
+//! Depends on `membership` for the peer list; daemons depend on this module,
+//! never the other way round.
+
+use std::fmt::Debug;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::error::Kind;
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::value::{Dict, Map, Tag, Value};
+use figment::{Figment, Metadata, Profile, Provider};
+use membership::{Member, Membership, MembershipError, NodeId};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+pub use crate::logging::LogFormat;
+
+/// Exit status for a bad configuration or bad arguments (clap uses 2 too).
+pub const EXIT_CONFIG: i32 = 2;
+
+/// Metadata name of the command-line layer, used to recognise it in errors.
+const CLI_SOURCE: &str = "command-line flags";
+
+/// Flags every daemon takes; flatten them into each daemon's clap parser
+/// with `#[command(flatten)]`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct CommonArgs {
+    /// TOML configuration file (e.g. /etc/ftcoord/ntmutexd.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// This node's id (overrides `node_id`).
+    #[arg(long, value_name = "N")]
+    pub node_id: Option<u32>,
+    /// Peer-protocol listen address (overrides `listen`).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Client API listen address (overrides `client_listen`).
+    #[arg(long, value_name = "ADDR")]
+    pub client_listen: Option<SocketAddr>,
+    /// Prometheus /metrics listen address (overrides `metrics_listen`).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Log line format (overrides `log_format`).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// Validate the configuration, print the effective config and exit.
+    #[arg(long)]
+    pub check_config: bool,
+}
+
+/// The keys every daemon shares. After [`load`] it has passed
+/// [`CommonConfig::validate`].
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(default)]
+pub struct CommonConfig {
+    /// This node's id: unique, > 0, and one of `peers`. Required.
+    pub node_id: u32,
+    /// Peer-protocol address; default: this node's address in `peers`.
+    pub listen: Option<SocketAddr>,
+    /// Client API address; default: 127.0.0.1 at the listen port + 100.
+    pub client_listen: Option<SocketAddr>,
+    /// Prometheus address; default: 127.0.0.1 at the listen port + 2000.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Carried in every frame header so two clusters never mix; default 1.
+    pub cluster_id: u32,
+    /// Shared key authenticating peer frames (32 raw bytes or 64 hex digits,
+    /// mode 0600 or stricter). Unset: peer traffic is unauthenticated.
+    pub cluster_key_file: Option<PathBuf>,
+    /// Where a protocol keeps durable state (tokenwatchd).
+    pub state_dir: Option<PathBuf>,
+    /// Log line format; default text.
+    pub log_format: LogFormat,
+    /// `tracing` filter directive; default "info". `RUST_LOG` overrides it.
+    pub log_level: String,
+    /// Every member in ring order, this node included.
+    pub peers: Vec<PeerConfig>,
+    /// Heartbeat and failure-detection timing.
+    pub timing: Timing,
+    /// Resource bounds.
+    pub limits: Limits,
+}
+
+impl Default for CommonConfig {
+    /// Defaults for every key; `node_id` and `peers` have no usable default.
+    fn default() -> Self {
+        CommonConfig {
+            node_id: 0,
+            listen: None,
+            client_listen: None,
+            metrics_listen: None,
+            cluster_id: 1,
+            cluster_key_file: None,
+            state_dir: None,
+            log_format: LogFormat::Text,
+            log_level: "info".to_owned(),
+            peers: Vec::new(),
+            timing: Timing::default(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// One `[[peers]]` entry: a member's id and peer-protocol address.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct PeerConfig {
+    /// The member's node id.
+    pub id: u32,
+    /// Where its peer protocol listens.
+    pub addr: SocketAddr,
+}
+
+impl From<&PeerConfig> for Member {
+    fn from(p: &PeerConfig) -> Member {
+        Member { id: NodeId(p.id), addr: p.addr }
+    }
+}
+
+/// `[timing]`: heartbeat period and failure-detection timeout.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(default)]
+pub struct Timing {
+    /// Heartbeat period in milliseconds; default 50.
+    pub heartbeat_ms: u64,
+    /// Silence after which a peer is suspected, in milliseconds; default 250.
+    /// Must exceed `heartbeat_ms`.
+    pub suspect_after_ms: u64,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing { heartbeat_ms: 50, suspect_after_ms: 250 }
+    }
+}
+
+impl Timing {
+    /// The heartbeat period.
+    pub fn heartbeat(&self) -> Duration {
+        Duration::from_millis(self.heartbeat_ms)
+    }
+
+    /// The failure-detection timeout.
+    pub fn suspect_after(&self) -> Duration {
+        Duration::from_millis(self.suspect_after_ms)
+    }
+}
+
+/// `[limits]`: resource bounds, so a flood degrades only the flooder.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(default)]
+pub struct Limits {
+    /// Largest accepted frame in bytes; default 65536.
+    pub max_frame_bytes: usize,
+    /// Frames queued per peer before sends are dropped; default 1024.
+    pub send_queue_len: usize,
+    /// Peer connections accepted at once; default 256.
+    pub max_connections: usize,
+    /// Client connections accepted at once; default 1024.
+    pub max_clients: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_frame_bytes: 65536, send_queue_len: 1024, max_connections: 256, max_clients: 1024 }
+    }
+}
+
+/// A daemon's own keys, which sit at the top level of the same file as the
+/// [`CommonConfig`] keys.
+///
+/// The type should carry `#[serde(default)]` (with `Default` giving the
+/// documented defaults) and must serialize every key it deserializes: the
+/// unknown-key check compares the input with what the parsed value serializes
+/// back to, so `skip_serializing`, `skip_serializing_if` (other than on
+/// `Option::is_none`) and `alias` would make valid keys look unknown. Its
+/// key names must not collide with the common ones.
+pub trait DaemonConfig: Serialize + DeserializeOwned + Default + Clone + Debug {
+    /// Lower-case daemon name, e.g. "ntmutexd"; the env prefix is its upper-case form + "_".
+    const NAME: &'static str;
+
+    /// Cross-key checks; errors name the key (the loader fills in where its
+    /// value came from).
+    fn validate(&self, common: &CommonConfig) -> Result<(), ConfigError> {
+        let _ = common;
+        Ok(())
+    }
+}
+
+/// A loaded and validated configuration: the shared keys and the daemon's.
+#[derive(Debug, Clone)]
+pub struct Config<D> {
+    /// Keys every daemon has.
+    pub common: CommonConfig,
+    /// The daemon's own keys.
+    pub daemon: D,
+}
+
+/// A configuration problem: which key, where its value came from, and what
+/// is wrong. Displays as
+/// `key 'timing.heartbeat_ms' in /etc/ftcoord/ntmutexd.toml: invalid type: …`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", render_error(.key.as_deref(), .origin.as_deref(), .message))]
+pub struct ConfigError {
+    /// The offending key as a path (`timing.heartbeat_ms`, `peers[1].addr`), if one is to blame.
+    pub key: Option<String>,
+    /// Where the value came from: a file path, `environment variable X` or
+    /// `command-line flag --x`, if known.
+    pub origin: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ConfigError {
+    /// An error about `key` (a dotted path; `[i]` for array elements) with
+    /// its origin still unknown.
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError { key: Some(key.into()), origin: None, message: message.into() }
+    }
+
+    /// An error about no key in particular.
+    pub fn general(message: impl Into<String>) -> Self {
+        ConfigError { key: None, origin: None, message: message.into() }
+    }
+}
+
+fn render_error(key: Option<&str>, origin: Option<&str>, message: &str) -> String {
+    match (key, origin) {
+        (Some(k), Some(o)) => format!("key '{k}' in {o}: {message}"),
+        (Some(k), None) => format!("key '{k}': {message}"),
+        (None, Some(o)) => format!("{o}: {message}"),
+        (None, None) => message.to_owned(),
+    }
+}
+
+impl CommonConfig {
+    /// This node's id.
+    pub fn node(&self) -> NodeId {
+        NodeId(self.node_id)
+    }
+
+    /// The peer-protocol address: `listen`, else this node's entry in `peers`.
+    ///
+    /// # Panics
+    /// If neither is set, which validation rules out.
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.resolve_listen().unwrap_or_else(|e| panic!("unvalidated config: {e}"))
+    }
+
+    /// The client API address: `client_listen`, else 127.0.0.1 at the listen port + 100.
+    ///
+    /// # Panics
+    /// If it cannot be resolved, which validation rules out.
+    pub fn client_addr(&self) -> SocketAddr {
+        self.resolve_client().unwrap_or_else(|e| panic!("unvalidated config: {e}"))
+    }
+
+    /// The metrics address: `metrics_listen`, else 127.0.0.1 at the listen port + 2000.
+    ///
+    /// # Panics
+    /// If it cannot be resolved, which validation rules out.
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.resolve_metrics().unwrap_or_else(|e| panic!("unvalidated config: {e}"))
+    }
+
+    /// The configured members in ring order.
+    ///
+    /// # Panics
+    /// If `peers` is not a valid membership, which validation rules out.
+    pub fn membership(&self) -> Membership {
+        Membership::new(self.peers.iter().map(Member::from).collect())
+            .unwrap_or_else(|e| panic!("unvalidated config: {e}"))
+    }
+
+    /// Checks the shared keys: node id, peers, addresses, timing, limits,
+    /// log level and cluster key file. Errors name the key but not its origin.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.node_id == 0 {
+            return Err(ConfigError::new("node_id", "must be > 0 (0 is reserved for clients)"));
+        }
+        self.validate_peers()?;
+        self.validate_addrs()?;
+        self.validate_timing()?;
+        let limits = [
+            ("limits.max_frame_bytes", self.limits.max_frame_bytes),
+            ("limits.send_queue_len", self.limits.send_queue_len),
+            ("limits.max_connections", self.limits.max_connections),
+            ("limits.max_clients", self.limits.max_clients),
+        ];
+        if let Some((key, _)) = limits.iter().find(|(_, v)| *v == 0) {
+            return Err(ConfigError::new(*key, "must be > 0"));
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log_level) {
+            return Err(ConfigError::new("log_level", format!("not a valid tracing filter ({e})")));
+        }
+        if let Some(path) = &self.cluster_key_file {
+            // The same loader the transport uses later, so the two never disagree.
+            wire::ClusterKey::load(path).map_err(|e| ConfigError::new("cluster_key_file", e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    fn validate_peers(&self) -> Result<(), ConfigError> {
+        let members = self.peers.iter().map(Member::from).collect();
+        let membership = Membership::new(members).map_err(|e| {
+            let key = match &e {
+                MembershipError::ZeroId => self.peers.iter().position(|p| p.id == 0).map(|i| format!("peers[{i}].id")),
+                MembershipError::DuplicateId(id) => {
+                    self.peers.iter().rposition(|p| p.id == *id).map(|i| format!("peers[{i}].id"))
+                }
+                MembershipError::DuplicateAddr(addr) => {
+                    self.peers.iter().rposition(|p| p.addr == *addr).map(|i| format!("peers[{i}].addr"))
+                }
+                MembershipError::Empty | MembershipError::SelfMissing(_) => None,
+            };
+            let message = match e {
+                MembershipError::Empty => "empty: list every member as [[peers]] id, addr (this node included)".into(),
+                other => other.to_string(),
+            };
+            ConfigError::new(key.unwrap_or_else(|| "peers".into()), message)
+        })?;
+        membership.require(self.node()).map_err(|_| {
+            let ids: Vec<String> = self.peers.iter().map(|p| p.id.to_string()).collect();
+            ConfigError::new(
+                "node_id",
+                format!(
+                    "{} is not among the peers (ids {}); list this node in [[peers]]",
+                    self.node_id,
+                    ids.join(", ")
+                ),
+            )
+        })
+    }
+
+    fn validate_addrs(&self) -> Result<(), ConfigError> {
+        let listen = self.resolve_listen()?;
+        let addrs = [
+            ("listen", listen, self.listen.is_none()),
+            ("client_listen", self.resolve_client()?, self.client_listen.is_none()),
+            ("metrics_listen", self.resolve_metrics()?, self.metrics_listen.is_none()),
+        ];
+        let how = |defaulted: bool| if defaulted { " (default)" } else { "" };
+        for (i, (key, addr, defaulted)) in addrs.iter().enumerate() {
+            for (other, other_addr, other_defaulted) in &addrs[..i] {
+                if clash(*addr, *other_addr) {
+                    return Err(ConfigError::new(
+                        *key,
+                        format!(
+                            "{addr}{} clashes with {other} {other_addr}{}: each needs its own port",
+                            how(*defaulted),
+                            how(*other_defaulted)
+                        ),
+                    ));
+                }
+            }
+            if let Some(peer) = self.peers.iter().find(|p| p.id != self.node_id && clash(*addr, p.addr)) {
+                return Err(ConfigError::new(
+                    *key,
+                    format!("{addr}{} clashes with peer {}'s address {}", how(*defaulted), peer.id, peer.addr),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_timing(&self) -> Result<(), ConfigError> {
+        let t = &self.timing;
+        if t.heartbeat_ms == 0 {
+            return Err(ConfigError::new("timing.heartbeat_ms", "must be > 0"));
+        }
+        if t.suspect_after_ms <= t.heartbeat_ms {
+            return Err(ConfigError::new(
+                "timing.suspect_after_ms",
+                format!(
+                    "{} must be greater than timing.heartbeat_ms ({}), or every peer is suspected between heartbeats",
+                    t.suspect_after_ms, t.heartbeat_ms
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn resolve_listen(&self) -> Result<SocketAddr, ConfigError> {
+        if let Some(addr) = self.listen {
+            return Ok(addr);
+        }
+        self.peers
+            .iter()
+            .find(|p| p.id == self.node_id)
+            .map(|p| p.addr)
+            .ok_or_else(|| ConfigError::new("listen", "not set, and this node's id is not in peers to take it from"))
+    }
+
+    fn resolve_client(&self) -> Result<SocketAddr, ConfigError> {
+        self.derived("client_listen", self.client_listen, 100)
+    }
+
+    fn resolve_metrics(&self) -> Result<SocketAddr, ConfigError> {
+        self.derived("metrics_listen", self.metrics_listen, 2000)
+    }
+
+    /// `explicit`, else loopback at the listen port + `offset`.
+    fn derived(&self, key: &str, explicit: Option<SocketAddr>, offset: u16) -> Result<SocketAddr, ConfigError> {
+        if let Some(addr) = explicit {
+            return Ok(addr);
+        }
+        let listen = self.resolve_listen()?;
+        let port = listen.port().checked_add(offset).ok_or_else(|| {
+            ConfigError::new(
+                key,
+                format!("not set, and its default (listen port {} + {offset}) is above 65535", listen.port()),
+            )
+        })?;
+        Ok(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port))
+    }
+}
+
+/// Whether two listen addresses would fight over one port. Port 0 (pick
+/// any) never clashes.
+fn clash(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() != 0 && a.port() == b.port() && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+}
+
+/// The command-line layer: only the flags that were given.
+#[derive(Serialize)]
+struct CliLayer {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node_id: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    listen: Option<SocketAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_listen: Option<SocketAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metrics_listen: Option<SocketAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log_format: Option<LogFormat>,
+}
+
+impl Provider for CliLayer {
+    fn metadata(&self) -> Metadata {
+        Metadata::named(CLI_SOURCE)
+            .interpolater(|_: &Profile, keys: &[&str]| format!("--{}", keys.join("-").replace('_', "-")))
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        Serialized::defaults(self).data()
+    }
+}
+
+/// The environment prefix of daemon `D`, e.g. `NTMUTEXD_`.
+fn env_prefix<D: DaemonConfig>() -> String {
+    format!("{}_", D::NAME.to_ascii_uppercase())
+}
+
+/// The layered sources for daemon `D`: the `--config` file, its environment
+/// variables and the flags in `args` (defaults come from the types). Fails
+/// only if the named config file cannot be read.
+pub fn layers<D: DaemonConfig>(args: &CommonArgs) -> Result<Figment, ConfigError> {
+    let mut figment = Figment::new();
+    if let Some(path) = &args.config {
+        if let Err(e) = std::fs::File::open(path) {
+            return Err(ConfigError {
+                key: None,
+                origin: Some(path.display().to_string()),
+                message: format!("cannot read config file: {e}"),
+            });
+        }
+        figment = figment.merge(Toml::file_exact(path));
+    }
+    let cli = CliLayer {
+        node_id: args.node_id,
+        listen: args.listen,
+        client_listen: args.client_listen,
+        metrics_listen: args.metrics_listen,
+        log_format: args.log_format,
+    };
+    Ok(figment.merge(Env::prefixed(&env_prefix::<D>()).split("__")).merge(cli))
+}
+
+/// Loads, checks and validates daemon `D`'s configuration from its file,
+/// environment and flags.
+pub fn load<D: DaemonConfig>(args: &CommonArgs) -> Result<Config<D>, ConfigError> {
+    load_from(&layers::<D>(args)?)
+}
+
+/// Extracts and validates a [`Config`] from any figment (tests build one
+/// by hand): type errors, unknown keys, a missing node id, the common
+/// checks, then [`DaemonConfig::validate`].
+pub fn load_from<D: DaemonConfig>(figment: &Figment) -> Result<Config<D>, ConfigError> {
+    let origins = Origins { figment, env_prefix: env_prefix::<D>() };
+    let input = figment.find_value("").map_err(|e| origins.convert(e))?;
+    let common: CommonConfig = figment.extract().map_err(|e| origins.convert(e))?;
+    let daemon: D = figment.extract().map_err(|e| origins.convert(e))?;
+
+    let reserialized = |what: &str, r: Result<Value, figment::Error>| {
+        r.map_err(|e| ConfigError::general(format!("{what} configuration cannot be serialized back: {e}")))
+    };
+    let known_common = reserialized("common", Value::serialize(&common))?;
+    let known_daemon = reserialized(D::NAME, Value::serialize(&daemon))?;
+    let mut path = Vec::new();
+    if let Some(unknown) = find_unknown(&input, &[&known_common, &known_daemon], &mut path) {
+        return Err(ConfigError {
+            key: Some(render_key(&unknown.path)),
+            origin: figment.get_metadata(unknown.tag).map(|md| origins.describe(md, &unknown.path)),
+            message: unknown.message,
+        });
+    }
+
+    for known in [&known_common, &known_daemon] {
+        if let Some((path, message)) = find_oversized(known, &mut Vec::new()) {
+            return Err(origins.locate(&input, ConfigError::new(render_key(&path), message)));
+        }
+    }
+
+    if common.node_id == 0 && !figment.contains("node_id") {
+        let flag = format!("{}NODE_ID", origins.env_prefix);
+        return Err(ConfigError::new(
+            "node_id",
+            format!("missing: set node_id in the config file, {flag} or --node-id"),
+        ));
+    }
+    common.validate().map_err(|e| origins.locate(&input, e))?;
+    daemon.validate(&common).map_err(|e| origins.locate(&input, e))?;
+    let config = Config { common, daemon };
+    // --check-config must be able to print what was accepted (TOML has no u64 beyond i64::MAX).
+    render_toml(&config)?;
+    Ok(config)
+}
+
+/// Prints `<daemon>: <error>` to stderr and exits with [`EXIT_CONFIG`];
+/// passes a success through.
+pub fn exit_on_error<T>(r: Result<T, ConfigError>) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => {
+            let program = std::env::args_os()
+                .next()
+                .and_then(|a| Path::new(&a).file_name().map(|n| n.to_string_lossy().into_owned()))
+                .unwrap_or_else(|| "ftcoord".to_owned());
+            eprintln!("{program}: {e}");
+            std::process::exit(EXIT_CONFIG);
+        }
+    }
+}
+
+/// The effective configuration as one TOML document (common and daemon keys
+/// merged, listen addresses resolved), for `--check-config`. Loading it back
+/// gives the same configuration.
+///
+/// # Panics
+/// If the daemon keys cannot be written as TOML, which [`load`] rules out.
+pub fn effective_toml<D: DaemonConfig>(cfg: &Config<D>) -> String {
+    render_toml(cfg).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn render_toml<D: DaemonConfig>(cfg: &Config<D>) -> Result<String, ConfigError> {
+    let cannot =
+        |e: toml::ser::Error| ConfigError::general(format!("the configuration cannot be written as TOML: {e}"));
+    let mut common = cfg.common.clone();
+    if let (Ok(listen), Ok(client), Ok(metrics)) =
+        (common.resolve_listen(), common.resolve_client(), common.resolve_metrics())
+    {
+        common.listen = Some(listen);
+        common.client_listen = Some(client);
+        common.metrics_listen = Some(metrics);
+    }
+    /// Both parts as one document, common keys first, each in declaration order.
+    #[derive(Serialize)]
+    struct Effective<'a, D> {
+        #[serde(flatten)]
+        common: &'a CommonConfig,
+        #[serde(flatten)]
+        daemon: &'a D,
+    }
+    let body = toml::to_string(&Effective { common: &common, daemon: &cfg.daemon }).map_err(cannot)?;
+    Ok(format!("# Effective configuration of {} node {}\n{body}", D::NAME, cfg.common.node_id))
+}
+
+/// An input key that neither configuration part knows.
+struct Unknown {
+    path: Vec<String>,
+    tag: Tag,
+    message: String,
+}
+
+/// Finds the first key in `input` absent from every value in `known` at the
+/// same place, recursing into tables and arrays of tables. `known` are the
+/// parsed parts serialized back, so struct fields, renamed fields and map
+/// entries that were accepted all reappear there.
+fn find_unknown(input: &Value, known: &[&Value], path: &mut Vec<String>) -> Option<Unknown> {
+    match input {
+        Value::Dict(_, dict) => {
+            let known_dicts: Vec<&Dict> = known.iter().filter_map(|v| v.as_dict()).collect();
+            if known_dicts.is_empty() {
+                // Accepted as something other than a table (custom deserializer): nothing to compare.
+                return None;
+            }
+            for (key, value) in dict {
+                path.push(key.clone());
+                let matches: Vec<&Value> = known_dicts.iter().filter_map(|d| d.get(key)).collect();
+                if matches.is_empty() {
+                    let candidates: Vec<&str> = known_dicts.iter().flat_map(|d| d.keys()).map(String::as_str).collect();
+                    return Some(Unknown {
+                        path: path.clone(),
+                        tag: value.tag(),
+                        message: unknown_message(key, &candidates),
+                    });
+                }
+                if let Some(found) = find_unknown(value, &matches, path) {
+                    return Some(found);
+                }
+                path.pop();
+            }
+            None
+        }
+        Value::Array(_, items) => {
+            for (i, item) in items.iter().enumerate() {
+                path.push(i.to_string());
+                let matches: Vec<&Value> = known.iter().filter_map(|v| v.as_array()?.get(i)).collect();
+                if let Some(found) = find_unknown(item, &matches, path) {
+                    return Some(found);
+                }
+                path.pop();
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// The first integer in `value` beyond TOML's 64-bit signed range (only the
+/// environment can supply one), which `--check-config` could not print.
+fn find_oversized(value: &Value, path: &mut Vec<String>) -> Option<(Vec<String>, String)> {
+    let mut within = |key: String, v: &Value| {
+        path.push(key);
+        let found = find_oversized(v, path);
+        path.pop();
+        found
+    };
+    match value {
+        Value::Num(_, n) => {
+            let shown = match (n.to_u128(), n.to_i128()) {
+                (Some(u), _) if u > i64::MAX as u128 => u.to_string(),
+                (_, Some(i)) if i64::try_from(i).is_err() => i.to_string(),
+                _ => return None,
+            };
+            Some((path.clone(), format!("{shown} is out of range (TOML integers are 64-bit signed)")))
+        }
+        Value::Dict(_, dict) => dict.iter().find_map(|(k, v)| within(k.clone(), v)),
+        Value::Array(_, items) => items.iter().enumerate().find_map(|(i, v)| within(i.to_string(), v)),
+        _ => None,
+    }
+}
+
+/// "unknown key", with the closest known key as a suggestion or else the list of known keys.
+fn unknown_message(key: &str, candidates: &[&str]) -> String {
+    let closest =
+        candidates.iter().map(|c| (edit_distance(key, c), *c)).filter(|(d, c)| *d <= 2.max(c.len() / 4)).min();
+    match closest {
+        Some((_, c)) => format!("unknown key (did you mean '{c}'?)"),
+        None => {
+            let mut keys = candidates.to_vec();
+            keys.sort_unstable();
+            keys.dedup();
+            format!("unknown key; expected one of: {}", keys.join(", "))
+        }
+    }
+}
+
+/// Levenshtein distance, for typo suggestions.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != *cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// `["peers", "0", "addr"]` → `peers[0].addr`.
+fn render_key(path: &[String]) -> String {
+    let mut out = String::new();
+    for segment in path {
+        if is_index(segment) {
+            out.push_str(&format!("[{segment}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(segment);
+        }
+    }
+    out
+}
+
+/// `peers[0].addr` → `["peers", "0", "addr"]`.
+fn parse_key(key: &str) -> Vec<String> {
+    key.split(['.', '[', ']']).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
+fn is_index(segment: &str) -> bool {
+    !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Names where values came from, in terms an operator recognises.
+struct Origins<'a> {
+    figment: &'a Figment,
+    env_prefix: String,
+}
+
+impl Origins<'_> {
+    /// A figment error (type mismatch, missing key, unreadable file) as a [`ConfigError`].
+    fn convert(&self, e: figment::Error) -> ConfigError {
+        let origin = e.metadata.as_ref().map(|md| self.describe(md, &e.path));
+        let mut path = e.path.clone();
+        let message = match &e.kind {
+            Kind::MissingField(field) => {
+                path.push(field.to_string());
+                "missing: this key is required".to_owned()
+            }
+            Kind::UnknownField(field, _) => {
+                path.push(field.clone());
+                "unknown key".to_owned()
+            }
+            kind => kind.to_string(),
+        };
+        ConfigError { key: (!path.is_empty()).then(|| render_key(&path)), origin, message }
+    }
+
+    /// Fills in the origin of a validation error from the value at its key, if the input has one.
+    fn locate(&self, input: &Value, mut e: ConfigError) -> ConfigError {
+        if e.origin.is_none() {
+            if let Some(key) = &e.key {
+                let path = parse_key(key);
+                e.origin = find_tagged(input, &path)
+                    .and_then(|v| self.figment.get_metadata(v.tag()))
+                    .map(|md| self.describe(md, &path));
+            }
+        }
+        e
+    }
+
+    /// "/etc/ftcoord/x.toml", "environment variable X_NODE_ID" or "command-line flag --node-id".
+    fn describe(&self, md: &Metadata, path: &[String]) -> String {
+        if let Some(file) = md.source.as_ref().and_then(|s| s.file_path()) {
+            return file.display().to_string();
+        }
+        if md.name == CLI_SOURCE {
+            let flag = path.first().map(|k| k.replace('_', "-")).unwrap_or_default();
+            return format!("command-line flag --{flag}");
+        }
+        if md.name.contains("environment variable") {
+            let keys: Vec<String> = path.iter().take_while(|k| !is_index(k)).map(|k| k.to_ascii_uppercase()).collect();
+            return if keys.is_empty() {
+                format!("{}* environment variables", self.env_prefix)
+            } else {
+                format!("environment variable {}{}", self.env_prefix, keys.join("__"))
+            };
+        }
+        md.name.to_string()
+    }
+}
+
+/// The value at `path` in `value`, stepping into tables by key and arrays by index.
+fn find_tagged<'v>(value: &'v Value, path: &[String]) -> Option<&'v Value> {
+    path.iter().try_fold(value, |v, segment| match v {
+        Value::Dict(_, d) => d.get(segment),
+        Value::Array(_, a) => a.get(segment.parse::<usize>().ok()?),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::PermissionsExt;
+
+    use clap::Parser;
+    use figment::Jail;
+
+    use super::*;
+
+    /// A daemon with a scalar, a nested table and a map of tables.
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    #[serde(default)]
+    struct TestD {
+        grant_ttl_ms: u64,
+        algorithm: String,
+        retry: Retry,
+        services: BTreeMap<String, Service>,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    #[serde(default)]
+    struct Retry {
+        backoff_ms: u64,
+        attempts: u32,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+    struct Service {
+        command: String,
+    }
+
+    impl Default for TestD {
+        fn default() -> Self {
+            TestD { grant_ttl_ms: 1000, algorithm: "ring".into(), retry: Retry::default(), services: BTreeMap::new() }
+        }
+    }
+
+    impl Default for Retry {
+        fn default() -> Self {
+            Retry { backoff_ms: 100, attempts: 3 }
+        }
+    }
+
+    impl DaemonConfig for TestD {
+        const NAME: &'static str = "testd";
+
+        fn validate(&self, common: &CommonConfig) -> Result<(), ConfigError> {
+            if self.grant_ttl_ms <= common.timing.suspect_after_ms {
+                return Err(ConfigError::new("grant_ttl_ms", "must exceed timing.suspect_after_ms"));
+            }
+            Ok(())
+        }
+    }
+
+    /// A daemon whose keys are kebab-case.
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+    #[serde(default, rename_all = "kebab-case")]
+    struct KebabD {
+        max_hold_ms: u64,
+        chaos: Chaos,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+    #[serde(default, rename_all = "kebab-case")]
+    struct Chaos {
+        drop_rate: f64,
+    }
+
+    impl DaemonConfig for KebabD {
+        const NAME: &'static str = "kebabd";
+    }
+
+    const PEERS: &str = r#"
+[[peers]]
+id = 1
+addr = "127.0.0.1:7101"
+
+[[peers]]
+id = 2
+addr = "127.0.0.1:7102"
+
+[[peers]]
+id = 3
+addr = "127.0.0.1:7103"
+"#;
+
+    /// A config file: `top` (top-level keys), three peers, then `tables`.
+    fn file(top: &str, tables: &str) -> String {
+        format!("node_id = 1\n{top}\n{PEERS}\n{tables}")
+    }
+
+    /// Runs `f` in a figment jail (a temporary cwd and restored env vars, one jail at a time).
+    #[allow(clippy::result_large_err)] // the closure type is fixed by figment::Jail
+    fn jailed(f: impl FnOnce(&mut Jail) -> Result<(), Box<dyn std::error::Error>>) {
+        Jail::expect_with(|jail| f(jail).map_err(|e| figment::Error::from(e.to_string())))
+    }
+
+    fn args() -> CommonArgs {
+        CommonArgs { config: Some("testd.toml".into()), ..CommonArgs::default() }
+    }
+
+    fn load_file(jail: &Jail, contents: &str) -> Result<Config<TestD>, ConfigError> {
+        jail.create_file("testd.toml", contents).unwrap();
+        load::<TestD>(&args())
+    }
+
+    fn load_err(jail: &Jail, contents: &str) -> ConfigError {
+        load_file(jail, contents).unwrap_err()
+    }
+
+    fn assert_err(e: &ConfigError, key: &str, origin: Option<&str>, message_part: &str) {
+        assert_eq!(e.key.as_deref(), Some(key), "{e}");
+        assert_eq!(e.origin.as_deref(), origin, "{e}");
+        assert!(e.message.contains(message_part), "{e:?} lacks {message_part:?}");
+    }
+
+    #[test]
+    fn defaults() {
+        jailed(|jail| {
+            let cfg = load_file(jail, &file("", ""))?;
+            let c = &cfg.common;
+            assert_eq!(c.node_id, 1);
+            assert_eq!(c.cluster_id, 1);
+            assert_eq!(c.log_format, LogFormat::Text);
+            assert_eq!(c.log_level, "info");
+            assert_eq!(c.timing, Timing { heartbeat_ms: 50, suspect_after_ms: 250 });
+            assert_eq!(
+                c.limits,
+                Limits { max_frame_bytes: 65536, send_queue_len: 1024, max_connections: 256, max_clients: 1024 }
+            );
+            assert_eq!((c.listen, c.client_listen, c.metrics_listen), (None, None, None));
+            assert_eq!((&c.cluster_key_file, &c.state_dir), (&None, &None));
+            assert_eq!(c.listen_addr(), "127.0.0.1:7101".parse().unwrap());
+            assert_eq!(c.client_addr(), "127.0.0.1:7201".parse().unwrap());
+            assert_eq!(c.metrics_addr(), "127.0.0.1:9101".parse().unwrap());
+            assert_eq!(c.membership().ids().map(|n| n.0).collect::<Vec<_>>(), [1, 2, 3]);
+            assert_eq!(c.node(), NodeId(1));
+            assert_eq!(cfg.daemon, TestD::default());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn file_overrides_defaults() {
+        jailed(|jail| {
+            let top = r#"cluster_id = 7
+listen = "0.0.0.0:7101"
+client_listen = "127.0.0.1:8000"
+log_format = "json"
+log_level = "debug,wire=trace"
+state_dir = "/var/lib/ftcoord/testd"
+grant_ttl_ms = 5000
+algorithm = "queue""#;
+            let tables = r#"
+[timing]
+heartbeat_ms = 20
+
+[limits]
+max_clients = 8
+
+[retry]
+attempts = 9
+
+[services.echo]
+command = "echo"
+"#;
+            let cfg = load_file(jail, &file(top, tables))?;
+            let c = &cfg.common;
+            assert_eq!(c.cluster_id, 7);
+            assert_eq!(c.listen_addr(), "0.0.0.0:7101".parse().unwrap());
+            assert_eq!(c.client_addr(), "127.0.0.1:8000".parse().unwrap());
+            assert_eq!(c.metrics_addr(), "127.0.0.1:9101".parse().unwrap());
+            assert_eq!(c.log_format, LogFormat::Json);
+            assert_eq!(c.log_level, "debug,wire=trace");
+            assert_eq!(c.state_dir.as_deref(), Some(Path::new("/var/lib/ftcoord/testd")));
+            assert_eq!(c.timing, Timing { heartbeat_ms: 20, suspect_after_ms: 250 });
+            assert_eq!(c.limits.max_clients, 8);
+            assert_eq!(c.limits.max_connections, 256);
+            let d = &cfg.daemon;
+            assert_eq!((d.grant_ttl_ms, d.algorithm.as_str()), (5000, "queue"));
+            assert_eq!(d.retry, Retry { backoff_ms: 100, attempts: 9 });
+            assert_eq!(d.services["echo"], Service { command: "echo".into() });
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn env_overrides_file() {
+        jailed(|jail| {
+            jail.set_env("TESTD_CLUSTER_ID", 9);
+            jail.set_env("TESTD_NODE_ID", 2);
+            jail.set_env("TESTD_ALGORITHM", "queue");
+            let cfg = load_file(jail, &file("cluster_id = 7", ""))?;
+            assert_eq!(cfg.common.cluster_id, 9);
+            assert_eq!(cfg.common.node_id, 2);
+            assert_eq!(cfg.common.listen_addr(), "127.0.0.1:7102".parse().unwrap());
+            assert_eq!(cfg.daemon.algorithm, "queue");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn cli_overrides_env() {
+        jailed(|jail| {
+            jail.create_file("testd.toml", &file("", ""))?;
+            jail.set_env("TESTD_NODE_ID", 2);
+            jail.set_env("TESTD_LOG_FORMAT", "text");
+            let args = CommonArgs {
+                node_id: Some(3),
+                listen: Some("0.0.0.0:7103".parse().unwrap()),
+                client_listen: Some("127.0.0.1:6003".parse().unwrap()),
+                metrics_listen: Some("127.0.0.1:6103".parse().unwrap()),
+                log_format: Some(LogFormat::Json),
+                ..args()
+            };
+            let c = load::<TestD>(&args)?.common;
+            assert_eq!(c.node_id, 3);
+            assert_eq!(c.listen_addr(), "0.0.0.0:7103".parse().unwrap());
+            assert_eq!(c.client_addr(), "127.0.0.1:6003".parse().unwrap());
+            assert_eq!(c.metrics_addr(), "127.0.0.1:6103".parse().unwrap());
+            assert_eq!(c.log_format, LogFormat::Json);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn nested_env_with_double_underscore() {
+        jailed(|jail| {
+            jail.set_env("TESTD_TIMING__HEARTBEAT_MS", 20);
+            jail.set_env("TESTD_LIMITS__MAX_CLIENTS", 5);
+            jail.set_env("TESTD_RETRY__BACKOFF_MS", 7);
+            let cfg = load_file(jail, &file("", "[timing]\nheartbeat_ms = 40\nsuspect_after_ms = 200\n"))?;
+            assert_eq!(cfg.common.timing, Timing { heartbeat_ms: 20, suspect_after_ms: 200 });
+            assert_eq!(cfg.common.limits.max_clients, 5);
+            assert_eq!(cfg.daemon.retry, Retry { backoff_ms: 7, attempts: 3 });
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn env_only_without_a_file() {
+        jailed(|jail| {
+            jail.set_env("TESTD_NODE_ID", 1);
+            jail.set_env("TESTD_PEERS", r#"[{id = 1, addr = "127.0.0.1:7101"}]"#);
+            let cfg = load::<TestD>(&CommonArgs::default())?;
+            assert_eq!(cfg.common.peers, vec![PeerConfig { id: 1, addr: "127.0.0.1:7101".parse().unwrap() }]);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn common_args_parse_from_the_command_line() {
+        #[derive(Parser, Debug)]
+        struct Cli {
+            #[command(flatten)]
+            common: CommonArgs,
+        }
+        let cli = Cli::try_parse_from([
+            "testd",
+            "--config",
+            "/etc/ftcoord/testd.toml",
+            "--node-id",
+            "4",
+            "--listen",
+            "10.0.0.4:7101",
+            "--client-listen",
+            "127.0.0.1:7201",
+            "--metrics-listen",
+            "127.0.0.1:9101",
+            "--log-format",
+            "json",
+            "--check-config",
+        ])
+        .unwrap();
+        let a = cli.common;
+        assert_eq!(a.config.as_deref(), Some(Path::new("/etc/ftcoord/testd.toml")));
+        assert_eq!(a.node_id, Some(4));
+        assert_eq!(a.listen, Some("10.0.0.4:7101".parse().unwrap()));
+        assert_eq!(a.log_format, Some(LogFormat::Json));
+        assert!(a.check_config);
+        assert!(Cli::try_parse_from(["testd", "--log-format", "xml"]).is_err());
+    }
+
+    #[test]
+    fn node_id_missing_or_zero() {
+        jailed(|jail| {
+            let e = load_err(jail, PEERS);
+            assert_err(&e, "node_id", None, "missing");
+            assert!(e.message.contains("TESTD_NODE_ID"), "{e}");
+
+            let e = load_err(jail, &format!("node_id = 0\n{PEERS}"));
+            assert_err(&e, "node_id", Some("testd.toml"), "must be > 0");
+
+            jail.set_env("TESTD_NODE_ID", 0);
+            let e = load_err(jail, &file("", ""));
+            assert_err(&e, "node_id", Some("environment variable TESTD_NODE_ID"), "must be > 0");
+
+            let e = load::<TestD>(&CommonArgs { node_id: Some(0), ..args() }).unwrap_err();
+            assert_err(&e, "node_id", Some("command-line flag --node-id"), "must be > 0");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn peers_empty() {
+        jailed(|jail| {
+            let e = load_err(jail, "node_id = 1\n");
+            assert_err(&e, "peers", None, "empty");
+            let e = load_err(jail, "node_id = 1\npeers = []\n");
+            assert_err(&e, "peers", Some("testd.toml"), "empty");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn peers_duplicate_id_and_addr_and_zero() {
+        jailed(|jail| {
+            let e = load_err(jail, &file("", "[[peers]]\nid = 2\naddr = \"127.0.0.1:7104\"\n"));
+            assert_err(&e, "peers[3].id", Some("testd.toml"), "node id 2 appears more than once");
+
+            let e = load_err(jail, &file("", "[[peers]]\nid = 4\naddr = \"127.0.0.1:7102\"\n"));
+            assert_err(&e, "peers[3].addr", Some("testd.toml"), "127.0.0.1:7102 is used by more than one member");
+
+            let e = load_err(jail, &file("", "[[peers]]\nid = 0\naddr = \"127.0.0.1:7104\"\n"));
+            assert_err(&e, "peers[3].id", Some("testd.toml"), "reserved");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn self_not_in_peers() {
+        jailed(|jail| {
+            let e = load_err(jail, &format!("node_id = 4\n{PEERS}"));
+            assert_err(&e, "node_id", Some("testd.toml"), "4 is not among the peers (ids 1, 2, 3)");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn port_clashes() {
+        jailed(|jail| {
+            let e = load_err(jail, &file("client_listen = \"127.0.0.1:7101\"", ""));
+            assert_err(&e, "client_listen", Some("testd.toml"), "clashes with listen 127.0.0.1:7101 (default)");
+
+            let e = load_err(jail, &file("metrics_listen = \"0.0.0.0:7201\"", ""));
+            assert_err(&e, "metrics_listen", Some("testd.toml"), "clashes with client_listen 127.0.0.1:7201 (default)");
+
+            let e = load_err(jail, &file("listen = \"127.0.0.1:9000\"\nmetrics_listen = \"127.0.0.1:9000\"", ""));
+            assert_err(&e, "metrics_listen", Some("testd.toml"), "clashes with listen");
+
+            let e = load_err(jail, &file("client_listen = \"127.0.0.1:7102\"", ""));
+            assert_err(&e, "client_listen", Some("testd.toml"), "clashes with peer 2's address");
+
+            // Different interfaces on one port do not clash.
+            load_file(jail, &file("listen = \"10.0.0.1:7101\"\nclient_listen = \"127.0.0.1:7101\"", ""))?;
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn derived_port_out_of_range() {
+        jailed(|jail| {
+            let e = load_err(jail, &file("listen = \"127.0.0.1:65500\"", ""));
+            assert_err(&e, "client_listen", None, "above 65535");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn suspect_must_exceed_heartbeat() {
+        jailed(|jail| {
+            let e = load_err(jail, &file("", "[timing]\nheartbeat_ms = 300\n"));
+            assert_err(&e, "timing.suspect_after_ms", None, "must be greater than timing.heartbeat_ms (300)");
+
+            let e = load_err(jail, &file("", "[timing]\nheartbeat_ms = 100\nsuspect_after_ms = 100\n"));
+            assert_err(&e, "timing.suspect_after_ms", Some("testd.toml"), "100 must be greater");
+
+            let e = load_err(jail, &file("", "[timing]\nheartbeat_ms = 0\n"));
+            assert_err(&e, "timing.heartbeat_ms", Some("testd.toml"), "must be > 0");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn limits_must_be_positive() {
+        jailed(|jail| {
+            for key in ["max_frame_bytes", "send_queue_len", "max_connections", "max_clients"] {
+                let e = load_err(jail, &file("", &format!("[limits]\n{key} = 0\n")));
+                assert_err(&e, &format!("limits.{key}"), Some("testd.toml"), "must be > 0");
+            }
+            jail.set_env("TESTD_LIMITS__SEND_QUEUE_LEN", 0);
+            let e = load_err(jail, &file("", ""));
+            assert_err(
+                &e,
+                "limits.send_queue_len",
+                Some("environment variable TESTD_LIMITS__SEND_QUEUE_LEN"),
+                "must be > 0",
+            );
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn bad_log_level() {
+        jailed(|jail| {
+            let e = load_err(jail, &file("log_level = \"wire=[\"", ""));
+            assert_err(&e, "log_level", Some("testd.toml"), "not a valid tracing filter");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn cluster_key_file_checks() {
+        jailed(|jail| {
+            let dir = jail.directory().to_owned();
+            let with_key = |name: &str| file(&format!("cluster_key_file = {:?}", dir.join(name)), "");
+            let chmod = |name: &str, mode: u32| {
+                std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(mode)).unwrap()
+            };
+
+            let e = load_err(jail, &with_key("missing.key"));
+            assert_err(&e, "cluster_key_file", Some("testd.toml"), "cannot read");
+
+            jail.create_binary("raw.key", &[7u8; 32])?;
+            chmod("raw.key", 0o600);
+            load_file(jail, &with_key("raw.key"))?;
+
+            jail.create_file("hex.key", &format!("{}\n", "ab".repeat(32)))?;
+            chmod("hex.key", 0o400);
+            load_file(jail, &with_key("hex.key"))?;
+
+            jail.create_binary("short.key", &[7u8; 31])?;
+            chmod("short.key", 0o600);
+            let e = load_err(jail, &with_key("short.key"));
+            assert_err(&e, "cluster_key_file", Some("testd.toml"), "32 raw bytes or 64 hex digits");
+
+            jail.create_file("nothex.key", &"zz".repeat(32))?;
+            chmod("nothex.key", 0o600);
+            let e = load_err(jail, &with_key("nothex.key"));
+            assert_err(&e, "cluster_key_file", Some("testd.toml"), "64 hex digits");
+
+            chmod("raw.key", 0o640);
+            let e = load_err(jail, &with_key("raw.key"));
+            assert_err(&e, "cluster_key_file", Some("testd.toml"), "mode 0640");
+            chmod("raw.key", 0o604);
+            let e = load_err(jail, &with_key("raw.key"));
+            assert_err(&e, "cluster_key_file", Some("testd.toml"), "group or others");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn daemon_validation_runs_after_common() {
+        jailed(|jail| {
+            let e = load_err(jail, &file("grant_ttl_ms = 100", ""));
+            assert_err(&e, "grant_ttl_ms", Some("testd.toml"), "must exceed timing.suspect_after_ms");
+            jail.set_env("TESTD_GRANT_TTL_MS", 200);
+            let e = load_err(jail, &file("", ""));
+            assert_err(&e, "grant_ttl_ms", Some("environment variable TESTD_GRANT_TTL_MS"), "must exceed");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_key_at_top_level() {
+        jailed(|jail| {
+            let e = load_err(jail, &file("node_idd = 3", ""));
+            assert_err(&e, "node_idd", Some("testd.toml"), "did you mean 'node_id'?");
+            assert_eq!(e.to_string(), "key 'node_idd' in testd.toml: unknown key (did you mean 'node_id'?)");
+
+            let e = load_err(jail, &file("frobnicate = true", ""));
+            assert_err(&e, "frobnicate", Some("testd.toml"), "expected one of: algorithm, client_listen");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_key_nested() {
+        jailed(|jail| {
+            let e = load_err(jail, &file("", "[timing]\nheartbeat_msx = 3\n"));
+            assert_err(&e, "timing.heartbeat_msx", Some("testd.toml"), "did you mean 'heartbeat_ms'?");
+
+            let e = load_err(jail, &file("", "[retry]\nattempt = 3\n"));
+            assert_err(&e, "retry.attempt", Some("testd.toml"), "did you mean 'attempts'?");
+
+            let e = load_err(jail, &file("", "[services.echo]\ncommand = \"echo\"\ncmd = \"x\"\n"));
+            assert_err(&e, "services.echo.cmd", Some("testd.toml"), "unknown key");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_key_in_peers() {
+        jailed(|jail| {
+            let e = load_err(jail, &file("", "[[peers]]\nid = 4\naddr = \"127.0.0.1:7104\"\nadr = \"x\"\n"));
+            assert_err(&e, "peers[3].adr", Some("testd.toml"), "did you mean 'addr'?");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_key_from_env() {
+        jailed(|jail| {
+            jail.set_env("TESTD_TIMING__HEARTBEAT_MSX", 3);
+            let e = load_err(jail, &file("", ""));
+            assert_err(
+                &e,
+                "timing.heartbeat_msx",
+                Some("environment variable TESTD_TIMING__HEARTBEAT_MSX"),
+                "did you mean 'heartbeat_ms'?",
+            );
+            assert_eq!(
+                e.to_string(),
+                "key 'timing.heartbeat_msx' in environment variable TESTD_TIMING__HEARTBEAT_MSX: \
+                 unknown key (did you mean 'heartbeat_ms'?)"
+            );
+            Ok(())
+        });
+        jailed(|jail| {
+            jail.set_env("TESTD_LOG", "debug");
+            let e = load_err(jail, &file("", ""));
+            assert_err(&e, "log", Some("environment variable TESTD_LOG"), "unknown key");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn wrong_type_names_key_and_source() {
+        jailed(|jail| {
+            let e = load_err(jail, &file("", "[timing]\nheartbeat_ms = \"x\"\n"));
+            assert_eq!(
+                e.to_string(),
+                "key 'timing.heartbeat_ms' in testd.toml: invalid type: found string \"x\", expected u64"
+            );
+
+            let e = load_err(jail, &file("", "[[peers]]\nid = 4\naddr = \"nowhere\"\n"));
+            assert_err(&e, "peers[3].addr", Some("testd.toml"), "invalid socket address");
+
+            let e = load_err(jail, &file("log_format = \"xml\"", ""));
+            assert_err(&e, "log_format", Some("testd.toml"), "xml");
+
+            let e = load_err(jail, &file("", "[[peers]]\nid = 4\n"));
+            assert_err(&e, "peers[3].addr", Some("testd.toml"), "missing");
+
+            jail.set_env("TESTD_CLUSTER_ID", "abc");
+            let e = load_err(jail, &file("", ""));
+            assert_err(&e, "cluster_id", Some("environment variable TESTD_CLUSTER_ID"), "invalid type");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unreadable_or_malformed_file() {
+        jailed(|jail| {
+            let e =
+                load::<TestD>(&CommonArgs { config: Some("absent.toml".into()), ..CommonArgs::default() }).unwrap_err();
+            assert_eq!(e.key, None);
+            assert_eq!(e.origin.as_deref(), Some("absent.toml"));
+            assert!(e.message.contains("cannot read config file"), "{e}");
+
+            let e = load_err(jail, "node_id = = 1\n");
+            assert!(e.to_string().contains("testd.toml"), "{e}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn daemon_keys_with_renames_and_maps_are_accepted() {
+        jailed(|jail| {
+            jail.create_file(
+                "kebabd.toml",
+                &file("max-hold-ms = 30", "[chaos]\ndrop-rate = 0.5\n\n[services.a]\ncommand = \"x\"\n"),
+            )?;
+            let args = CommonArgs { config: Some("kebabd.toml".into()), ..CommonArgs::default() };
+            // `services` belongs to TestD, not KebabD.
+            let e = load::<KebabD>(&args).unwrap_err();
+            assert_err(&e, "services", Some("kebabd.toml"), "unknown key");
+
+            jail.create_file("kebabd.toml", &file("max-hold-ms = 30", "[chaos]\ndrop-rate = 0.5\n"))?;
+            let cfg = load::<KebabD>(&args)?;
+            assert_eq!(cfg.daemon, KebabD { max_hold_ms: 30, chaos: Chaos { drop_rate: 0.5 } });
+
+            jail.create_file("kebabd.toml", &file("max_hold_ms = 30", ""))?;
+            let e = load::<KebabD>(&args).unwrap_err();
+            assert_err(&e, "max_hold_ms", Some("kebabd.toml"), "did you mean 'max-hold-ms'?");
+
+            let two = "[services.a]\ncommand = \"a\"\n\n[services.b]\ncommand = \"b\"\n";
+            let cfg = load_file(jail, &file("", two))?;
+            assert_eq!(cfg.daemon.services.keys().collect::<Vec<_>>(), ["a", "b"]);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn effective_toml_round_trips() {
+        jailed(|jail| {
+            jail.set_env("TESTD_RETRY__ATTEMPTS", 5);
+            let top = "cluster_id = 3\ngrant_ttl_ms = 900\nstate_dir = \"/var/lib/x\"";
+            let tables = "[timing]\nheartbeat_ms = 25\n\n[services.echo]\ncommand = \"echo\"\n";
+            let cfg = load_file(jail, &file(top, tables))?;
+            let text = effective_toml(&cfg);
+            assert!(text.contains("listen = \"127.0.0.1:7101\""), "{text}");
+            assert!(text.contains("client_listen = \"127.0.0.1:7201\""), "{text}");
+            assert!(text.contains("metrics_listen = \"127.0.0.1:9101\""), "{text}");
+            assert!(text.contains("attempts = 5"), "{text}");
+
+            jail.clear_env();
+            jail.create_file("effective.toml", &text)?;
+            let again = load::<TestD>(&CommonArgs { config: Some("effective.toml".into()), ..CommonArgs::default() })?;
+            let mut resolved = cfg.common.clone();
+            resolved.listen = Some(cfg.common.listen_addr());
+            resolved.client_listen = Some(cfg.common.client_addr());
+            resolved.metrics_listen = Some(cfg.common.metrics_addr());
+            assert_eq!(again.common, resolved);
+            assert_eq!(again.daemon, cfg.daemon);
+            assert_eq!(effective_toml(&again), text);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn load_from_a_hand_built_figment() {
+        let figment =
+            Figment::new().merge(Toml::string(&file("", ""))).merge(Serialized::default("timing.heartbeat_ms", 10));
+        let cfg = load_from::<TestD>(&figment).unwrap();
+        assert_eq!(cfg.common.timing.heartbeat_ms, 10);
+    }
+
+    #[test]
+    fn error_display_forms() {
+        let e = |key: Option<&str>, origin: Option<&str>| ConfigError {
+            key: key.map(Into::into),
+            origin: origin.map(Into::into),
+            message: "bad".into(),
+        };
+        assert_eq!(e(Some("a.b"), Some("/etc/x.toml")).to_string(), "key 'a.b' in /etc/x.toml: bad");
+        assert_eq!(e(Some("a.b"), None).to_string(), "key 'a.b': bad");
+        assert_eq!(e(None, Some("/etc/x.toml")).to_string(), "/etc/x.toml: bad");
+        assert_eq!(e(None, None).to_string(), "bad");
+    }
+
+    #[test]
+    fn key_paths_render_and_parse() {
+        let path: Vec<String> = ["peers", "3", "addr"].map(String::from).to_vec();
+        assert_eq!(render_key(&path), "peers[3].addr");
+        assert_eq!(parse_key("peers[3].addr"), path);
+        assert_eq!(edit_distance("heartbeat_msx", "heartbeat_ms"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
+
+    #[test]
+    fn integers_beyond_toml_range_are_rejected() {
+        jailed(|jail| {
+            jail.set_env("TESTD_RETRY__BACKOFF_MS", u64::MAX);
+            let e = load_err(jail, &file("", ""));
+            assert_err(
+                &e,
+                "retry.backoff_ms",
+                Some("environment variable TESTD_RETRY__BACKOFF_MS"),
+                "18446744073709551615 is out of range",
+            );
+            Ok(())
+        });
+    }
+}

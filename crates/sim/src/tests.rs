@@ -1,0 +1,668 @@
+//! Tests of the simulator itself, driving a toy protocol: every node pings
+//! every other node from a 10 ms timer and records what it received.
+
+use std::collections::BTreeSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use ftcore::{message_kinds, Outbox, StatusReport};
+use serde::{Deserialize, Serialize};
+
+use super::*;
+
+const PERIOD: Duration = Duration::from_millis(10);
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum ToyMsg {
+    Ping(u64),
+}
+message_kinds!(ToyMsg { Ping => "ping" });
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum ToyReq {
+    Count,
+}
+message_kinds!(ToyReq { Count => "count" });
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum ToyReply {
+    Count(u64),
+}
+message_kinds!(ToyReply { Count => "count" });
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ToyEvent {
+    Got { from: NodeId, inc: Incarnation, seq: u64 },
+    ClientGone(ClientId),
+}
+
+/// Pings every other node every `PERIOD`, one sequence number per tick.
+#[derive(Debug)]
+struct Toy {
+    me: NodeId,
+    inc: Incarnation,
+    n: u32,
+    /// The sequence number of the next tick's pings (= ticks so far).
+    next_seq: u64,
+    /// The first tick is due as soon as the core starts.
+    next_tick: Instant,
+    received: Vec<(NodeId, Incarnation, u64)>,
+    /// Ticks without pinging (for long runs that only exercise timers).
+    quiet: bool,
+    left: bool,
+    out: Outbox<ToyMsg, ToyReply, ToyEvent>,
+}
+
+impl Toy {
+    fn new(me: NodeId, inc: Incarnation, now: Instant, n: u32) -> Self {
+        Toy {
+            me,
+            inc,
+            n,
+            next_seq: 0,
+            next_tick: now,
+            received: Vec::new(),
+            quiet: false,
+            left: false,
+            out: Outbox::default(),
+        }
+    }
+
+    /// Sequence numbers received from `from`, in arrival order.
+    fn seqs_from(&self, from: NodeId) -> Vec<u64> {
+        self.received.iter().filter(|(f, _, _)| *f == from).map(|(_, _, s)| *s).collect()
+    }
+}
+
+impl Protocol for Toy {
+    type Msg = ToyMsg;
+    type Request = ToyReq;
+    type Reply = ToyReply;
+    type Event = ToyEvent;
+
+    fn handle_message(&mut self, _now: Instant, from: NodeId, inc: Incarnation, msg: ToyMsg) {
+        let ToyMsg::Ping(seq) = msg;
+        self.received.push((from, inc, seq));
+        self.out.event(ToyEvent::Got { from, inc, seq });
+    }
+
+    fn handle_request(&mut self, _now: Instant, client: ClientId, req: ToyReq) {
+        match req {
+            ToyReq::Count => self.out.reply(client, ToyReply::Count(self.received.len() as u64)),
+        }
+    }
+
+    fn handle_client_gone(&mut self, _now: Instant, client: ClientId) {
+        self.out.event(ToyEvent::ClientGone(client));
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if now < self.next_tick {
+            return;
+        }
+        for to in (1..=self.n).map(NodeId).filter(|id| *id != self.me && !self.quiet) {
+            self.out.send(to, ToyMsg::Ping(self.next_seq));
+        }
+        self.next_seq += 1;
+        self.next_tick = now + PERIOD;
+    }
+
+    fn handle_shutdown(&mut self, _now: Instant) {
+        self.left = true;
+    }
+
+    fn is_left(&self) -> bool {
+        self.left
+    }
+
+    fn poll_output(&mut self) -> Option<Output<Self>> {
+        self.out.pop().map(Output::from)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.next_tick)
+    }
+
+    fn incarnation(&self) -> Incarnation {
+        self.inc
+    }
+
+    fn status(&self) -> StatusReport {
+        StatusReport {
+            daemon: "toy".into(),
+            node: self.me,
+            incarnation: self.inc,
+            role: "pinger".into(),
+            peers: Vec::new(),
+            details: Vec::new(),
+        }
+    }
+}
+
+fn ms(x: u64) -> Instant {
+    Instant::from_millis(x)
+}
+
+fn n(i: u32) -> NodeId {
+    NodeId(i)
+}
+
+fn toy_sim(seed: u64, nodes: u32, net: NetConfig) -> Sim<Toy> {
+    Sim::new(seed, nodes, net, Box::new(move |id, inc, now, _seed| Toy::new(id, inc, now, nodes)))
+}
+
+/// A reliable network whose delay is always exactly `d`.
+fn fixed(d: Duration) -> NetConfig {
+    NetConfig::reliable(d, d)
+}
+
+fn toy(sim: &Sim<Toy>, id: NodeId) -> &Toy {
+    sim.world().core(id).expect("node is up")
+}
+
+/// `(time, receiver, sender, sender's life, seq)` of a delivered ping.
+type Delivery = (Instant, NodeId, NodeId, Incarnation, u64);
+
+/// Every ping delivered, in order.
+fn deliveries(w: &World<Toy>) -> Vec<Delivery> {
+    w.events
+        .iter()
+        .filter_map(|(t, to, e)| match e {
+            ToyEvent::Got { from, inc, seq } => Some((*t, *to, *from, *inc, *seq)),
+            ToyEvent::ClientGone(_) => None,
+        })
+        .collect()
+}
+
+fn all_pairs(nodes: u32) -> impl Iterator<Item = (NodeId, NodeId)> {
+    (1..=nodes).flat_map(move |a| (1..=nodes).filter(move |b| *b != a).map(move |b| (n(a), n(b))))
+}
+
+// ---- determinism ----
+
+fn traced_run(seed: u64) -> Sim<Toy> {
+    let mut sim = toy_sim(seed, 4, NetConfig::reliable(Duration::from_micros(100), Duration::from_millis(25)));
+    sim.at(ms(300), Action::Crash(n(2)));
+    sim.at(ms(600), Action::Restart(n(2)));
+    sim.run_until(ms(1_000)).unwrap();
+    sim
+}
+
+#[test]
+fn same_seed_same_trace_and_hash() {
+    let a = traced_run(11);
+    let b = traced_run(11);
+    assert!(a.trace().len() > 1_000, "{} lines", a.trace().len());
+    assert_eq!(a.trace(), b.trace());
+    assert_eq!(a.trace_hash(), b.trace_hash());
+    assert_eq!(a.steps(), b.steps());
+    assert_eq!(deliveries(a.world()), deliveries(b.world()));
+}
+
+#[test]
+fn different_seeds_give_different_hashes() {
+    let hashes: BTreeSet<u64> = (0..8).map(|seed| traced_run(seed).trace_hash()).collect();
+    assert_eq!(hashes.len(), 8, "random delays must show in the trace");
+}
+
+#[test]
+fn tracing_does_not_change_the_run() {
+    let kept = traced_run(5);
+    let mut lean =
+        toy_sim(5, 4, NetConfig::reliable(Duration::from_micros(100), Duration::from_millis(25))).without_trace();
+    lean.at(ms(300), Action::Crash(n(2)));
+    lean.at(ms(600), Action::Restart(n(2)));
+    lean.run_until(ms(1_000)).unwrap();
+    assert!(lean.trace().is_empty());
+    assert_eq!(lean.steps(), kept.steps());
+    assert_eq!(deliveries(lean.world()), deliveries(kept.world()));
+}
+
+// ---- channels ----
+
+#[test]
+fn reliable_channel_is_fifo_per_link_and_loses_nothing() {
+    for seed in 0..5 {
+        // Delays from 0.1 ms to 80 ms: eight pings per link can be in flight at once.
+        let mut sim = toy_sim(seed, 3, NetConfig::reliable(Duration::from_micros(100), Duration::from_millis(80)));
+        sim.run_until(ms(2_000)).unwrap();
+        for (from, to) in all_pairs(3) {
+            let seqs = toy(&sim, to).seqs_from(from);
+            let sent = toy(&sim, from).next_seq;
+            // In order, no gaps, no duplicates; only the last few may still be in flight.
+            assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "seed {seed} {from}->{to}");
+            assert!(seqs.len() as u64 + 9 >= sent, "seed {seed} {from}->{to}: {} of {sent}", seqs.len());
+        }
+    }
+}
+
+/// Datagrams in arrival order per link.
+fn datagram_run(seed: u64, loss: f64, dup: f64, reorder: bool) -> Sim<Toy> {
+    let mut net = NetConfig::datagram(Duration::from_micros(100), Duration::from_millis(40), loss, dup);
+    net.reorder = reorder;
+    let mut sim = toy_sim(seed, 3, net);
+    sim.run_until(ms(10_000)).unwrap();
+    sim
+}
+
+/// Ticks at the end of a `datagram_run` whose pings may still be in flight
+/// (40 ms max delay): seqs `0..next_seq - IN_FLIGHT_TICKS` have all landed.
+const IN_FLIGHT_TICKS: u64 = 4;
+
+/// Pings sent by all nodes.
+fn sent_total(sim: &Sim<Toy>) -> u64 {
+    sim.world().live().map(|(_, c)| c.next_seq * (c.n as u64 - 1)).sum()
+}
+
+#[test]
+fn datagram_loss_rate_is_about_as_configured() {
+    let sim = datagram_run(3, 0.3, 0.0, true);
+    let sent = sent_total(&sim);
+    assert_eq!(sent, 3 * 2 * 1_001);
+    assert_eq!(sim.world().messages_sent(), sent);
+    assert_eq!(sim.world().sent_by_kind.get("ping"), Some(&sent));
+    // Loss is decided at send time, and every loss is in the trace.
+    let lost = sim.trace().iter().filter(|l| l.contains("dropped (lost)")).count() as u64;
+    let rate = lost as f64 / sent as f64;
+    // 6 006 draws at p = 0.3: one standard deviation is 0.006.
+    assert!((0.26..=0.34).contains(&rate), "loss rate {rate}");
+    // What was not lost arrived, but for the last few ticks' pings still in flight.
+    let received: u64 = sim.world().live().map(|(_, c)| c.received.len() as u64).sum();
+    assert!(received + lost <= sent && received + lost + 6 * IN_FLIGHT_TICKS >= sent, "{received} + {lost} of {sent}");
+    // Nothing arrives twice without duplication.
+    for (from, to) in all_pairs(3) {
+        let seqs = toy(&sim, to).seqs_from(from);
+        assert_eq!(seqs.iter().collect::<BTreeSet<_>>().len(), seqs.len(), "{from}->{to}");
+    }
+}
+
+#[test]
+fn no_loss_means_every_datagram_arrives() {
+    let sim = datagram_run(4, 0.0, 0.0, true);
+    for (from, to) in all_pairs(3) {
+        let landed = toy(&sim, from).next_seq - IN_FLIGHT_TICKS;
+        let mut seqs = toy(&sim, to).seqs_from(from);
+        seqs.sort_unstable();
+        seqs.retain(|s| *s < landed);
+        assert_eq!(seqs, (0..landed).collect::<Vec<_>>(), "{from}->{to}");
+    }
+}
+
+#[test]
+fn datagram_duplication_delivers_copies() {
+    let sim = datagram_run(5, 0.0, 0.5, true);
+    let mut twice = 0u64;
+    let mut landed_total = 0u64;
+    for (from, to) in all_pairs(3) {
+        let seqs = toy(&sim, to).seqs_from(from);
+        let landed = toy(&sim, from).next_seq - IN_FLIGHT_TICKS;
+        landed_total += landed;
+        for s in 0..landed {
+            match seqs.iter().filter(|x| **x == s).count() {
+                1 => {}
+                2 => twice += 1,
+                k => panic!("{from}->{to} seq {s} arrived {k} times"),
+            }
+        }
+    }
+    let rate = twice as f64 / landed_total as f64;
+    assert!((0.45..=0.55).contains(&rate), "duplication rate {rate}");
+}
+
+fn out_of_order_arrivals(sim: &Sim<Toy>) -> usize {
+    all_pairs(3).map(|(from, to)| toy(sim, to).seqs_from(from).windows(2).filter(|w| w[1] < w[0]).count()).sum()
+}
+
+#[test]
+fn datagrams_reorder_only_when_allowed() {
+    let reordered = datagram_run(6, 0.0, 0.0, true);
+    assert!(out_of_order_arrivals(&reordered) > 100, "{}", out_of_order_arrivals(&reordered));
+    let fifo = datagram_run(6, 0.1, 0.2, false);
+    assert_eq!(out_of_order_arrivals(&fifo), 0);
+}
+
+// ---- crash and restart ----
+
+#[test]
+fn crashed_node_receives_nothing_and_its_timers_stop() {
+    let mut sim = toy_sim(1, 3, NetConfig::reliable(Duration::from_millis(1), Duration::from_millis(5)));
+    sim.at(ms(1_000), Action::Crash(n(3)));
+    sim.run_until(ms(2_000)).unwrap();
+    let w = sim.world();
+    assert!(!w.is_up(n(3)));
+    assert!(w.core(n(3)).is_none());
+    assert_eq!(w.live().map(|(id, _)| id).collect::<Vec<_>>(), vec![n(1), n(2)]);
+    assert_eq!(w.slots[2].incarnation, Incarnation(1));
+    // Nothing delivered to it, no event from it, no timer of it after the crash.
+    assert!(w.events.iter().all(|(t, id, _)| *id != n(3) || *t < ms(1_000)));
+    // Ticks at 0, 10, …, 990 ms: at 1 000 ms the crash comes first.
+    assert_eq!(sim.trace().iter().filter(|l| l.ends_with("n3 timeout")).count(), 100);
+    assert_eq!(toy(&sim, n(1)).seqs_from(n(3)).len(), 100);
+    // Nodes 1 and 2 tick 101 times from 1 000 to 2 000 ms; every ping to 3 is refused.
+    let refused = sim.trace().iter().filter(|l| l.contains("->n3 dropped (receiver down)")).count();
+    assert_eq!(refused, 202);
+    // The others go on pinging each other.
+    assert!(toy(&sim, n(1)).seqs_from(n(2)).len() >= 195);
+}
+
+#[test]
+fn messages_in_flight_from_a_crashed_node_still_arrive() {
+    let mut sim = toy_sim(1, 3, fixed(Duration::from_millis(5)));
+    // Node 3 pings at 1 000 ms (seq 100); they land at 1 005 ms.
+    sim.at(ms(1_002), Action::Crash(n(3)));
+    sim.run_until(ms(1_500)).unwrap();
+    for to in [n(1), n(2)] {
+        let from3: Vec<_> =
+            deliveries(sim.world()).into_iter().filter(|d| d.1 == to && d.2 == n(3)).map(|d| (d.0, d.4)).collect();
+        assert_eq!(from3.last(), Some(&(ms(1_005), 100)), "{to}");
+        assert_eq!(from3.len(), 101);
+    }
+}
+
+#[test]
+fn restart_is_a_new_incarnation_seen_by_receivers() {
+    let mut sim = toy_sim(1, 3, fixed(Duration::from_millis(5)));
+    sim.at(ms(1_002), Action::Crash(n(3)));
+    sim.at(ms(1_500), Action::Restart(n(3)));
+    sim.run_until(ms(2_000)).unwrap();
+    let w = sim.world();
+    let slot = &w.slots[2];
+    assert_eq!(slot.starts, 2);
+    assert!(slot.incarnation > Incarnation(1), "{}", slot.incarnation);
+    let new_inc = slot.incarnation;
+    let core = toy(&sim, n(3));
+    assert_eq!(core.inc, new_inc);
+    // A fresh core: it starts over, ticking at once.
+    assert_eq!(core.next_seq, 51, "ticks at 1 500, 1 510, …, 2 000 ms");
+    // Receivers see the old life up to the crash, then the new life from seq 0.
+    let from3: Vec<_> = deliveries(w).into_iter().filter(|d| d.1 == n(1) && d.2 == n(3)).collect();
+    let (old, new): (Vec<Delivery>, Vec<Delivery>) = from3.into_iter().partition(|d| d.3 == Incarnation(1));
+    assert_eq!(old.len(), 101);
+    assert!(old.iter().all(|d| d.0 <= ms(1_005)));
+    assert_eq!(new.first().map(|d| (d.0, d.3, d.4)), Some((ms(1_505), new_inc, 0)));
+    assert!(new.iter().all(|d| d.3 == new_inc));
+    assert_eq!(new.iter().map(|d| d.4).collect::<Vec<_>>(), (0..50).collect::<Vec<_>>());
+    // A second crash and restart goes higher still.
+    sim.at(ms(2_100), Action::Crash(n(3)));
+    sim.at(ms(2_200), Action::Restart(n(3)));
+    sim.run_until(ms(2_300)).unwrap();
+    assert!(sim.world().slots[2].incarnation > new_inc);
+    assert_eq!(sim.world().slots[2].starts, 3);
+}
+
+#[test]
+fn reliable_messages_in_flight_to_a_restarted_node_are_dropped() {
+    let mut sim = toy_sim(1, 3, fixed(Duration::from_millis(5)));
+    // Nodes 1 and 2 ping 3 at 1 000 ms; 3 is a new process when they land at 1 005 ms.
+    sim.at(ms(1_001), Action::Crash(n(3)));
+    sim.at(ms(1_003), Action::Restart(n(3)));
+    sim.run_until(ms(1_100)).unwrap();
+    let restarted = sim.trace().iter().filter(|l| l.contains("->n3 lost (receiver restarted)")).count();
+    assert_eq!(restarted, 2);
+    let core = toy(&sim, n(3));
+    // The first pings the new life gets were sent after it started.
+    assert_eq!(core.seqs_from(n(1)), (101..=109).collect::<Vec<_>>());
+    assert_eq!(core.seqs_from(n(2)), (101..=109).collect::<Vec<_>>());
+}
+
+#[test]
+fn datagrams_in_flight_to_a_restarted_node_are_delivered() {
+    let mut sim = toy_sim(1, 3, NetConfig::datagram(Duration::from_millis(5), Duration::from_millis(5), 0.0, 0.0));
+    sim.at(ms(1_001), Action::Crash(n(3)));
+    sim.at(ms(1_003), Action::Restart(n(3)));
+    sim.run_until(ms(1_100)).unwrap();
+    assert_eq!(toy(&sim, n(3)).seqs_from(n(1)), (100..=109).collect::<Vec<_>>());
+}
+
+#[test]
+fn crash_of_a_down_node_and_restart_of_an_up_node_do_nothing() {
+    let mut sim = toy_sim(1, 3, fixed(Duration::from_millis(1)));
+    sim.at(ms(100), Action::Restart(n(1)));
+    sim.at(ms(200), Action::Crash(n(2)));
+    sim.at(ms(300), Action::Crash(n(2)));
+    sim.run_until(ms(400)).unwrap();
+    let w = sim.world();
+    assert_eq!((w.slots[0].starts, w.slots[0].incarnation), (1, Incarnation(1)));
+    assert_eq!(toy(&sim, n(1)).next_seq, 41, "node 1 was never replaced");
+    assert_eq!(sim.trace().iter().filter(|l| l.contains("CRASH")).count(), 1);
+    assert_eq!(sim.trace().iter().filter(|l| l.contains("RESTART")).count(), 0);
+}
+
+// ---- partitions ----
+
+#[test]
+fn partition_cuts_both_ways_and_heal_restores() {
+    let mut sim = toy_sim(1, 3, fixed(Duration::from_millis(1)));
+    sim.at(ms(1_000), Action::Partition(vec![n(1)]));
+    sim.at(ms(2_000), Action::Heal);
+    sim.run_until(ms(3_000)).unwrap();
+    let d = deliveries(sim.world());
+    let across = |x: &Delivery| (x.1 == n(1)) != (x.2 == n(1));
+    let in_window = |x: &Delivery| x.0 >= ms(1_000) && x.0 <= ms(2_000);
+    assert!(!d.iter().any(|x| across(x) && in_window(x)), "nothing crosses the cut");
+    // Both directions were tried and dropped at send time.
+    let dropped = |from: u32, to: u32| {
+        sim.trace().iter().filter(|l| l.contains(&format!("n{from}->n{to} dropped (partitioned)"))).count()
+    };
+    for (from, to) in [(1, 2), (1, 3), (2, 1), (3, 1)] {
+        assert_eq!(dropped(from, to), 100, "n{from}->n{to}");
+    }
+    assert_eq!(dropped(2, 3), 0);
+    // The majority side kept talking.
+    assert_eq!(d.iter().filter(|x| x.1 == n(2) && x.2 == n(3) && in_window(x)).count(), 100);
+    // After the heal, pings cross again in both directions.
+    for (from, to) in all_pairs(3) {
+        assert!(d.iter().any(|x| x.2 == from && x.1 == to && x.0 == ms(2_001)), "{from}->{to} after heal");
+    }
+}
+
+#[test]
+fn a_partition_loses_reliable_messages_already_in_flight_across_it() {
+    let mut sim = toy_sim(1, 3, fixed(Duration::from_millis(5)));
+    // Pings sent at 1 000 ms are in flight when the cut comes at 1 002 ms.
+    sim.at(ms(1_002), Action::Partition(vec![n(3)]));
+    sim.run_until(ms(1_050)).unwrap();
+    let lost = sim.trace().iter().filter(|l| l.contains("lost (partitioned)")).count();
+    assert_eq!(lost, 4, "1->3, 2->3, 3->1, 3->2 at 1 005 ms");
+    assert_eq!(toy(&sim, n(3)).seqs_from(n(1)).last(), Some(&99));
+}
+
+// ---- clients ----
+
+#[test]
+fn requests_reach_the_core_and_replies_are_recorded() {
+    let mut sim = toy_sim(9, 3, NetConfig::reliable(Duration::from_millis(1), Duration::from_millis(3)));
+    sim.at(ms(505), Action::Request(n(1), ClientId(7), ToyReq::Count));
+    sim.at(ms(600), Action::ClientGone(n(2), ClientId(8)));
+    sim.at(ms(700), Action::Crash(n(3)));
+    sim.at(ms(800), Action::Request(n(3), ClientId(9), ToyReq::Count));
+    sim.at(ms(800), Action::ClientGone(n(3), ClientId(9)));
+    sim.at(ms(900), Action::Shutdown(n(2)));
+    sim.run_until(ms(1_000)).unwrap();
+    let w = sim.world();
+    // The count is what node 1 had received by then (actions come before deliveries due at the same instant).
+    let by_then = deliveries(w).iter().filter(|d| d.1 == n(1) && d.0 < ms(505)).count() as u64;
+    assert!(by_then > 90);
+    assert_eq!(w.replies, vec![(ms(505), n(1), ClientId(7), ToyReply::Count(by_then))]);
+    let gone: Vec<_> = w.events.iter().filter(|e| matches!(e.2, ToyEvent::ClientGone(_))).cloned().collect();
+    assert_eq!(gone, vec![(ms(600), n(2), ToyEvent::ClientGone(ClientId(8)))]);
+    assert!(toy(&sim, n(2)).is_left());
+    assert!(!toy(&sim, n(1)).is_left());
+}
+
+// ---- failures and seeds ----
+
+#[test]
+fn a_failing_checker_stops_the_run_with_a_reproducible_error() {
+    let mut sim = toy_sim(42, 3, NetConfig::reliable(Duration::from_millis(1), Duration::from_millis(3)));
+    let mut calls = 0u64;
+    sim.check(move |w| {
+        calls += 1;
+        match w.step_events().iter().find(|(_, _, e)| matches!(e, ToyEvent::Got { seq: 30, .. })) {
+            Some((t, id, _)) => Err(format!("{id} got seq 30 at {t} after {calls} checks")),
+            None => Ok(()),
+        }
+    });
+    let err = sim.run_until(ms(10_000)).unwrap_err();
+    assert_eq!(err.seed, 42);
+    // Seq 30 is sent at 300 ms and arrives 1-3 ms later.
+    assert!(err.at > ms(300) && err.at <= ms(303), "{}", err.at);
+    assert_eq!(sim.now(), err.at, "the run stopped at the failure");
+    assert!(err.message.contains("got seq 30"), "{}", err.message);
+    assert_eq!(err.trace_tail.len(), 40);
+    assert_eq!(err.trace_tail.last(), sim.trace().last());
+    let shown = err.to_string();
+    assert!(shown.contains("seed 42"), "{shown}");
+    assert!(shown.contains("SIM_SEED=42"), "{shown}");
+    assert!(shown.contains(&err.message), "{shown}");
+    assert!(shown.contains(err.trace_tail.last().unwrap()), "{shown}");
+}
+
+#[test]
+fn for_seeds_panics_naming_the_first_failing_seed() {
+    if std::env::var_os("SIM_SEED").is_some() || std::env::var_os("SIM_SEEDS").is_some() {
+        return; // the environment chooses the seeds
+    }
+    let mut ran = Vec::new();
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        for_seeds(10, |seed| {
+            ran.push(seed);
+            let mut sim = toy_sim(seed, 2, fixed(Duration::from_millis(1)));
+            sim.check(move |w| if seed >= 3 && w.now >= ms(50) { Err("boom".into()) } else { Ok(()) });
+            sim.run_until(ms(100))
+        })
+    }));
+    let payload = result.expect_err("seed 3 fails");
+    let msg = payload.downcast_ref::<String>().expect("a formatted panic");
+    assert!(msg.contains("seed 3 "), "{msg}");
+    assert!(msg.contains("SIM_SEED=3"), "{msg}");
+    assert!(msg.contains("boom"), "{msg}");
+    assert_eq!(ran, vec![0, 1, 2, 3], "stops at the first failure");
+}
+
+#[test]
+#[should_panic(expected = "seed 3")]
+fn for_seeds_panic_message_names_the_seed() {
+    for_seeds(5, |seed| {
+        let mut sim = toy_sim(seed, 2, fixed(Duration::from_millis(1)));
+        sim.check(move |_| if seed == 3 { Err("seed-dependent failure".into()) } else { Ok(()) });
+        sim.run_until(ms(20))
+    });
+}
+
+// ---- fault plans ----
+
+#[test]
+fn fault_plans_respect_max_down_and_restart_every_crash() {
+    for seed in 0..400u64 {
+        let mut rng = SeededRng::new(seed);
+        let nodes = 2 + (seed % 7) as u32;
+        let plan = FaultPlan {
+            crashes: (seed % 11) as u32,
+            max_down: 1 + (seed % 3) as u32,
+            restart: seed % 4 != 0,
+            partitions: (seed % 3) as u32,
+            ..FaultPlan::default()
+        };
+        let schedule = plan.generate::<Toy>(&mut rng, nodes);
+        let ctx = format!("seed {seed}, {nodes} nodes, {plan:?}");
+        assert!(schedule.windows(2).all(|w| w[0].0 <= w[1].0), "{ctx}: not in time order");
+        let mut down: BTreeSet<NodeId> = BTreeSet::new();
+        let (mut crashes, mut restarts, mut partitions, mut heals) = (0, 0, 0, 0);
+        for (t, action) in &schedule {
+            match action {
+                Action::Crash(id) => {
+                    assert!(*t >= plan.start && *t <= plan.end, "{ctx}: crash at {t}");
+                    assert!(down.insert(*id), "{ctx}: {id} crashed while down at {t}");
+                    assert!(down.len() as u32 <= plan.max_down, "{ctx}: {down:?} down at {t}");
+                    assert!((down.len() as u32) < nodes, "{ctx}: everyone down at {t}");
+                    crashes += 1;
+                }
+                Action::Restart(id) => {
+                    assert!(plan.restart, "{ctx}: restart without restarts");
+                    assert!(down.remove(id), "{ctx}: {id} restarted while up at {t}");
+                    restarts += 1;
+                }
+                Action::Partition(side) => {
+                    assert!(*t >= plan.start && *t <= plan.end, "{ctx}: partition at {t}");
+                    assert!(!side.is_empty() && side.len() as u32 <= (nodes / 2).max(1), "{ctx}: {side:?}");
+                    assert!(side.iter().all(|id| (1..=nodes).contains(&id.0)), "{ctx}: {side:?}");
+                    partitions += 1;
+                }
+                Action::Heal => heals += 1,
+                other => panic!("{ctx}: unexpected {other:?}"),
+            }
+        }
+        assert!(crashes <= plan.crashes, "{ctx}");
+        assert_eq!((partitions, heals), (plan.partitions, plan.partitions), "{ctx}");
+        if plan.restart {
+            assert_eq!(restarts, crashes, "{ctx}");
+            assert!(down.is_empty(), "{ctx}: {down:?} never restarted");
+        } else {
+            assert_eq!(restarts, 0, "{ctx}");
+        }
+    }
+}
+
+#[test]
+fn fault_plans_with_room_crash_as_often_as_asked() {
+    // With max_down = nodes - 1, three crashes always fit, however long the downtimes.
+    for seed in 0..100 {
+        let plan = FaultPlan { crashes: 3, max_down: 4, ..FaultPlan::default() };
+        let schedule = plan.generate::<Toy>(&mut SeededRng::new(seed), 5);
+        assert_eq!(schedule.iter().filter(|(_, a)| matches!(a, Action::Crash(_))).count(), 3, "seed {seed}");
+    }
+}
+
+#[test]
+fn random_faults_run_in_the_simulator() {
+    let mut sim = toy_sim(3, 5, NetConfig::reliable(Duration::from_millis(1), Duration::from_millis(5)));
+    let plan = FaultPlan { crashes: 4, max_down: 2, partitions: 2, ..FaultPlan::default() };
+    let max_down = plan.max_down as usize;
+    sim.random_faults(&plan);
+    sim.check(move |w| {
+        let down = w.slots.iter().filter(|s| s.core.is_none()).count();
+        if down > max_down {
+            Err(format!("{down} nodes down"))
+        } else {
+            Ok(())
+        }
+    });
+    sim.run_until(ms(10_000)).unwrap();
+    assert!(sim.world().slots.iter().all(|s| s.core.is_some()), "every crash was followed by a restart");
+    let crashes = sim.trace().iter().filter(|l| l.ends_with("CRASH")).count();
+    let restarts = sim.trace().iter().filter(|l| l.contains("RESTART as")).count();
+    assert!(crashes > 0);
+    assert_eq!(crashes, restarts);
+    assert_eq!(sim.world().slots.iter().map(|s| s.starts as usize - 1).sum::<usize>(), restarts);
+}
+
+// ---- virtual time ----
+
+#[test]
+fn an_hour_of_virtual_time_takes_exactly_the_expected_steps() {
+    let factory = |id, inc, now, _| Toy { quiet: true, ..Toy::new(id, inc, now, 3) };
+    let mut sim = Sim::new(1, 3, fixed(Duration::from_millis(1)), Box::new(factory)).without_trace();
+    let hour = ms(3_600_000);
+    sim.run_until(hour).unwrap();
+    assert_eq!(sim.now(), hour);
+    // Ticks at 0, 10 ms, …, 1 h: 360 001 per node, one step each; time
+    // jumps from one tick to the next.
+    let ticks = 360_001u64;
+    for (_, core) in sim.world().live() {
+        assert_eq!(core.next_seq, ticks);
+    }
+    assert_eq!(sim.steps(), 3 * ticks);
+    assert!(sim.trace().is_empty());
+}
+
+#[test]
+fn a_minute_of_pinging_takes_exactly_the_expected_steps() {
+    let mut sim = toy_sim(1, 3, fixed(Duration::from_millis(1))).without_trace();
+    sim.run_until(ms(60_000)).unwrap();
+    let ticks = 6_001u64;
+    // Each tick sends two pings; those of the last tick land after the minute.
+    let deliveries = 3 * 2 * (ticks - 1);
+    assert_eq!(sim.steps(), 3 * ticks + deliveries);
+    assert_eq!(sim.world().events.len() as u64, deliveries);
+    assert_eq!(sim.world().messages_sent(), 3 * 2 * ticks);
+}

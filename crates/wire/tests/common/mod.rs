@@ -1,0 +1,76 @@
+//! Shared by the integration tests: a test message type and helpers.
+#![allow(dead_code)]
+
+use std::{net::SocketAddr, time::Duration};
+
+use membership::{Incarnation, Member, Membership, NodeId};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use wire::{ClusterKey, Incoming, TransportConfig};
+
+/// A message enum shaped like a daemon's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum TestMsg {
+    Ping(u64),
+    Data { id: u32, body: Vec<u8> },
+    Text(String),
+    Stop,
+}
+ftcore::message_kinds!(TestMsg { Ping => "ping", Data => "data", Text => "text", Stop => "stop" });
+
+pub const CLUSTER: u32 = 7;
+pub const INC: Incarnation = Incarnation(1000);
+/// How long any single wait in a test may take.
+pub const WAIT: Duration = Duration::from_secs(3);
+
+pub fn key(b: u8) -> ClusterKey {
+    ClusterKey::from_bytes([b; 32])
+}
+
+/// `n` loopback addresses with currently free TCP ports.
+pub fn free_tcp_addrs(n: usize) -> Vec<SocketAddr> {
+    let ls: Vec<_> = (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    ls.iter().map(|l| l.local_addr().unwrap()).collect()
+}
+
+/// `n` loopback addresses with currently free UDP ports.
+pub fn free_udp_addrs(n: usize) -> Vec<SocketAddr> {
+    let ss: Vec<_> = (0..n).map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
+    ss.iter().map(|s| s.local_addr().unwrap()).collect()
+}
+
+/// Members 1..=n at `addrs`.
+pub fn members(addrs: &[SocketAddr]) -> Membership {
+    Membership::new(addrs.iter().enumerate().map(|(i, a)| Member { id: NodeId(i as u32 + 1), addr: *a }).collect())
+        .unwrap()
+}
+
+/// Node `me`'s config (listening at its member address), fast backoff.
+pub fn config(me: u32, addrs: &[SocketAddr], key: Option<ClusterKey>) -> TransportConfig {
+    let mut c = TransportConfig::new(NodeId(me), addrs[me as usize - 1], members(addrs), CLUSTER);
+    c.key = key;
+    c.backoff_min = Duration::from_millis(10);
+    c.backoff_max = Duration::from_millis(200);
+    c
+}
+
+/// The next event, failing the test after [`WAIT`].
+pub async fn next(rx: &mut mpsc::Receiver<Incoming<TestMsg>>) -> Incoming<TestMsg> {
+    tokio::time::timeout(WAIT, rx.recv()).await.expect("timed out waiting for an event").expect("channel closed")
+}
+
+/// The next event, which must be a message.
+pub async fn next_msg(rx: &mut mpsc::Receiver<Incoming<TestMsg>>) -> (NodeId, Incarnation, TestMsg) {
+    match next(rx).await {
+        Incoming::Message { from, inc, msg } => (from, inc, msg),
+        other => panic!("expected a message, got {other:?}"),
+    }
+}
+
+/// The next event, which must be a rejection; returns its reason label and detail.
+pub async fn next_rejection(rx: &mut mpsc::Receiver<Incoming<TestMsg>>) -> (&'static str, String) {
+    match next(rx).await {
+        Incoming::Rejected { reason, detail, .. } => (reason.label(), detail),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}

@@ -1,0 +1,318 @@
+//! The TCP and UDP transports on loopback: delivery both ways, keys, bad
+//! input from raw sockets, reconnection, replay.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use membership::{Incarnation, Membership, NodeId};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpStream, UdpSocket},
+    sync::mpsc,
+};
+use wire::{
+    transport::UDP_CHALLENGE, Incoming, PeerCodec, SendError, TcpTransport, Transport, TransportConfig, UdpTransport,
+};
+
+type Rx = mpsc::Receiver<Incoming<TestMsg>>;
+
+async fn tcp(cfg: TransportConfig) -> (TcpTransport<TestMsg>, Rx) {
+    let (tx, rx) = mpsc::channel(64);
+    (TcpTransport::bind(cfg, tx).await.unwrap(), rx)
+}
+
+async fn udp(cfg: TransportConfig) -> (UdpTransport<TestMsg>, Rx) {
+    let (tx, rx) = mpsc::channel(64);
+    (UdpTransport::bind(cfg, tx).await.unwrap(), rx)
+}
+
+/// Nodes 1 and 2 over TCP, with the given keys.
+async fn tcp_pair(k1: Option<u8>, k2: Option<u8>) -> ((TcpTransport<TestMsg>, Rx), (TcpTransport<TestMsg>, Rx)) {
+    let addrs = free_tcp_addrs(2);
+    (tcp(config(1, &addrs, k1.map(key))).await, tcp(config(2, &addrs, k2.map(key))).await)
+}
+
+/// A frame as node 1 would send it on a connection with `challenge`.
+fn frame_from_1(k: Option<u8>, seq: u64, challenge: &[u8; 16], msg: &TestMsg) -> Vec<u8> {
+    let codec = PeerCodec::<TestMsg>::new(CLUSTER, NodeId(1), Membership::of_size(3), k.map(key));
+    codec.encode(INC, seq, challenge, msg).unwrap().to_vec()
+}
+
+fn prefixed(frame: &[u8]) -> Vec<u8> {
+    let mut v = (frame.len() as u32).to_be_bytes().to_vec();
+    v.extend_from_slice(frame);
+    v
+}
+
+/// A raw connection to `addr` that has read its challenge.
+async fn raw_conn(addr: std::net::SocketAddr) -> (TcpStream, [u8; 16]) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut ch = [0u8; 16];
+    tokio::time::timeout(WAIT, s.read_exact(&mut ch)).await.unwrap().unwrap();
+    (s, ch)
+}
+
+/// Waits until the server closes `s` (EOF or reset).
+async fn assert_closed(s: &mut TcpStream) {
+    let mut buf = [0u8; 64];
+    loop {
+        match tokio::time::timeout(WAIT, s.read(&mut buf)).await.expect("connection was not closed") {
+            Ok(0) | Err(_) => return,
+            Ok(_) => continue,
+        }
+    }
+}
+
+/// Checks that 1 → 2 still works (after some abuse of node 2).
+async fn assert_link_works(a: &TcpTransport<TestMsg>, rx_b: &mut Rx, n: u64) {
+    a.send(NodeId(2), INC, TestMsg::Ping(n)).unwrap();
+    assert_eq!(next_msg(rx_b).await, (NodeId(1), INC, TestMsg::Ping(n)));
+}
+
+#[tokio::test]
+async fn tcp_exchanges_messages_both_ways() {
+    let ((a, mut rx_a), (b, mut rx_b)) = tcp_pair(None, None).await;
+    for i in 0..20 {
+        a.send(NodeId(2), INC, TestMsg::Ping(i)).unwrap();
+    }
+    b.send(NodeId(1), Incarnation(5), TestMsg::Text("hello".into())).unwrap();
+    for i in 0..20 {
+        assert_eq!(next_msg(&mut rx_b).await, (NodeId(1), INC, TestMsg::Ping(i)), "in order");
+    }
+    assert_eq!(next_msg(&mut rx_a).await, (NodeId(2), Incarnation(5), TestMsg::Text("hello".into())));
+    assert!(matches!(a.send(NodeId(1), INC, TestMsg::Stop), Err(SendError::UnknownPeer(NodeId(1)))));
+    assert!(matches!(a.send(NodeId(9), INC, TestMsg::Stop), Err(SendError::UnknownPeer(NodeId(9)))));
+}
+
+#[tokio::test]
+async fn tcp_with_the_same_key_works() {
+    let ((a, mut rx_a), (b, mut rx_b)) = tcp_pair(Some(1), Some(1)).await;
+    a.send(NodeId(2), INC, TestMsg::Data { id: 1, body: vec![7; 1000] }).unwrap();
+    b.send(NodeId(1), INC, TestMsg::Stop).unwrap();
+    assert_eq!(next_msg(&mut rx_b).await.2, TestMsg::Data { id: 1, body: vec![7; 1000] });
+    assert_eq!(next_msg(&mut rx_a).await.2, TestMsg::Stop);
+}
+
+#[tokio::test]
+async fn tcp_with_different_keys_is_rejected_as_auth() {
+    let ((a, _rx_a), (_b, mut rx_b)) = tcp_pair(Some(1), Some(2)).await;
+    a.send(NodeId(2), INC, TestMsg::Ping(1)).unwrap();
+    let (reason, detail) = next_rejection(&mut rx_b).await;
+    assert_eq!(reason, "auth", "{detail}");
+}
+
+#[tokio::test]
+async fn tcp_key_on_one_side_only_is_rejected_as_auth() {
+    let ((a, _rx_a), (_b, mut rx_b)) = tcp_pair(None, Some(2)).await;
+    a.send(NodeId(2), INC, TestMsg::Ping(1)).unwrap();
+    let (reason, detail) = next_rejection(&mut rx_b).await;
+    assert_eq!((reason, detail.starts_with("expected a MAC")), ("auth", true), "{detail}");
+}
+
+#[tokio::test]
+async fn tcp_garbage_closes_that_connection_only() {
+    let ((a, _rx_a), (b, mut rx_b)) = tcp_pair(Some(1), Some(1)).await;
+    assert_link_works(&a, &mut rx_b, 1).await;
+
+    let (mut s, _) = raw_conn(b.local_addr()).await;
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let (reason, detail) = next_rejection(&mut rx_b).await;
+    assert_eq!(reason, "oversized", "{detail}");
+    assert_closed(&mut s).await;
+
+    // In-range length, garbage body.
+    let (mut s, _) = raw_conn(b.local_addr()).await;
+    s.write_all(&prefixed(&[0xAB; 40])).await.unwrap();
+    assert_eq!(next_rejection(&mut rx_b).await.0, "bad_magic");
+    assert_closed(&mut s).await;
+
+    // A frame cut short by the connection closing.
+    let (mut s, ch) = raw_conn(b.local_addr()).await;
+    let f = prefixed(&frame_from_1(Some(1), 0, &ch, &TestMsg::Ping(3)));
+    s.write_all(&f[..f.len() - 3]).await.unwrap();
+    s.shutdown().await.unwrap();
+    let (reason, detail) = next_rejection(&mut rx_b).await;
+    assert_eq!(reason, "truncated", "{detail}");
+
+    assert_link_works(&a, &mut rx_b, 2).await;
+}
+
+#[tokio::test]
+async fn tcp_4gib_length_prefix_is_refused_at_once() {
+    let ((a, _rx_a), (b, mut rx_b)) = tcp_pair(None, None).await;
+    let (mut s, _) = raw_conn(b.local_addr()).await;
+    s.write_all(&[0xff, 0xff, 0xff, 0xff]).await.unwrap();
+    let (reason, detail) = next_rejection(&mut rx_b).await;
+    assert_eq!(reason, "oversized");
+    assert_eq!(detail, "expected a frame length of at most 65536, got a length prefix of 4294967295");
+    assert_closed(&mut s).await;
+    assert_link_works(&a, &mut rx_b, 1).await;
+}
+
+#[tokio::test]
+async fn tcp_replayed_frames_are_rejected() {
+    let ((a, _rx_a), (b, mut rx_b)) = tcp_pair(Some(1), Some(1)).await;
+
+    // A frame recorded from an earlier connection: its MAC covers that
+    // connection's challenge, not this one's.
+    let recorded = prefixed(&frame_from_1(Some(1), 0, &[42; 16], &TestMsg::Ping(66)));
+    let (mut s, _) = raw_conn(b.local_addr()).await;
+    s.write_all(&recorded).await.unwrap();
+    let (reason, detail) = next_rejection(&mut rx_b).await;
+    assert_eq!(reason, "auth", "{detail}");
+    assert_closed(&mut s).await;
+
+    // A frame repeated within one connection: the seq does not advance.
+    let (mut s, ch) = raw_conn(b.local_addr()).await;
+    let f = prefixed(&frame_from_1(Some(1), 0, &ch, &TestMsg::Ping(67)));
+    s.write_all(&f).await.unwrap();
+    assert_eq!(next_msg(&mut rx_b).await, (NodeId(1), INC, TestMsg::Ping(67)));
+    s.write_all(&f).await.unwrap();
+    let (reason, detail) = next_rejection(&mut rx_b).await;
+    assert_eq!(reason, "replay");
+    assert_eq!(detail, "expected seq 1 on this connection, got 0 from n1");
+    assert_closed(&mut s).await;
+
+    assert_link_works(&a, &mut rx_b, 1).await;
+}
+
+#[tokio::test]
+async fn tcp_extra_connections_are_closed() {
+    let addrs = free_tcp_addrs(2);
+    let mut cfg = config(2, &addrs, None);
+    cfg.max_connections = 1;
+    let (b, mut rx_b) = tcp(cfg).await;
+    let (mut first, ch) = raw_conn(b.local_addr()).await;
+    let mut second = TcpStream::connect(b.local_addr()).await.unwrap();
+    assert_closed(&mut second).await;
+    // The first one is still served.
+    first.write_all(&prefixed(&frame_from_1(None, 0, &ch, &TestMsg::Stop))).await.unwrap();
+    assert_eq!(next_msg(&mut rx_b).await.2, TestMsg::Stop);
+}
+
+#[tokio::test]
+async fn tcp_reconnects_after_the_peer_restarts() {
+    let addrs = free_tcp_addrs(2);
+    let (a, _rx_a) = tcp(config(1, &addrs, Some(key(1)))).await;
+    let (b, mut rx_b) = tcp(config(2, &addrs, Some(key(1)))).await;
+    assert_link_works(&a, &mut rx_b, 0).await;
+
+    drop(b);
+    drop(rx_b);
+    // Re-bind on the same port as soon as the old listener is gone.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let (b2, mut rx_b2) = loop {
+        let (tx, rx) = mpsc::channel(64);
+        match TcpTransport::<TestMsg>::bind(config(2, &addrs, Some(key(1))), tx).await {
+            Ok(t) => break (t, rx),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(e) => panic!("cannot re-bind: {e}"),
+        }
+    };
+    assert_eq!(b2.local_addr(), addrs[1]);
+
+    // Keep sending until one arrives on the new life of node 2.
+    let got = tokio::time::timeout(WAIT, async {
+        let mut i = 100;
+        loop {
+            let _ = a.send(NodeId(2), INC, TestMsg::Ping(i));
+            i += 1;
+            if let Ok(Some(ev)) = tokio::time::timeout(Duration::from_millis(20), rx_b2.recv()).await {
+                return ev;
+            }
+        }
+    })
+    .await
+    .expect("no message after reconnect");
+    assert!(matches!(got, Incoming::Message { from: NodeId(1), msg: TestMsg::Ping(_), .. }), "{got:?}");
+}
+
+#[tokio::test]
+async fn tcp_full_queue_drops_and_says_so() {
+    // Node 2's address has nothing listening: the link never connects, so
+    // the queue is never drained.
+    let addrs = free_tcp_addrs(2);
+    let mut cfg = config(1, &addrs, None);
+    cfg.queue_len = 2;
+    let (a, _rx) = tcp(cfg).await;
+    a.send(NodeId(2), INC, TestMsg::Ping(1)).unwrap();
+    a.send(NodeId(2), INC, TestMsg::Ping(2)).unwrap();
+    assert!(matches!(a.send(NodeId(2), INC, TestMsg::Ping(3)), Err(SendError::QueueFull(NodeId(2)))));
+}
+
+#[tokio::test]
+async fn bind_refuses_bad_configs() {
+    let addrs = free_tcp_addrs(2);
+    let (tx, _rx) = mpsc::channel::<Incoming<TestMsg>>(1);
+    let mut cfg = config(1, &addrs, None);
+    cfg.me = NodeId(3);
+    assert!(TcpTransport::bind(cfg, tx.clone()).await.unwrap_err().to_string().contains("not among"));
+    let mut cfg = config(1, &addrs, None);
+    cfg.queue_len = 0;
+    assert!(UdpTransport::bind(cfg, tx.clone()).await.is_err());
+    let _held = std::net::TcpListener::bind(addrs[0]).unwrap();
+    let e = TcpTransport::bind(config(1, &addrs, None), tx).await.unwrap_err();
+    assert!(e.to_string().starts_with(&format!("cannot bind {}", addrs[0])), "{e}");
+}
+
+#[tokio::test]
+async fn udp_round_trip() {
+    for k in [None, Some(4)] {
+        let addrs = free_udp_addrs(2);
+        let (a, mut rx_a) = udp(config(1, &addrs, k.map(key))).await;
+        let (b, mut rx_b) = udp(config(2, &addrs, k.map(key))).await;
+        a.send(NodeId(2), INC, TestMsg::Text("over udp".into())).unwrap();
+        assert_eq!(next_msg(&mut rx_b).await, (NodeId(1), INC, TestMsg::Text("over udp".into())));
+        b.send(NodeId(1), Incarnation(2), TestMsg::Ping(9)).unwrap();
+        assert_eq!(next_msg(&mut rx_a).await, (NodeId(2), Incarnation(2), TestMsg::Ping(9)));
+        assert_eq!(b.local_addr(), addrs[1]);
+    }
+}
+
+#[tokio::test]
+async fn udp_rejects_replays_stale_lives_and_oversized() {
+    let addrs = free_udp_addrs(2);
+    let mut cfg = config(2, &addrs, Some(key(1)));
+    cfg.max_frame = 1000;
+    let (b, mut rx_b) = udp(cfg).await;
+    let raw = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let codec = PeerCodec::<TestMsg>::new(CLUSTER, NodeId(1), members(&addrs), Some(key(1)));
+    let dgram = |inc: u64, seq: u64| codec.encode(Incarnation(inc), seq, &UDP_CHALLENGE, &TestMsg::Ping(seq)).unwrap();
+
+    raw.send_to(&dgram(5, 10), b.local_addr()).await.unwrap();
+    assert_eq!(next_msg(&mut rx_b).await, (NodeId(1), Incarnation(5), TestMsg::Ping(10)));
+    raw.send_to(&dgram(5, 10), b.local_addr()).await.unwrap();
+    let (reason, detail) = next_rejection(&mut rx_b).await;
+    assert_eq!((reason, detail.as_str()), ("replay", "from n1: duplicate seq 10 in i5"));
+
+    // Reordered but unseen: accepted.
+    raw.send_to(&dgram(5, 8), b.local_addr()).await.unwrap();
+    assert_eq!(next_msg(&mut rx_b).await.2, TestMsg::Ping(8));
+
+    // A new life resets the window; the old life is then stale.
+    raw.send_to(&dgram(6, 0), b.local_addr()).await.unwrap();
+    assert_eq!(next_msg(&mut rx_b).await.1, Incarnation(6));
+    raw.send_to(&dgram(5, 11), b.local_addr()).await.unwrap();
+    assert_eq!(next_rejection(&mut rx_b).await.0, "replay");
+
+    // Bigger than max_frame.
+    raw.send_to(&[0u8; 1001], b.local_addr()).await.unwrap();
+    let (reason, detail) = next_rejection(&mut rx_b).await;
+    assert_eq!((reason, detail.as_str()), ("oversized", "expected at most 1000 bytes, got a larger datagram"));
+
+    // Garbage and forgeries do not stop the receiver.
+    raw.send_to(b"hello", b.local_addr()).await.unwrap();
+    assert_eq!(next_rejection(&mut rx_b).await.0, "truncated");
+    let forged = PeerCodec::<TestMsg>::new(CLUSTER, NodeId(1), members(&addrs), Some(key(9)))
+        .encode(Incarnation(7), 0, &UDP_CHALLENGE, &TestMsg::Stop)
+        .unwrap();
+    raw.send_to(&forged, b.local_addr()).await.unwrap();
+    assert_eq!(next_rejection(&mut rx_b).await.0, "auth");
+    raw.send_to(&dgram(6, 1), b.local_addr()).await.unwrap();
+    assert_eq!(next_msg(&mut rx_b).await.2, TestMsg::Ping(1));
+}
