@@ -208,7 +208,7 @@ impl HbRing {
             HbMsg::Report { about, liveness } => self.apply_report(now, about, liveness),
             HbMsg::View { entries } => {
                 for (about, liveness) in entries {
-                    self.apply_report(now, about, liveness);
+                    self.apply_view_entry(now, about, liveness);
                 }
             }
             HbMsg::Excluded { .. } => {} // handled above
@@ -280,6 +280,20 @@ impl HbRing {
             }
             self.neighbours_changed(now);
             self.gossip(about, liveness);
+        }
+    }
+
+    /// Merges one entry of a peer's view. Like a report, except that
+    /// learning the life of a node already presumed alive is no news and
+    /// is not gossiped (at start-up every entry is such news).
+    fn apply_view_entry(&mut self, now: Instant, about: NodeId, liveness: Liveness) {
+        let before = self.view.liveness(about);
+        let quiet = liveness.status == Status::Alive && before.is_some_and(|b| b.status == Status::Alive);
+        if quiet {
+            self.view.merge(about, liveness);
+            self.neighbours_changed(now);
+        } else {
+            self.apply_report(now, about, liveness);
         }
     }
 

@@ -1,7 +1,7 @@
 //! The heartbeat ring in the deterministic simulator: crashes, restarts,
 //! partitions; invariants checked after every step, convergence at the end.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use ftcore::{Incarnation, NodeId, Protocol};
@@ -70,23 +70,13 @@ fn converged(w: &World<HbNode>) -> Result<(), String> {
     let live: BTreeMap<NodeId, Incarnation> = w.live().map(|(id, c)| (id, c.incarnation())).collect();
     for (id, core) in w.live() {
         let view = core.ring().view();
-        // Incarnation 0 means "never heard from, presumed alive in whatever life".
-        let seen: BTreeMap<NodeId, Incarnation> = view
-            .entries()
-            .filter(|(_, l)| l.status == Status::Alive)
-            .map(|(n, l)| {
-                (
-                    n,
-                    if l.incarnation == Incarnation(0) {
-                        live.get(&n).copied().unwrap_or(l.incarnation)
-                    } else {
-                        l.incarnation
-                    },
-                )
-            })
-            .collect();
-        if seen != live {
-            return Err(format!("{id} sees alive {seen:?}, but alive are {live:?}"));
+        // An alive entry's life may lag (it is learned on contact; the view
+        // digest covers who is alive and which lives are dead); that it never
+        // runs ahead is checked by `views_are_sane`.
+        let seen: BTreeSet<NodeId> = view.entries().filter(|(_, l)| l.status == Status::Alive).map(|(n, _)| n).collect();
+        if seen != live.keys().copied().collect() {
+            let wrong: Vec<_> = view.entries().filter(|(n, l)| (l.status == Status::Alive) != live.contains_key(n)).collect();
+            return Err(format!("{id} (life {}) is wrong about {wrong:?}", core.incarnation()));
         }
     }
     // Following successors from any node visits every live node once.
@@ -275,7 +265,8 @@ fn a_thousand_nodes_form_a_ring_and_repair_it() {
     let mut sim = cluster(1, 1_000, tcp()).without_trace();
     sim.check(no_false_suspicion);
     sim.at(Instant::from_millis(600), Action::Crash(NodeId(500)));
-    sim.run_until(Instant::from_millis(2_000)).unwrap();
+    // One lap of the report is ~1000 hops of up to 3 ms.
+    sim.run_until(Instant::from_millis(4_000)).unwrap();
     let w = sim.world();
     assert_eq!(w.core(NodeId(499)).unwrap().ring().view().successor(), Some(NodeId(501)));
     converged(w).unwrap();

@@ -186,6 +186,33 @@ pub struct RingView {
     me: usize,
     ids: Vec<NodeId>,
     states: Vec<Liveness>,
+    /// `(id, position)` sorted by id: O(log N) lookups at a thousand nodes.
+    index: Vec<(NodeId, usize)>,
+    /// XOR of every entry's hash, kept up to date on each change.
+    digest: u64,
+}
+
+/// One entry's contribution to [`RingView::digest`]. Alive entries hash
+/// without their incarnation: that nodes agree on who is alive and on which
+/// lives are dead is what must converge; an alive node's exact life is
+/// learned on contact (and restarts are reported), so views that differ
+/// only in it need no exchange — at a thousand nodes, that would be a
+/// flood of views at start-up, when nobody has heard from anybody yet.
+fn entry_hash(id: NodeId, l: Liveness) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let inc = match l.status {
+        Status::Alive => [0xff; 8],
+        Status::Dead => l.incarnation.0.to_le_bytes(),
+    };
+    for b in id.0.to_le_bytes().into_iter().chain(inc) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    // Finalise (SplitMix64) so that XOR-combining entries does not cancel
+    // structure.
+    h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    h ^ (h >> 31)
 }
 
 impl RingView {
@@ -196,7 +223,10 @@ impl RingView {
         let ids: Vec<NodeId> = membership.ids().collect();
         let mut states = vec![Liveness::alive(Incarnation(0)); ids.len()];
         states[me_pos] = Liveness::alive(inc);
-        Ok(RingView { me: me_pos, ids, states })
+        let digest = ids.iter().zip(&states).fold(0, |d, (id, l)| d ^ entry_hash(*id, *l));
+        let mut index: Vec<(NodeId, usize)> = ids.iter().copied().zip(0..).collect();
+        index.sort_unstable();
+        Ok(RingView { me: me_pos, ids, states, index, digest })
     }
 
     /// The local node.
@@ -213,7 +243,7 @@ impl RingView {
     /// excluded). Returns the new incarnation.
     pub fn rejoin(&mut self) -> Incarnation {
         let inc = self.states[self.me].incarnation.next();
-        self.states[self.me] = Liveness::alive(inc);
+        self.set(self.me, Liveness::alive(inc));
         inc
     }
 
@@ -233,7 +263,7 @@ impl RingView {
     }
 
     fn pos(&self, id: NodeId) -> Option<usize> {
-        self.ids.iter().position(|x| *x == id)
+        self.index.binary_search_by_key(&id, |(i, _)| *i).ok().map(|k| self.index[k].1)
     }
 
     /// What is believed of `id`.
@@ -307,7 +337,7 @@ impl RingView {
         if p == self.me || report <= self.states[p] {
             return false;
         }
-        self.states[p] = report;
+        self.set(p, report);
         true
     }
 
@@ -337,28 +367,22 @@ impl RingView {
             std::cmp::Ordering::Equal if known.status == Status::Dead => Observation::Excluded,
             std::cmp::Ordering::Equal => Observation::Current,
             std::cmp::Ordering::Greater => {
-                self.states[p] = Liveness::alive(inc);
+                self.set(p, Liveness::alive(inc));
                 Observation::NewLife { previous: known }
             }
         }
     }
 
-    /// A 64-bit digest of every member's liveness (FNV-1a): two views with
-    /// equal digests almost surely hold the same beliefs. Cheap to compare
-    /// on every heartbeat.
+    /// A digest of who is alive and which lives are dead: two views with
+    /// equal digests almost surely agree on both. O(1): kept up to date on
+    /// every change, so it can ride on every heartbeat.
     pub fn digest(&self) -> u64 {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for (id, l) in self.entries() {
-            let status = match l.status {
-                Status::Alive => 0u8,
-                Status::Dead => 1u8,
-            };
-            for b in id.0.to_le_bytes().into_iter().chain(l.incarnation.0.to_le_bytes()).chain([status]) {
-                h ^= u64::from(b);
-                h = h.wrapping_mul(0x0100_0000_01b3);
-            }
-        }
-        h
+        self.digest
+    }
+
+    fn set(&mut self, p: usize, l: Liveness) {
+        self.digest ^= entry_hash(self.ids[p], self.states[p]) ^ entry_hash(self.ids[p], l);
+        self.states[p] = l;
     }
 
     /// Every member's liveness in ring order (for gossip and status).

@@ -92,11 +92,16 @@ fn ring() -> HbRing {
 }
 
 /// First contact with node `k` (an ack carrying the digest we will have):
-/// the newcomer gets our view and nothing else happens.
+/// the newcomer gets our view, and if it is our successor, a heartbeat at
+/// once (its new life is watched afresh).
 fn meet(r: &mut HbRing, k: u32, when: Instant) {
     let digest = digest_after_seeing(r, k, inc(k));
     r.handle_message(when, n(k), inc(k), ack(digest));
-    assert_eq!(r.drain(), vec![send(k, view_msg(r))], "first contact with {k}");
+    let mut expected = vec![send(k, view_msg(r))];
+    if r.view().successor() == Some(n(k)) {
+        expected.push(send(k, heartbeat(digest)));
+    }
+    assert_eq!(r.drain(), expected, "first contact with {k}");
 }
 
 fn timers(r: &HbRing) -> Vec<(Timer, Instant)> {
@@ -205,6 +210,16 @@ fn heartbeat_from_a_node_that_is_not_the_predecessor_is_still_acked() {
 }
 
 #[test]
+fn first_ack_from_the_successor_watches_its_life_afresh_and_heartbeats_it() {
+    let mut r = ring();
+    let d = digest_after_seeing(&r, 3, inc(3));
+    r.handle_message(at(30), n(3), inc(3), ack(d));
+    assert_eq!(r.drain(), vec![send(3, view_msg(&r)), send(3, heartbeat(d))]);
+    assert_eq!(r.timers.get(Timer::WatchSucc), Some(at(280)));
+    assert_eq!(r.timers.get(Timer::Heartbeat), Some(at(80)));
+}
+
+#[test]
 fn ack_from_the_successor_postpones_its_suspicion() {
     let mut r = ring();
     meet(&mut r, 3, at(100));
@@ -256,10 +271,10 @@ fn heartbeat_timer_sends_to_the_successor_and_rearms() {
 fn silent_predecessor_is_suspected_reported_and_replaced() {
     let mut r = ring();
     meet(&mut r, 1, at(0));
-    meet(&mut r, 3, at(200));
+    meet(&mut r, 3, at(150));
     let d = r.view().digest();
     r.handle_timeout(at(249));
-    assert_eq!(r.drain(), vec![send(3, heartbeat(d))]);
+    assert_eq!(r.drain(), vec![send(3, heartbeat(d))], "the heartbeat due at 200 ms, handled late");
     r.handle_timeout(at(250));
     assert_eq!(
         r.drain(),
@@ -463,29 +478,59 @@ fn report_of_a_first_known_life_spreads_without_an_up_event() {
 }
 
 #[test]
+fn report_of_a_new_life_of_the_successor_restarts_its_watch() {
+    let mut r = ring();
+    meet(&mut r, 3, at(10));
+    meet(&mut r, 1, at(20));
+    assert_eq!(r.timers.get(Timer::WatchSucc), Some(at(260)));
+    r.handle_message(at(200), n(1), inc(1), report(3, alive(1030)));
+    assert_eq!(
+        r.drain(),
+        vec![ev(HbEvent::Up { node: n(3), inc: Incarnation(1030) }), send(3, heartbeat(r.view().digest()))]
+    );
+    assert_eq!(r.timers.get(Timer::WatchSucc), Some(at(450)), "a fresh grace period for the new life");
+    assert_eq!(r.timers.get(Timer::Heartbeat), Some(at(250)));
+}
+
+#[test]
 fn view_merge_reports_only_what_changed() {
     let mut r = ring();
     meet(&mut r, 1, at(10));
-    meet(&mut r, 4, at(10));
-    let entries = vec![(n(1), alive(10)), (n(2), alive(20)), (n(3), dead(30)), (n(4), alive(1040))];
-    let mid = digest_of(MY_INC, &[(1, alive(10)), (3, dead(30)), (4, alive(40))]);
+    r.handle_message(at(15), n(1), inc(1), report(4, dead(40)));
+    r.drain();
+    // Unchanged (1), about us (2), the first known life of a node presumed
+    // alive (3: no news, but its life is watched afresh), and a comeback (4).
+    let entries = vec![(n(1), alive(10)), (n(2), alive(20)), (n(3), alive(30)), (n(4), alive(1040))];
+    let d = digest_of(MY_INC, &[(1, alive(10)), (3, alive(30)), (4, dead(40))]);
     r.handle_message(at(20), n(1), inc(1), HbMsg::View { entries: entries.clone() });
+    assert_eq!(
+        r.drain(),
+        vec![
+            send(3, heartbeat(d)),
+            ev(HbEvent::Up { node: n(4), inc: Incarnation(1040) }),
+            send(3, report(4, alive(1040))),
+        ]
+    );
+    assert_eq!(r.view().entries().collect::<Vec<_>>(), entries);
+    assert_eq!(r.timers.get(Timer::WatchSucc), Some(at(270)));
+    // The same view again is no news at all.
+    r.handle_message(at(30), n(1), inc(1), HbMsg::View { entries });
+    assert_eq!(r.drain(), vec![]);
+    // A death in a view is applied and reported like a report.
+    let entries = vec![(n(1), alive(10)), (n(2), alive(20)), (n(3), dead(30)), (n(4), alive(1040))];
+    r.handle_message(at(40), n(1), inc(1), HbMsg::View { entries });
+    let d = r.view().digest();
     assert_eq!(
         r.drain(),
         vec![
             ev(HbEvent::Down { node: n(3), inc: inc(3) }),
             ev(HbEvent::SuccessorChanged { from: Some(n(3)), to: Some(n(4)) }),
-            send(4, heartbeat(mid)),
+            send(4, heartbeat(d)),
             send(4, report(3, dead(30))),
-            // 4 is the successor: a report about it is not sent to it.
-            ev(HbEvent::Up { node: n(4), inc: Incarnation(1040) }),
         ]
     );
-    assert_eq!(r.view().entries().collect::<Vec<_>>(), entries);
-    r.handle_message(at(30), n(1), inc(1), HbMsg::View { entries });
-    assert_eq!(r.drain(), vec![]);
     // 4's previous life is now stale.
-    r.handle_message(at(40), n(4), inc(4), heartbeat(0));
+    r.handle_message(at(50), n(4), inc(4), heartbeat(d));
     assert_eq!(r.drain(), vec![ev(HbEvent::StaleMessage { from: n(4), inc: inc(4) })]);
 }
 
@@ -546,6 +591,24 @@ fn excluded_about_an_older_life_changes_nothing() {
     r.handle_message(at(40), n(3), inc(3), HbMsg::Excluded { your_inc: MY_INC });
     assert_eq!(r.drain(), vec![]);
     assert_eq!(r.incarnation(), Incarnation(21));
+}
+
+#[test]
+fn excluded_is_heeded_from_any_member_and_never_answered() {
+    let mut r = ring();
+    // Not a member: ignored.
+    r.handle_message(at(10), n(9), Incarnation(1), HbMsg::Excluded { your_inc: MY_INC });
+    assert_eq!(r.drain(), vec![]);
+    // From a life we excluded ourselves: heeded, not answered with another
+    // Excluded (two nodes that excluded each other would bounce forever),
+    // and no sign of life of the sender.
+    meet(&mut r, 1, at(20));
+    r.handle_message(at(30), n(1), inc(1), report(4, dead(40)));
+    r.drain();
+    let before = r.view().liveness(n(4));
+    r.handle_message(at(40), n(4), inc(4), HbMsg::Excluded { your_inc: MY_INC });
+    assert_eq!(r.drain(), vec![ev(HbEvent::Rejoined { inc: Incarnation(21) }), send(3, report(2, alive(21)))]);
+    assert_eq!(r.view().liveness(n(4)), before);
 }
 
 #[test]
@@ -826,10 +889,11 @@ fn failure_free_start_in_the_simulator_reports_no_failures_and_no_comebacks() {
         .filter(|(_, _, e)| !matches!(e, HbEvent::PredecessorChanged { .. } | HbEvent::SuccessorChanged { .. }))
         .collect();
     assert_eq!(changes, Vec::<&(Instant, NodeId, HbEvent)>::new());
+    let digest = w.core(n(1)).unwrap().ring().view().digest();
     for (id, core) in w.live() {
         let view = core.ring().view();
         assert_eq!(view.alive_count(), 5, "{id}");
-        assert!(view.entries().all(|(_, l)| l.incarnation == Incarnation(1)), "{id} knows every life");
+        assert_eq!(view.digest(), digest, "{id} agrees on who is alive");
     }
 }
 
