@@ -1,1 +1,230 @@
+//! The local client API, both ends' shared vocabulary and the client side.
+//!
+//! A daemon serves local clients (`ftctl`, applications using this crate)
+//! on `client_listen`, with the same length-prefixed framing as its peers
+//! ([`wire::ClientCodec`]) and these envelopes around the daemon's own
+//! request and reply enums: [`ClientRequest::Status`] is answered by the
+//! runtime for every daemon, [`ClientRequest::Op`] goes to the protocol
+//! core. [`Client`] is a connection from the client side.
+//!
+//! One request at a time per connection is not required: replies come back
+//! in the order the core produces them, and some (a lock's `LockLost`)
+//! arrive unasked, so callers read with [`Client::recv`].
 #![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub use ftcore::StatusReport;
+use ftcore::{Message, PeerStatus};
+use futures::{SinkExt, StreamExt};
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpStream;
+use tokio_util::codec::Framed;
+use wire::{ClientCodec, StreamError};
+
+/// What a local client sends to a daemon.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientRequest<R> {
+    /// Every daemon's status (`ftctl status`).
+    Status,
+    /// A request for the daemon's protocol core.
+    Op(R),
+}
+
+impl<R: Message> Message for ClientRequest<R> {
+    fn kind(&self) -> u16 {
+        match self {
+            ClientRequest::Status => 0,
+            ClientRequest::Op(r) => r.kind().saturating_add(1),
+        }
+    }
+
+    fn kind_name(kind: u16) -> Option<&'static str> {
+        match kind {
+            0 => Some("status"),
+            k => R::kind_name(k - 1),
+        }
+    }
+}
+
+/// What a daemon sends to a local client.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientResponse<P> {
+    /// Answer to [`ClientRequest::Status`].
+    Status(StatusReport),
+    /// A reply from the protocol core (asked for or not).
+    Op(P),
+    /// The request was refused (it changed nothing).
+    Error(String),
+}
+
+impl<P: Message> Message for ClientResponse<P> {
+    fn kind(&self) -> u16 {
+        match self {
+            ClientResponse::Status(_) => 0,
+            ClientResponse::Error(_) => 1,
+            ClientResponse::Op(p) => p.kind().saturating_add(2),
+        }
+    }
+
+    fn kind_name(kind: u16) -> Option<&'static str> {
+        match kind {
+            0 => Some("status"),
+            1 => Some("error"),
+            k => P::kind_name(k - 2),
+        }
+    }
+}
+
+/// Why a client call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The daemon could not be reached.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// The client address tried.
+        addr: SocketAddr,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The daemon closed the connection.
+    #[error("the daemon closed the connection")]
+    Closed,
+    /// The daemon answered something that is not a valid frame.
+    #[error("bad frame from the daemon: {0}")]
+    Frame(#[from] StreamError),
+    /// The daemon refused the request.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// The daemon answered with a reply of the wrong kind.
+    #[error("unexpected reply: {0}")]
+    Unexpected(String),
+    /// No answer within the time allowed.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+/// A connection to a daemon's client API, for requests `R` and replies `P`.
+#[derive(Debug)]
+pub struct Client<R: Message, P: Message> {
+    framed: Framed<TcpStream, ClientCodec<ClientResponse<P>, ClientRequest<R>>>,
+}
+
+impl<R: Message, P: Message> Client<R, P> {
+    /// Connects to the daemon's `client_listen` address.
+    pub async fn connect(addr: SocketAddr) -> Result<Self, ClientError> {
+        let stream = TcpStream::connect(addr).await.map_err(|source| ClientError::Connect { addr, source })?;
+        let _ = stream.set_nodelay(true);
+        Ok(Client { framed: Framed::new(stream, ClientCodec::default()) })
+    }
+
+    /// Sends a request to the protocol core.
+    pub async fn send(&mut self, req: R) -> Result<(), ClientError> {
+        self.framed.send(ClientRequest::Op(req)).await?;
+        Ok(())
+    }
+
+    /// The next reply from the core (`Refused` if the daemon sent an error).
+    pub async fn recv(&mut self) -> Result<P, ClientError> {
+        match self.framed.next().await {
+            None => Err(ClientError::Closed),
+            Some(Err(e)) => Err(e.into()),
+            Some(Ok(ClientResponse::Op(p))) => Ok(p),
+            Some(Ok(ClientResponse::Error(e))) => Err(ClientError::Refused(e)),
+            Some(Ok(ClientResponse::Status(_))) => Err(ClientError::Unexpected("status".into())),
+        }
+    }
+
+    /// Sends a request and waits for the next reply, at most `timeout`.
+    pub async fn call(&mut self, req: R, timeout: Duration) -> Result<P, ClientError> {
+        self.send(req).await?;
+        tokio::time::timeout(timeout, self.recv()).await.map_err(|_| ClientError::Timeout(timeout))?
+    }
+
+    /// Asks for the daemon's status.
+    pub async fn status(&mut self) -> Result<StatusReport, ClientError> {
+        self.framed.send(ClientRequest::Status).await?;
+        match self.framed.next().await {
+            None => Err(ClientError::Closed),
+            Some(Err(e)) => Err(e.into()),
+            Some(Ok(ClientResponse::Status(s))) => Ok(s),
+            Some(Ok(ClientResponse::Error(e))) => Err(ClientError::Refused(e)),
+            Some(Ok(ClientResponse::Op(_))) => Err(ClientError::Unexpected("protocol reply".into())),
+        }
+    }
+}
+
+/// Renders a status report as the human-readable text `ftctl status` prints.
+pub fn render_status(s: &StatusReport) -> String {
+    let mut out = format!(
+        "daemon:      {}\nnode:        {}\nincarnation: {}\nrole:        {}\n",
+        s.daemon, s.node.0, s.incarnation.0, s.role
+    );
+    for (k, v) in &s.details {
+        out.push_str(&format!("{:<12} {v}\n", format!("{k}:")));
+    }
+    out.push_str("peers:\n");
+    for PeerStatus { id, addr, up, incarnation } in &s.peers {
+        let state = if *up { "up" } else { "down" };
+        out.push_str(&format!("  {:<4} {addr:<22} {state:<5} life {}\n", id.0, incarnation.0));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ftcore::{message_kinds, Incarnation, NodeId};
+
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    enum Req {
+        Ping,
+        Echo(String),
+    }
+    message_kinds!(Req { Ping => "ping", Echo => "echo" });
+
+    #[test]
+    fn envelope_kinds_nest_the_inner_kinds() {
+        assert_eq!(ClientRequest::<Req>::Status.kind(), 0);
+        assert_eq!(ClientRequest::Op(Req::Ping).kind(), 1);
+        assert_eq!(ClientRequest::Op(Req::Echo("x".into())).kind(), 2);
+        assert_eq!(ClientRequest::<Req>::kind_name(2), Some("echo"));
+        assert_eq!(ClientRequest::<Req>::kind_name(3), None);
+        assert_eq!(ClientResponse::<Req>::Error("e".into()).kind(), 1);
+        assert_eq!(ClientResponse::Op(Req::Echo("x".into())).kind(), 3);
+        assert_eq!(ClientResponse::<Req>::kind_name(2), Some("ping"));
+        assert_eq!(ClientResponse::<Req>::kind_name(4), None);
+    }
+
+    #[test]
+    fn envelopes_round_trip_through_the_client_codec() {
+        let req = ClientRequest::Op(Req::Echo("hello".into()));
+        let body = ClientCodec::<ClientRequest<Req>, ClientRequest<Req>>::encode_body(&req).unwrap();
+        let back = ClientCodec::<ClientRequest<Req>, ClientRequest<Req>>::decode_body(&body).unwrap();
+        assert_eq!(back, req);
+    }
+
+    #[test]
+    fn status_renders_every_field() {
+        let s = StatusReport {
+            daemon: "hbringd".into(),
+            node: NodeId(2),
+            incarnation: Incarnation(77),
+            role: "member".into(),
+            peers: vec![PeerStatus {
+                id: NodeId(1),
+                addr: "127.0.0.1:1".into(),
+                up: false,
+                incarnation: Incarnation(5),
+            }],
+            details: vec![("successor".into(), "3".into())],
+        };
+        let text = render_status(&s);
+        assert!(text.contains("daemon:      hbringd"), "{text}");
+        assert!(text.contains("incarnation: 77"), "{text}");
+        assert!(text.contains("successor:   3"), "{text}");
+        assert!(text.contains("127.0.0.1:1"), "{text}");
+        assert!(text.contains("down"), "{text}");
+    }
+}

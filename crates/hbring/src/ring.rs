@@ -85,6 +85,10 @@ pub struct HbRing {
     /// When this node suspected its predecessor and is waiting for the new
     /// one to heartbeat it (the repair it measures).
     repair_since: Option<Instant>,
+    /// The latest heartbeat received: who sent it, and when. The new
+    /// predecessor's first heartbeat can arrive just before the news that
+    /// the old one died; then the ring was already whole.
+    last_heartbeat: Option<(NodeId, Instant)>,
     out: Outbox<HbMsg, Infallible, HbEvent>,
 }
 
@@ -106,6 +110,7 @@ impl HbRing {
             pred: None,
             succ: None,
             repair_since: None,
+            last_heartbeat: None,
             out: Outbox::default(),
         };
         ring.timers.set(Timer::Probe, now + cfg.probe_every);
@@ -193,6 +198,7 @@ impl HbRing {
                 if digest != mine {
                     self.out.send(from, HbMsg::View { entries: self.view.entries().collect() });
                 }
+                self.last_heartbeat = Some((from, now));
                 if let Some(since) = self.repair_since {
                     if self.pred.as_ref().is_some_and(|w| w.node == from) {
                         self.repair_since = None;
@@ -269,15 +275,11 @@ impl HbRing {
             }
             return;
         }
-        let previous = self.view.liveness(about);
         if self.view.merge(about, liveness) {
-            match liveness.status {
-                Status::Dead => self.out.event(HbEvent::Down { node: about, inc: liveness.incarnation }),
-                // Learning the first life of a node never heard from is no
-                // comeback (as in `on_contact`'s first contact).
-                Status::Alive if previous == Some(Liveness::alive(Incarnation(0))) => {}
-                Status::Alive => self.out.event(HbEvent::Up { node: about, inc: liveness.incarnation }),
-            }
+            self.out.event(match liveness.status {
+                Status::Dead => HbEvent::Down { node: about, inc: liveness.incarnation },
+                Status::Alive => HbEvent::Up { node: about, inc: liveness.incarnation },
+            });
             self.neighbours_changed(now);
             self.gossip(about, liveness);
         }
@@ -324,8 +326,14 @@ impl HbRing {
             let old = self.pred.as_ref().map(|w| w.node);
             if old.is_some_and(|o| !self.view.is_alive(o)) && self.repair_since.is_none() {
                 // Our predecessor died (suspected here or reported): measure
-                // until the new one heartbeats us.
-                self.repair_since = Some(now);
+                // until the new one heartbeats us — unless it just did.
+                let new = pred.map(|(n, _)| n);
+                match self.last_heartbeat {
+                    Some((from, at)) if Some(from) == new && now.saturating_since(at) < self.cfg.heartbeat => {
+                        self.out.event(HbEvent::Repaired { new_predecessor: from, took: Duration::ZERO });
+                    }
+                    _ => self.repair_since = Some(now),
+                }
             }
             self.pred = pred.map(|(node, inc)| Watch {
                 node,

@@ -73,9 +73,11 @@ fn converged(w: &World<HbNode>) -> Result<(), String> {
         // An alive entry's life may lag (it is learned on contact; the view
         // digest covers who is alive and which lives are dead); that it never
         // runs ahead is checked by `views_are_sane`.
-        let seen: BTreeSet<NodeId> = view.entries().filter(|(_, l)| l.status == Status::Alive).map(|(n, _)| n).collect();
+        let seen: BTreeSet<NodeId> =
+            view.entries().filter(|(_, l)| l.status == Status::Alive).map(|(n, _)| n).collect();
         if seen != live.keys().copied().collect() {
-            let wrong: Vec<_> = view.entries().filter(|(n, l)| (l.status == Status::Alive) != live.contains_key(n)).collect();
+            let wrong: Vec<_> =
+                view.entries().filter(|(n, l)| (l.status == Status::Alive) != live.contains_key(n)).collect();
             return Err(format!("{id} (life {}) is wrong about {wrong:?}", core.incarnation()));
         }
     }

@@ -1,11 +1,17 @@
 //! Daemon plumbing shared by every ftcoord daemon: configuration
-//! ([`config`]), logging ([`logging`]) and the systemd notify protocol
-//! ([`notify`]).
+//! ([`config`]), logging ([`logging`]), metrics ([`metrics`]), the systemd
+//! notify protocol ([`notify`]), the client API server ([`client_api`]), the
+//! driver loop that owns a protocol core ([`driver`]), and the whole
+//! daemon's life from arguments to exit status ([`daemon`]).
 //!
 //! Daemon crates depend on this; it depends on the protocol-agnostic crates
 //! (`wire`, `timer`, `membership`, `ftcore`) and never on a daemon.
 #![forbid(unsafe_code)]
 
+pub mod client_api;
 pub mod config;
+pub mod daemon;
+pub mod driver;
 pub mod logging;
+pub mod metrics;
 pub mod notify;

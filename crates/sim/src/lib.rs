@@ -43,7 +43,7 @@ pub enum Action<P: Protocol> {
     Crash(NodeId),
     /// Restart a crashed node as a new incarnation.
     Restart(NodeId),
-    /// Cut the network between `a` and the rest.
+    /// Cut the network between these nodes and the rest.
     Partition(Vec<NodeId>),
     /// Remove every partition.
     Heal,
@@ -86,7 +86,7 @@ pub struct World<P: Protocol> {
 impl<P: Protocol> World<P> {
     /// The core of `id`, if it is running.
     pub fn core(&self, id: NodeId) -> Option<&P> {
-        self.slots.get(id.0 as usize - 1).and_then(|s| s.core.as_ref())
+        self.slots.get((id.0 as usize).wrapping_sub(1)).and_then(|s| s.core.as_ref())
     }
 
     /// Ids and cores of every running node.
@@ -262,7 +262,7 @@ impl<P: Protocol> Sim<P> {
     }
 
     fn core_mut(&mut self, id: NodeId) -> Option<&mut P> {
-        self.world.slots.get_mut(id.0 as usize - 1).and_then(|s| s.core.as_mut())
+        self.world.slots.get_mut((id.0 as usize).wrapping_sub(1)).and_then(|s| s.core.as_mut())
     }
 
     /// Re-indexes `id`'s next deadline after anything touched its core.
@@ -472,15 +472,14 @@ impl<P: Protocol> Sim<P> {
     /// Executes everything `id` has queued.
     fn drain(&mut self, id: NodeId) {
         let now = self.world.now;
-        loop {
-            let Some(core) = self.core_mut(id) else { break };
+        while let Some(core) = self.core_mut(id) {
             let Some(out) = core.poll_output() else { break };
             let inc = core.incarnation();
             match out {
                 Output::Send { to, msg } => {
                     let kind = <P::Msg as ftcore::Message>::kind_name(ftcore::Message::kind(&msg)).unwrap_or("?");
                     *self.world.sent_by_kind.entry(kind).or_insert(0) += 1;
-                    let Some(to_slot) = self.world.slots.get(to.0 as usize - 1) else { continue };
+                    let Some(to_slot) = self.world.slots.get((to.0 as usize).wrapping_sub(1)) else { continue };
                     let (to_up, to_life) = (to_slot.core.is_some(), to_slot.starts);
                     let m = InFlight { from: id, from_inc: inc, to, to_life, msg: msg.clone() };
                     let outcome = self.net.send(&mut self.rng, now, m, to_up);

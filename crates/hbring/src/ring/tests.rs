@@ -454,15 +454,15 @@ fn report_about_an_older_life_or_this_life_alive_changes_nothing() {
 }
 
 #[test]
-fn report_of_a_first_known_life_spreads_without_an_up_event() {
+fn report_of_a_new_life_is_an_up_even_for_a_node_never_heard_from() {
     let mut r = ring();
     meet(&mut r, 1, at(10));
-    // 4 was never heard from: learning its life is no comeback, but the
-    // view changed, so the report goes on.
+    // Only comebacks travel as reports (first contacts and view entries
+    // about nodes presumed alive do not), so this is news, and goes on.
     r.handle_message(at(20), n(1), inc(1), report(4, alive(40)));
-    assert_eq!(r.drain(), vec![send(3, report(4, alive(40)))]);
+    assert_eq!(r.drain(), vec![ev(HbEvent::Up { node: n(4), inc: inc(4) }), send(3, report(4, alive(40)))]);
     assert_eq!(r.view().liveness(n(4)), Some(alive(40)));
-    // 3 was suspected before it was ever heard from: alive again is an Up.
+    // The successor suspected before it was ever heard from, then back.
     r.handle_message(at(30), n(1), inc(1), report(3, dead(0)));
     r.drain();
     r.handle_message(at(40), n(1), inc(1), report(3, alive(30)));

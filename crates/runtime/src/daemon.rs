@@ -1,0 +1,201 @@
+//! A whole daemon's life, the same for all four: config, logging, metrics,
+//! transports, client API, systemd notify, signals, the driver loop, exit
+//! status. A daemon's `main.rs` only says which core to build.
+
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ftcore::{Incarnation, NodeId, Protocol};
+use membership::Membership;
+use timer::{Clock, Instant, RealClock};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use wire::{ClusterKey, TcpTransport, Transport, TransportConfig, UdpTransport};
+
+use crate::config::{self, CommonArgs, Config, DaemonConfig, EXIT_CONFIG};
+use crate::driver::{Driver, EventHook};
+use crate::metrics::Metrics;
+use crate::notify::Notifier;
+use crate::{client_api, logging};
+
+/// Exit status for a failure at run time (a port already taken, …).
+pub const EXIT_RUNTIME: u8 = 1;
+
+/// Which transport the protocol runs over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportKind {
+    /// Reliable, ordered, reconnecting (ringd, ntmutexd, electd).
+    Tcp,
+    /// Datagrams (tokenwatchd).
+    Udp,
+}
+
+/// What a core is built from.
+#[derive(Clone, Debug)]
+pub struct CoreContext {
+    /// This node.
+    pub me: NodeId,
+    /// This life: the start time in milliseconds since the Unix epoch, so
+    /// every restart is a newer life.
+    pub incarnation: Incarnation,
+    /// The configured members in ring order.
+    pub membership: Membership,
+    /// The core's clock reading at start.
+    pub now: Instant,
+    /// Seed for the core's own random draws.
+    pub seed: u64,
+}
+
+/// How to make one daemon out of the shared runtime.
+pub struct DaemonSpec<D: DaemonConfig, P: Protocol> {
+    /// Metric name prefix (`ntmutex`, `ringd`, …).
+    pub metrics_prefix: &'static str,
+    /// TCP or UDP between peers.
+    pub transport: TransportKind,
+    /// Builds the protocol core.
+    pub build: Box<dyn FnOnce(&Config<D>, CoreContext) -> Result<P, String>>,
+    /// Turns the core's events into metrics and logs.
+    pub on_event: EventHook<P>,
+}
+
+impl<D: DaemonConfig, P: Protocol> std::fmt::Debug for DaemonSpec<D, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DaemonSpec").field("metrics_prefix", &self.metrics_prefix).finish_non_exhaustive()
+    }
+}
+
+/// Runs a daemon to completion and returns its exit status: 0 after a
+/// clean shutdown, 2 for a bad config, 1 for a failure at run time.
+pub fn run<D: DaemonConfig, P: Protocol + Send + 'static>(args: &CommonArgs, spec: DaemonSpec<D, P>) -> ExitCode {
+    let cfg = config::exit_on_error(config::load::<D>(args));
+    if args.check_config {
+        print!("{}", config::effective_toml(&cfg));
+        return ExitCode::SUCCESS;
+    }
+    logging::init(cfg.common.log_format, &cfg.common.log_level);
+    let key = match cfg.common.cluster_key_file.as_ref().map(ClusterKey::load).transpose() {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("{}: key 'cluster_key_file': {e}", D::NAME);
+            return ExitCode::from(EXIT_CONFIG as u8);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("{}: cannot start the async runtime: {e}", D::NAME);
+            return ExitCode::from(EXIT_RUNTIME);
+        }
+    };
+    match runtime.block_on(serve(cfg, key, spec)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("{}: {e:#}", D::NAME);
+            ExitCode::from(EXIT_RUNTIME)
+        }
+    }
+}
+
+async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
+    cfg: Config<D>,
+    key: Option<ClusterKey>,
+    spec: DaemonSpec<D, P>,
+) -> anyhow::Result<()> {
+    let common = &cfg.common;
+    let me = common.node();
+    if key.is_none() {
+        tracing::warn!("no cluster_key_file configured: peer traffic is unauthenticated");
+    }
+    let metrics = Metrics::install(spec.metrics_prefix, common.metrics_addr())?;
+
+    let clock = RealClock::new();
+    let start_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(1);
+    let incarnation = Incarnation(start_ms.max(1));
+    metrics.incarnation(incarnation.0);
+
+    let membership = common.membership();
+    let mut tcfg = TransportConfig::new(me, common.listen_addr(), membership.clone(), common.cluster_id);
+    tcfg.key = key;
+    tcfg.max_frame = common.limits.max_frame_bytes;
+    tcfg.queue_len = common.limits.send_queue_len;
+    tcfg.max_connections = common.limits.max_connections;
+    let (peer_tx, peer_rx) = mpsc::channel(4096);
+    let transport: Box<dyn Transport<P::Msg>> = match spec.transport {
+        TransportKind::Tcp => Box::new(TcpTransport::bind(tcfg, peer_tx).await?),
+        TransportKind::Udp => Box::new(UdpTransport::bind(tcfg, peer_tx).await?),
+    };
+
+    let stop = CancellationToken::new();
+    let (client_tx, client_rx) = mpsc::channel(4096);
+    let (client_addr, client_task) = client_api::serve::<P::Request, P::Reply>(
+        common.client_addr(),
+        common.limits.max_clients,
+        common.limits.max_frame_bytes,
+        client_tx,
+        stop.clone(),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("cannot listen for clients on {}: {e}", common.client_addr()))?;
+
+    let ctx =
+        CoreContext { me, incarnation, membership, now: clock.now(), seed: incarnation.0 ^ (u64::from(me.0) << 48) };
+    let core = (spec.build)(&cfg, ctx).map_err(|e| anyhow::anyhow!("cannot start the protocol: {e}"))?;
+
+    let shutdown = CancellationToken::new();
+    spawn_signal_handler(shutdown.clone())?;
+
+    tracing::info!(
+        node = me.0,
+        incarnation = incarnation.0,
+        peer = %transport.local_addr(),
+        client = %client_addr,
+        metrics = %common.metrics_addr(),
+        "{} ready",
+        D::NAME
+    );
+    let notifier = Notifier::from_env();
+    if let Some(n) = &notifier {
+        let _ = n.ready();
+    }
+    let leave_grace = (common.timing.suspect_after() * 4).max(Duration::from_secs(1));
+    Driver {
+        core,
+        clock,
+        transport,
+        peers: peer_rx,
+        clients: client_rx,
+        metrics,
+        on_event: spec.on_event,
+        notifier,
+        shutdown,
+        leave_grace,
+    }
+    .run()
+    .await;
+    stop.cancel();
+    let _ = client_task.await;
+    Ok(())
+}
+
+/// SIGTERM or SIGINT cancel `token` (a second signal exits at once).
+fn spawn_signal_handler(token: CancellationToken) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        let mut seen = false;
+        loop {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            if seen {
+                std::process::exit(0);
+            }
+            seen = true;
+            token.cancel();
+        }
+    });
+    Ok(())
+}

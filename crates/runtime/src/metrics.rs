@@ -1,0 +1,131 @@
+//! One metrics setup for every daemon: the Prometheus exporter on
+//! `metrics_listen` and the metrics all daemons share, under the daemon's
+//! prefix (`ringd_`, `ntmutex_`, `tokenwatch_`, `electd_`, `hbring_`).
+//!
+//! Daemons record their own metrics with the `metrics` macros, naming them
+//! through [`Metrics::name`] so the prefix is written once.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use membership::NodeId;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+
+/// Histogram buckets for every `*_seconds` histogram: 1 ms to 30 s.
+pub const SECONDS_BUCKETS: &[f64] =
+    &[0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0];
+
+/// Why the exporter could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the metrics exporter on {addr}: {message}")]
+pub struct MetricsError {
+    /// The configured `metrics_listen`.
+    pub addr: SocketAddr,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// The common metrics of one daemon.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    prefix: &'static str,
+}
+
+impl Metrics {
+    /// Installs the global recorder with an HTTP exporter on `addr`
+    /// (serving `/metrics`) and publishes build info. Must run inside a
+    /// tokio runtime. Call once per process.
+    pub fn install(prefix: &'static str, addr: SocketAddr) -> Result<Metrics, MetricsError> {
+        let err = |message: String| MetricsError { addr, message };
+        // Bind first so a port clash is reported as such, not as a
+        // background task failing later.
+        std::net::TcpListener::bind(addr).map_err(|e| err(e.to_string()))?;
+        PrometheusBuilder::new()
+            .with_http_listener(addr)
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+            .map_err(|e| err(e.to_string()))?
+            .install()
+            .map_err(|e| err(e.to_string()))?;
+        let m = Metrics { prefix };
+        m.describe();
+        metrics::gauge!(m.name("build_info"), "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+        Ok(m)
+    }
+
+    /// Metrics that record into whatever recorder is installed (none: a
+    /// no-op), for tests and tools.
+    pub fn detached(prefix: &'static str) -> Metrics {
+        Metrics { prefix }
+    }
+
+    /// `<prefix>_<suffix>`.
+    pub fn name(&self, suffix: &str) -> String {
+        format!("{}_{suffix}", self.prefix)
+    }
+
+    fn describe(&self) {
+        use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+        describe_gauge!(self.name("build_info"), "Build information; the value is always 1.");
+        describe_gauge!(self.name("peer_up"), "1 if this node believes the peer is up, else 0.");
+        describe_gauge!(self.name("incarnation"), "This node's current incarnation (life).");
+        describe_counter!(self.name("messages_sent_total"), "Peer messages sent, by type.");
+        describe_counter!(self.name("messages_received_total"), "Peer messages received, by type.");
+        describe_counter!(self.name("messages_dropped_total"), "Peer messages dropped before sending, by reason.");
+        describe_counter!(self.name("frames_rejected_total"), "Peer or client frames refused, by reason.");
+        describe_counter!(self.name("client_requests_total"), "Local client requests, by type.");
+        describe_gauge!(self.name("clients"), "Local client connections open.");
+        describe_histogram!(
+            self.name("recovery_duration_seconds"),
+            Unit::Seconds,
+            "Time from detecting the daemon's main failure to service restored."
+        );
+        for reason in wire::RejectReason::ALL {
+            metrics::counter!(self.name("frames_rejected_total"), "reason" => reason.label()).absolute(0);
+        }
+    }
+
+    /// A peer message was sent.
+    pub fn sent(&self, kind: &'static str) {
+        metrics::counter!(self.name("messages_sent_total"), "type" => kind).increment(1);
+    }
+
+    /// A peer message arrived and passed every check.
+    pub fn received(&self, kind: &'static str) {
+        metrics::counter!(self.name("messages_received_total"), "type" => kind).increment(1);
+    }
+
+    /// A peer message could not be queued.
+    pub fn dropped(&self, reason: &'static str) {
+        metrics::counter!(self.name("messages_dropped_total"), "reason" => reason).increment(1);
+    }
+
+    /// A frame was refused.
+    pub fn rejected(&self, reason: wire::RejectReason) {
+        metrics::counter!(self.name("frames_rejected_total"), "reason" => reason.label()).increment(1);
+    }
+
+    /// A local client request arrived.
+    pub fn client_request(&self, kind: &'static str) {
+        metrics::counter!(self.name("client_requests_total"), "type" => kind).increment(1);
+    }
+
+    /// Number of client connections open.
+    pub fn clients(&self, n: usize) {
+        metrics::gauge!(self.name("clients")).set(n as f64);
+    }
+
+    /// Whether `peer` is believed up.
+    pub fn peer_up(&self, peer: NodeId, up: bool) {
+        metrics::gauge!(self.name("peer_up"), "peer" => peer.0.to_string()).set(if up { 1.0 } else { 0.0 });
+    }
+
+    /// This node's incarnation.
+    pub fn incarnation(&self, inc: u64) {
+        metrics::gauge!(self.name("incarnation")).set(inc as f64);
+    }
+
+    /// One recovery of the daemon's main failure took `d`.
+    pub fn recovery(&self, d: Duration) {
+        metrics::histogram!(self.name("recovery_duration_seconds")).record(d.as_secs_f64());
+    }
+}
