@@ -46,6 +46,9 @@ pub struct CoreContext {
     pub seed: u64,
 }
 
+/// Builds a daemon's protocol core from its config.
+pub type BuildCore<D, P> = Box<dyn FnOnce(&Config<D>, CoreContext) -> Result<P, String>>;
+
 /// How to make one daemon out of the shared runtime.
 pub struct DaemonSpec<D: DaemonConfig, P: Protocol> {
     /// Metric name prefix (`ntmutex`, `ringd`, …).
@@ -53,7 +56,7 @@ pub struct DaemonSpec<D: DaemonConfig, P: Protocol> {
     /// TCP or UDP between peers.
     pub transport: TransportKind,
     /// Builds the protocol core.
-    pub build: Box<dyn FnOnce(&Config<D>, CoreContext) -> Result<P, String>>,
+    pub build: BuildCore<D, P>,
     /// Turns the core's events into metrics and logs.
     pub on_event: EventHook<P>,
 }
