@@ -128,6 +128,11 @@ impl Cluster {
 
     /// Starts node `id` (its log goes to `node<id>.log`, appended).
     pub fn spawn(&mut self, id: u32) -> Result<()> {
+        self.spawn_with_env(id, &[])
+    }
+
+    /// Starts node `id` with extra environment variables.
+    pub fn spawn_with_env(&mut self, id: u32, env: &[(&str, &str)]) -> Result<()> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -136,6 +141,7 @@ impl Cluster {
             .arg("--config")
             .arg(self.config_path(id))
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

@@ -218,3 +218,40 @@ fn set_mode(path: &std::path::Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn systemd_notify_ready_watchdog_status_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let mut c = Cluster::configure("hbringd", 2, "log_format = \"json\"").unwrap();
+    let sock_path = c.dir().join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let sock_str = sock_path.display().to_string();
+    c.spawn_with_env(1, &[("NOTIFY_SOCKET", &sock_str), ("WATCHDOG_USEC", "200000")]).unwrap();
+    c.spawn(2).unwrap();
+    c.wait_ready(1).unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 512];
+    // READY, a STATUS line, and watchdog pings every 100 ms.
+    while !(seen.iter().any(|m| m == "READY=1")
+        && seen.iter().any(|m: &String| m.starts_with("STATUS=hbringd node 1"))
+        && seen.iter().filter(|m| *m == "WATCHDOG=1").count() >= 3)
+    {
+        let n = sock.recv(&mut buf).expect("a notify datagram within 10 s");
+        seen.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    assert_eq!(c.terminate(1, Duration::from_secs(5)).unwrap().code(), Some(0));
+    loop {
+        let n = sock.recv(&mut buf).expect("STOPPING=1 before exit");
+        if &buf[..n] == b"STOPPING=1" {
+            break;
+        }
+    }
+    // --log-format json: every log line is one JSON object.
+    let log = c.log(1);
+    assert!(!log.is_empty());
+    for line in log.lines() {
+        assert!(line.starts_with('{') && line.ends_with('}'), "not JSON: {line}");
+    }
+    assert!(log.contains("\"level\":\"INFO\""), "{log}");
+}
