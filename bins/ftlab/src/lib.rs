@@ -1,0 +1,331 @@
+//! Whole clusters on one machine: write configs with free loopback ports,
+//! start N nodes of a daemon, SIGKILL and restart them, scrape their
+//! metrics, ask their status, wait for conditions. `ftlab` (the tool) and
+//! the real-process tests under `tests/` both run clusters with this.
+//!
+//! The daemons' binaries are found next to the running executable: beside
+//! `ftlab` itself, or, for a test binary in `target/<profile>/deps/`, one
+//! directory up (`cargo test --workspace` builds them, since every daemon
+//! package has an integration test of its own; `cargo build --bins` also
+//! does).
+#![forbid(unsafe_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use client::{Client, StatusReport};
+use ftcore::Message;
+
+/// Path of a daemon binary: beside the running executable, or one
+/// directory up (a test binary in `target/<profile>/deps/`).
+pub fn bin(name: &str) -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let here = exe.parent().ok_or_else(|| anyhow!("odd executable path {}", exe.display()))?;
+    for dir in [Some(here), here.parent()].into_iter().flatten() {
+        let path = dir.join(name);
+        if path.is_file() {
+            return Ok(path);
+        }
+    }
+    bail!("{name} not found beside {}: run `cargo build --workspace --bins` first", exe.display())
+}
+
+/// `n` distinct loopback ports that were free a moment ago.
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> =
+        (0..n).map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port")).collect();
+    listeners.iter().map(|l| l.local_addr().expect("bound").port()).collect()
+}
+
+/// Polls `f` every 20 ms until it returns true or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Addresses of one node.
+#[derive(Clone, Copy, Debug)]
+pub struct Endpoints {
+    /// Node id.
+    pub id: u32,
+    /// Peer protocol.
+    pub peer: SocketAddr,
+    /// Client API.
+    pub client: SocketAddr,
+    /// Prometheus.
+    pub metrics: SocketAddr,
+}
+
+/// A cluster of one daemon's processes, killed when dropped.
+#[derive(Debug)]
+pub struct Cluster {
+    daemon: String,
+    dir: PathBuf,
+    /// Removes `dir` on drop when the cluster made it.
+    _scratch: Option<tempfile::TempDir>,
+    nodes: Vec<Endpoints>,
+    procs: Vec<Option<Child>>,
+}
+
+impl Cluster {
+    /// Writes configs for `n` nodes (ids 1..=n, ring in id order), adding
+    /// `extra` TOML to each (daemon keys, timing), and starts them all.
+    pub fn start(daemon: &str, n: usize, extra: &str) -> Result<Cluster> {
+        let mut c = Cluster::configure(daemon, n, extra)?;
+        for id in 1..=n as u32 {
+            c.spawn(id)?;
+        }
+        for id in 1..=n as u32 {
+            c.wait_ready(id)?;
+        }
+        Ok(c)
+    }
+
+    /// Writes the configs (in a scratch directory removed on drop) but
+    /// starts nothing.
+    pub fn configure(daemon: &str, n: usize, extra: &str) -> Result<Cluster> {
+        Cluster::configure_in(daemon, n, extra, None)
+    }
+
+    /// Writes the configs in `dir` (kept), or in a scratch directory
+    /// removed on drop, but starts nothing.
+    pub fn configure_in(daemon: &str, n: usize, extra: &str, dir: Option<PathBuf>) -> Result<Cluster> {
+        let (dir, scratch) = match dir {
+            Some(d) => {
+                std::fs::create_dir_all(&d).with_context(|| format!("create {}", d.display()))?;
+                (d, None)
+            }
+            None => {
+                let t = tempfile::tempdir()?;
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let ports = free_ports(3 * n);
+        let nodes: Vec<Endpoints> = (0..n)
+            .map(|i| Endpoints {
+                id: i as u32 + 1,
+                peer: SocketAddr::from(([127, 0, 0, 1], ports[3 * i])),
+                client: SocketAddr::from(([127, 0, 0, 1], ports[3 * i + 1])),
+                metrics: SocketAddr::from(([127, 0, 0, 1], ports[3 * i + 2])),
+            })
+            .collect();
+        let peers: String =
+            nodes.iter().map(|e| format!("[[peers]]\nid = {}\naddr = \"{}\"\n\n", e.id, e.peer)).collect();
+        for e in &nodes {
+            let toml = format!(
+                "node_id = {}\nlisten = \"{}\"\nclient_listen = \"{}\"\nmetrics_listen = \"{}\"\n{extra}\n\n{peers}",
+                e.id, e.peer, e.client, e.metrics
+            );
+            std::fs::write(dir.join(format!("node{}.toml", e.id)), toml)?;
+        }
+        Ok(Cluster { daemon: daemon.to_string(), dir, _scratch: scratch, procs: (0..n).map(|_| None).collect(), nodes })
+    }
+
+    /// The config file of node `id`.
+    pub fn config_path(&self, id: u32) -> PathBuf {
+        self.dir.as_path().join(format!("node{id}.toml"))
+    }
+
+    /// The scratch directory (configs, logs).
+    pub fn dir(&self) -> &Path {
+        self.dir.as_path()
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Always false: a cluster has at least one node.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Writes a Prometheus `file_sd` targets file for every node's metrics
+    /// endpoint and returns its path.
+    pub fn write_file_sd(&self) -> Result<PathBuf> {
+        let targets: Vec<String> = self.nodes.iter().map(|e| format!("\"{}\"", e.metrics)).collect();
+        let body =
+            format!("[{{\"targets\": [{}], \"labels\": {{\"job\": \"{}\"}}}}]\n", targets.join(", "), self.daemon);
+        let path = self.dir.join("targets.json");
+        std::fs::write(&path, body)?;
+        Ok(path)
+    }
+
+    /// Endpoints of node `id`.
+    pub fn node(&self, id: u32) -> Endpoints {
+        self.nodes[id as usize - 1]
+    }
+
+    /// Starts node `id` (its log goes to `node<id>.log`, appended).
+    pub fn spawn(&mut self, id: u32) -> Result<()> {
+        self.spawn_with_env(id, &[])
+    }
+
+    /// Starts node `id` with extra environment variables.
+    pub fn spawn_with_env(&mut self, id: u32, env: &[(&str, &str)]) -> Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.as_path().join(format!("node{id}.log")))?;
+        let child = Command::new(bin(&self.daemon)?)
+            .arg("--config")
+            .arg(self.config_path(id))
+            .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("start {} node {id}", self.daemon))?;
+        self.procs[id as usize - 1] = Some(child);
+        Ok(())
+    }
+
+    /// Waits until node `id` accepts client connections.
+    pub fn wait_ready(&mut self, id: u32) -> Result<()> {
+        let addr = self.node(id).client;
+        let ok = wait_until(Duration::from_secs(20), || TcpStream::connect(addr).is_ok());
+        if !ok {
+            bail!("node {id} never listened on {addr}; log:\n{}", self.log(id));
+        }
+        Ok(())
+    }
+
+    /// Node `id`'s log so far.
+    pub fn log(&self, id: u32) -> String {
+        std::fs::read_to_string(self.dir.as_path().join(format!("node{id}.log"))).unwrap_or_default()
+    }
+
+    /// SIGKILLs node `id` and reaps it.
+    pub fn kill(&mut self, id: u32) {
+        if let Some(mut child) = self.procs[id as usize - 1].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERMs node `id` and waits for its exit status.
+    pub fn terminate(&mut self, id: u32, timeout: Duration) -> Result<ExitStatus> {
+        let mut child = self.procs[id as usize - 1].take().ok_or_else(|| anyhow!("node {id} is not running"))?;
+        Command::new("kill").arg("-TERM").arg(child.id().to_string()).status()?;
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() >= end {
+                let _ = child.kill();
+                bail!("node {id} did not exit within {timeout:?} of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Restarts a killed node and waits until it is ready.
+    pub fn restart(&mut self, id: u32) -> Result<()> {
+        self.spawn(id)?;
+        self.wait_ready(id)
+    }
+
+    /// Whether node `id`'s process is running.
+    pub fn is_running(&mut self, id: u32) -> bool {
+        self.procs[id as usize - 1].as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Node `id`'s Prometheus exposition text.
+    pub fn scrape(&self, id: u32) -> Result<String> {
+        scrape(self.node(id).metrics)
+    }
+
+    /// The value of one sample (`name{labels}` exactly as exposed, or a
+    /// bare name) on node `id`.
+    pub fn metric(&self, id: u32, sample: &str) -> Option<f64> {
+        metric_value(&self.scrape(id).ok()?, sample)
+    }
+
+    /// Node `id`'s status through its client API.
+    pub async fn status<R: Message, P: Message>(&self, id: u32) -> Result<StatusReport> {
+        let mut c = Client::<R, P>::connect(self.node(id).client).await?;
+        Ok(tokio::time::timeout(Duration::from_secs(5), c.status()).await??)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for id in 1..=self.procs.len() as u32 {
+            self.kill(id);
+        }
+    }
+}
+
+/// GETs `/metrics` from `addr`.
+pub fn scrape(addr: SocketAddr) -> Result<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())?;
+    let mut body = String::new();
+    s.read_to_string(&mut body)?;
+    let (head, rest) = body.split_once("\r\n\r\n").ok_or_else(|| anyhow!("no HTTP body"))?;
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!("metrics answered {head}");
+    }
+    Ok(rest.to_string())
+}
+
+/// Finds `sample` (a metric name with its exact label set, or a bare name)
+/// in exposition text.
+pub fn metric_value(text: &str, sample: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.rsplit_once(' ').filter(|(k, _)| *k == sample).and_then(|(_, v)| v.parse().ok()))
+}
+
+/// Runs a daemon binary with arguments and returns (exit code, stderr).
+pub fn run_once(daemon: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(i32, String, String)> {
+    let mut cmd = Command::new(bin(daemon)?);
+    cmd.args(args).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output()?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_values_are_found_by_exact_sample() {
+        let text = "# HELP x y\nx_total{reason=\"a\"} 3\nx_total{reason=\"b\"} 4\ny 1.5\n";
+        assert_eq!(metric_value(text, "x_total{reason=\"b\"}"), Some(4.0));
+        assert_eq!(metric_value(text, "y"), Some(1.5));
+        assert_eq!(metric_value(text, "x_total"), None);
+    }
+
+    #[test]
+    fn free_ports_are_distinct() {
+        let p = free_ports(10);
+        let mut q = p.clone();
+        q.sort_unstable();
+        q.dedup();
+        assert_eq!(q.len(), 10);
+    }
+}
