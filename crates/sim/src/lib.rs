@@ -36,6 +36,12 @@ pub type Factory<P> = Box<dyn FnMut(NodeId, Incarnation, Instant, u64) -> P>;
 /// An invariant checker: sees the world after every step.
 pub type Checker<P> = Box<dyn FnMut(&World<P>) -> Result<(), String>>;
 
+/// Simulated clients that react to replies: given a reply (time, node,
+/// client, reply) and the simulation's generator, returns actions to take
+/// after the given delays (e.g. release a lock some time after the grant).
+pub type ClientBehaviour<P> =
+    Box<dyn FnMut(Instant, NodeId, ClientId, &<P as Protocol>::Reply, &mut SeededRng) -> Vec<(Duration, Action<P>)>>;
+
 /// Something scheduled to happen to the cluster at a given time.
 #[derive(Clone, Debug)]
 pub enum Action<P: Protocol> {
@@ -145,6 +151,7 @@ pub struct Sim<P: Protocol> {
     net: Network<P::Msg>,
     factory: Factory<P>,
     checkers: Vec<Checker<P>>,
+    clients: Option<ClientBehaviour<P>>,
     schedule: BTreeMap<(Instant, u64), Action<P>>,
     schedule_seq: u64,
     /// Each running core's next deadline, indexed so the next one is found
@@ -196,6 +203,7 @@ impl<P: Protocol> Sim<P> {
             net: Network::new(net),
             factory,
             checkers: Vec::new(),
+            clients: None,
             schedule: BTreeMap::new(),
             schedule_seq: 0,
             deadlines: Default::default(),
@@ -221,6 +229,11 @@ impl<P: Protocol> Sim<P> {
     /// Adds an invariant checker, called after every step.
     pub fn check(&mut self, checker: impl FnMut(&World<P>) -> Result<(), String> + 'static) {
         self.checkers.push(Box::new(checker));
+    }
+
+    /// Sets how simulated clients react to replies.
+    pub fn clients(&mut self, behaviour: ClientBehaviour<P>) {
+        self.clients = Some(behaviour);
     }
 
     /// Schedules `action` at time `at`.
@@ -489,6 +502,12 @@ impl<P: Protocol> Sim<P> {
                 }
                 Output::Reply { client, reply } => {
                     self.log(|| format!("{now} {id} -> {client} {reply:?}"));
+                    if let Some(mut behave) = self.clients.take() {
+                        for (after, action) in behave(now, id, client, &reply, &mut self.rng) {
+                            self.at(now + after, action);
+                        }
+                        self.clients = Some(behave);
+                    }
                     self.world.replies.push((now, id, client, reply));
                 }
                 Output::Event(e) => {

@@ -1,0 +1,109 @@
+//! `ftctl status` against a real hbringd cluster, and against nothing.
+
+mod common;
+
+use std::process::Command;
+use std::sync::Once;
+
+use common::{dead_addr, run};
+
+/// Builds hbringd (a no-op when it is up to date): `cargo test -p ftctl`
+/// does not build other packages' binaries, and ftlab runs the one beside
+/// the test executable.
+fn build_hbringd() {
+    static BUILD: Once = Once::new();
+    BUILD.call_once(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "hbringd", "--bin", "hbringd"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+        let exe = std::env::current_exe().unwrap();
+        if exe.ancestors().any(|d| d.file_name().is_some_and(|n| n == "release")) {
+            cmd.arg("--release");
+        }
+        let ok = cmd.status().is_ok_and(|s| s.success());
+        match (ok, ftlab::bin("hbringd")) {
+            (true, Ok(_)) => {}
+            (false, Ok(path)) => eprintln!("warning: `cargo build -p hbringd` failed; using {}", path.display()),
+            (_, Err(e)) => panic!("no hbringd binary: {e:#}"),
+        }
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_prints_a_real_daemons_report() {
+    build_hbringd();
+    let cluster = ftlab::Cluster::start("hbringd", 3, "").unwrap();
+    let addr = cluster.node(2).client.to_string();
+
+    let out = run(&["--addr", &addr, "status"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("daemon:      hbringd"), "{}", out.stdout);
+    assert!(out.stdout.contains("node:        2"), "{}", out.stdout);
+    assert!(out.stdout.contains("peers:"), "{}", out.stdout);
+    for id in [1, 3] {
+        let peer = cluster.node(id).peer.to_string();
+        assert!(out.stdout.contains(&peer), "peer {peer} missing:\n{}", out.stdout);
+    }
+
+    let out = run(&["status", "--json", "--addr", &addr]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let json = out.stdout.trim();
+    assert!(json.starts_with("{\"daemon\":\"hbringd\",\"node\":2,\"incarnation\":"), "{json}");
+    assert!(json.ends_with('}') && json.lines().count() == 1, "{json}");
+    for key in ["\"role\":", "\"peers\":[{\"id\":1,", "\"up\":", "\"details\":{"] {
+        assert!(json.contains(key), "{key} missing: {json}");
+    }
+}
+
+#[tokio::test]
+async fn status_reads_the_address_from_ftctl_addr() {
+    build_hbringd();
+    let cluster = ftlab::Cluster::start("hbringd", 3, "").unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_ftctl"))
+        .arg("status")
+        .env("FTCTL_ADDR", cluster.node(1).client.to_string())
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("daemon:      hbringd"), "{out:?}");
+}
+
+#[tokio::test]
+async fn connection_refused_says_what_to_do() {
+    let addr = dead_addr();
+    for args in [vec!["--addr", &addr, "status"], vec!["--addr", &addr, "lock", "--", "true"]] {
+        let out = run(&args).await;
+        assert_eq!(out.code, 1, "{out:?}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+        let expected =
+            format!("cannot connect to {addr}: Connection refused (is the daemon running? set --addr or FTCTL_ADDR)");
+        assert!(out.stderr.contains(&expected), "{}", out.stderr);
+    }
+}
+
+#[tokio::test]
+async fn bad_addresses_and_durations_are_usage_errors() {
+    let out = run(&["--addr", "nowhere", "status"]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("expected HOST:PORT"), "{}", out.stderr);
+
+    let out = run(&["lock", "--timeout", "30", "--", "true"]).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("no unit"), "{}", out.stderr);
+
+    let out = run(&["lock"]).await;
+    assert_eq!(out.code, 2, "{out:?}");
+}
+
+#[tokio::test]
+async fn help_documents_the_exit_statuses() {
+    let out = run(&["lock", "--help"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    for needle in ["75", "69", "130", "143", "CMD's status", "FTCOORD_FENCE", "--timeout"] {
+        assert!(out.stdout.contains(needle), "lock --help lacks {needle}:\n{}", out.stdout);
+    }
+    let out = run(&["status", "--help"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("Exit status"), "{}", out.stdout);
+}

@@ -1,0 +1,79 @@
+//! ntmutexd's own configuration keys (beside the common ones).
+
+use std::time::Duration;
+
+use lockservice::LocksConfig;
+use runtime::config::{CommonConfig, ConfigError, DaemonConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::node::{NtConfig, MAX_SITES};
+
+/// Keys of `ntmutexd.toml` beyond the common ones.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(default)]
+pub struct NtmutexdConfig {
+    /// Predecessors named in each COMMIT (M1 recovers up to k-1
+    /// consecutive failures without a broadcast).
+    pub k: usize,
+    /// Upper bound on one-way message delay plus processing, in ms. Search
+    /// windows are 2 × t_msg, the COMMIT timer (N + 1) × t_msg.
+    pub t_msg_ms: u64,
+    /// Revoke a hold after this long (0: never).
+    pub max_hold_ms: u64,
+    /// After revoking, hand the token on anyway after this long.
+    pub revoke_grace_ms: u64,
+    /// Most local clients waiting at once.
+    pub max_queue: usize,
+}
+
+impl Default for NtmutexdConfig {
+    fn default() -> Self {
+        NtmutexdConfig { k: 3, t_msg_ms: 20, max_hold_ms: 0, revoke_grace_ms: 1_000, max_queue: 1_024 }
+    }
+}
+
+impl DaemonConfig for NtmutexdConfig {
+    const NAME: &'static str = "ntmutexd";
+
+    fn validate(&self, common: &CommonConfig) -> Result<(), ConfigError> {
+        if self.k == 0 {
+            return Err(ConfigError::new("k", "must be at least 1"));
+        }
+        if self.t_msg_ms == 0 {
+            return Err(ConfigError::new("t_msg_ms", "must be at least 1"));
+        }
+        if self.max_queue == 0 {
+            return Err(ConfigError::new("max_queue", "must be at least 1"));
+        }
+        if common.peers.len() > MAX_SITES {
+            return Err(ConfigError::new("peers", format!("at most {MAX_SITES} sites are supported")));
+        }
+        // (safety) Whatever a crashed peer sent on the same FIFO connection
+        // arrives before it is suspected.
+        let need = common.timing.heartbeat_ms + self.t_msg_ms;
+        if common.timing.suspect_after_ms < need {
+            return Err(ConfigError::new(
+                "timing.suspect_after_ms",
+                format!("must be at least timing.heartbeat_ms + t_msg_ms = {need}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl NtmutexdConfig {
+    /// The core's settings.
+    pub fn core(&self, common: &CommonConfig) -> NtConfig {
+        NtConfig {
+            k: self.k,
+            t_msg: Duration::from_millis(self.t_msg_ms),
+            heartbeat: common.timing.heartbeat(),
+            suspect_after: common.timing.suspect_after(),
+            locks: LocksConfig {
+                max_queue: self.max_queue,
+                max_hold: (self.max_hold_ms > 0).then(|| Duration::from_millis(self.max_hold_ms)),
+                revoke_grace: Duration::from_millis(self.revoke_grace_ms),
+            },
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! The core's events as `ntmutex_` metrics and log lines.
+
+use lockservice::LockEvent;
+use runtime::metrics::Metrics;
+
+use crate::node::NtEvent;
+
+/// Records one core event.
+pub fn record(e: &NtEvent, m: &Metrics) {
+    match e {
+        NtEvent::Lock(LockEvent::Granted { fence, waited, .. }) => {
+            metrics::counter!(m.name("cs_entries_total")).increment(1);
+            metrics::histogram!(m.name("token_wait_seconds")).record(waited.as_secs_f64());
+            metrics::gauge!(m.name("fence")).set(*fence as f64);
+        }
+        NtEvent::Lock(LockEvent::Released { held, how, .. }) => {
+            metrics::histogram!(m.name("hold_seconds")).record(held.as_secs_f64());
+            if matches!(how, lockservice::ReleaseHow::Lost | lockservice::ReleaseHow::Revoked) {
+                metrics::counter!(m.name("lock_lost_total")).increment(1);
+            }
+        }
+        NtEvent::Lock(LockEvent::TimedOut { .. }) => metrics::counter!(m.name("acquire_timeouts_total")).increment(1),
+        NtEvent::Lock(LockEvent::Revoking { client, .. }) => {
+            tracing::warn!(%client, "hold exceeded max_hold_ms: revoking");
+        }
+        NtEvent::Joined { bootstrap } => tracing::info!(bootstrap, "joined the cluster"),
+        NtEvent::RecoveryStarted { mech } => {
+            tracing::warn!(mechanism = mech.label(), "failure detected: recovery started");
+            metrics::counter!(m.name("recoveries_total"), "mechanism" => mech.label()).increment(1);
+        }
+        NtEvent::Recovered { mech, took } => {
+            tracing::info!(mechanism = mech.label(), took_ms = took.as_millis() as u64, "token path restored");
+            metrics::histogram!(m.name("recovery_duration_seconds"), "mechanism" => mech.label())
+                .record(took.as_secs_f64());
+        }
+        NtEvent::Regenerated { epoch } => {
+            tracing::warn!(epoch, "token regenerated");
+            metrics::counter!(m.name("token_regenerations_total")).increment(1);
+        }
+        NtEvent::StaleToken { epoch } => {
+            tracing::info!(epoch, "stale token discarded");
+            metrics::counter!(m.name("stale_tokens_total")).increment(1);
+        }
+        NtEvent::TokenSuperseded { epoch } => {
+            tracing::warn!(epoch, "token superseded by a regeneration elsewhere; local holder told LockLost");
+        }
+        NtEvent::Suspected { node } => tracing::warn!(peer = node.0, "peer suspected"),
+        NtEvent::HasToken(has) => metrics::gauge!(m.name("has_token")).set(if *has { 1.0 } else { 0.0 }),
+        NtEvent::Epoch(e) => metrics::gauge!(m.name("epoch")).set(f64::from(*e)),
+        NtEvent::Entered { .. } => {}
+    }
+}

@@ -1,0 +1,170 @@
+//! What ntmutexd puts on the wire between sites.
+
+use ftcore::{message_kinds, Message, NodeId};
+use serde::{Deserialize, Serialize};
+
+/// Every message carries the sender's `max_epoch`: a site that learns of a
+/// newer epoch than its token's knows its token has been superseded.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Msg {
+    /// The sender's highest known epoch.
+    pub epoch: u32,
+    /// The message proper.
+    pub body: Body,
+}
+
+/// The protocol's messages (names follow the seed: COMMIT, ARE YOU ALIVE,
+/// SEARCH PREV, SEARCH QUEUE, CONNECTION …).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Body {
+    /// A freshly started site asks whether the cluster is already running.
+    Hello,
+    /// Answer to `Hello`: whether the answering site is past its own start.
+    HelloAck {
+        /// True if the answering site is running the protocol.
+        running: bool,
+    },
+    /// Naimi-Trehel request, forwarded along the `last` tree.
+    Request {
+        /// Who wants the token.
+        requester: NodeId,
+        /// Which of its requests.
+        seq: u64,
+    },
+    /// A request sent straight to a queue member (M3.a (i), an M3.b loser to
+    /// the winner, a regenerator to a token holder): handled by the linking
+    /// rule, not the `last` tree.
+    DirectRequest {
+        /// Who wants the token.
+        requester: NodeId,
+        /// Which of its requests.
+        seq: u64,
+    },
+    /// The token. `counter` is the last grant counter used; `pos` is the
+    /// receiver's position (the sender's + 1).
+    Token {
+        /// The token's epoch (raised by every regeneration).
+        epoch: u32,
+        /// Grants made with this epoch so far.
+        counter: u32,
+        /// The receiver's position in the next queue.
+        pos: u64,
+    },
+    /// COMMIT: "you are queued behind me". `pos: None` is provisional (the
+    /// sender has no position yet); `preds` are the receiver's closest
+    /// predecessors, closest first.
+    Commit {
+        /// The receiver's position.
+        pos: Option<u64>,
+        /// The receiver's closest predecessors (at most k).
+        preds: Vec<NodeId>,
+        /// The request this commits.
+        seq: u64,
+    },
+    /// Reply to a Commit for a request the receiver abandoned.
+    Unlink {
+        /// The abandoned request.
+        seq: u64,
+    },
+    /// Liveness check of a predecessor.
+    AreYouAlive,
+    /// Answer to `AreYouAlive`.
+    IAmAlive {
+        /// The answering site's position.
+        position: Option<u64>,
+        /// Its `next`.
+        next: Option<NodeId>,
+    },
+    /// "Link me behind you" (M1, M2, M3.a (ii)).
+    Connection {
+        /// The site to link.
+        requester: NodeId,
+        /// Its current request.
+        seq: u64,
+    },
+    /// M2: "who has a position smaller than mine?"
+    SearchPrev {
+        /// The searcher's position.
+        position: u64,
+    },
+    /// M3: "I have no position; where is the queue?" (also a candidacy).
+    SearchQueue {
+        /// Critical-section accesses of the candidate (fewest wins).
+        accesses: u64,
+    },
+    /// Answer to `SearchPrev` or `SearchQueue`.
+    SearchAck {
+        /// The answering site's position.
+        position: Option<u64>,
+        /// Whether it has a next.
+        has_next: bool,
+        /// Whether it holds a token.
+        has_token: bool,
+        /// Whether it is itself an M3 candidate, with its rank.
+        candidate: Option<u64>,
+    },
+    /// Phase one of regeneration: "adopt epoch `proposal`".
+    Regenerate {
+        /// The proposed epoch.
+        proposal: u32,
+    },
+    /// Acceptance of a proposal.
+    RegenerateAck {
+        /// The accepted proposal.
+        proposal: u32,
+    },
+    /// Refusal: the site holds a token or knows a newer epoch.
+    RegenerateNack {
+        /// The refused proposal.
+        proposal: u32,
+        /// Whether the refusing site holds a token (then the regenerator
+        /// sends it a direct request).
+        has_token: bool,
+    },
+    /// "Your request reached a site that cannot forward it": start M3.
+    DeadEnd {
+        /// The request.
+        seq: u64,
+    },
+    /// Graceful leave of the holder: everyone sets `last` to `root`.
+    NewRoot {
+        /// The new root.
+        root: NodeId,
+    },
+    /// Graceful leave of a waiting site: "link my next instead of me".
+    Skip {
+        /// The leaving site's next (and its request).
+        next: Option<(NodeId, u64)>,
+    },
+}
+
+message_kinds!(Body {
+    Hello => "hello",
+    HelloAck => "hello_ack",
+    Request => "request",
+    DirectRequest => "direct_request",
+    Token => "token",
+    Commit => "commit",
+    Unlink => "unlink",
+    AreYouAlive => "are_you_alive",
+    IAmAlive => "i_am_alive",
+    Connection => "connection",
+    SearchPrev => "search_prev",
+    SearchQueue => "search_queue",
+    SearchAck => "search_ack",
+    Regenerate => "regenerate",
+    RegenerateAck => "regenerate_ack",
+    RegenerateNack => "regenerate_nack",
+    DeadEnd => "dead_end",
+    NewRoot => "new_root",
+    Skip => "skip",
+});
+
+impl Message for Msg {
+    fn kind(&self) -> u16 {
+        self.body.kind()
+    }
+    fn kind_name(kind: u16) -> Option<&'static str> {
+        Body::kind_name(kind)
+    }
+}

@@ -1,0 +1,338 @@
+//! ntmutexd in the deterministic simulator: clients loop acquire → hold →
+//! release on every site while sites crash and restart; mutual exclusion,
+//! token uniqueness and increasing fences are checked after every step, and
+//! every live site's client is served again once faults stop.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ftcore::{ClientId, NodeId, Protocol};
+use lockservice::{LockEvent, LockReply, LockRequest, LocksConfig};
+use membership::Membership;
+use ntmutexd::{Mech, NtConfig, NtEvent, NtNode};
+use sim::{for_seeds, Action, FaultPlan, NetConfig, Sim, SimError, World};
+use timer::Instant;
+
+const T_MSG: Duration = Duration::from_millis(5);
+
+fn cfg(k: usize) -> NtConfig {
+    NtConfig {
+        k,
+        t_msg: T_MSG,
+        heartbeat: Duration::from_millis(20),
+        suspect_after: Duration::from_millis(60),
+        locks: LocksConfig { max_queue: 64, max_hold: None, revoke_grace: Duration::from_millis(100) },
+    }
+}
+
+fn net() -> NetConfig {
+    // t_msg bounds the delay: the failure detector is accurate.
+    NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(3))
+}
+
+/// How the simulated clients behave.
+#[derive(Clone, Copy)]
+struct Load {
+    hold: (u64, u64),
+    think: (u64, u64),
+}
+
+const HEAVY: Load = Load { hold: (1, 8), think: (0, 5) };
+
+fn cluster(seed: u64, n: u32, k: usize, load: Load) -> Sim<NtNode> {
+    let membership = Membership::of_size(n);
+    let c = cfg(k);
+    let mut sim: Sim<NtNode> = Sim::new(
+        seed,
+        n,
+        net(),
+        Box::new(move |id, inc, now, _| NtNode::new(c.clone(), &membership, id, inc, now).expect("valid")),
+    );
+    sim.clients(Box::new(move |_, node, client, reply, rng| {
+        let ms = |rng: &mut timer::SeededRng, (lo, hi): (u64, u64)| Duration::from_millis(rng.range_inclusive(lo, hi));
+        match reply {
+            LockReply::Granted { .. } => {
+                vec![(ms(rng, load.hold), Action::Request(node, client, LockRequest::Release))]
+            }
+            LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
+                vec![(ms(rng, load.think), acquire(node, client))]
+            }
+            LockReply::Refused { .. } => vec![],
+        }
+    }));
+    for i in 1..=n {
+        sim.at(Instant::from_millis(50 + u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
+    }
+    sim
+}
+
+fn acquire(node: NodeId, client: ClientId) -> Action<NtNode> {
+    Action::Request(node, client, LockRequest::Acquire { timeout_ms: 60_000 })
+}
+
+/// Restarted sites get their client back (a new connection) regularly;
+/// a client already waiting or holding is refused, changing nothing.
+fn keep_clients_coming(sim: &mut Sim<NtNode>, n: u32, until: Instant) {
+    let mut t = 500;
+    while Instant::from_millis(t) < until {
+        for i in 1..=n {
+            sim.at(Instant::from_millis(t), acquire(NodeId(i), ClientId(u64::from(i))));
+        }
+        t += 400;
+    }
+}
+
+/// Safety, after every step.
+fn safety(max_fence: std::rc::Rc<std::cell::Cell<u64>>) -> impl FnMut(&World<NtNode>) -> Result<(), String> {
+    move |w| {
+        let holders: Vec<NodeId> = w.live().filter(|(_, c)| c.holder().is_some()).map(|(id, _)| id).collect();
+        if holders.len() > 1 {
+            return Err(format!("mutual exclusion violated: {holders:?} hold the lock"));
+        }
+        let tokens: Vec<(NodeId, Option<u32>)> =
+            w.live().filter(|(_, c)| c.has_token()).map(|(id, c)| (id, c.token_epoch())).collect();
+        if tokens.len() > 1 {
+            return Err(format!("more than one token: {tokens:?}"));
+        }
+        for (_, node, e) in w.step_events() {
+            if let NtEvent::Lock(LockEvent::Granted { fence, .. }) = e {
+                if *fence <= max_fence.get() {
+                    return Err(format!("{node} granted fence {fence:#x} after {:#x}", max_fence.get()));
+                }
+                max_fence.set(*fence);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn grants(w: &World<NtNode>) -> Vec<(Instant, NodeId, u64)> {
+    w.events
+        .iter()
+        .filter_map(|(t, n, e)| match e {
+            NtEvent::Lock(LockEvent::Granted { fence, .. }) => Some((*t, *n, *fence)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Liveness: after `since`, every live site's client was granted again.
+fn everyone_served_since(w: &World<NtNode>, since: Instant) -> Result<(), String> {
+    let served: std::collections::BTreeSet<NodeId> =
+        grants(w).into_iter().filter(|(t, _, _)| *t >= since).map(|(_, n, _)| n).collect();
+    let starved: Vec<NodeId> = w.live().map(|(id, _)| id).filter(|id| !served.contains(id)).collect();
+    if starved.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("live sites never served after {since}: {starved:?}"))
+    }
+}
+
+fn err(sim: &Sim<NtNode>, message: String) -> SimError {
+    let t = sim.trace();
+    // SIM_TRACE_FROM=<seconds> shows the trace from that time instead of the tail.
+    let from: Option<f64> = std::env::var("SIM_TRACE_FROM").ok().and_then(|s| s.parse().ok());
+    let lines = match from {
+        Some(f) => t
+            .iter()
+            .filter(|l| l.split('s').next().and_then(|x| x.parse::<f64>().ok()).is_some_and(|x| x >= f))
+            .take(400)
+            .cloned()
+            .collect(),
+        None => t[t.len().saturating_sub(60)..].to_vec(),
+    };
+    SimError { seed: sim.seed(), at: sim.now(), message, trace_tail: lines }
+}
+
+fn run_faulty(seed: u64, n: u32, k: usize, plan: FaultPlan) -> Result<Sim<NtNode>, SimError> {
+    let mut sim = cluster(seed, n, k, HEAVY);
+    sim.check(safety(Default::default()));
+    sim.random_faults(&plan);
+    let end = plan.end + Duration::from_secs(3);
+    keep_clients_coming(&mut sim, n, end + Duration::from_secs(3));
+    sim.run_until(end)?;
+    for i in 1..=n {
+        sim.after(Duration::ZERO, Action::Restart(NodeId(i)));
+    }
+    let settled = sim.now() + Duration::from_millis(500);
+    sim.run_for(Duration::from_secs(3))?;
+    everyone_served_since(sim.world(), settled).map_err(|m| err(&sim, m))?;
+    Ok(sim)
+}
+
+#[test]
+fn failure_free_contention_never_recovers_and_serves_everyone() {
+    for_seeds(30, |seed| {
+        let mut sim = cluster(seed, 5, 3, HEAVY);
+        sim.check(safety(Default::default()));
+        sim.run_until(Instant::from_millis(3_000))?;
+        let w = sim.world();
+        if let Some(e) = w.events.iter().find(|(_, _, e)| {
+            matches!(e, NtEvent::RecoveryStarted { .. } | NtEvent::Regenerated { .. } | NtEvent::Suspected { .. })
+        }) {
+            return Err(err(&sim, format!("failure-free run recovered: {e:?}")));
+        }
+        let g = grants(w);
+        assert!(g.len() > 100, "seed {seed}: only {} grants", g.len());
+        everyone_served_since(w, Instant::from_millis(2_000)).map_err(|m| err(&sim, m))
+    });
+}
+
+#[test]
+fn crash_of_the_holder_regenerates_and_service_resumes() {
+    for_seeds(40, |seed| {
+        let mut sim = cluster(seed, 5, 3, HEAVY);
+        let max_fence = std::rc::Rc::new(std::cell::Cell::new(0));
+        sim.check(safety(max_fence.clone()));
+        sim.run_until(Instant::from_millis(800))?;
+        // The token may be in flight: step until somebody holds it.
+        let mut holder = None;
+        for _ in 0..100 {
+            holder = sim.world().live().find(|(_, c)| c.has_token()).map(|(id, _)| id);
+            if holder.is_some() {
+                break;
+            }
+            sim.run_for(Duration::from_micros(100))?;
+        }
+        let Some(holder) = holder else { return Err(err(&sim, "no token holder".into())) };
+        sim.after(Duration::ZERO, Action::Crash(holder));
+        let killed = sim.now();
+        sim.run_for(Duration::from_millis(1_500))?;
+        let w = sim.world();
+        let regen = w.events.iter().any(|(_, _, e)| matches!(e, NtEvent::Regenerated { .. }));
+        if !regen {
+            return Err(err(&sim, format!("holder {holder} crashed but nobody regenerated")));
+        }
+        let next_grant = grants(w).into_iter().find(|(t, _, _)| *t > killed).map(|(t, _, _)| t);
+        let Some(next_grant) = next_grant else { return Err(err(&sim, "no grant after the crash".into())) };
+        // Detection within suspect_after (+ a heartbeat), then a search and
+        // a regeneration round: well under half a second.
+        let took = next_grant.saturating_since(killed);
+        if took > Duration::from_millis(300) {
+            return Err(err(&sim, format!("kill -> next grant took {took:?}")));
+        }
+        everyone_served_since(w, killed + Duration::from_millis(500)).map_err(|m| err(&sim, m))
+    });
+}
+
+#[test]
+fn crash_of_a_queue_member_is_repaired_by_m1() {
+    for_seeds(40, |seed| {
+        let mut sim = cluster(seed, 6, 3, HEAVY);
+        sim.check(safety(Default::default()));
+        sim.run_until(Instant::from_millis(700))?;
+        // A site with a position that is not the holder.
+        let victim = sim.world().live().find(|(_, c)| c.position().is_some() && !c.has_token()).map(|(id, _)| id);
+        let Some(victim) = victim else { return Ok(()) };
+        sim.after(Duration::ZERO, Action::Crash(victim));
+        let killed = sim.now();
+        sim.run_for(Duration::from_millis(1_500))?;
+        let w = sim.world();
+        let mechs: Vec<Mech> = w
+            .events
+            .iter()
+            .filter(|(t, _, _)| *t >= killed)
+            .filter_map(|(_, _, e)| match e {
+                NtEvent::RecoveryStarted { mech } => Some(*mech),
+                _ => None,
+            })
+            .collect();
+        if !mechs.contains(&Mech::M1) && !mechs.is_empty() && !mechs.contains(&Mech::M3) {
+            return Err(err(&sim, format!("queue member crash recovered by {mechs:?}")));
+        }
+        // The only way a non-holder crash loses the token: it was handed
+        // to the crashed site (the sender keeps no copy).
+        let regen = w.events.iter().any(|(t, _, e)| *t >= killed && matches!(e, NtEvent::Regenerated { .. }));
+        let token_died_there = sim
+            .trace()
+            .iter()
+            .any(|l| l.contains(&format!("->{victim} dropped (receiver down)")) && l.contains("Token {"));
+        if regen && !token_died_there {
+            return Err(err(&sim, "a non-holder crash regenerated the token while it was not lost".into()));
+        }
+        everyone_served_since(w, killed + Duration::from_millis(500)).map_err(|m| err(&sim, m))
+    });
+}
+
+#[test]
+fn k_and_more_consecutive_predecessors_failing_go_through_m2() {
+    for_seeds(30, |seed| {
+        let mut sim = cluster(seed, 8, 1, HEAVY);
+        sim.check(safety(Default::default()));
+        sim.run_until(Instant::from_millis(700))?;
+        // Crash two sites at once (k = 1: M1 cannot skip both).
+        let victims: Vec<NodeId> =
+            sim.world().live().filter(|(_, c)| c.position().is_some()).map(|(id, _)| id).take(2).collect();
+        for v in &victims {
+            sim.after(Duration::ZERO, Action::Crash(*v));
+        }
+        let killed = sim.now();
+        sim.run_for(Duration::from_millis(2_000))?;
+        everyone_served_since(sim.world(), killed + Duration::from_millis(800)).map_err(|m| err(&sim, m))
+    });
+}
+
+#[test]
+fn random_crashes_and_restarts_keep_mutual_exclusion_and_serve_everyone() {
+    for_seeds(120, |seed| {
+        let n = 3 + (seed % 6) as u32;
+        let plan = FaultPlan {
+            start: Instant::from_millis(400),
+            end: Instant::from_millis(4_000),
+            crashes: 5,
+            max_down: (n - 1) / 2,
+            downtime: (Duration::from_millis(50), Duration::from_millis(1_500)),
+            ..FaultPlan::default()
+        };
+        run_faulty(seed, n, 2, plan).map(|_| ())
+    });
+}
+
+#[test]
+fn same_seed_same_trace() {
+    let plan = FaultPlan { crashes: 4, max_down: 2, ..FaultPlan::default() };
+    let a = run_faulty(11, 6, 2, plan.clone()).unwrap();
+    let b = run_faulty(11, 6, 2, plan).unwrap();
+    assert_eq!(a.trace_hash(), b.trace_hash());
+    assert_eq!(a.trace().len(), b.trace().len());
+}
+
+/// Messages per critical section under light uniform load, failure-free
+/// (performance.md: ≤ log2(N) + 2 at N = 32). Prints the figures.
+#[test]
+fn messages_per_critical_section_light_load() {
+    let mut report = BTreeMap::new();
+    for n in [8u32, 16, 32] {
+        let light = Load { hold: (1, 2), think: (u64::from(n) * 20, u64::from(n) * 60) };
+        let mut sim = cluster(n as u64, n, 3, light).without_trace();
+        sim.check(safety(Default::default()));
+        sim.run_until(Instant::from_millis(1_000)).unwrap();
+        let before = sim.world().messages_sent();
+        let grants_before = grants(sim.world()).len();
+        sim.run_until(Instant::from_millis(61_000)).unwrap();
+        let w = sim.world();
+        let msgs = w.messages_sent() - before;
+        let cs = grants(w).len() - grants_before;
+        let per_cs = msgs as f64 / cs as f64;
+        let bound = f64::from(n).log2() + 2.0;
+        eprintln!("N = {n}: {cs} critical sections, {msgs} messages, {per_cs:.2} per CS (bound {bound:.2})");
+        assert!(w.events.iter().all(|(_, _, e)| !matches!(e, NtEvent::RecoveryStarted { .. })));
+        report.insert(n, per_cs);
+        assert!(per_cs <= bound, "N = {n}: {per_cs:.2} messages per CS exceeds {bound:.2}");
+    }
+}
+
+#[test]
+fn sweep_seeds() {
+    // The long sweep runs with SIM_SEEDS=3000; a short one always runs.
+    for_seeds(10, |seed| {
+        let n = 4 + (seed % 5) as u32;
+        let plan = FaultPlan { crashes: 6, max_down: (n - 1) / 2, ..FaultPlan::default() };
+        run_faulty(seed + 10_000, n, 3, plan).map(|_| ())
+    });
+}
+
+#[allow(dead_code)]
+fn status_of(sim: &Sim<NtNode>, id: NodeId) -> String {
+    format!("{:?}", sim.world().core(id).map(|c| c.status()))
+}

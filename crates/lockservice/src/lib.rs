@@ -1,0 +1,18 @@
+//! The lock API that ntmutexd, tokenwatchd, electd (and ringd's token)
+//! serve to local clients, and the local queue behind it.
+//!
+//! [`LockRequest`] / [`LockReply`] are the client-visible messages (what
+//! `ftctl lock` speaks). [`LocalLocks`] is a sans-IO component a protocol
+//! core embeds: it queues local clients in FIFO order with their deadlines,
+//! tells the core whether it needs the cluster-wide token, grants to one
+//! client at a time with the fence the core supplies while the core holds
+//! the token, serves only the clients queued when the token arrived (no
+//! starvation of other sites), revokes holds that exceed `max_hold`, and
+//! releases whatever a disconnected client held.
+#![forbid(unsafe_code)]
+
+mod api;
+mod local;
+
+pub use api::{LockReply, LockRequest};
+pub use local::{LocalLocks, LockEvent, LocksConfig, ReleaseHow};

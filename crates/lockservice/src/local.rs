@@ -1,0 +1,406 @@
+//! The local lock queue: FIFO waiters with deadlines, one holder, batches,
+//! revocation. Sans-IO; the embedding core supplies time, token and fences.
+//!
+//! How a core drives it:
+//!
+//! - feed it [`request`](LocalLocks::request) and
+//!   [`client_gone`](LocalLocks::client_gone), and wake it at
+//!   [`poll_timeout`](LocalLocks::poll_timeout) with
+//!   [`handle_timeout`](LocalLocks::handle_timeout);
+//! - ask for the cluster-wide token while [`has_waiters`](LocalLocks::has_waiters),
+//!   and keep it while [`is_held`](LocalLocks::is_held);
+//! - when the token arrives call [`token_arrived`](LocalLocks::token_arrived), then
+//!   [`grant_next`](LocalLocks::grant_next) with a fresh fence whenever nothing is
+//!   held (`batch_only` if it has a `next` to pass the token to), and pass the
+//!   token on once [`batch_remaining`](LocalLocks::batch_remaining) is 0 and
+//!   nothing is held;
+//! - call [`lose`](LocalLocks::lose) when the token is gone from under it and
+//!   [`shutdown`](LocalLocks::shutdown) when leaving;
+//! - after each call, drain [`pop_reply`](LocalLocks::pop_reply) and
+//!   [`pop_event`](LocalLocks::pop_event).
+//!
+//! Deadlines. A waiter's deadline is its arrival plus its `timeout_ms`, and a
+//! deadline equal to `now` has passed: `handle_timeout(now)` times out every
+//! waiter whose deadline is `<= now`, and `grant_next(now, ..)` first times
+//! out the same waiters, so a waiter is never granted at or after its
+//! deadline. The one exception makes `timeout_ms: 0` a try-lock: such a
+//! waiter may still be granted by a `grant_next` at the very instant it
+//! arrived (the core calls `grant_next` right after `request`, before the
+//! driver calls `handle_timeout`); if that grant does not happen, the next
+//! `handle_timeout` or a `grant_next` at a later instant times it out
+//! (`poll_timeout` returns its arrival instant, so the driver wakes at once).
+//!
+//! Each Acquire ends with exactly one terminal reply unless its client
+//! disconnects: `Refused`, `TimedOut`, `Released` (it gave up waiting), or
+//! `Granted` followed later by `Released` or `LockLost`. A holder that got
+//! `LockLost` gets no second one; a `Release` it sends while its revoked hold
+//! lasts is acknowledged with `Released` (that answers the Release request),
+//! and a `Release` after its hold ended is `Refused{"not holding the lock"}`.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use ftcore::ClientId;
+use timer::{Instant, Lease, TimerTable};
+
+use crate::{LockReply, LockRequest};
+
+const QUEUE_FULL: &str = "queue full";
+const ALREADY_WAITING: &str = "already waiting for the lock";
+const ALREADY_HOLDING: &str = "already holding the lock";
+const NOT_HOLDING: &str = "not holding the lock";
+const SHUTTING_DOWN: &str = "daemon is shutting down";
+const HELD_TOO_LONG: &str = "held longer than max_hold_ms";
+
+/// Limits of the local queue.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LocksConfig {
+    /// Most clients waiting at once; more are refused (`Refused{"queue full"}`).
+    pub max_queue: usize,
+    /// Optional cap on one hold: at expiry the holder gets
+    /// `LockLost{"held longer than max_hold_ms"}` and the hold is revoked; the
+    /// lock is only handed on after the client releases, disconnects, or
+    /// `revoke_grace` passes.
+    pub max_hold: Option<Duration>,
+    /// How long a revoked holder keeps the lock after its `LockLost`.
+    pub revoke_grace: Duration,
+}
+
+/// How a hold ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReleaseHow {
+    /// The client sent `Release` (revoked or not).
+    Released,
+    /// The client's connection closed.
+    Disconnected,
+    /// `revoke_grace` passed after a `max_hold` revocation.
+    Revoked,
+    /// The token was lost or superseded ([`LocalLocks::lose`]).
+    Lost,
+}
+
+/// What happened, for metrics and invariant checkers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LockEvent {
+    /// A client was granted the lock.
+    Granted {
+        /// The new holder.
+        client: ClientId,
+        /// Its fence.
+        fence: u64,
+        /// How long it waited in the queue.
+        waited: Duration,
+    },
+    /// A hold ended; the lock is free.
+    Released {
+        /// The former holder.
+        client: ClientId,
+        /// The fence it held.
+        fence: u64,
+        /// How long it held the lock.
+        held: Duration,
+        /// Why the hold ended.
+        how: ReleaseHow,
+    },
+    /// A waiter reached its deadline without a grant.
+    TimedOut {
+        /// The waiter.
+        client: ClientId,
+        /// How long it waited.
+        waited: Duration,
+    },
+    /// The holder exceeded `max_hold` and was sent `LockLost`; its hold lasts
+    /// until it releases, disconnects or `revoke_grace` passes.
+    Revoking {
+        /// The holder.
+        client: ClientId,
+        /// Its fence.
+        fence: u64,
+    },
+}
+
+/// The deadlines the queue keeps; ties fire in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Timer {
+    /// The holder reaches `max_hold`.
+    MaxHold,
+    /// The revoked holder's grace ends.
+    Grace,
+    /// A waiter's deadline.
+    Wait(ClientId),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Waiter {
+    client: ClientId,
+    since: Instant,
+    /// Queued when the token last arrived: served before the token moves on.
+    in_batch: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Hold {
+    client: ClientId,
+    fence: u64,
+    since: Instant,
+    /// Already sent `LockLost` (max_hold passed); in its grace period.
+    revoked: bool,
+}
+
+/// The local clients of one daemon: a FIFO queue, at most one holder, and
+/// the replies and events they cause.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LocalLocks {
+    cfg: LocksConfig,
+    waiters: VecDeque<Waiter>,
+    hold: Option<Hold>,
+    timers: TimerTable<Timer>,
+    shutting_down: bool,
+    replies: VecDeque<(ClientId, LockReply)>,
+    events: VecDeque<LockEvent>,
+}
+
+impl LocalLocks {
+    /// An empty queue with nothing held.
+    pub fn new(cfg: LocksConfig) -> Self {
+        LocalLocks {
+            cfg,
+            waiters: VecDeque::new(),
+            hold: None,
+            timers: TimerTable::new(),
+            shutting_down: false,
+            replies: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// A client request. `Acquire` queues the client (FIFO, deadline
+    /// `now + timeout_ms`) or refuses it, changing nothing, if it already
+    /// waits or holds (a revoked hold included), the daemon is shutting down,
+    /// or the queue is full. `Release` ends the client's hold (`Released`
+    /// reply and event), or its wait (`Released` reply), or is refused.
+    pub fn request(&mut self, now: Instant, client: ClientId, req: LockRequest) {
+        match req {
+            LockRequest::Acquire { timeout_ms } => self.acquire(now, client, Duration::from_millis(timeout_ms)),
+            LockRequest::Release => self.release(now, client),
+        }
+    }
+
+    /// The client's connection closed: its hold ends (event `Disconnected`)
+    /// or it leaves the queue. Nothing is replied; a second call does nothing.
+    pub fn client_gone(&mut self, now: Instant, client: ClientId) {
+        if self.holds(client) {
+            self.end_hold(now, ReleaseHow::Disconnected);
+        } else {
+            self.remove_waiter(client);
+        }
+    }
+
+    /// Whether any local client is waiting (the core should request the token).
+    pub fn has_waiters(&self) -> bool {
+        !self.waiters.is_empty()
+    }
+
+    /// Whether a local client holds the lock (the token must stay here),
+    /// a revoked holder included until its hold ends.
+    pub fn is_held(&self) -> bool {
+        self.hold.is_some()
+    }
+
+    /// The token has arrived: the current batch becomes exactly the clients
+    /// waiting now (replacing any earlier batch).
+    pub fn token_arrived(&mut self, _now: Instant) {
+        for w in &mut self.waiters {
+            w.in_batch = true;
+        }
+    }
+
+    /// Clients of the current batch still waiting.
+    pub fn batch_remaining(&self) -> usize {
+        self.waiters.iter().filter(|w| w.in_batch).count()
+    }
+
+    /// Times out the waiters whose deadline has passed, then, if nothing is
+    /// held, grants the lock with `fence` to the first waiter in FIFO order
+    /// (of the current batch only, if `batch_only`) and returns it. `None`
+    /// means `fence` was not used; then, if nothing is held, no waiter (of
+    /// the batch, if `batch_only`) is left.
+    ///
+    /// Fences are taken as given: the core must supply a larger one for each
+    /// grant.
+    pub fn grant_next(&mut self, now: Instant, fence: u64, batch_only: bool) -> Option<ClientId> {
+        self.expire_waiters(now);
+        if self.hold.is_some() {
+            return None;
+        }
+        let idx = self.waiters.iter().position(|w| w.in_batch || !batch_only)?;
+        let w = self.waiters.remove(idx)?;
+        self.timers.cancel(Timer::Wait(w.client));
+        if let Some(max_hold) = self.cfg.max_hold {
+            // Same host, same clock: no drift between us and the client.
+            self.timers.set(Timer::MaxHold, Lease::new(now, max_hold, 0).holder_valid_until());
+        }
+        self.hold = Some(Hold { client: w.client, fence, since: now, revoked: false });
+        self.replies.push_back((w.client, LockReply::Granted { fence }));
+        self.events.push_back(LockEvent::Granted { client: w.client, fence, waited: now.saturating_since(w.since) });
+        Some(w.client)
+    }
+
+    /// The token is gone from under us: the holder, if any, gets
+    /// `LockLost{reason}` (unless already revoked: it had its `LockLost`) and
+    /// its hold ends (event `Lost`). Waiters keep waiting; the batch, which
+    /// belonged to the lost token, is dropped.
+    pub fn lose(&mut self, now: Instant, reason: &str) {
+        if let Some(h) = &self.hold {
+            if !h.revoked {
+                self.replies.push_back((h.client, LockReply::LockLost { reason: reason.to_owned() }));
+            }
+            self.end_hold(now, ReleaseHow::Lost);
+        }
+        for w in &mut self.waiters {
+            w.in_batch = false;
+        }
+    }
+
+    /// The daemon is leaving: every waiter is refused, and every later
+    /// `Acquire`; a holder keeps its hold until it releases or disconnects.
+    /// Returns whether something is still held.
+    pub fn shutdown(&mut self, _now: Instant) -> bool {
+        self.shutting_down = true;
+        while let Some(w) = self.waiters.pop_front() {
+            self.timers.cancel(Timer::Wait(w.client));
+            self.refuse(w.client, SHUTTING_DOWN);
+        }
+        self.is_held()
+    }
+
+    /// Handles every deadline `<= now`, earliest first: waiters time out,
+    /// a holder past `max_hold` gets `LockLost` (event `Revoking`) and a
+    /// grace of `revoke_grace` from now, and a revoked hold whose grace has
+    /// passed ends (event `Revoked`).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(t) = self.timers.pop_expired(now) {
+            match t {
+                Timer::Wait(client) => self.time_out(now, client),
+                Timer::MaxHold => {
+                    if let Some(h) = &mut self.hold {
+                        h.revoked = true;
+                        self.replies.push_back((h.client, LockReply::LockLost { reason: HELD_TOO_LONG.to_owned() }));
+                        self.events.push_back(LockEvent::Revoking { client: h.client, fence: h.fence });
+                        self.timers.set(Timer::Grace, now + self.cfg.revoke_grace);
+                    }
+                }
+                Timer::Grace => self.end_hold(now, ReleaseHow::Revoked),
+            }
+        }
+    }
+
+    /// The earliest deadline: a waiter's, the holder's `max_hold`, or the
+    /// end of a revocation grace.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next_deadline()
+    }
+
+    /// The next reply to send, in order.
+    pub fn pop_reply(&mut self) -> Option<(ClientId, LockReply)> {
+        self.replies.pop_front()
+    }
+
+    /// The next event, in order.
+    pub fn pop_event(&mut self) -> Option<LockEvent> {
+        self.events.pop_front()
+    }
+
+    /// The current holder and its fence.
+    pub fn holder(&self) -> Option<(ClientId, u64)> {
+        self.hold.as_ref().map(|h| (h.client, h.fence))
+    }
+
+    /// How many clients are waiting.
+    pub fn waiting(&self) -> usize {
+        self.waiters.len()
+    }
+
+    fn acquire(&mut self, now: Instant, client: ClientId, timeout: Duration) {
+        let refusal = if self.holds(client) {
+            Some(ALREADY_HOLDING)
+        } else if self.waiters.iter().any(|w| w.client == client) {
+            Some(ALREADY_WAITING)
+        } else if self.shutting_down {
+            Some(SHUTTING_DOWN)
+        } else if self.waiters.len() >= self.cfg.max_queue {
+            Some(QUEUE_FULL)
+        } else {
+            None
+        };
+        match refusal {
+            Some(reason) => self.refuse(client, reason),
+            None => {
+                self.waiters.push_back(Waiter { client, since: now, in_batch: false });
+                self.timers.set(Timer::Wait(client), now + timeout);
+            }
+        }
+    }
+
+    fn release(&mut self, now: Instant, client: ClientId) {
+        if self.holds(client) {
+            self.replies.push_back((client, LockReply::Released));
+            self.end_hold(now, ReleaseHow::Released);
+        } else if self.remove_waiter(client).is_some() {
+            self.replies.push_back((client, LockReply::Released));
+        } else {
+            self.refuse(client, NOT_HOLDING);
+        }
+    }
+
+    fn holds(&self, client: ClientId) -> bool {
+        self.hold.as_ref().is_some_and(|h| h.client == client)
+    }
+
+    fn refuse(&mut self, client: ClientId, reason: &str) {
+        self.replies.push_back((client, LockReply::Refused { reason: reason.to_owned() }));
+    }
+
+    fn remove_waiter(&mut self, client: ClientId) -> Option<Waiter> {
+        let idx = self.waiters.iter().position(|w| w.client == client)?;
+        self.timers.cancel(Timer::Wait(client));
+        self.waiters.remove(idx)
+    }
+
+    fn time_out(&mut self, now: Instant, client: ClientId) {
+        if let Some(w) = self.remove_waiter(client) {
+            self.replies.push_back((client, LockReply::TimedOut));
+            self.events.push_back(LockEvent::TimedOut { client, waited: now.saturating_since(w.since) });
+        }
+    }
+
+    /// Times out, in FIFO order, the waiters whose deadline is `<= now`,
+    /// except a try-lock (timeout 0) at its arrival instant.
+    fn expire_waiters(&mut self, now: Instant) {
+        let due: Vec<ClientId> = self
+            .waiters
+            .iter()
+            .filter(|w| w.since < now && self.timers.get(Timer::Wait(w.client)).is_some_and(|at| at <= now))
+            .map(|w| w.client)
+            .collect();
+        for client in due {
+            self.time_out(now, client);
+        }
+    }
+
+    fn end_hold(&mut self, now: Instant, how: ReleaseHow) {
+        if let Some(h) = self.hold.take() {
+            self.timers.cancel(Timer::MaxHold);
+            self.timers.cancel(Timer::Grace);
+            self.events.push_back(LockEvent::Released {
+                client: h.client,
+                fence: h.fence,
+                held: now.saturating_since(h.since),
+                how,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,851 @@
+//! One test per rule of [`LocalLocks`], asserting the exact replies and
+//! events, and a property test against a model of each client's view.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+
+const T0: Instant = Instant::from_millis(1_000);
+
+/// `ms` milliseconds after `T0`.
+fn at(ms: u64) -> Instant {
+    T0 + Duration::from_millis(ms)
+}
+
+fn c(id: u64) -> ClientId {
+    ClientId(id)
+}
+
+fn ms(x: u64) -> Duration {
+    Duration::from_millis(x)
+}
+
+fn cfg() -> LocksConfig {
+    LocksConfig { max_queue: 8, max_hold: None, revoke_grace: ms(100) }
+}
+
+fn acquire(timeout_ms: u64) -> LockRequest {
+    LockRequest::Acquire { timeout_ms }
+}
+
+fn granted(fence: u64) -> LockReply {
+    LockReply::Granted { fence }
+}
+
+fn refused(reason: &str) -> LockReply {
+    LockReply::Refused { reason: reason.to_owned() }
+}
+
+fn lock_lost(reason: &str) -> LockReply {
+    LockReply::LockLost { reason: reason.to_owned() }
+}
+
+fn ev_granted(client: u64, fence: u64, waited: u64) -> LockEvent {
+    LockEvent::Granted { client: c(client), fence, waited: ms(waited) }
+}
+
+fn ev_released(client: u64, fence: u64, held: u64, how: ReleaseHow) -> LockEvent {
+    LockEvent::Released { client: c(client), fence, held: ms(held), how }
+}
+
+fn ev_timed_out(client: u64, waited: u64) -> LockEvent {
+    LockEvent::TimedOut { client: c(client), waited: ms(waited) }
+}
+
+fn replies(l: &mut LocalLocks) -> Vec<(ClientId, LockReply)> {
+    std::iter::from_fn(|| l.pop_reply()).collect()
+}
+
+fn events(l: &mut LocalLocks) -> Vec<LockEvent> {
+    std::iter::from_fn(|| l.pop_event()).collect()
+}
+
+/// Asserts the queued replies and events are exactly these, and drains them.
+#[track_caller]
+fn expect(l: &mut LocalLocks, want_replies: &[(u64, LockReply)], want_events: &[LockEvent]) {
+    let want: Vec<_> = want_replies.iter().map(|(id, r)| (c(*id), r.clone())).collect();
+    assert_eq!(replies(l), want, "replies");
+    assert_eq!(events(l), want_events, "events");
+}
+
+/// A queue where clients `ids` asked, in order, at `T0` with a 1 s timeout.
+fn with_waiters(cfg: LocksConfig, ids: &[u64]) -> LocalLocks {
+    let mut l = LocalLocks::new(cfg);
+    for id in ids {
+        l.request(T0, c(*id), acquire(1_000));
+    }
+    expect(&mut l, &[], &[]);
+    l
+}
+
+#[test]
+fn new_queue_is_empty() {
+    let mut l = LocalLocks::new(cfg());
+    assert!(!l.has_waiters());
+    assert!(!l.is_held());
+    assert_eq!(l.waiting(), 0);
+    assert_eq!(l.batch_remaining(), 0);
+    assert_eq!(l.holder(), None);
+    assert_eq!(l.poll_timeout(), None);
+    assert_eq!(l.grant_next(T0, 1, false), None);
+    expect(&mut l, &[], &[]);
+}
+
+#[test]
+fn grants_in_fifo_order_one_holder_at_a_time() {
+    let mut l = with_waiters(cfg(), &[3, 1, 2]);
+    assert!(l.has_waiters());
+    assert_eq!(l.waiting(), 3);
+
+    assert_eq!(l.grant_next(at(10), 7, false), Some(c(3)));
+    expect(&mut l, &[(3, granted(7))], &[ev_granted(3, 7, 10)]);
+    assert_eq!(l.holder(), Some((c(3), 7)));
+    assert!(l.is_held());
+    assert_eq!(l.waiting(), 2);
+
+    // Held: nobody else is granted, and the fence is not used.
+    assert_eq!(l.grant_next(at(11), 8, false), None);
+    expect(&mut l, &[], &[]);
+
+    l.request(at(20), c(3), LockRequest::Release);
+    expect(&mut l, &[(3, LockReply::Released)], &[ev_released(3, 7, 10, ReleaseHow::Released)]);
+    assert_eq!(l.grant_next(at(20), 8, false), Some(c(1)));
+    expect(&mut l, &[(1, granted(8))], &[ev_granted(1, 8, 20)]);
+    l.request(at(25), c(1), LockRequest::Release);
+    expect(&mut l, &[(1, LockReply::Released)], &[ev_released(1, 8, 5, ReleaseHow::Released)]);
+    assert_eq!(l.grant_next(at(30), 9, false), Some(c(2)));
+    expect(&mut l, &[(2, granted(9))], &[ev_granted(2, 9, 30)]);
+    assert!(!l.has_waiters());
+}
+
+#[test]
+fn second_acquire_while_waiting_is_refused_and_changes_nothing() {
+    let mut l = with_waiters(cfg(), &[1, 2]);
+    let before = l.clone();
+    // Even a different timeout leaves the first deadline and the place in line.
+    l.request(at(5), c(1), acquire(5_000));
+    expect(&mut l, &[(1, refused("already waiting for the lock"))], &[]);
+    assert_eq!(l, before);
+    assert_eq!(l.grant_next(at(6), 1, false), Some(c(1)));
+}
+
+#[test]
+fn second_acquire_while_holding_is_refused_and_changes_nothing() {
+    let mut l = with_waiters(cfg(), &[1]);
+    l.grant_next(T0, 1, false);
+    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 0)]);
+    let before = l.clone();
+    l.request(at(5), c(1), acquire(1_000));
+    expect(&mut l, &[(1, refused("already holding the lock"))], &[]);
+    assert_eq!(l, before);
+}
+
+#[test]
+fn full_queue_refuses() {
+    let mut l = with_waiters(LocksConfig { max_queue: 2, ..cfg() }, &[1, 2]);
+    l.request(T0, c(3), acquire(1_000));
+    expect(&mut l, &[(3, refused("queue full"))], &[]);
+    assert_eq!(l.waiting(), 2);
+    // The holder does not count against the queue.
+    l.grant_next(T0, 1, false);
+    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 0)]);
+    l.request(T0, c(3), acquire(1_000));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.waiting(), 2);
+
+    let mut l = LocalLocks::new(LocksConfig { max_queue: 0, ..cfg() });
+    l.request(T0, c(1), acquire(1_000));
+    expect(&mut l, &[(1, refused("queue full"))], &[]);
+    assert!(!l.has_waiters());
+}
+
+#[test]
+fn waiter_times_out_exactly_once_at_its_deadline() {
+    let mut l = with_waiters(cfg(), &[1]);
+    l.request(at(500), c(2), acquire(100));
+    assert_eq!(l.poll_timeout(), Some(at(600)));
+    l.handle_timeout(Instant::from_micros(at(600).as_micros() - 1));
+    expect(&mut l, &[], &[]);
+    // A deadline equal to now has passed.
+    l.handle_timeout(at(600));
+    expect(&mut l, &[(2, LockReply::TimedOut)], &[ev_timed_out(2, 100)]);
+    assert_eq!(l.waiting(), 1);
+    assert_eq!(l.poll_timeout(), Some(at(1_000)));
+    l.handle_timeout(at(600));
+    expect(&mut l, &[], &[]);
+    // Late wake-up: the waited time is the real one.
+    l.handle_timeout(at(1_500));
+    expect(&mut l, &[(1, LockReply::TimedOut)], &[ev_timed_out(1, 1_500)]);
+    assert_eq!(l.poll_timeout(), None);
+    assert_eq!(l.grant_next(at(1_500), 1, false), None);
+    // A timed-out client may ask again, and a Release now is refused.
+    l.request(at(1_600), c(1), LockRequest::Release);
+    expect(&mut l, &[(1, refused("not holding the lock"))], &[]);
+}
+
+#[test]
+fn waiter_past_its_deadline_is_never_granted() {
+    let mut l = LocalLocks::new(cfg());
+    l.request(T0, c(1), acquire(100));
+    l.request(T0, c(2), acquire(200));
+    l.request(T0, c(3), acquire(300));
+    // The driver has not woken us yet: the grant attempt times the overdue
+    // out first (deadline == now included), then grants.
+    assert_eq!(l.grant_next(at(200), 1, false), Some(c(3)));
+    expect(
+        &mut l,
+        &[(1, LockReply::TimedOut), (2, LockReply::TimedOut), (3, granted(1))],
+        &[ev_timed_out(1, 200), ev_timed_out(2, 200), ev_granted(3, 1, 200)],
+    );
+    l.handle_timeout(at(1_000));
+    expect(&mut l, &[], &[]);
+}
+
+#[test]
+fn grant_attempt_while_held_still_times_out_the_overdue() {
+    let mut l = with_waiters(cfg(), &[1]);
+    l.request(T0, c(2), acquire(50));
+    l.grant_next(T0, 1, false);
+    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 0)]);
+    assert_eq!(l.grant_next(at(50), 2, false), None);
+    expect(&mut l, &[(2, LockReply::TimedOut)], &[ev_timed_out(2, 50)]);
+}
+
+#[test]
+fn try_lock_is_granted_in_the_step_it_arrives() {
+    let mut l = LocalLocks::new(cfg());
+    l.request(T0, c(1), acquire(0));
+    assert_eq!(l.poll_timeout(), Some(T0));
+    assert_eq!(l.grant_next(T0, 4, false), Some(c(1)));
+    expect(&mut l, &[(1, granted(4))], &[ev_granted(1, 4, 0)]);
+    assert_eq!(l.poll_timeout(), None);
+}
+
+#[test]
+fn try_lock_that_cannot_be_granted_at_once_times_out_at_once() {
+    // Lock held: the grant attempt fails, the wake-up at the same instant times it out.
+    let mut l = with_waiters(cfg(), &[1]);
+    l.grant_next(T0, 1, false);
+    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 0)]);
+    l.request(at(10), c(2), acquire(0));
+    assert_eq!(l.grant_next(at(10), 2, false), None);
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.poll_timeout(), Some(at(10)));
+    l.handle_timeout(at(10));
+    expect(&mut l, &[(2, LockReply::TimedOut)], &[ev_timed_out(2, 0)]);
+
+    // No token here (no grant attempt): the wake-up times it out.
+    let mut l = LocalLocks::new(cfg());
+    l.request(T0, c(1), acquire(0));
+    l.handle_timeout(T0);
+    expect(&mut l, &[(1, LockReply::TimedOut)], &[ev_timed_out(1, 0)]);
+
+    // Not in the batch: a batch-only attempt passes it over.
+    let mut l = LocalLocks::new(cfg());
+    l.token_arrived(T0);
+    l.request(T0, c(1), acquire(0));
+    assert_eq!(l.grant_next(T0, 1, true), None);
+    l.handle_timeout(T0);
+    expect(&mut l, &[(1, LockReply::TimedOut)], &[ev_timed_out(1, 0)]);
+
+    // A grant attempt at a later instant (the wake-up was late) times it out.
+    let mut l = LocalLocks::new(cfg());
+    l.request(T0, c(1), acquire(0));
+    assert_eq!(l.grant_next(T0 + Duration::from_micros(1), 1, false), None);
+    expect(
+        &mut l,
+        &[(1, LockReply::TimedOut)],
+        &[LockEvent::TimedOut { client: c(1), waited: Duration::from_micros(1) }],
+    );
+}
+
+#[test]
+fn batch_is_frozen_when_the_token_arrives() {
+    let mut l = with_waiters(cfg(), &[1, 2]);
+    assert_eq!(l.batch_remaining(), 0);
+    l.token_arrived(at(1));
+    assert_eq!(l.batch_remaining(), 2);
+    l.request(at(2), c(3), acquire(1_000));
+    assert_eq!(l.batch_remaining(), 2);
+
+    assert_eq!(l.grant_next(at(3), 1, true), Some(c(1)));
+    assert_eq!(l.batch_remaining(), 1);
+    l.request(at(4), c(1), LockRequest::Release);
+    assert_eq!(l.grant_next(at(4), 2, true), Some(c(2)));
+    assert_eq!(l.batch_remaining(), 0);
+    l.request(at(5), c(2), LockRequest::Release);
+    expect(
+        &mut l,
+        &[(1, granted(1)), (1, LockReply::Released), (2, granted(2)), (2, LockReply::Released)],
+        &[
+            ev_granted(1, 1, 3),
+            ev_released(1, 1, 1, ReleaseHow::Released),
+            ev_granted(2, 2, 4),
+            ev_released(2, 2, 1, ReleaseHow::Released),
+        ],
+    );
+    // The later arrival waits for the next batch...
+    assert_eq!(l.grant_next(at(5), 3, true), None);
+    expect(&mut l, &[], &[]);
+    assert!(l.has_waiters());
+    // ... which the next token arrival starts.
+    l.token_arrived(at(6));
+    assert_eq!(l.batch_remaining(), 1);
+    assert_eq!(l.grant_next(at(6), 3, true), Some(c(3)));
+    expect(&mut l, &[(3, granted(3))], &[ev_granted(3, 3, 4)]);
+}
+
+#[test]
+fn without_batch_only_later_arrivals_are_granted_too() {
+    let mut l = with_waiters(cfg(), &[1]);
+    l.token_arrived(T0);
+    l.request(T0, c(2), acquire(1_000));
+    l.grant_next(T0, 1, false);
+    l.request(T0, c(1), LockRequest::Release);
+    assert_eq!(l.batch_remaining(), 0);
+    assert_eq!(l.grant_next(T0, 2, false), Some(c(2)));
+}
+
+#[test]
+fn batch_shrinks_when_its_waiters_leave() {
+    let mut l = LocalLocks::new(cfg());
+    l.request(T0, c(1), acquire(100));
+    l.request(T0, c(2), acquire(1_000));
+    l.request(T0, c(3), acquire(1_000));
+    l.request(T0, c(4), acquire(1_000));
+    l.token_arrived(T0);
+    assert_eq!(l.batch_remaining(), 4);
+    l.handle_timeout(at(100));
+    assert_eq!(l.batch_remaining(), 3);
+    l.client_gone(at(101), c(2));
+    assert_eq!(l.batch_remaining(), 2);
+    l.request(at(102), c(3), LockRequest::Release);
+    assert_eq!(l.batch_remaining(), 1);
+    expect(&mut l, &[(1, LockReply::TimedOut), (3, LockReply::Released)], &[ev_timed_out(1, 100)]);
+    assert_eq!(l.grant_next(at(103), 1, true), Some(c(4)));
+    assert_eq!(l.batch_remaining(), 0);
+}
+
+#[test]
+fn release_by_holder_waiter_and_stranger() {
+    let mut l = with_waiters(cfg(), &[1, 2]);
+    l.grant_next(T0, 1, false);
+    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 0)]);
+
+    // A waiter stops waiting: reply, no event.
+    l.request(at(1), c(2), LockRequest::Release);
+    expect(&mut l, &[(2, LockReply::Released)], &[]);
+    assert!(!l.has_waiters());
+    assert_eq!(l.poll_timeout(), None);
+
+    // Neither holding nor waiting.
+    l.request(at(2), c(9), LockRequest::Release);
+    expect(&mut l, &[(9, refused("not holding the lock"))], &[]);
+
+    // The holder.
+    l.request(at(3), c(1), LockRequest::Release);
+    expect(&mut l, &[(1, LockReply::Released)], &[ev_released(1, 1, 3, ReleaseHow::Released)]);
+    assert!(!l.is_held());
+
+    // Twice.
+    l.request(at(4), c(1), LockRequest::Release);
+    expect(&mut l, &[(1, refused("not holding the lock"))], &[]);
+}
+
+#[test]
+fn client_gone_releases_or_dequeues_silently_and_is_idempotent() {
+    let mut l = with_waiters(cfg(), &[1, 2, 3]);
+    l.grant_next(T0, 1, false);
+    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 0)]);
+
+    l.client_gone(at(5), c(1));
+    expect(&mut l, &[], &[ev_released(1, 1, 5, ReleaseHow::Disconnected)]);
+    assert!(!l.is_held());
+    l.client_gone(at(6), c(1));
+    expect(&mut l, &[], &[]);
+
+    l.client_gone(at(7), c(2));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.waiting(), 1);
+    l.client_gone(at(8), c(2));
+    l.client_gone(at(8), c(42));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.poll_timeout(), Some(at(1_000)));
+    assert_eq!(l.grant_next(at(9), 2, false), Some(c(3)));
+}
+
+fn revoking(max_hold: u64, grace: u64) -> LocalLocks {
+    let mut l = with_waiters(LocksConfig { max_hold: Some(ms(max_hold)), revoke_grace: ms(grace), ..cfg() }, &[1, 2]);
+    assert_eq!(l.grant_next(at(10), 5, false), Some(c(1)));
+    expect(&mut l, &[(1, granted(5))], &[ev_granted(1, 5, 10)]);
+    l
+}
+
+#[test]
+fn max_hold_revokes_then_grace_ends_the_hold() {
+    let mut l = revoking(200, 100);
+    assert_eq!(l.poll_timeout(), Some(at(210)));
+    l.handle_timeout(at(209));
+    expect(&mut l, &[], &[]);
+    l.handle_timeout(at(210));
+    expect(
+        &mut l,
+        &[(1, lock_lost("held longer than max_hold_ms"))],
+        &[LockEvent::Revoking { client: c(1), fence: 5 }],
+    );
+    // Still held through the grace: the token stays, nobody else is granted.
+    assert!(l.is_held());
+    assert_eq!(l.holder(), Some((c(1), 5)));
+    assert_eq!(l.grant_next(at(250), 6, false), None);
+    l.request(at(250), c(1), acquire(1_000));
+    expect(&mut l, &[(1, refused("already holding the lock"))], &[]);
+    assert_eq!(l.poll_timeout(), Some(at(310)));
+    l.handle_timeout(at(309));
+    expect(&mut l, &[], &[]);
+
+    l.handle_timeout(at(310));
+    expect(&mut l, &[], &[ev_released(1, 5, 300, ReleaseHow::Revoked)]);
+    assert!(!l.is_held());
+    // Its hold was revoked: a late Release is refused (LockLost was its answer).
+    l.request(at(320), c(1), LockRequest::Release);
+    expect(&mut l, &[(1, refused("not holding the lock"))], &[]);
+    assert_eq!(l.grant_next(at(320), 6, false), Some(c(2)));
+    expect(&mut l, &[(2, granted(6))], &[ev_granted(2, 6, 320)]);
+    assert_eq!(l.poll_timeout(), Some(at(520)));
+}
+
+#[test]
+fn revoked_holder_that_releases_hands_on_at_once() {
+    let mut l = revoking(200, 100);
+    l.handle_timeout(at(210));
+    expect(
+        &mut l,
+        &[(1, lock_lost("held longer than max_hold_ms"))],
+        &[LockEvent::Revoking { client: c(1), fence: 5 }],
+    );
+    l.request(at(230), c(1), LockRequest::Release);
+    expect(&mut l, &[(1, LockReply::Released)], &[ev_released(1, 5, 220, ReleaseHow::Released)]);
+    assert!(!l.is_held());
+    // The grace timer went with the hold.
+    assert_eq!(l.poll_timeout(), Some(at(1_000)));
+    assert_eq!(l.grant_next(at(230), 6, false), Some(c(2)));
+}
+
+#[test]
+fn revoked_holder_that_disconnects_hands_on_at_once() {
+    let mut l = revoking(200, 100);
+    l.handle_timeout(at(210));
+    let _ = (replies(&mut l), events(&mut l));
+    l.client_gone(at(240), c(1));
+    expect(&mut l, &[], &[ev_released(1, 5, 230, ReleaseHow::Disconnected)]);
+    assert!(!l.is_held());
+}
+
+#[test]
+fn grace_runs_from_the_lock_lost_and_zero_grace_ends_at_once() {
+    // A late wake-up still gives the client its whole grace after LockLost.
+    let mut l = revoking(200, 100);
+    l.handle_timeout(at(260));
+    let _ = (replies(&mut l), events(&mut l));
+    assert_eq!(l.poll_timeout(), Some(at(360)));
+
+    let mut l = revoking(200, 0);
+    l.handle_timeout(at(210));
+    expect(
+        &mut l,
+        &[(1, lock_lost("held longer than max_hold_ms"))],
+        &[LockEvent::Revoking { client: c(1), fence: 5 }, ev_released(1, 5, 200, ReleaseHow::Revoked)],
+    );
+    assert!(!l.is_held());
+}
+
+#[test]
+fn release_before_max_hold_cancels_the_revocation() {
+    let mut l = revoking(200, 100);
+    l.request(at(100), c(1), LockRequest::Release);
+    expect(&mut l, &[(1, LockReply::Released)], &[ev_released(1, 5, 90, ReleaseHow::Released)]);
+    assert_eq!(l.poll_timeout(), Some(at(1_000)));
+    l.handle_timeout(at(210));
+    expect(&mut l, &[], &[]);
+}
+
+#[test]
+fn lose_ends_the_hold_and_keeps_the_waiters() {
+    let mut l = with_waiters(cfg(), &[1, 2, 3]);
+    l.token_arrived(T0);
+    l.grant_next(at(10), 1, true);
+    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 10)]);
+
+    l.lose(at(30), "token regenerated elsewhere");
+    expect(&mut l, &[(1, lock_lost("token regenerated elsewhere"))], &[ev_released(1, 1, 20, ReleaseHow::Lost)]);
+    assert!(!l.is_held());
+    assert_eq!(l.waiting(), 2);
+    assert!(l.has_waiters());
+    // The batch belonged to the lost token.
+    assert_eq!(l.batch_remaining(), 0);
+    assert_eq!(l.poll_timeout(), Some(at(1_000)));
+    // Its hold is over.
+    l.request(at(31), c(1), LockRequest::Release);
+    expect(&mut l, &[(1, refused("not holding the lock"))], &[]);
+
+    // Nothing held: nothing happens.
+    l.lose(at(40), "again");
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.waiting(), 2);
+}
+
+#[test]
+fn lose_of_a_revoked_holder_sends_no_second_lock_lost() {
+    let mut l = revoking(200, 100);
+    l.handle_timeout(at(210));
+    let _ = (replies(&mut l), events(&mut l));
+    l.lose(at(220), "superseded");
+    expect(&mut l, &[], &[ev_released(1, 5, 210, ReleaseHow::Lost)]);
+    assert_eq!(l.poll_timeout(), Some(at(1_000)));
+}
+
+#[test]
+fn shutdown_refuses_waiters_and_keeps_the_holder() {
+    let mut l = with_waiters(cfg(), &[1, 2, 3]);
+    l.grant_next(T0, 1, false);
+    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 0)]);
+
+    assert!(l.shutdown(at(5)));
+    expect(&mut l, &[(2, refused("daemon is shutting down")), (3, refused("daemon is shutting down"))], &[]);
+    assert_eq!(l.holder(), Some((c(1), 1)));
+    assert!(!l.has_waiters());
+    assert_eq!(l.poll_timeout(), None);
+    // Newcomers are refused too.
+    l.request(at(6), c(4), acquire(1_000));
+    expect(&mut l, &[(4, refused("daemon is shutting down"))], &[]);
+    assert!(l.shutdown(at(7)));
+    expect(&mut l, &[], &[]);
+
+    l.request(at(8), c(1), LockRequest::Release);
+    expect(&mut l, &[(1, LockReply::Released)], &[ev_released(1, 1, 8, ReleaseHow::Released)]);
+    assert!(!l.shutdown(at(9)));
+
+    let mut l = LocalLocks::new(cfg());
+    assert!(!l.shutdown(T0));
+    expect(&mut l, &[], &[]);
+}
+
+#[test]
+fn poll_timeout_is_the_earliest_deadline() {
+    let mut l = LocalLocks::new(LocksConfig { max_hold: Some(ms(300)), ..cfg() });
+    l.request(T0, c(1), acquire(500));
+    l.request(T0, c(2), acquire(400));
+    assert_eq!(l.poll_timeout(), Some(at(400)));
+    l.grant_next(at(50), 1, false);
+    assert_eq!(l.poll_timeout(), Some(at(350)));
+    l.request(at(60), c(3), acquire(100));
+    assert_eq!(l.poll_timeout(), Some(at(160)));
+}
+
+#[test]
+fn huge_timeouts_and_times_do_not_overflow() {
+    let mut l = LocalLocks::new(LocksConfig { max_hold: Some(Duration::MAX), revoke_grace: Duration::MAX, ..cfg() });
+    let end = Instant::from_micros(u64::MAX);
+    l.request(T0, c(1), acquire(u64::MAX));
+    assert_eq!(l.poll_timeout(), Some(end));
+    assert_eq!(l.grant_next(T0, 1, false), Some(c(1)));
+    l.handle_timeout(end);
+    l.handle_timeout(end);
+    let _ = (replies(&mut l), events(&mut l));
+    // Time going backwards (a broken driver) does not panic either.
+    l.request(T0, c(1), LockRequest::Release);
+    assert!(!l.is_held());
+}
+
+// ---- property test ------------------------------------------------------
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Acquire(usize, u64),
+    Release(usize),
+    Gone(usize, bool),
+    /// Time passes and the driver wakes us.
+    Tick(u64),
+    /// Time passes without a wake-up (a late timer).
+    Sleep(u64),
+    TokenArrived,
+    Grant(bool),
+    Lose,
+    Shutdown,
+}
+
+const SLOTS: usize = 5;
+
+fn arb_op() -> impl Strategy<Value = Op> {
+    let slot = 0..SLOTS;
+    let timeout = prop_oneof![Just(0u64), 1u64..40, Just(1_000)];
+    prop_oneof![
+        6 => (slot.clone(), timeout).prop_map(|(s, t)| Op::Acquire(s, t)),
+        3 => slot.clone().prop_map(Op::Release),
+        1 => (slot, any::<bool>()).prop_map(|(s, twice)| Op::Gone(s, twice)),
+        4 => (0u64..30).prop_map(Op::Tick),
+        1 => (0u64..30).prop_map(Op::Sleep),
+        2 => Just(Op::TokenArrived),
+        5 => any::<bool>().prop_map(Op::Grant),
+        1 => Just(Op::Lose),
+    ]
+}
+
+fn arb_cfg() -> impl Strategy<Value = LocksConfig> {
+    (0usize..5, proptest::option::of(0u64..50), 0u64..30).prop_map(|(max_queue, max_hold, grace)| LocksConfig {
+        max_queue,
+        max_hold: max_hold.map(ms),
+        revoke_grace: ms(grace),
+    })
+}
+
+/// One client's view of its current Acquire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Episode {
+    /// No Acquire outstanding (never asked, or had its terminal reply).
+    Idle,
+    /// Queued since, with this deadline.
+    Waiting { since: Instant, deadline: Instant },
+    /// Granted at this instant, not yet told otherwise.
+    Holding { since: Instant },
+    /// Told LockLost (max_hold) at this instant while its hold lasts.
+    Revoked { at: Instant },
+}
+
+/// The model the property test checks every step against.
+struct Model {
+    episodes: BTreeMap<ClientId, Episode>,
+    /// Holder according to the events.
+    holder: Option<(ClientId, u64)>,
+    last_fence: Option<u64>,
+    gone: Vec<ClientId>,
+}
+
+impl Model {
+    fn episode(&self, client: ClientId) -> Episode {
+        self.episodes.get(&client).copied().unwrap_or(Episode::Idle)
+    }
+
+    fn set(&mut self, client: ClientId, e: Episode) {
+        self.episodes.insert(client, e);
+    }
+}
+
+fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(), TestCaseError> {
+    let mut l = LocalLocks::new(cfg.clone());
+    let mut m = Model { episodes: BTreeMap::new(), holder: None, last_fence: None, gone: Vec::new() };
+    let mut slots: Vec<ClientId> = (0..SLOTS as u64).map(ClientId).collect();
+    let mut next_id = SLOTS as u64;
+    let mut now = T0;
+    let mut fence = 0u64;
+
+    for (i, op) in ops.into_iter().enumerate() {
+        let op = if shutdown_at == Some(i) { Op::Shutdown } else { op };
+        let mut granted_to = None;
+        // The client the op is about, and its episode before.
+        let subject = match op {
+            Op::Acquire(s, _) | Op::Release(s) | Op::Gone(s, _) => Some(slots[s]),
+            _ => None,
+        };
+        let before = subject.map(|c| m.episode(c));
+        match op {
+            Op::Acquire(s, t) => l.request(now, slots[s], acquire(t)),
+            Op::Release(s) => l.request(now, slots[s], LockRequest::Release),
+            Op::Gone(s, twice) => {
+                l.client_gone(now, slots[s]);
+                if twice {
+                    l.client_gone(now, slots[s]);
+                }
+            }
+            Op::Tick(d) => {
+                now = now + ms(d);
+                l.handle_timeout(now);
+            }
+            Op::Sleep(d) => now = now + ms(d),
+            Op::TokenArrived => l.token_arrived(now),
+            Op::Grant(batch_only) => {
+                granted_to = l.grant_next(now, fence + 1, batch_only);
+                if granted_to.is_some() {
+                    fence += 1;
+                }
+            }
+            Op::Lose => l.lose(now, "lost"),
+            Op::Shutdown => {
+                let held = l.shutdown(now);
+                prop_assert_eq!(held, l.is_held());
+            }
+        }
+
+        // Events first: they tell who holds.
+        let mut released_how = None;
+        for e in events(&mut l) {
+            match e {
+                LockEvent::Granted { client, fence: f, .. } => {
+                    prop_assert!(matches!(op, Op::Grant(_)), "grant outside grant_next: {:?}", op);
+                    prop_assert_eq!(m.holder, None, "two holders");
+                    prop_assert!(m.last_fence.is_none_or(|last| f > last), "fence {} not increasing", f);
+                    prop_assert_eq!(Some(client), granted_to);
+                    m.holder = Some((client, f));
+                    m.last_fence = Some(f);
+                }
+                LockEvent::Released { client, fence: f, how, .. } => {
+                    prop_assert_eq!(m.holder, Some((client, f)));
+                    let want = match op {
+                        Op::Release(_) => ReleaseHow::Released,
+                        Op::Gone(..) => ReleaseHow::Disconnected,
+                        Op::Tick(_) => ReleaseHow::Revoked,
+                        Op::Lose => ReleaseHow::Lost,
+                        _ => return Err(TestCaseError::fail(format!("release during {op:?}"))),
+                    };
+                    prop_assert_eq!(how, want);
+                    m.holder = None;
+                    released_how = Some((client, how));
+                }
+                LockEvent::TimedOut { .. } | LockEvent::Revoking { .. } => {}
+            }
+        }
+
+        let rs = replies(&mut l);
+        for (client, r) in &rs {
+            let client = *client;
+            prop_assert!(!m.gone.contains(&client), "reply to a gone client");
+            let ep = m.episode(client);
+            match r {
+                LockReply::Granted { .. } => {
+                    let Episode::Waiting { since, deadline } = ep else {
+                        return Err(TestCaseError::fail(format!("Granted to {client} in {ep:?}")));
+                    };
+                    // Never at or after the deadline, except a try-lock at once.
+                    prop_assert!(now < deadline || (now == since && since == deadline));
+                    m.set(client, Episode::Holding { since: now });
+                }
+                LockReply::TimedOut => {
+                    let Episode::Waiting { deadline, .. } = ep else {
+                        return Err(TestCaseError::fail(format!("TimedOut to {client} in {ep:?}")));
+                    };
+                    prop_assert!(deadline <= now);
+                    prop_assert!(matches!(op, Op::Tick(_) | Op::Grant(_)));
+                    m.set(client, Episode::Idle);
+                }
+                LockReply::Released => {
+                    prop_assert_eq!(subject, Some(client));
+                    prop_assert!(matches!(op, Op::Release(_)));
+                    prop_assert!(ep != Episode::Idle);
+                    m.set(client, Episode::Idle);
+                }
+                LockReply::LockLost { .. } => {
+                    prop_assert!(matches!(ep, Episode::Holding { .. }), "LockLost in {:?}", ep);
+                    match op {
+                        Op::Tick(_) => m.set(client, Episode::Revoked { at: now }),
+                        Op::Lose => m.set(client, Episode::Idle),
+                        _ => return Err(TestCaseError::fail(format!("LockLost during {op:?}"))),
+                    }
+                }
+                LockReply::Refused { .. } => match op {
+                    // A refused Acquire changes nothing.
+                    Op::Acquire(..) | Op::Release(_) => prop_assert_eq!(subject, Some(client)),
+                    Op::Shutdown => {
+                        prop_assert!(matches!(ep, Episode::Waiting { .. }), "refused at shutdown in {:?}", ep);
+                        m.set(client, Episode::Idle);
+                    }
+                    _ => return Err(TestCaseError::fail(format!("Refused during {op:?}"))),
+                },
+            }
+        }
+
+        // What each client-facing op must have answered.
+        match (op, subject, before) {
+            (Op::Acquire(_, t), Some(client), Some(before)) => {
+                prop_assert!(rs.len() <= 1);
+                match (before, rs.first()) {
+                    (Episode::Idle, None) => {
+                        let deadline = now + ms(t);
+                        m.set(client, Episode::Waiting { since: now, deadline });
+                    }
+                    // Queue full or shutting down, or a second Acquire: nothing changes.
+                    (_, Some((_, LockReply::Refused { .. }))) => {}
+                    (b, r) => return Err(TestCaseError::fail(format!("Acquire in {b:?} answered {r:?}"))),
+                }
+            }
+            (Op::Release(_), Some(_), Some(before)) => {
+                prop_assert_eq!(rs.len(), 1, "a Release gets exactly one reply");
+                // Idle means neither waiting nor holding (checked below each step).
+                let want = if before == Episode::Idle { refused(NOT_HOLDING) } else { LockReply::Released };
+                prop_assert_eq!(&rs[0].1, &want);
+            }
+            (Op::Gone(..), Some(client), _) => {
+                prop_assert!(rs.is_empty());
+                if let Some((who, _)) = released_how {
+                    prop_assert_eq!(who, client);
+                }
+                m.set(client, Episode::Idle);
+                m.gone.push(client);
+                slots.iter_mut().filter(|s| **s == client).for_each(|s| {
+                    *s = ClientId(next_id);
+                    next_id += 1;
+                });
+            }
+            _ => {}
+        }
+        // A revoked hold ending without a reply closes nothing new: its
+        // episode already ended with LockLost.
+        if let Some((client, ReleaseHow::Revoked | ReleaseHow::Lost)) = released_how {
+            if matches!(m.episode(client), Episode::Revoked { .. }) {
+                m.set(client, Episode::Idle);
+            }
+        }
+
+        // The component agrees with the model.
+        prop_assert_eq!(l.holder(), m.holder);
+        let model_waiting = m.episodes.values().filter(|e| matches!(e, Episode::Waiting { .. })).count();
+        prop_assert_eq!(l.waiting(), model_waiting);
+        prop_assert!(l.waiting() <= l.cfg.max_queue);
+        prop_assert!(l.batch_remaining() <= l.waiting());
+        for (client, e) in &m.episodes {
+            let holds = m.holder.is_some_and(|(h, _)| h == *client);
+            prop_assert_eq!(
+                holds,
+                matches!(e, Episode::Holding { .. } | Episode::Revoked { .. }),
+                "{} {:?}",
+                client,
+                e
+            );
+        }
+        if let Op::Tick(_) = op {
+            // Nothing overdue survives a wake-up: no waiter past its
+            // deadline, no hold past max_hold unrevoked, no revoked hold
+            // past its grace.
+            prop_assert!(l.poll_timeout().is_none_or(|t| t > now));
+            for e in m.episodes.values() {
+                match *e {
+                    Episode::Waiting { deadline, .. } => prop_assert!(deadline > now),
+                    Episode::Holding { since } => prop_assert!(cfg.max_hold.is_none_or(|max| since + max > now)),
+                    Episode::Revoked { at } => prop_assert!(at + cfg.revoke_grace > now),
+                    Episode::Idle => {}
+                }
+            }
+        }
+        if let Op::Grant(batch_only) = op {
+            // A failed grant with nothing held leaves nobody to serve.
+            if granted_to.is_none() && !l.is_held() {
+                prop_assert_eq!(if batch_only { l.batch_remaining() } else { l.waiting() }, 0);
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_sequences_keep_every_invariant(
+        cfg in arb_cfg(),
+        ops in proptest::collection::vec(arb_op(), 0..80),
+        shutdown_at in proptest::option::of(0usize..100),
+    ) {
+        run(cfg, ops, shutdown_at)?;
+    }
+}
