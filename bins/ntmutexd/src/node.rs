@@ -204,8 +204,6 @@ pub struct NtNode {
     monitored: Option<(NodeId, Incarnation)>,
     last_alive_ok: Instant,
     max_epoch: u32,
-    /// The site that proposed `max_epoch` (stale tokens re-request there).
-    regenerator: Option<NodeId>,
     accesses: u64,
     last_fence: u64,
     peer_inc: BTreeMap<NodeId, Incarnation>,
@@ -259,7 +257,6 @@ impl NtNode {
             monitored: None,
             last_alive_ok: now,
             max_epoch: 0,
-            regenerator: None,
             accesses: 0,
             last_fence: 0,
             peer_inc: BTreeMap::new(),
@@ -331,10 +328,9 @@ impl NtNode {
         Body::Commit { pos: self.position.map(|p| p + 1), preds, seq }
     }
 
-    fn set_epoch(&mut self, epoch: u32, from: Option<NodeId>) {
+    fn set_epoch(&mut self, epoch: u32) {
         if epoch > self.max_epoch {
             self.max_epoch = epoch;
-            self.regenerator = from;
             self.out.event(NtEvent::Epoch(epoch));
         }
     }
@@ -384,7 +380,7 @@ impl NtNode {
             let holder = *self.members.iter().min().expect("at least one member");
             if holder == self.me {
                 let epoch = self.next_proposal(now) & !((1 << SLOT_BITS) - 1) | self.slot(self.me);
-                self.set_epoch(epoch, Some(self.me));
+                self.set_epoch(epoch);
                 self.token = Some(Token { epoch, counter: 0 });
                 self.position = Some(0);
                 self.last = Last::Root;
@@ -532,6 +528,16 @@ impl NtNode {
     /// free (or suspected), else pass the message down the queue — a live
     /// successor is never dropped.
     fn link(&mut self, now: Instant, who: NodeId, seq: u64, forward: Body) {
+        if self.is_requesting() && self.monitored.is_some_and(|(m, _)| m == who) {
+            // `who` is our closest predecessor (our own request waits behind
+            // it): linking it behind us would close a cycle. (Older preds
+            // may legitimately come back behind us: they left the queue.) This
+            // happens when a search answer went stale before the Connection
+            // arrived. Tell it to search again.
+            self.send(who, Body::DeadEnd { seq });
+            self.pump(now);
+            return;
+        }
         match self.next {
             Some((n, _)) if n == who => {
                 self.next = Some((who, seq));
@@ -557,17 +563,12 @@ impl NtNode {
     fn on_token(&mut self, now: Instant, from: NodeId, epoch: u32, counter: u32, pos: u64) {
         if epoch < self.max_epoch {
             self.out.event(NtEvent::StaleToken { epoch });
-            if self.is_requesting() {
-                // Re-request toward the regenerator.
-                match self.regenerator.filter(|r| *r != self.me && !self.suspected.contains(r)) {
-                    Some(r) => {
-                        self.seq += 1;
-                        self.request = Some(self.seq);
-                        self.send(r, Body::DirectRequest { requester: self.me, seq: self.seq });
-                        self.timers.set(Timer::CommitWait, now + self.commit_timeout());
-                    }
-                    None => self.search_again(now),
-                }
+            // The token meant for us is dead: nobody before us holds one.
+            // With a position we are the head of the queue (M2 finds no
+            // smaller position and regenerates); without one, M3 finds the
+            // queue that formed around the regenerator.
+            if self.is_requesting() && self.recovery == Recovery::Idle {
+                self.search_again(now);
             }
             return;
         }
@@ -605,6 +606,16 @@ impl NtNode {
     ) {
         if self.request != Some(seq) || self.token.is_some() {
             self.send(from, Body::Unlink { seq });
+            return;
+        }
+        if self.next.is_some_and(|(n, _)| n == from) {
+            // Queued behind our own successor (a Connection and a request
+            // crossed): a cycle. Refuse it — the sender clears its next —
+            // and search again.
+            self.send(from, Body::Unlink { seq });
+            if self.recovery == Recovery::Idle {
+                self.search_again(now);
+            }
             return;
         }
         self.position = pos;
@@ -894,7 +905,7 @@ impl NtNode {
             return;
         }
         let epoch = *proposal;
-        self.set_epoch(epoch, Some(self.me));
+        self.set_epoch(epoch);
         self.token = Some(Token { epoch, counter: 0 });
         self.position = Some(0);
         self.preds.clear();
@@ -928,7 +939,7 @@ impl NtNode {
         // already adopted from another site's message.
         let same = proposal == self.max_epoch && proposal & ((1 << SLOT_BITS) - 1) == self.slot(from);
         if (proposal > self.max_epoch || same) && own.is_none_or(|o| proposal > o) {
-            self.set_epoch(proposal, Some(from));
+            self.set_epoch(proposal);
             if own.is_some() {
                 // A higher concurrent proposal wins; wait for its token.
                 self.recovery = Recovery::Idle;
@@ -1055,7 +1066,7 @@ impl NtNode {
 
     /// Every message carries the sender's epoch: a token older than the
     /// newest known epoch is dead, here too.
-    fn observe_epoch(&mut self, now: Instant, from: NodeId, epoch: u32) {
+    fn observe_epoch(&mut self, now: Instant, epoch: u32) {
         if epoch <= self.max_epoch {
             return;
         }
@@ -1066,11 +1077,11 @@ impl NtNode {
                 self.timers.set(Timer::CommitWait, now + self.commit_timeout());
             } else if epoch == proposal {
                 // Our own proposal, echoed by a site that accepted it.
-                self.set_epoch(epoch, Some(self.me));
+                self.set_epoch(epoch);
                 return;
             }
         }
-        self.set_epoch(epoch, Some(from));
+        self.set_epoch(epoch);
         if let Some(t) = self.token {
             if t.epoch < epoch {
                 // False suspicion: the cluster regenerated without us.
@@ -1157,7 +1168,7 @@ impl Protocol for NtNode {
         if !self.observe_life(now, from, inc) {
             return;
         }
-        self.observe_epoch(now, from, msg.epoch);
+        self.observe_epoch(now, msg.epoch);
         match msg.body {
             Body::Hello => self.send(from, Body::HelloAck { running: true }),
             Body::HelloAck { .. } => {}
