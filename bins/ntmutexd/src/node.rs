@@ -115,6 +115,7 @@ enum Timer {
     CommitWait,
     AliveCheck,
     Window,
+    Provisional,
 }
 
 /// Where requests go.
@@ -584,6 +585,7 @@ impl NtNode {
         self.request = None;
         self.timers.cancel(Timer::AliveCheck);
         self.timers.cancel(Timer::CommitWait);
+        self.timers.cancel(Timer::Provisional);
         self.out.event(NtEvent::HasToken(true));
         self.recovery_done(now);
         if let Some((n, seq)) = self.next {
@@ -629,6 +631,15 @@ impl NtNode {
         self.last_alive_ok = now;
         self.timers.cancel(Timer::CommitWait);
         self.timers.set(Timer::AliveCheck, now + self.cfg.heartbeat);
+        if self.position.is_some() {
+            self.timers.cancel(Timer::Provisional);
+        } else if !self.timers.is_armed(Timer::Provisional) {
+            // A provisional chain gets positions once its head is committed
+            // (≤ (N + 1) t_msg) and the cascade runs down it (≤ N t_msg). A
+            // site still without a position after that is in a detached
+            // portion — possibly a cycle of waiting sites: search (M3).
+            self.timers.set(Timer::Provisional, now + self.commit_timeout() * 2);
+        }
         // A Commit before the window closes cancels this site's M3.
         self.recovery_done(now);
         if let Some((n, nseq)) = self.next {
@@ -744,9 +755,16 @@ impl NtNode {
 
     fn start_m3(&mut self, now: Instant) {
         self.timers.cancel(Timer::CommitWait);
+        self.timers.cancel(Timer::Provisional);
         if self.request.is_none() {
             return;
         }
+        // M3 abandons whatever this request was linked to: a fresh seq
+        // makes late Commits from the old chain get Unlink (the seed's rule
+        // for M3.b losers, applied to every M3 so that no stale link
+        // survives — a stale link can close a cycle of waiting sites).
+        self.seq += 1;
+        self.request = Some(self.seq);
         self.start_search(now, Mech::M3, None);
     }
 
@@ -1234,6 +1252,13 @@ impl Protocol for NtNode {
                 Timer::CommitWait => self.on_commit_wait(now),
                 Timer::AliveCheck => self.on_alive_check(now),
                 Timer::Window => self.on_window(now),
+                Timer::Provisional => {
+                    if self.is_requesting() && self.position.is_none() && self.recovery == Recovery::Idle {
+                        self.monitored = None;
+                        self.timers.cancel(Timer::AliveCheck);
+                        self.start_m3(now);
+                    }
+                }
             }
         }
         self.locks.handle_timeout(now);

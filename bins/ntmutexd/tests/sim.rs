@@ -124,7 +124,15 @@ fn everyone_served_since(w: &World<NtNode>, since: Instant) -> Result<(), String
     if starved.is_empty() {
         Ok(())
     } else {
-        Err(format!("live sites never served after {since}: {starved:?}"))
+        let states: Vec<String> = w
+            .live()
+            .map(|(id, c)| {
+                let s = c.status();
+                let d: Vec<String> = s.details.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("{id}: {} {}", s.role, d.join(" "))
+            })
+            .collect();
+        Err(format!("live sites never served after {since}: {starved:?}\n  {}", states.join("\n  ")))
     }
 }
 
