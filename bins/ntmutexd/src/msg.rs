@@ -30,6 +30,9 @@ pub enum Body {
         requester: NodeId,
         /// Which of its requests.
         seq: u64,
+        /// Forwards so far: more than N means the message is going round a
+        /// cycle, and it is refused.
+        hops: u32,
     },
     /// A request sent straight to a queue member (M3.a (i), an M3.b loser to
     /// the winner, a regenerator to a token holder): handled by the linking
@@ -39,6 +42,9 @@ pub enum Body {
         requester: NodeId,
         /// Which of its requests.
         seq: u64,
+        /// Forwards so far: more than N means the message is going round a
+        /// cycle, and it is refused.
+        hops: u32,
     },
     /// The token. `counter` is the last grant counter used; `pos` is the
     /// receiver's position (the sender's + 1).
@@ -60,6 +66,9 @@ pub enum Body {
         preds: Vec<NodeId>,
         /// The request this commits.
         seq: u64,
+        /// Cascade hops since the position was assigned: more than N means
+        /// the next pointers form a cycle.
+        hops: u32,
     },
     /// Reply to a Commit for a request the receiver abandoned.
     Unlink {
@@ -81,6 +90,9 @@ pub enum Body {
         requester: NodeId,
         /// Its current request.
         seq: u64,
+        /// Forwards so far: more than N means the message is going round a
+        /// cycle, and it is refused.
+        hops: u32,
     },
     /// M2: "who has a position smaller than mine?"
     SearchPrev {

@@ -323,10 +323,15 @@ impl NtNode {
     }
 
     /// The COMMIT this site sends to a site queued behind it.
-    fn commit_for(&self, seq: u64) -> Body {
+    fn commit_for(&self, seq: u64, hops: u32) -> Body {
         let mut preds = vec![self.me];
         preds.extend(self.preds.iter().copied().take(self.cfg.k.saturating_sub(1)));
-        Body::Commit { pos: self.position.map(|p| p + 1), preds, seq }
+        Body::Commit { pos: self.position.map(|p| p + 1), preds, seq, hops }
+    }
+
+    /// More forwards than sites: the message is circling.
+    fn circling(&self, hops: u32) -> bool {
+        hops as usize > self.members.len()
     }
 
     fn set_epoch(&mut self, epoch: u32) {
@@ -483,7 +488,7 @@ impl NtNode {
         self.request = Some(self.seq);
         match self.last {
             Last::Parent(p) if !self.suspected.contains(&p) => {
-                self.send(p, Body::Request { requester: self.me, seq: self.seq });
+                self.send(p, Body::Request { requester: self.me, seq: self.seq, hops: 0 });
                 self.last = Last::Root;
                 self.timers.set(Timer::CommitWait, now + self.commit_timeout());
             }
@@ -498,15 +503,19 @@ impl NtNode {
         self.cfg.t_msg * (self.members.len() as u32 + 1)
     }
 
-    fn on_request(&mut self, now: Instant, requester: NodeId, seq: u64) {
+    fn on_request(&mut self, now: Instant, requester: NodeId, seq: u64, hops: u32) {
         if requester == self.me {
+            return;
+        }
+        if self.circling(hops) {
+            self.send(requester, Body::DeadEnd { seq });
             return;
         }
         match self.last {
             Last::Unknown => self.send(requester, Body::DeadEnd { seq }),
             Last::Root => {
                 if self.in_queue() {
-                    self.link(now, requester, seq, Body::Request { requester, seq });
+                    self.link(now, requester, seq, Body::Request { requester, seq, hops: hops + 1 });
                 } else {
                     // A root that neither holds nor waits: the tree is
                     // broken here.
@@ -518,7 +527,7 @@ impl NtNode {
                     // (safety) Never forward to a suspected last.
                     self.send(requester, Body::DeadEnd { seq });
                 } else {
-                    self.send(p, Body::Request { requester, seq });
+                    self.send(p, Body::Request { requester, seq, hops: hops + 1 });
                     self.last = Last::Parent(requester);
                 }
             }
@@ -542,7 +551,7 @@ impl NtNode {
         match self.next {
             Some((n, _)) if n == who => {
                 self.next = Some((who, seq));
-                let c = self.commit_for(seq);
+                let c = self.commit_for(seq, 0);
                 self.send(who, c);
             }
             Some((n, _)) if !self.suspected.contains(&n) => self.send(n, forward),
@@ -553,7 +562,7 @@ impl NtNode {
                     self.pass_token(who);
                 } else {
                     self.next = Some((who, seq));
-                    let c = self.commit_for(seq);
+                    let c = self.commit_for(seq, 0);
                     self.send(who, c);
                 }
             }
@@ -590,7 +599,7 @@ impl NtNode {
         self.recovery_done(now);
         if let Some((n, seq)) = self.next {
             // Our position may be new: keep the chain behind us informed.
-            let c = self.commit_for(seq);
+            let c = self.commit_for(seq, 0);
             self.send(n, c);
         }
         self.locks.token_arrived(now);
@@ -605,13 +614,14 @@ impl NtNode {
         pos: Option<u64>,
         preds: Vec<NodeId>,
         seq: u64,
+        hops: u32,
     ) {
         if self.request != Some(seq) || self.token.is_some() {
             self.send(from, Body::Unlink { seq });
             return;
         }
-        if self.next.is_some_and(|(n, _)| n == from) {
-            // Queued behind our own successor (a Connection and a request
+        if self.next.is_some_and(|(n, _)| n == from) || self.circling(hops) {
+            // Queued behind our own successor, or a cascade that went round (a Connection and a request
             // crossed): a cycle. Refuse it — the sender clears its next —
             // and search again.
             self.send(from, Body::Unlink { seq });
@@ -643,7 +653,7 @@ impl NtNode {
         // A Commit before the window closes cancels this site's M3.
         self.recovery_done(now);
         if let Some((n, nseq)) = self.next {
-            let c = self.commit_for(nseq);
+            let c = self.commit_for(nseq, hops + 1);
             self.send(n, c);
         }
         self.pump(now);
@@ -679,7 +689,7 @@ impl NtNode {
             if *asking == from {
                 if smaller {
                     let seq = self.request.unwrap_or(self.seq);
-                    self.send(from, Body::Connection { requester: self.me, seq });
+                    self.send(from, Body::Connection { requester: self.me, seq, hops: 0 });
                     let started = self.recovery_started().unwrap_or(now);
                     self.recovery = Recovery::Linking { mech: Mech::M1, started };
                     self.timers.set(Timer::Window, now + self.commit_timeout());
@@ -808,7 +818,7 @@ impl NtNode {
                 let started = self.recovery_started().unwrap_or(now);
                 self.seq += 1;
                 self.request = Some(self.seq);
-                self.send(from, Body::DirectRequest { requester: self.me, seq: self.seq });
+                self.send(from, Body::DirectRequest { requester: self.me, seq: self.seq, hops: 0 });
                 self.recovery = Recovery::Linking { mech: Mech::M3, started };
                 self.timers.set(Timer::Window, now + self.commit_timeout());
             }
@@ -887,16 +897,16 @@ impl NtNode {
         if let Some((&j, a)) = positioned {
             let body = if mech == Mech::M3 && !a.has_next {
                 // (i) the tail: request straight from it.
-                Body::DirectRequest { requester: self.me, seq }
+                Body::DirectRequest { requester: self.me, seq, hops: 0 }
             } else {
                 // M2, or (ii): j's next failed; link behind j.
-                Body::Connection { requester: self.me, seq }
+                Body::Connection { requester: self.me, seq, hops: 0 }
             };
             self.send(j, body);
             self.recovery = Recovery::Linking { mech, started };
             self.timers.set(Timer::Window, now + self.commit_timeout());
         } else if let Some(h) = holder {
-            self.send(h, Body::DirectRequest { requester: self.me, seq });
+            self.send(h, Body::DirectRequest { requester: self.me, seq, hops: 0 });
             self.recovery = Recovery::Linking { mech, started };
             self.timers.set(Timer::Window, now + self.commit_timeout());
         } else {
@@ -936,7 +946,7 @@ impl NtNode {
         self.out.event(NtEvent::HasToken(true));
         self.recovery_done(now);
         if let Some((n, seq)) = self.next {
-            let c = self.commit_for(seq);
+            let c = self.commit_for(seq, 0);
             self.send(n, c);
         }
         self.locks.token_arrived(now);
@@ -985,7 +995,7 @@ impl NtNode {
         let seq = self.request.unwrap_or(self.seq);
         if has_token {
             // Any Nack aborts; a token holder gets a direct request.
-            self.send(from, Body::DirectRequest { requester: self.me, seq });
+            self.send(from, Body::DirectRequest { requester: self.me, seq, hops: 0 });
             self.recovery = Recovery::Linking { mech, started };
             self.timers.set(Timer::Window, now + self.commit_timeout());
         } else {
@@ -997,17 +1007,25 @@ impl NtNode {
 
     // ----- queue maintenance messages ------------------------------------
 
-    fn on_connection_or_direct(&mut self, now: Instant, requester: NodeId, seq: u64, direct: bool) {
+    fn on_connection_or_direct(&mut self, now: Instant, requester: NodeId, seq: u64, direct: bool, hops: u32) {
         if requester == self.me {
             return;
         }
+        if self.circling(hops) {
+            self.send(requester, Body::DeadEnd { seq });
+            return;
+        }
         if self.in_queue() {
-            let fwd = if direct { Body::DirectRequest { requester, seq } } else { Body::Connection { requester, seq } };
+            let fwd = if direct {
+                Body::DirectRequest { requester, seq, hops: hops + 1 }
+            } else {
+                Body::Connection { requester, seq, hops: hops + 1 }
+            };
             self.link(now, requester, seq, fwd);
         } else if direct {
             // Not queued here: nobody would ever hand the token on. Treat
             // it as an ordinary request.
-            self.on_request(now, requester, seq);
+            self.on_request(now, requester, seq, hops);
         } else {
             self.send(requester, Body::DeadEnd { seq });
         }
@@ -1074,7 +1092,7 @@ impl NtNode {
         if self.next.map(|(n, _)| n) == Some(from) {
             self.next = next;
             if let Some((n, seq)) = next {
-                let c = self.commit_for(seq);
+                let c = self.commit_for(seq, 0);
                 self.send(n, c);
             }
         }
@@ -1190,11 +1208,13 @@ impl Protocol for NtNode {
         match msg.body {
             Body::Hello => self.send(from, Body::HelloAck { running: true }),
             Body::HelloAck { .. } => {}
-            Body::Request { requester, seq } => self.on_request(now, requester, seq),
-            Body::DirectRequest { requester, seq } => self.on_connection_or_direct(now, requester, seq, true),
-            Body::Connection { requester, seq } => self.on_connection_or_direct(now, requester, seq, false),
+            Body::Request { requester, seq, hops } => self.on_request(now, requester, seq, hops),
+            Body::DirectRequest { requester, seq, hops } => {
+                self.on_connection_or_direct(now, requester, seq, true, hops)
+            }
+            Body::Connection { requester, seq, hops } => self.on_connection_or_direct(now, requester, seq, false, hops),
             Body::Token { epoch, counter, pos } => self.on_token(now, from, epoch, counter, pos),
-            Body::Commit { pos, preds, seq } => self.on_commit(now, from, inc, pos, preds, seq),
+            Body::Commit { pos, preds, seq, hops } => self.on_commit(now, from, inc, pos, preds, seq, hops),
             Body::Unlink { seq } => {
                 if self.next == Some((from, seq)) {
                     self.next = None;
