@@ -93,6 +93,10 @@ pub enum Body {
         /// Forwards so far: more than N means the message is going round a
         /// cycle, and it is refused.
         hops: u32,
+        /// Sites the requester found dead (its failed predecessors): a
+        /// receiver whose `next` is among them links the requester instead
+        /// of forwarding to a dead site.
+        failed: Vec<NodeId>,
     },
     /// M2: "who has a position smaller than mine?"
     SearchPrev {

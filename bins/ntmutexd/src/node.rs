@@ -689,7 +689,15 @@ impl NtNode {
             if *asking == from {
                 if smaller {
                     let seq = self.request.unwrap_or(self.seq);
-                    self.send(from, Body::Connection { requester: self.me, seq, hops: 0 });
+                    self.send(
+                        from,
+                        Body::Connection {
+                            requester: self.me,
+                            seq,
+                            hops: 0,
+                            failed: self.suspected.iter().copied().collect(),
+                        },
+                    );
                     let started = self.recovery_started().unwrap_or(now);
                     self.recovery = Recovery::Linking { mech: Mech::M1, started };
                     self.timers.set(Timer::Window, now + self.commit_timeout());
@@ -900,7 +908,7 @@ impl NtNode {
                 Body::DirectRequest { requester: self.me, seq, hops: 0 }
             } else {
                 // M2, or (ii): j's next failed; link behind j.
-                Body::Connection { requester: self.me, seq, hops: 0 }
+                Body::Connection { requester: self.me, seq, hops: 0, failed: self.suspected.iter().copied().collect() }
             };
             self.send(j, body);
             self.recovery = Recovery::Linking { mech, started };
@@ -1007,9 +1015,23 @@ impl NtNode {
 
     // ----- queue maintenance messages ------------------------------------
 
-    fn on_connection_or_direct(&mut self, now: Instant, requester: NodeId, seq: u64, direct: bool, hops: u32) {
+    fn on_connection_or_direct(
+        &mut self,
+        now: Instant,
+        requester: NodeId,
+        seq: u64,
+        direct: bool,
+        hops: u32,
+        failed: Vec<NodeId>,
+    ) {
         if requester == self.me {
             return;
+        }
+        if let Some((n, _)) = self.next {
+            if failed.contains(&n) {
+                // The requester found our next dead (it was its predecessor).
+                self.suspect(n);
+            }
         }
         if self.circling(hops) {
             self.send(requester, Body::DeadEnd { seq });
@@ -1019,7 +1041,7 @@ impl NtNode {
             let fwd = if direct {
                 Body::DirectRequest { requester, seq, hops: hops + 1 }
             } else {
-                Body::Connection { requester, seq, hops: hops + 1 }
+                Body::Connection { requester, seq, hops: hops + 1, failed }
             };
             self.link(now, requester, seq, fwd);
         } else if direct {
@@ -1210,9 +1232,11 @@ impl Protocol for NtNode {
             Body::HelloAck { .. } => {}
             Body::Request { requester, seq, hops } => self.on_request(now, requester, seq, hops),
             Body::DirectRequest { requester, seq, hops } => {
-                self.on_connection_or_direct(now, requester, seq, true, hops)
+                self.on_connection_or_direct(now, requester, seq, true, hops, Vec::new())
             }
-            Body::Connection { requester, seq, hops } => self.on_connection_or_direct(now, requester, seq, false, hops),
+            Body::Connection { requester, seq, hops, failed } => {
+                self.on_connection_or_direct(now, requester, seq, false, hops, failed)
+            }
             Body::Token { epoch, counter, pos } => self.on_token(now, from, epoch, counter, pos),
             Body::Commit { pos, preds, seq, hops } => self.on_commit(now, from, inc, pos, preds, seq, hops),
             Body::Unlink { seq } => {

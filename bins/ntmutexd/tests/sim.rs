@@ -344,3 +344,109 @@ fn sweep_seeds() {
 fn status_of(sim: &Sim<NtNode>, id: NodeId) -> String {
     format!("{:?}", sim.world().core(id).map(|c| c.status()))
 }
+
+/// A quiet queue 1 → 2 → … → n (site 1 holds for a long time, the others
+/// queue behind it one after another) for counting recovery messages.
+fn quiet_queue(seed: u64, n: u32, k: usize) -> Sim<NtNode> {
+    let membership = Membership::of_size(n);
+    let c = cfg(k);
+    let mut sim: Sim<NtNode> = Sim::new(
+        seed,
+        n,
+        net(),
+        Box::new(move |id, inc, now, _| NtNode::new(c.clone(), &membership, id, inc, now).expect("valid")),
+    );
+    sim.clients(Box::new(|_, node, client, reply, _| match reply {
+        LockReply::Granted { .. } => {
+            vec![(Duration::from_secs(5), Action::Request(node, client, LockRequest::Release))]
+        }
+        _ => vec![],
+    }));
+    for i in 1..=n {
+        sim.at(Instant::from_millis(50 + 30 * u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
+    }
+    sim
+}
+
+type Counts = BTreeMap<&'static str, u64>;
+
+/// Messages sent from the step in which a site detected a failure to the
+/// step in which its token path was restored, by kind, with the mechanism
+/// that restored it (routine liveness checks of other sites included: the
+/// queue is otherwise quiet).
+fn recovery_messages(sim: &mut Sim<NtNode>, until: Instant) -> Option<(Mech, Counts)> {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let result: Rc<RefCell<Option<(Mech, Counts)>>> = Rc::default();
+    let r = result.clone();
+    let mut prev: Counts = sim.world().sent_by_kind.clone();
+    let mut start: Option<(NodeId, Counts)> = None;
+    sim.check(move |w| {
+        for (_, node, e) in w.step_events() {
+            match e {
+                NtEvent::RecoveryStarted { .. } if start.is_none() => start = Some((*node, prev.clone())),
+                NtEvent::Recovered { mech, .. } if r.borrow().is_none() => {
+                    if let Some((n, before)) = &start {
+                        if n == node {
+                            let diff = w
+                                .sent_by_kind
+                                .iter()
+                                .map(|(k, v)| (*k, v - before.get(k).copied().unwrap_or(0)))
+                                .filter(|(_, v)| *v > 0)
+                                .collect();
+                            *r.borrow_mut() = Some((*mech, diff));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        prev = w.sent_by_kind.clone();
+        Ok(())
+    });
+    while sim.now() < until && result.borrow().is_none() {
+        sim.run_for(Duration::from_millis(1)).ok()?;
+    }
+    let out = result.borrow().clone();
+    out
+}
+
+/// Messages per recovery, by mechanism (printed; M1 is bounded by the spec:
+/// at most k + 3, no broadcast).
+#[test]
+fn messages_per_recovery_by_mechanism() {
+    let k = 3;
+    // M1: the middle of the queue dies; its successor asks the next
+    // predecessor.
+    let mut sim = quiet_queue(1, 6, k);
+    sim.run_until(Instant::from_millis(600)).unwrap();
+    assert_eq!(sim.world().core(NodeId(4)).unwrap().position(), Some(3), "queue 1→…→6 formed");
+    sim.after(Duration::ZERO, Action::Crash(NodeId(4)));
+    let (mech, m1) = recovery_messages(&mut sim, Instant::from_millis(2_000)).expect("a recovery");
+    let total: u64 = m1.values().sum();
+    eprintln!("M1 recovery ({mech:?}): {total} messages {m1:?}");
+    assert_eq!(mech, Mech::M1);
+    assert!(!m1.contains_key("search_prev") && !m1.contains_key("search_queue"), "M1 must not broadcast");
+    let own: u64 =
+        ["are_you_alive", "i_am_alive", "connection", "commit"].iter().map(|k| m1.get(k).copied().unwrap_or(0)).sum();
+    assert!(own <= k as u64 + 3 + 2, "M1 used {own} messages");
+
+    // M2: k = 1 and two consecutive predecessors die.
+    let mut sim = quiet_queue(2, 6, 1);
+    sim.run_until(Instant::from_millis(600)).unwrap();
+    sim.after(Duration::ZERO, Action::Crash(NodeId(3)));
+    sim.after(Duration::ZERO, Action::Crash(NodeId(4)));
+    let (mech, m2) = recovery_messages(&mut sim, Instant::from_millis(2_000)).expect("a recovery");
+    eprintln!("M2 recovery ({mech:?}): {} messages {m2:?}", m2.values().sum::<u64>());
+
+    // M3: a restarted site makes its first request through M3.
+    let mut sim = quiet_queue(3, 6, k);
+    sim.run_until(Instant::from_millis(600)).unwrap();
+    sim.after(Duration::ZERO, Action::Crash(NodeId(6)));
+    sim.run_for(Duration::from_millis(300)).unwrap();
+    sim.after(Duration::ZERO, Action::Restart(NodeId(6)));
+    sim.after(Duration::from_millis(100), acquire(NodeId(6), ClientId(60)));
+    let (mech, m3) = recovery_messages(&mut sim, Instant::from_millis(3_000)).expect("a recovery");
+    eprintln!("M3 recovery ({mech:?}): {} messages {m3:?}", m3.values().sum::<u64>());
+    assert_eq!(mech, Mech::M3);
+}
