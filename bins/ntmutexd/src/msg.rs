@@ -30,7 +30,7 @@ pub enum Body {
         requester: NodeId,
         /// Which of its requests.
         seq: u64,
-        /// Forwards so far: more than N means the message is going round a
+        /// Forwards so far: more than 2N means the message is going round a
         /// cycle, and it is refused.
         hops: u32,
     },
@@ -42,7 +42,7 @@ pub enum Body {
         requester: NodeId,
         /// Which of its requests.
         seq: u64,
-        /// Forwards so far: more than N means the message is going round a
+        /// Forwards so far: more than 2N means the message is going round a
         /// cycle, and it is refused.
         hops: u32,
     },
@@ -66,9 +66,11 @@ pub enum Body {
         preds: Vec<NodeId>,
         /// The request this commits.
         seq: u64,
-        /// Cascade hops since the position was assigned: more than N means
-        /// the next pointers form a cycle.
-        hops: u32,
+        /// Where this cascade of Commits started: the site and the request
+        /// it was making then (`u64::MAX`: it was holding the token). A
+        /// cascade that comes back to its origin for the same request has
+        /// gone round a cycle of next pointers.
+        origin: (NodeId, u64),
     },
     /// Reply to a Commit for a request the receiver abandoned.
     Unlink {
@@ -90,7 +92,7 @@ pub enum Body {
         requester: NodeId,
         /// Its current request.
         seq: u64,
-        /// Forwards so far: more than N means the message is going round a
+        /// Forwards so far: more than 2N means the message is going round a
         /// cycle, and it is refused.
         hops: u32,
         /// Sites the requester found dead (its failed predecessors): a

@@ -116,6 +116,7 @@ enum Timer {
     AliveCheck,
     Window,
     Provisional,
+    Probe,
 }
 
 /// Where requests go.
@@ -164,6 +165,8 @@ enum Recovery {
         started: Instant,
         proposal: u32,
         waiting: BTreeSet<NodeId>,
+        /// Acks received so far.
+        acked: usize,
     },
     /// Connection or direct request sent; waiting for a Commit or the token.
     Linking {
@@ -302,9 +305,29 @@ impl NtNode {
         self.members.iter().position(|m| *m == id).unwrap_or(0) as u32
     }
 
-    fn suspect(&mut self, node: NodeId) {
+    fn suspect(&mut self, node: NodeId, now: Instant) {
         if self.suspected.insert(node) {
             self.out.event(NtEvent::Suspected { node });
+            if !self.timers.is_armed(Timer::Probe) {
+                self.timers.set(Timer::Probe, now + self.probe_every());
+            }
+        }
+    }
+
+    /// Suspected peers are probed now and then: a wrongly suspected holder
+    /// learns the newer epoch from the probe and drops its stale token;
+    /// a restarted or reconnected peer is unsuspected by its answer.
+    fn probe_every(&self) -> Duration {
+        self.cfg.suspect_after * 4
+    }
+
+    fn on_probe(&mut self, now: Instant) {
+        let suspected: Vec<NodeId> = self.suspected.iter().copied().collect();
+        for s in &suspected {
+            self.send(*s, Body::AreYouAlive);
+        }
+        if !suspected.is_empty() {
+            self.timers.set(Timer::Probe, now + self.probe_every());
         }
     }
 
@@ -323,15 +346,18 @@ impl NtNode {
     }
 
     /// The COMMIT this site sends to a site queued behind it.
-    fn commit_for(&self, seq: u64, hops: u32) -> Body {
+    fn commit_for(&self, seq: u64, origin: Option<(NodeId, u64)>) -> Body {
         let mut preds = vec![self.me];
         preds.extend(self.preds.iter().copied().take(self.cfg.k.saturating_sub(1)));
-        Body::Commit { pos: self.position.map(|p| p + 1), preds, seq, hops }
+        let origin = origin.unwrap_or((self.me, if self.token.is_some() { u64::MAX } else { self.seq }));
+        Body::Commit { pos: self.position.map(|p| p + 1), preds, seq, origin }
     }
 
-    /// More forwards than sites: the message is circling.
+    /// Forwarded more than twice the number of sites: the message is
+    /// circling (a path can be longer than N while the queue moves, never
+    /// that much longer).
     fn circling(&self, hops: u32) -> bool {
-        hops as usize > self.members.len()
+        hops as usize > 2 * self.members.len()
     }
 
     fn set_epoch(&mut self, epoch: u32) {
@@ -459,6 +485,9 @@ impl NtNode {
             }
             break;
         }
+        if self.leaving && self.token.is_none() {
+            self.left = true;
+        }
         if self.token.is_none()
             && self.locks.has_waiters()
             && self.request.is_none()
@@ -551,7 +580,7 @@ impl NtNode {
         match self.next {
             Some((n, _)) if n == who => {
                 self.next = Some((who, seq));
-                let c = self.commit_for(seq, 0);
+                let c = self.commit_for(seq, None);
                 self.send(who, c);
             }
             Some((n, _)) if !self.suspected.contains(&n) => self.send(n, forward),
@@ -562,7 +591,7 @@ impl NtNode {
                     self.pass_token(who);
                 } else {
                     self.next = Some((who, seq));
-                    let c = self.commit_for(seq, 0);
+                    let c = self.commit_for(seq, None);
                     self.send(who, c);
                 }
             }
@@ -599,7 +628,7 @@ impl NtNode {
         self.recovery_done(now);
         if let Some((n, seq)) = self.next {
             // Our position may be new: keep the chain behind us informed.
-            let c = self.commit_for(seq, 0);
+            let c = self.commit_for(seq, None);
             self.send(n, c);
         }
         self.locks.token_arrived(now);
@@ -614,14 +643,14 @@ impl NtNode {
         pos: Option<u64>,
         preds: Vec<NodeId>,
         seq: u64,
-        hops: u32,
+        origin: (NodeId, u64),
     ) {
         if self.request != Some(seq) || self.token.is_some() {
             self.send(from, Body::Unlink { seq });
             return;
         }
-        if self.next.is_some_and(|(n, _)| n == from) || self.circling(hops) {
-            // Queued behind our own successor, or a cascade that went round (a Connection and a request
+        if self.next.is_some_and(|(n, _)| n == from) || origin == (self.me, seq) {
+            // Queued behind our own successor, or our own cascade came back (a Connection and a request
             // crossed): a cycle. Refuse it — the sender clears its next —
             // and search again.
             self.send(from, Body::Unlink { seq });
@@ -653,7 +682,7 @@ impl NtNode {
         // A Commit before the window closes cancels this site's M3.
         self.recovery_done(now);
         if let Some((n, nseq)) = self.next {
-            let c = self.commit_for(nseq, hops + 1);
+            let c = self.commit_for(nseq, Some(origin));
             self.send(n, c);
         }
         self.pump(now);
@@ -668,7 +697,7 @@ impl NtNode {
             return;
         }
         if now.saturating_since(self.last_alive_ok) >= self.cfg.suspect_after {
-            self.suspect(pred);
+            self.suspect(pred, now);
             self.start_recovery(now);
         } else {
             self.send(pred, Body::AreYouAlive);
@@ -702,7 +731,7 @@ impl NtNode {
                     self.recovery = Recovery::Linking { mech: Mech::M1, started };
                     self.timers.set(Timer::Window, now + self.commit_timeout());
                 } else {
-                    self.suspect(from);
+                    self.suspect(from, now);
                     self.m1_next(now);
                 }
                 return;
@@ -883,7 +912,7 @@ impl NtNode {
         };
         self.timers.cancel(Timer::Window);
         for silent in waiting {
-            self.suspect(silent);
+            self.suspect(silent, now);
         }
         let seq = match self.request {
             Some(s) if self.token.is_none() => s,
@@ -930,14 +959,26 @@ impl NtNode {
         // (safety) Phase one goes to everyone, suspected sites included.
         self.broadcast(Body::Regenerate { proposal });
         let waiting = self.live_others();
-        self.recovery = Recovery::Regen { mech, started, proposal, waiting };
+        self.recovery = Recovery::Regen { mech, started, proposal, waiting, acked: 0 };
         self.timers.set(Timer::Window, now + self.cfg.t_msg * 2);
         self.maybe_finish_regeneration(now);
     }
 
+    /// (+) A token is regenerated only with the acks of every live site
+    /// *and* of a majority of the configured sites (this one included):
+    /// majorities intersect, so regenerated epochs increase in the order
+    /// regenerations complete, and a site cut off from the majority (a
+    /// falsely suspected minority) never creates a second token.
     fn maybe_finish_regeneration(&mut self, now: Instant) {
-        let Recovery::Regen { proposal, waiting, .. } = &self.recovery else { return };
+        let Recovery::Regen { proposal, waiting, acked, .. } = &self.recovery else { return };
         if !waiting.is_empty() {
+            return;
+        }
+        if acked + 1 <= self.members.len() / 2 {
+            // No majority: give up for now and search again later.
+            self.recovery = Recovery::Idle;
+            self.timers.cancel(Timer::Window);
+            self.timers.set(Timer::CommitWait, now + self.commit_timeout());
             return;
         }
         let epoch = *proposal;
@@ -954,7 +995,7 @@ impl NtNode {
         self.out.event(NtEvent::HasToken(true));
         self.recovery_done(now);
         if let Some((n, seq)) = self.next {
-            let c = self.commit_for(seq, 0);
+            let c = self.commit_for(seq, None);
             self.send(n, c);
         }
         self.locks.token_arrived(now);
@@ -989,12 +1030,14 @@ impl NtNode {
     }
 
     fn on_regenerate_reply(&mut self, now: Instant, from: NodeId, proposal: u32, ack: bool, has_token: bool) {
-        let Recovery::Regen { mech, started, proposal: own, waiting } = &mut self.recovery else { return };
+        let Recovery::Regen { mech, started, proposal: own, waiting, acked } = &mut self.recovery else { return };
         if *own != proposal {
             return;
         }
         if ack {
-            waiting.remove(&from);
+            if waiting.remove(&from) {
+                *acked += 1;
+            }
             self.maybe_finish_regeneration(now);
             return;
         }
@@ -1030,7 +1073,7 @@ impl NtNode {
         if let Some((n, _)) = self.next {
             if failed.contains(&n) {
                 // The requester found our next dead (it was its predecessor).
-                self.suspect(n);
+                self.suspect(n, now);
             }
         }
         if self.circling(hops) {
@@ -1057,14 +1100,14 @@ impl NtNode {
         match &self.recovery {
             Recovery::M1 { asking, .. } => {
                 let a = *asking;
-                self.suspect(a);
+                self.suspect(a, now);
                 self.m1_next(now);
             }
             Recovery::Search { .. } => self.close_search(now),
             Recovery::Regen { waiting, .. } => {
                 let silent: Vec<NodeId> = waiting.iter().copied().collect();
                 for s in silent {
-                    self.suspect(s);
+                    self.suspect(s, now);
                 }
                 if let Recovery::Regen { waiting, .. } = &mut self.recovery {
                     waiting.clear();
@@ -1114,7 +1157,7 @@ impl NtNode {
         if self.next.map(|(n, _)| n) == Some(from) {
             self.next = next;
             if let Some((n, seq)) = next {
-                let c = self.commit_for(seq, 0);
+                let c = self.commit_for(seq, None);
                 self.send(n, c);
             }
         }
@@ -1238,7 +1281,7 @@ impl Protocol for NtNode {
                 self.on_connection_or_direct(now, requester, seq, false, hops, failed)
             }
             Body::Token { epoch, counter, pos } => self.on_token(now, from, epoch, counter, pos),
-            Body::Commit { pos, preds, seq, hops } => self.on_commit(now, from, inc, pos, preds, seq, hops),
+            Body::Commit { pos, preds, seq, origin } => self.on_commit(now, from, inc, pos, preds, seq, origin),
             Body::Unlink { seq } => {
                 if self.next == Some((from, seq)) {
                     self.next = None;
@@ -1296,6 +1339,7 @@ impl Protocol for NtNode {
                 Timer::CommitWait => self.on_commit_wait(now),
                 Timer::AliveCheck => self.on_alive_check(now),
                 Timer::Window => self.on_window(now),
+                Timer::Probe => self.on_probe(now),
                 Timer::Provisional => {
                     if self.is_requesting() && self.position.is_none() && self.recovery == Recovery::Idle {
                         self.monitored = None;

@@ -450,3 +450,93 @@ fn messages_per_recovery_by_mechanism() {
     eprintln!("M3 recovery ({mech:?}): {} messages {m3:?}", m3.values().sum::<u64>());
     assert_eq!(mech, Mech::M3);
 }
+
+/// Holds the token at the end of `run`, stepping until somebody does.
+fn find_holder(sim: &mut Sim<NtNode>) -> Result<NodeId, SimError> {
+    for _ in 0..1000 {
+        if let Some((id, _)) = sim.world().live().find(|(_, c)| c.has_token()) {
+            return Ok(id);
+        }
+        sim.run_for(Duration::from_micros(100))?;
+    }
+    Err(err(sim, "no token holder".into()))
+}
+
+/// False suspicion: the holder is cut off, the others regenerate without
+/// it. Mutual exclusion cannot hold while the detector is wrong; fences
+/// still order every grant of one token, regenerations only raise epochs,
+/// and after the partition heals the stale holder drops its token (its
+/// client is told LockLost) so a single token remains.
+#[test]
+fn false_suspicion_of_the_holder_keeps_fences_ordered_and_one_token_after_healing() {
+    for_seeds(30, |seed| {
+        let mut sim = cluster(seed, 5, 2, HEAVY);
+        sim.run_until(Instant::from_millis(700))?;
+        let holder = find_holder(&mut sim)?;
+        sim.after(Duration::ZERO, Action::Partition(vec![holder]));
+        sim.after(Duration::from_millis(800), Action::Heal);
+        let cut = sim.now();
+        let healed = cut + Duration::from_millis(800);
+        sim.run_for(Duration::from_millis(2_500))?;
+        let w = sim.world();
+        // Per epoch, fences strictly increase in grant order.
+        let mut last_per_epoch: BTreeMap<u64, u64> = BTreeMap::new();
+        for (t, n, f) in grants(w) {
+            let epoch = f >> 32;
+            if let Some(prev) = last_per_epoch.insert(epoch, f) {
+                if f <= prev {
+                    return Err(err(&sim, format!("{t} {n}: fence {f:#x} after {prev:#x} in epoch {epoch}")));
+                }
+            }
+        }
+        let regens: Vec<u32> = w
+            .events
+            .iter()
+            .filter_map(|(_, _, e)| match e {
+                NtEvent::Regenerated { epoch } => Some(*epoch),
+                _ => None,
+            })
+            .collect();
+        if regens.windows(2).any(|p| p[1] <= p[0]) {
+            return Err(err(&sim, format!("regenerated epochs not increasing: {regens:?}")));
+        }
+        // The majority side went on without the cut-off holder.
+        let served_meanwhile =
+            grants(w).iter().any(|(t, n, _)| *t > cut + Duration::from_millis(100) && *t < healed && *n != holder);
+        if !served_meanwhile {
+            return Err(err(&sim, "the majority was not served while the holder was cut off".into()));
+        }
+        // After healing: one token, and everyone served again.
+        let tokens = w.live().filter(|(_, c)| c.has_token()).count();
+        if tokens > 1 {
+            return Err(err(&sim, format!("{tokens} tokens after healing")));
+        }
+        everyone_served_since(w, healed + Duration::from_millis(300)).map_err(|m| err(&sim, m))
+    });
+}
+
+/// Graceful leave (SIGTERM) of the holder hands the token on: nobody has to
+/// regenerate, and everyone left is served.
+#[test]
+fn graceful_leave_of_the_holder_hands_the_token_on() {
+    for_seeds(30, |seed| {
+        let mut sim = cluster(seed, 5, 2, HEAVY);
+        sim.check(safety(Default::default()));
+        sim.run_until(Instant::from_millis(700))?;
+        let holder = find_holder(&mut sim)?;
+        sim.after(Duration::ZERO, Action::Shutdown(holder));
+        sim.run_for(Duration::from_millis(100))?;
+        if !sim.world().core(holder).is_some_and(|c| c.is_left()) {
+            return Err(err(&sim, format!("{holder} did not finish leaving")));
+        }
+        // The process exits once it has left.
+        sim.after(Duration::ZERO, Action::Crash(holder));
+        let left = sim.now();
+        sim.run_for(Duration::from_millis(1_500))?;
+        let w = sim.world();
+        if let Some(e) = w.events.iter().find(|(t, _, e)| *t >= left && matches!(e, NtEvent::Regenerated { .. })) {
+            return Err(err(&sim, format!("the token was regenerated after a graceful leave: {e:?}")));
+        }
+        everyone_served_since(w, left + Duration::from_millis(500)).map_err(|m| err(&sim, m))
+    });
+}

@@ -1,0 +1,584 @@
+//! ntmutexd as real processes on loopback, driven by `ftctl lock`: mutual
+//! exclusion and increasing fences checked from the clients' own start/end
+//! records in one shared file, SIGKILL and restart of the token holder,
+//! timeouts, disconnects, graceful leave, revocation, bad configs.
+//!
+//! The tests run one at a time (a process-wide lock): each starts up to five
+//! daemons and a stream of `ftctl` and `sh` processes, and a 2-core machine
+//! running several such clusters at once could stall a daemon past
+//! `suspect_after_ms`, a false suspicion under which mutual exclusion is not
+//! promised.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ftcoord_tests::{bin, run_once, wait_until, Cluster};
+use lockservice::{LockReply, LockRequest};
+
+type Status = client::StatusReport;
+
+/// Default timing, spelled out: the spec's targets are stated for these.
+const TIMING: &str = "t_msg_ms = 20\n[timing]\nheartbeat_ms = 50\nsuspect_after_ms = 250\n";
+
+/// ftctl's exit statuses.
+const LOCK_LOST: i32 = 69;
+const TIMED_OUT: i32 = 75;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// One cluster test at a time (a failed test poisons nothing for the others).
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn status(c: &Cluster, id: u32) -> Option<Status> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+    rt.block_on(c.status::<LockRequest, LockReply>(id)).ok()
+}
+
+fn detail(s: &Status, key: &str) -> Option<String> {
+    s.details.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+}
+
+fn has_token(c: &Cluster, id: u32) -> bool {
+    status(c, id).and_then(|s| detail(&s, "has_token")).as_deref() == Some("true")
+}
+
+/// Nanoseconds since the epoch, the clock `date +%s%N` reads.
+fn now_ns() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_nanos()
+}
+
+/// `ftctl --addr ADDR lock --timeout TIMEOUT -- sh -c SCRIPT`, quiet on stdout.
+fn ftctl_lock(c: &Cluster, id: u32, timeout: &str, script: &str) -> Command {
+    let mut cmd = Command::new(bin("ftctl").expect("ftctl is built"));
+    cmd.arg("--addr")
+        .arg(c.node(id).client.to_string())
+        .args(["lock", "--timeout", timeout, "--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Runs `cmd` to completion: (exit code, stderr).
+fn run(mut cmd: Command) -> (i32, String) {
+    let out = cmd.output().expect("run ftctl");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A CMD that appends `start C FENCE NS`, sleeps `sleep` seconds (none if
+/// empty), then appends `end C FENCE NS` to `file`. Each line is one
+/// O_APPEND write far below PIPE_BUF, so lines never interleave.
+fn recording_script(client: &str, file: &Path, sleep: &str) -> String {
+    let f = file.display();
+    let pause = if sleep.is_empty() { String::new() } else { format!("sleep {sleep}; ") };
+    format!(
+        "echo \"start {client} $FTCOORD_FENCE $(date +%s%N)\" >> '{f}'; {pause}\
+         echo \"end {client} $FTCOORD_FENCE $(date +%s%N)\" >> '{f}'"
+    )
+}
+
+/// One grant as its CMD recorded it.
+#[derive(Clone, Debug)]
+struct Hold {
+    client: String,
+    fence: u64,
+    start: u128,
+    /// None when CMD was stopped before it wrote its end line.
+    end: Option<u128>,
+}
+
+/// The holds in a record file, in order of start time.
+fn parse_holds(text: &str) -> Vec<Hold> {
+    let mut holds: Vec<Hold> = Vec::new();
+    let mut open: BTreeMap<(String, u64), usize> = BTreeMap::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [kind, client, fence, ts] = parts[..] else { panic!("malformed record line {line:?}") };
+        let fence: u64 = fence.parse().unwrap_or_else(|_| panic!("bad fence in {line:?}"));
+        let ts: u128 = ts.parse().unwrap_or_else(|_| panic!("bad timestamp in {line:?}"));
+        match kind {
+            "start" => {
+                let key = (client.to_string(), fence);
+                assert!(!open.contains_key(&key), "fence {fence} granted twice to {client}: {line:?}");
+                open.insert(key, holds.len());
+                holds.push(Hold { client: client.to_string(), fence, start: ts, end: None });
+            }
+            "end" => {
+                let i =
+                    *open.get(&(client.to_string(), fence)).unwrap_or_else(|| panic!("end without start: {line:?}"));
+                assert!(holds[i].end.is_none(), "two ends for one hold: {line:?}");
+                assert!(ts >= holds[i].start, "end before start: {line:?}");
+                holds[i].end = Some(ts);
+            }
+            _ => panic!("malformed record line {line:?}"),
+        }
+    }
+    holds.sort_by_key(|h| h.start);
+    holds
+}
+
+/// Mutual exclusion over the complete holds, and fences strictly increasing
+/// in order of start time over all of them.
+fn check_exclusion_and_fences(holds: &[Hold]) {
+    let mut prev: Option<&Hold> = None;
+    for h in holds.iter().filter(|h| h.end.is_some()) {
+        if let Some(p) = prev {
+            assert!(
+                p.end.expect("complete") < h.start,
+                "overlapping holds: {p:?} and {h:?} (overlap {} ns)",
+                p.end.expect("complete") - h.start
+            );
+        }
+        prev = Some(h);
+    }
+    for w in holds.windows(2) {
+        assert!(w[0].fence < w[1].fence, "fences not increasing in start order: {:?} then {:?}", w[0], w[1]);
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// A thread running `ftctl lock` against node `id` again and again until
+/// `stop`, each CMD recording into `file`; returns every exit code.
+fn client_loop(
+    c: &Cluster,
+    id: u32,
+    name: String,
+    file: PathBuf,
+    sleep: &'static str,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<Vec<(i32, String)>> {
+    let ftctl = bin("ftctl").expect("ftctl is built");
+    let addr = c.node(id).client.to_string();
+    thread::spawn(move || {
+        let script = recording_script(&name, &file, sleep);
+        let mut codes = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let out = Command::new(&ftctl)
+                .args(["--addr", &addr, "lock", "--timeout", "30s", "--", "sh", "-c", &script])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .output()
+                .expect("run ftctl");
+            let code = out.status.code().unwrap_or(-1);
+            if code != 0 {
+                // The daemon is down or the lock was lost: retry shortly.
+                thread::sleep(Duration::from_millis(100));
+            }
+            codes.push((code, String::from_utf8_lossy(&out.stderr).trim().to_string()));
+        }
+        codes
+    })
+}
+
+fn sum_metric(c: &Cluster, ids: &[u32], prefix: &str) -> f64 {
+    ids.iter()
+        .filter_map(|&id| c.scrape(id).ok())
+        .flat_map(|text| {
+            text.lines()
+                .filter(|l| !l.starts_with('#') && l.starts_with(prefix))
+                .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+fn logs(c: &Cluster, ids: &[u32]) -> String {
+    ids.iter().map(|&id| format!("---- node {id} ----\n{}\n", c.log(id))).collect()
+}
+
+fn ms(ns: u128) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+#[test]
+fn example_config_is_valid() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/ntmutexd.example.toml");
+    let (code, stdout, stderr) = run_once("ntmutexd", &["--config", path, "--check-config"], &[]).unwrap();
+    assert_eq!(code, 0, "{stderr}");
+    for key in ["k = 3", "t_msg_ms = 20", "max_hold_ms = 0", "revoke_grace_ms = 1000", "max_queue = 1024"] {
+        assert!(stdout.contains(key), "effective config lacks {key}: {stdout}");
+    }
+}
+
+#[test]
+fn lock_loop_survives_sigkill_of_the_holder() {
+    let _serial = serial();
+    let mut c = Cluster::start("ntmutexd", 5, TIMING).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("holds.log");
+    let stop = Arc::new(AtomicBool::new(false));
+    let loops: Vec<_> =
+        (1..=5).map(|id| client_loop(&c, id, format!("c{id}"), file.clone(), "0.03", stop.clone())).collect();
+
+    // Everyone gets a few holds before the fault.
+    let warm = wait_until(Duration::from_secs(60), || {
+        let holds = parse_holds(&read(&file));
+        (1..=5).all(|id| holds.iter().filter(|h| h.client == format!("c{id}") && h.end.is_some()).count() >= 3)
+    });
+    assert!(warm, "not every client got 3 holds before the fault:\n{}\n{}", read(&file), logs(&c, &[1, 2, 3, 4, 5]));
+
+    // Find the holder: the last record is its `start`, and its daemon has the token.
+    let mut victim = None;
+    let found = wait_until(Duration::from_secs(20), || {
+        let text = read(&file);
+        let Some(last) = text.lines().last() else { return false };
+        let parts: Vec<&str> = last.split_whitespace().collect();
+        if parts.first() != Some(&"start") {
+            return false;
+        }
+        let id: u32 = parts[1][1..].parse().expect("client name cN");
+        if has_token(&c, id) {
+            victim = Some(id);
+            true
+        } else {
+            false
+        }
+    });
+    assert!(found, "never caught a holder inside its critical section");
+    let victim = victim.expect("found");
+    let kill_ns = now_ns();
+    c.kill(victim);
+    let killed_at = Instant::now();
+    thread::sleep(Duration::from_secs(1));
+    let survivors: Vec<u32> = (1..=5).filter(|&id| id != victim).collect();
+    // The token path was restored without the victim.
+    let next_start = parse_holds(&read(&file)).into_iter().find(|h| h.start > kill_ns);
+    c.restart(victim).unwrap();
+    let restart_ns = now_ns();
+    eprintln!("SIGKILLed node {victim} (the holder), restarted it {:?} later", killed_at.elapsed());
+
+    // Every client, the restarted daemon's included, gets holds again.
+    let recovered = wait_until(Duration::from_secs(60), || {
+        let holds = parse_holds(&read(&file));
+        (1..=5).all(|id| {
+            holds.iter().filter(|h| h.client == format!("c{id}") && h.end.is_some() && h.start > restart_ns).count()
+                >= 3
+        })
+    });
+    stop.store(true, Ordering::Relaxed);
+    let codes: Vec<Vec<(i32, String)>> = loops.into_iter().map(|h| h.join().expect("client loop")).collect();
+    let all = logs(&c, &[1, 2, 3, 4, 5]);
+    let text = read(&file);
+    assert!(recovered, "not every client got 3 holds after the restart of node {victim}:\n{text}\n{all}");
+
+    let holds = parse_holds(&text);
+    check_exclusion_and_fences(&holds);
+    // Only the killed holder's CMD can have been stopped mid-hold; no one
+    // else started until its daemon was dead.
+    let incomplete: Vec<&Hold> = holds.iter().filter(|h| h.end.is_none()).collect();
+    assert!(incomplete.len() <= 1, "more than one hold without an end: {incomplete:?}");
+    eprintln!("holds cut short by the kill: {incomplete:?}");
+    if let Some(h) = incomplete.first() {
+        assert_eq!(h.client, format!("c{victim}"), "an incomplete hold of a client whose daemon lived: {h:?}");
+        assert!(h.start < kill_ns, "the incomplete hold started after the kill: {h:?}");
+        let intruder = holds.iter().find(|o| o.start > h.start && o.start < kill_ns);
+        assert!(intruder.is_none(), "{intruder:?} started while {h:?} was held (before the kill)");
+    }
+    // Every request was answered: surviving daemons' clients never failed,
+    // timed out or lost the lock; the victim's client lost it at most once.
+    for (i, codes) in codes.iter().enumerate() {
+        let id = i as u32 + 1;
+        let bad: Vec<_> = codes.iter().filter(|(code, _)| *code != 0).collect();
+        if id == victim {
+            assert!(bad.iter().all(|(code, _)| *code != TIMED_OUT), "c{id}: {bad:?}");
+            assert!(bad.iter().filter(|(code, _)| *code == LOCK_LOST).count() <= 1, "c{id}: {bad:?}");
+        } else {
+            assert!(bad.is_empty(), "c{id} on a live daemon: {bad:?}\n{all}");
+        }
+        eprintln!("c{id}: {} runs, {} not 0", codes.len(), bad.len());
+    }
+
+    // The recovery shows in the survivors' metrics.
+    let recoveries = sum_metric(&c, &survivors, "ntmutex_recoveries_total{mechanism=");
+    let regenerations = sum_metric(&c, &survivors, "ntmutex_token_regenerations_total");
+    assert!(recoveries > 0.0 || regenerations > 0.0, "no recovery in the metrics\n{all}");
+    let durations: Vec<(u32, String)> = survivors
+        .iter()
+        .filter_map(|&id| c.scrape(id).ok().map(|t| (id, t)))
+        .flat_map(|(id, t)| {
+            t.lines()
+                .filter(|l| l.starts_with("ntmutex_recovery_duration_seconds_count{mechanism="))
+                .map(|l| (id, l.to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(!durations.is_empty(), "no ntmutex_recovery_duration_seconds_count{{mechanism=…}} on any survivor\n{all}");
+
+    let next_start = next_start.expect("a grant within 1 s of the kill");
+    eprintln!(
+        "recovery after SIGKILL of holder {victim}: kill -> next CMD start {:.1} ms (by {}, fence {}); \
+         recoveries {recoveries}, regenerations {regenerations}; {} holds recorded; {durations:?}",
+        ms(next_start.start - kill_ns),
+        next_start.client,
+        next_start.fence,
+        holds.len(),
+    );
+}
+
+#[test]
+fn handoff_latency() {
+    let _serial = serial();
+    let c = Cluster::start("ntmutexd", 3, TIMING).unwrap();
+    let ids = [1, 2, 3];
+    let dir = tempfile::tempdir().unwrap();
+
+    // Throughput: two clients on nodes 1 and 2 contending with `true`.
+    let before = sum_metric(&c, &ids, "ntmutex_cs_entries_total");
+    let ftctl = bin("ftctl").unwrap();
+    let started = Instant::now();
+    let workers: Vec<_> = [1u32, 2]
+        .into_iter()
+        .map(|id| {
+            let addr = c.node(id).client.to_string();
+            let ftctl = ftctl.clone();
+            thread::spawn(move || {
+                let mut codes = Vec::new();
+                while started.elapsed() < Duration::from_secs(3) {
+                    let status = Command::new(&ftctl)
+                        .args(["--addr", &addr, "lock", "--timeout", "30s", "--", "true"])
+                        .stdin(Stdio::null())
+                        .status()
+                        .expect("run ftctl");
+                    codes.push(status.code().unwrap_or(-1));
+                }
+                codes
+            })
+        })
+        .collect();
+    let codes: Vec<Vec<i32>> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    let elapsed = started.elapsed().as_secs_f64();
+    let grants = sum_metric(&c, &ids, "ntmutex_cs_entries_total") - before;
+    for (i, codes) in codes.iter().enumerate() {
+        assert!(codes.iter().all(|&code| code == 0), "client {i}: {codes:?}\n{}", logs(&c, &ids));
+        assert!(!codes.is_empty());
+    }
+    let ok: usize = codes.iter().map(Vec::len).sum();
+    assert!(grants >= ok as f64, "cs_entries_total rose by {grants}, but {ok} ftctl runs succeeded");
+    assert!(grants >= 10.0, "only {grants} grants in {elapsed:.1} s\n{}", logs(&c, &ids));
+
+    // Handoff: the same two clients recording start/end; the gap from one
+    // client's end to the other's next start.
+    let file = dir.path().join("holds.log");
+    let stop = Arc::new(AtomicBool::new(false));
+    let loops: Vec<_> =
+        [1u32, 2].into_iter().map(|id| client_loop(&c, id, format!("c{id}"), file.clone(), "", stop.clone())).collect();
+    thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    for l in loops {
+        let codes = l.join().unwrap();
+        assert!(codes.iter().all(|(code, _)| *code == 0), "{codes:?}");
+    }
+    let holds = parse_holds(&read(&file));
+    check_exclusion_and_fences(&holds);
+    assert!(holds.iter().all(|h| h.end.is_some()), "a CMD did not complete: {holds:?}");
+    let mut gaps: Vec<f64> = holds
+        .windows(2)
+        .filter(|w| w[0].client != w[1].client)
+        .map(|w| ms(w[1].start - w[0].end.expect("complete")))
+        .collect();
+    let mut same: Vec<f64> = holds
+        .windows(2)
+        .filter(|w| w[0].client == w[1].client)
+        .map(|w| ms(w[1].start - w[0].end.expect("complete")))
+        .collect();
+    assert!(!gaps.is_empty(), "the two clients never alternated: {holds:?}");
+    let handoffs = gaps.len();
+    let repeats = same.len();
+    eprintln!(
+        "throughput, 2 clients on 2 of 3 nodes, CMD `true`: {:.0} grants/s ({grants} in {elapsed:.2} s; \
+         each grant includes an ftctl process start)",
+        grants / elapsed
+    );
+    eprintln!(
+        "handoff (CMD end at one client -> CMD start at the other, includes sh/date/ftctl process starts): \
+         median {:.2} ms over {handoffs} handoffs; same-client re-acquire median {:.2} ms over {repeats}",
+        median(&mut gaps),
+        median(&mut same)
+    );
+}
+
+#[test]
+fn lock_timeout_exits_75() {
+    let _serial = serial();
+    let c = Cluster::start("ntmutexd", 3, TIMING).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let held = dir.path().join("held");
+    let mut holder =
+        ftctl_lock(&c, 1, "30s", &format!("echo $FTCOORD_FENCE > '{}'; sleep 2", held.display())).spawn().unwrap();
+    assert!(wait_until(Duration::from_secs(20), || held.exists()), "holder never got the lock\n{}", c.log(1));
+
+    let started = Instant::now();
+    let (code, stderr) = run(ftctl_lock(&c, 2, "200ms", "true"));
+    let waited = started.elapsed();
+    assert_eq!(code, TIMED_OUT, "{stderr}\n{}", logs(&c, &[1, 2, 3]));
+    assert!(stderr.contains("not obtained"), "{stderr}");
+    assert!(matches!(holder.try_wait(), Ok(None)), "the holder ended before the waiter timed out");
+    assert_eq!(holder.wait().unwrap().code(), Some(0));
+    eprintln!("ftctl --timeout 200ms gave up after {waited:?}");
+
+    // The abandoned request did not wedge the queue.
+    let (code, stderr) = run(ftctl_lock(&c, 2, "20s", "true"));
+    assert_eq!(code, 0, "{stderr}\n{}", logs(&c, &[1, 2, 3]));
+    let (code, stderr) = run(ftctl_lock(&c, 3, "20s", "true"));
+    assert_eq!(code, 0, "{stderr}\n{}", logs(&c, &[1, 2, 3]));
+}
+
+#[test]
+fn client_disconnect_releases() {
+    let _serial = serial();
+    let c = Cluster::start("ntmutexd", 3, TIMING).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let held = dir.path().join("held");
+    // CMD is `sleep` itself (exec), its pid in the file.
+    let mut holder =
+        ftctl_lock(&c, 1, "30s", &format!("echo $$ > '{}'; exec sleep 30", held.display())).spawn().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || read(&held).trim().parse::<u32>().is_ok()),
+        "holder never got the lock\n{}",
+        c.log(1)
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let killed = Instant::now();
+    let (code, stderr) = run(ftctl_lock(&c, 2, "5s", "true"));
+    let took = killed.elapsed();
+    // The orphaned CMD is ours to clean up.
+    let _ = Command::new("kill").arg("-KILL").arg(read(&held).trim()).status();
+    assert_eq!(code, 0, "the lock was not released by the disconnect: {stderr}\n{}", logs(&c, &[1, 2, 3]));
+    eprintln!("SIGKILL of the holding ftctl -> lock granted elsewhere and CMD done: {took:?}");
+}
+
+#[test]
+fn sigterm_holder_hands_the_token_on() {
+    let _serial = serial();
+    let mut c = Cluster::start("ntmutexd", 3, TIMING).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fence_file = dir.path().join("fence");
+    // Move the token off the initial holder: node 2 takes it and keeps it idle.
+    let (code, stderr) = run(ftctl_lock(&c, 2, "20s", &format!("echo $FTCOORD_FENCE > '{}'", fence_file.display())));
+    assert_eq!(code, 0, "{stderr}");
+    let first: u64 = read(&fence_file).trim().parse().unwrap();
+    let mut holder = None;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            holder = (1..=3).find(|&id| has_token(&c, id));
+            holder.is_some()
+        }),
+        "nobody holds the idle token\n{}",
+        logs(&c, &[1, 2, 3])
+    );
+    let holder = holder.expect("found");
+    let exit = c.terminate(holder, Duration::from_secs(10)).unwrap();
+    assert_eq!(exit.code(), Some(0), "log:\n{}", c.log(holder));
+
+    let others: Vec<u32> = (1..=3).filter(|&id| id != holder).collect();
+    for &id in &others {
+        let (code, stderr) =
+            run(ftctl_lock(&c, id, "10s", &format!("echo $FTCOORD_FENCE > '{}'", fence_file.display())));
+        assert_eq!(code, 0, "node {id} granted nothing after {holder} left: {stderr}\n{}", logs(&c, &[1, 2, 3]));
+        let fence: u64 = read(&fence_file).trim().parse().unwrap();
+        assert!(fence > first, "fence {fence} after the leave is not above {first}");
+    }
+    let s = others.iter().filter_map(|&id| status(&c, id)).collect::<Vec<_>>();
+    assert_eq!(
+        s.iter().filter(|s| detail(s, "has_token").as_deref() == Some("true")).count(),
+        1,
+        "exactly one token among the survivors: {s:?}"
+    );
+    eprintln!("node {holder} left holding the idle token; nodes {others:?} granted after it");
+}
+
+#[test]
+fn max_hold_revokes() {
+    let _serial = serial();
+    let c = Cluster::start("ntmutexd", 3, &format!("max_hold_ms = 300\nrevoke_grace_ms = 200\n{TIMING}")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let f1 = dir.path().join("fence1");
+    let f2 = dir.path().join("fence2");
+    let started = Instant::now();
+    let (code, stderr) =
+        run(ftctl_lock(&c, 1, "20s", &format!("echo $FTCOORD_FENCE > '{}'; exec sleep 5", f1.display())));
+    let took = started.elapsed();
+    assert_eq!(code, LOCK_LOST, "{stderr}\n{}", c.log(1));
+    assert!(took < Duration::from_millis(4500), "CMD was not stopped: ftctl took {took:?}");
+    let (code, stderr) = run(ftctl_lock(&c, 2, "20s", &format!("echo $FTCOORD_FENCE > '{}'", f2.display())));
+    assert_eq!(code, 0, "{stderr}\n{}", logs(&c, &[1, 2, 3]));
+    let fence1: u64 = read(&f1).trim().parse().unwrap();
+    let fence2: u64 = read(&f2).trim().parse().unwrap();
+    assert!(fence2 > fence1, "fence after the revocation {fence2} is not above {fence1}");
+    assert!(c.log(1).contains("revoking"), "{}", c.log(1));
+    eprintln!("revoked hold (max_hold 300 ms): ftctl exited 69 after {took:?}");
+}
+
+/// The spec's metric of lock-lost notices: a revocation sends the holder
+/// `LockLost`, so it counts, also when the client gives the lock back
+/// within `revoke_grace_ms` (as ftctl does).
+#[test]
+#[ignore = "bug: ntmutex_lock_lost_total counts only holds ended by grace expiry or token loss, \
+            not the LockLost notice of a revocation the client obeys (metrics.rs ignores LockEvent::Revoking)"]
+fn max_hold_revocation_counts_a_lock_lost_notice() {
+    let _serial = serial();
+    let c = Cluster::start("ntmutexd", 2, &format!("max_hold_ms = 300\nrevoke_grace_ms = 200\n{TIMING}")).unwrap();
+    let (code, stderr) = run(ftctl_lock(&c, 1, "20s", "exec sleep 5"));
+    assert_eq!(code, LOCK_LOST, "{stderr}\n{}", c.log(1));
+    let counted = wait_until(Duration::from_secs(3), || c.metric(1, "ntmutex_lock_lost_total").unwrap_or(0.0) >= 1.0);
+    assert!(
+        counted,
+        "ftctl was told LockLost ({stderr}) but ntmutex_lock_lost_total is {:?}",
+        c.metric(1, "ntmutex_lock_lost_total")
+    );
+}
+
+#[test]
+fn config_errors_exit_2_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let peers = "[[peers]]\nid = 1\naddr = \"127.0.0.1:7101\"\n[[peers]]\nid = 2\naddr = \"127.0.0.1:7102\"\n";
+    let cases = [
+        ("k.toml", "k = 0\n", "k"),
+        ("tmsg.toml", "t_msg_ms = 0\n", "t_msg_ms"),
+        ("queue.toml", "max_queue = 0\n", "max_queue"),
+        (
+            "suspect.toml",
+            "t_msg_ms = 20\n[timing]\nheartbeat_ms = 50\nsuspect_after_ms = 60\n",
+            "timing.suspect_after_ms",
+        ),
+        ("unknown.toml", "kk = 3\n", "kk"),
+    ];
+    for (name, body, key) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("node_id = 1\n{body}\n{peers}")).unwrap();
+        let (code, _, stderr) = run_once("ntmutexd", &["--config", &path.display().to_string()], &[]).unwrap();
+        assert_eq!(code, 2, "{name}: {stderr}");
+        assert!(stderr.contains(key), "{name}: stderr should name '{key}': {stderr}");
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+    }
+    // The same checks reach environment overrides.
+    let ok = dir.path().join("ok.toml");
+    std::fs::write(&ok, format!("node_id = 1\n{peers}")).unwrap();
+    let ok = ok.display().to_string();
+    let (code, _, stderr) = run_once("ntmutexd", &["--config", &ok], &[("NTMUTEXD_K", "0")]).unwrap();
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains('k'), "{stderr}");
+    let (code, stdout, stderr) = run_once("ntmutexd", &["--config", &ok, "--check-config"], &[]).unwrap();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("t_msg_ms = 20"), "{stdout}");
+}
