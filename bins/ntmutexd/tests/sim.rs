@@ -3,75 +3,17 @@
 //! token uniqueness and increasing fences are checked after every step, and
 //! every live site's client is served again once faults stop.
 
+mod workload;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ftcore::{ClientId, NodeId, Protocol};
-use lockservice::{LockEvent, LockReply, LockRequest, LocksConfig};
-use membership::Membership;
-use ntmutexd::{Mech, NtConfig, NtEvent, NtNode};
-use sim::{for_seeds, Action, FaultPlan, NetConfig, Sim, SimError, World};
+use ntmutexd::{Mech, NtEvent, NtNode};
+use sim::{for_seeds, Action, FaultPlan, Sim, SimError, World};
 use timer::Instant;
+use workload::*;
 
-const T_MSG: Duration = Duration::from_millis(5);
-
-fn cfg(k: usize) -> NtConfig {
-    NtConfig {
-        k,
-        t_msg: T_MSG,
-        heartbeat: Duration::from_millis(20),
-        suspect_after: Duration::from_millis(60),
-        locks: LocksConfig { max_queue: 64, max_hold: None, revoke_grace: Duration::from_millis(100) },
-    }
-}
-
-fn net() -> NetConfig {
-    // t_msg bounds the delay: the failure detector is accurate.
-    NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(3))
-}
-
-/// How the simulated clients behave.
-#[derive(Clone, Copy)]
-struct Load {
-    hold: (u64, u64),
-    think: (u64, u64),
-}
-
-const HEAVY: Load = Load { hold: (1, 8), think: (0, 5) };
-
-fn cluster(seed: u64, n: u32, k: usize, load: Load) -> Sim<NtNode> {
-    let membership = Membership::of_size(n);
-    let c = cfg(k);
-    let mut sim: Sim<NtNode> = Sim::new(
-        seed,
-        n,
-        net(),
-        Box::new(move |id, inc, now, _| NtNode::new(c.clone(), &membership, id, inc, now).expect("valid")),
-    );
-    sim.clients(Box::new(move |_, node, client, reply, rng| {
-        let ms = |rng: &mut timer::SeededRng, (lo, hi): (u64, u64)| Duration::from_millis(rng.range_inclusive(lo, hi));
-        match reply {
-            LockReply::Granted { .. } => {
-                vec![(ms(rng, load.hold), Action::Request(node, client, LockRequest::Release))]
-            }
-            LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
-                vec![(ms(rng, load.think), acquire(node, client))]
-            }
-            LockReply::Refused { .. } => vec![],
-        }
-    }));
-    for i in 1..=n {
-        sim.at(Instant::from_millis(50 + u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
-    }
-    sim
-}
-
-fn acquire(node: NodeId, client: ClientId) -> Action<NtNode> {
-    Action::Request(node, client, LockRequest::Acquire { timeout_ms: 60_000 })
-}
-
-/// Restarted sites get their client back (a new connection) regularly;
-/// a client already waiting or holding is refused, changing nothing.
 fn keep_clients_coming(sim: &mut Sim<NtNode>, n: u32, until: Instant) {
     let mut t = 500;
     while Instant::from_millis(t) < until {
@@ -80,40 +22,6 @@ fn keep_clients_coming(sim: &mut Sim<NtNode>, n: u32, until: Instant) {
         }
         t += 400;
     }
-}
-
-/// Safety, after every step.
-fn safety(max_fence: std::rc::Rc<std::cell::Cell<u64>>) -> impl FnMut(&World<NtNode>) -> Result<(), String> {
-    move |w| {
-        let holders: Vec<NodeId> = w.live().filter(|(_, c)| c.holder().is_some()).map(|(id, _)| id).collect();
-        if holders.len() > 1 {
-            return Err(format!("mutual exclusion violated: {holders:?} hold the lock"));
-        }
-        let tokens: Vec<(NodeId, Option<u32>)> =
-            w.live().filter(|(_, c)| c.has_token()).map(|(id, c)| (id, c.token_epoch())).collect();
-        if tokens.len() > 1 {
-            return Err(format!("more than one token: {tokens:?}"));
-        }
-        for (_, node, e) in w.step_events() {
-            if let NtEvent::Lock(LockEvent::Granted { fence, .. }) = e {
-                if *fence <= max_fence.get() {
-                    return Err(format!("{node} granted fence {fence:#x} after {:#x}", max_fence.get()));
-                }
-                max_fence.set(*fence);
-            }
-        }
-        Ok(())
-    }
-}
-
-fn grants(w: &World<NtNode>) -> Vec<(Instant, NodeId, u64)> {
-    w.events
-        .iter()
-        .filter_map(|(t, n, e)| match e {
-            NtEvent::Lock(LockEvent::Granted { fence, .. }) => Some((*t, *n, *fence)),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Liveness: after `since`, every live site's client was granted again.
@@ -309,23 +217,10 @@ fn same_seed_same_trace() {
 /// (performance.md: ≤ log2(N) + 2 at N = 32). Prints the figures.
 #[test]
 fn messages_per_critical_section_light_load() {
-    let mut report = BTreeMap::new();
     for n in [8u32, 16, 32] {
-        let light = Load { hold: (1, 2), think: (u64::from(n) * 20, u64::from(n) * 60) };
-        let mut sim = cluster(n as u64, n, 3, light).without_trace();
-        sim.check(safety(Default::default()));
-        sim.run_until(Instant::from_millis(1_000)).unwrap();
-        let before = sim.world().messages_sent();
-        let grants_before = grants(sim.world()).len();
-        sim.run_until(Instant::from_millis(61_000)).unwrap();
-        let w = sim.world();
-        let msgs = w.messages_sent() - before;
-        let cs = grants(w).len() - grants_before;
-        let per_cs = msgs as f64 / cs as f64;
+        let (cs, msgs, per_cs) = messages_per_cs(n);
         let bound = f64::from(n).log2() + 2.0;
         eprintln!("N = {n}: {cs} critical sections, {msgs} messages, {per_cs:.2} per CS (bound {bound:.2})");
-        assert!(w.events.iter().all(|(_, _, e)| !matches!(e, NtEvent::RecoveryStarted { .. })));
-        report.insert(n, per_cs);
         assert!(per_cs <= bound, "N = {n}: {per_cs:.2} messages per CS exceeds {bound:.2}");
     }
 }
@@ -343,72 +238,6 @@ fn sweep_seeds() {
 #[allow(dead_code)]
 fn status_of(sim: &Sim<NtNode>, id: NodeId) -> String {
     format!("{:?}", sim.world().core(id).map(|c| c.status()))
-}
-
-/// A quiet queue 1 → 2 → … → n (site 1 holds for a long time, the others
-/// queue behind it one after another) for counting recovery messages.
-fn quiet_queue(seed: u64, n: u32, k: usize) -> Sim<NtNode> {
-    let membership = Membership::of_size(n);
-    let c = cfg(k);
-    let mut sim: Sim<NtNode> = Sim::new(
-        seed,
-        n,
-        net(),
-        Box::new(move |id, inc, now, _| NtNode::new(c.clone(), &membership, id, inc, now).expect("valid")),
-    );
-    sim.clients(Box::new(|_, node, client, reply, _| match reply {
-        LockReply::Granted { .. } => {
-            vec![(Duration::from_secs(5), Action::Request(node, client, LockRequest::Release))]
-        }
-        _ => vec![],
-    }));
-    for i in 1..=n {
-        sim.at(Instant::from_millis(50 + 30 * u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
-    }
-    sim
-}
-
-type Counts = BTreeMap<&'static str, u64>;
-
-/// Messages sent from the step in which a site detected a failure to the
-/// step in which its token path was restored, by kind, with the mechanism
-/// that restored it (routine liveness checks of other sites included: the
-/// queue is otherwise quiet).
-fn recovery_messages(sim: &mut Sim<NtNode>, until: Instant) -> Option<(Mech, Counts)> {
-    use std::cell::RefCell;
-    use std::rc::Rc;
-    let result: Rc<RefCell<Option<(Mech, Counts)>>> = Rc::default();
-    let r = result.clone();
-    let mut prev: Counts = sim.world().sent_by_kind.clone();
-    let mut start: Option<(NodeId, Counts)> = None;
-    sim.check(move |w| {
-        for (_, node, e) in w.step_events() {
-            match e {
-                NtEvent::RecoveryStarted { .. } if start.is_none() => start = Some((*node, prev.clone())),
-                NtEvent::Recovered { mech, .. } if r.borrow().is_none() => {
-                    if let Some((n, before)) = &start {
-                        if n == node {
-                            let diff = w
-                                .sent_by_kind
-                                .iter()
-                                .map(|(k, v)| (*k, v - before.get(k).copied().unwrap_or(0)))
-                                .filter(|(_, v)| *v > 0)
-                                .collect();
-                            *r.borrow_mut() = Some((*mech, diff));
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        prev = w.sent_by_kind.clone();
-        Ok(())
-    });
-    while sim.now() < until && result.borrow().is_none() {
-        sim.run_for(Duration::from_millis(1)).ok()?;
-    }
-    let out = result.borrow().clone();
-    out
 }
 
 /// Messages per recovery, by mechanism (printed; M1 is bounded by the spec:

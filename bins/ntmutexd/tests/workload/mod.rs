@@ -1,0 +1,190 @@
+//! The simulated workload shared by the simulation tests and the bench:
+//! cluster construction, simulated clients, the safety checker, and the
+//! message-count measurements. (Each includer uses a subset.)
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ftcore::{ClientId, NodeId};
+use lockservice::{LockEvent, LockReply, LockRequest, LocksConfig};
+use membership::Membership;
+use ntmutexd::{Mech, NtConfig, NtEvent, NtNode};
+use sim::{Action, NetConfig, Sim, World};
+use timer::Instant;
+
+pub const T_MSG: Duration = Duration::from_millis(5);
+
+pub fn cfg(k: usize) -> NtConfig {
+    NtConfig {
+        k,
+        t_msg: T_MSG,
+        heartbeat: Duration::from_millis(20),
+        suspect_after: Duration::from_millis(60),
+        locks: LocksConfig { max_queue: 64, max_hold: None, revoke_grace: Duration::from_millis(100) },
+    }
+}
+
+pub fn net() -> NetConfig {
+    // t_msg bounds the delay: the failure detector is accurate.
+    NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(3))
+}
+
+/// How the simulated clients behave.
+#[derive(Clone, Copy)]
+pub struct Load {
+    pub hold: (u64, u64),
+    pub think: (u64, u64),
+}
+
+pub const HEAVY: Load = Load { hold: (1, 8), think: (0, 5) };
+
+pub fn cluster(seed: u64, n: u32, k: usize, load: Load) -> Sim<NtNode> {
+    let membership = Membership::of_size(n);
+    let c = cfg(k);
+    let mut sim: Sim<NtNode> = Sim::new(
+        seed,
+        n,
+        net(),
+        Box::new(move |id, inc, now, _| NtNode::new(c.clone(), &membership, id, inc, now).expect("valid")),
+    );
+    sim.clients(Box::new(move |_, node, client, reply, rng| {
+        let ms = |rng: &mut timer::SeededRng, (lo, hi): (u64, u64)| Duration::from_millis(rng.range_inclusive(lo, hi));
+        match reply {
+            LockReply::Granted { .. } => {
+                vec![(ms(rng, load.hold), Action::Request(node, client, LockRequest::Release))]
+            }
+            LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
+                vec![(ms(rng, load.think), acquire(node, client))]
+            }
+            LockReply::Refused { .. } => vec![],
+        }
+    }));
+    for i in 1..=n {
+        sim.at(Instant::from_millis(50 + u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
+    }
+    sim
+}
+
+pub fn acquire(node: NodeId, client: ClientId) -> Action<NtNode> {
+    Action::Request(node, client, LockRequest::Acquire { timeout_ms: 60_000 })
+}
+
+/// Restarted sites get their client back (a new connection) regularly;
+/// a client already waiting or holding is refused, changing nothing.
+/// Safety, after every step.
+pub fn safety(max_fence: std::rc::Rc<std::cell::Cell<u64>>) -> impl FnMut(&World<NtNode>) -> Result<(), String> {
+    move |w| {
+        let holders: Vec<NodeId> = w.live().filter(|(_, c)| c.holder().is_some()).map(|(id, _)| id).collect();
+        if holders.len() > 1 {
+            return Err(format!("mutual exclusion violated: {holders:?} hold the lock"));
+        }
+        let tokens: Vec<(NodeId, Option<u32>)> =
+            w.live().filter(|(_, c)| c.has_token()).map(|(id, c)| (id, c.token_epoch())).collect();
+        if tokens.len() > 1 {
+            return Err(format!("more than one token: {tokens:?}"));
+        }
+        for (_, node, e) in w.step_events() {
+            if let NtEvent::Lock(LockEvent::Granted { fence, .. }) = e {
+                if *fence <= max_fence.get() {
+                    return Err(format!("{node} granted fence {fence:#x} after {:#x}", max_fence.get()));
+                }
+                max_fence.set(*fence);
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn grants(w: &World<NtNode>) -> Vec<(Instant, NodeId, u64)> {
+    w.events
+        .iter()
+        .filter_map(|(t, n, e)| match e {
+            NtEvent::Lock(LockEvent::Granted { fence, .. }) => Some((*t, *n, *fence)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A quiet queue 1 → 2 → … → n (site 1 holds for a long time, the others
+/// queue behind it one after another) for counting recovery messages.
+pub fn quiet_queue(seed: u64, n: u32, k: usize) -> Sim<NtNode> {
+    let membership = Membership::of_size(n);
+    let c = cfg(k);
+    let mut sim: Sim<NtNode> = Sim::new(
+        seed,
+        n,
+        net(),
+        Box::new(move |id, inc, now, _| NtNode::new(c.clone(), &membership, id, inc, now).expect("valid")),
+    );
+    sim.clients(Box::new(|_, node, client, reply, _| match reply {
+        LockReply::Granted { .. } => {
+            vec![(Duration::from_secs(5), Action::Request(node, client, LockRequest::Release))]
+        }
+        _ => vec![],
+    }));
+    for i in 1..=n {
+        sim.at(Instant::from_millis(50 + 30 * u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
+    }
+    sim
+}
+
+pub type Counts = BTreeMap<&'static str, u64>;
+
+/// Messages sent from the step in which a site detected a failure to the
+/// step in which its token path was restored, by kind, with the mechanism
+/// that restored it (routine liveness checks of other sites included: the
+/// queue is otherwise quiet).
+pub fn recovery_messages(sim: &mut Sim<NtNode>, until: Instant) -> Option<(Mech, Counts)> {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let result: Rc<RefCell<Option<(Mech, Counts)>>> = Rc::default();
+    let r = result.clone();
+    let mut prev: Counts = sim.world().sent_by_kind.clone();
+    let mut start: Option<(NodeId, Counts)> = None;
+    sim.check(move |w| {
+        for (_, node, e) in w.step_events() {
+            match e {
+                NtEvent::RecoveryStarted { .. } if start.is_none() => start = Some((*node, prev.clone())),
+                NtEvent::Recovered { mech, .. } if r.borrow().is_none() => {
+                    if let Some((n, before)) = &start {
+                        if n == node {
+                            let diff = w
+                                .sent_by_kind
+                                .iter()
+                                .map(|(k, v)| (*k, v - before.get(k).copied().unwrap_or(0)))
+                                .filter(|(_, v)| *v > 0)
+                                .collect();
+                            *r.borrow_mut() = Some((*mech, diff));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        prev = w.sent_by_kind.clone();
+        Ok(())
+    });
+    while sim.now() < until && result.borrow().is_none() {
+        sim.run_for(Duration::from_millis(1)).ok()?;
+    }
+    let out = result.borrow().clone();
+    out
+}
+
+/// Mean messages per critical section, failure-free, light uniform load
+/// (think time proportional to N), over a minute of virtual time.
+pub fn messages_per_cs(n: u32) -> (usize, u64, f64) {
+    let light = Load { hold: (1, 2), think: (u64::from(n) * 20, u64::from(n) * 60) };
+    let mut sim = cluster(u64::from(n), n, 3, light).without_trace();
+    sim.check(safety(Default::default()));
+    sim.run_until(Instant::from_millis(1_000)).expect("failure-free run");
+    let before = sim.world().messages_sent();
+    let grants_before = grants(sim.world()).len();
+    sim.run_until(Instant::from_millis(61_000)).expect("failure-free run");
+    let w = sim.world();
+    assert!(w.events.iter().all(|(_, _, e)| !matches!(e, NtEvent::RecoveryStarted { .. })));
+    let msgs = w.messages_sent() - before;
+    let cs = grants(w).len() - grants_before;
+    (cs, msgs, msgs as f64 / cs as f64)
+}
