@@ -454,8 +454,7 @@ impl NtNode {
             self.lock_out();
             return;
         }
-        loop {
-            let Some(token) = self.token else { break };
+        while let Some(token) = self.token {
             if self.locks.is_held() {
                 break;
             }
@@ -463,14 +462,13 @@ impl NtNode {
             // it, hand the token on if someone is queued, else keep serving.
             let batch_only = self.locks.batch_remaining() > 0 || self.next.is_some();
             let fence = (u64::from(token.epoch) << 32) | u64::from(token.counter + 1);
-            if self.locks.batch_remaining() > 0 || (self.next.is_none() && self.locks.has_waiters()) {
-                if self.locks.grant_next(now, fence, batch_only).is_some() {
-                    self.token = Some(Token { counter: token.counter + 1, ..token });
-                    self.accesses += 1;
-                    self.last_fence = fence;
-                    self.out.event(NtEvent::Entered { fence });
-                    continue;
-                }
+            let may_grant = self.locks.batch_remaining() > 0 || (self.next.is_none() && self.locks.has_waiters());
+            if may_grant && self.locks.grant_next(now, fence, batch_only).is_some() {
+                self.token = Some(Token { counter: token.counter + 1, ..token });
+                self.accesses += 1;
+                self.last_fence = fence;
+                self.out.event(NtEvent::Entered { fence });
+                continue;
             }
             if let Some((n, _)) = self.next {
                 if self.suspected.contains(&n) {
@@ -635,16 +633,9 @@ impl NtNode {
         self.pump(now);
     }
 
-    fn on_commit(
-        &mut self,
-        now: Instant,
-        from: NodeId,
-        from_inc: Incarnation,
-        pos: Option<u64>,
-        preds: Vec<NodeId>,
-        seq: u64,
-        origin: (NodeId, u64),
-    ) {
+    /// A COMMIT (`commit` is the message body).
+    fn on_commit(&mut self, now: Instant, from: NodeId, from_inc: Incarnation, commit: Body) {
+        let Body::Commit { pos, preds, seq, origin } = commit else { return };
         if self.request != Some(seq) || self.token.is_some() {
             self.send(from, Body::Unlink { seq });
             return;
@@ -974,7 +965,7 @@ impl NtNode {
         if !waiting.is_empty() {
             return;
         }
-        if acked + 1 <= self.members.len() / 2 {
+        if *acked < self.members.len() / 2 {
             // No majority: give up for now and search again later.
             self.recovery = Recovery::Idle;
             self.timers.cancel(Timer::Window);
@@ -1281,7 +1272,7 @@ impl Protocol for NtNode {
                 self.on_connection_or_direct(now, requester, seq, false, hops, failed)
             }
             Body::Token { epoch, counter, pos } => self.on_token(now, from, epoch, counter, pos),
-            Body::Commit { pos, preds, seq, origin } => self.on_commit(now, from, inc, pos, preds, seq, origin),
+            commit @ Body::Commit { .. } => self.on_commit(now, from, inc, commit),
             Body::Unlink { seq } => {
                 if self.next == Some((from, seq)) {
                     self.next = None;
