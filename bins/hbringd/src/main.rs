@@ -9,20 +9,11 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use hbring::{HbConfig, HbEvent, HbNode};
-use runtime::config::{CommonArgs, DaemonConfig};
+use runtime::config::DaemonConfig;
 use runtime::daemon::{self, DaemonSpec, TransportKind};
 use runtime::metrics::Metrics;
 use serde::{Deserialize, Serialize};
-
-/// The heartbeat ring failure detector daemon.
-#[derive(Parser, Debug)]
-#[command(version, about, long_about = None)]
-struct Args {
-    #[command(flatten)]
-    common: CommonArgs,
-}
 
 /// hbringd has only the common keys (timing.heartbeat_ms and
 /// timing.suspect_after_ms drive it).
@@ -68,9 +59,10 @@ fn on_event(e: &HbEvent, m: &Metrics) {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    daemon::run::<HbringdConfig, HbNode>(
-        &args.common,
+    daemon::main::<HbringdConfig, HbNode>(
+        "The heartbeat ring failure detector: every node heartbeats its live successor; \
+         silence marks a neighbour dead and the ring repairs around it.",
+        env!("CARGO_PKG_VERSION"),
         DaemonSpec {
             metrics_prefix: "hbring",
             transport: TransportKind::Tcp,

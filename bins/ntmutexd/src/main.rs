@@ -3,24 +3,14 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use ntmutexd::{NtNode, NtmutexdConfig};
-use runtime::config::CommonArgs;
 use runtime::daemon::{self, DaemonSpec, TransportKind};
 
-/// A cluster-wide mutex: Naimi-Trehel with COMMIT and M1/M2/M3 recovery.
-/// Clients use `ftctl lock -- CMD` against `client_listen`.
-#[derive(Parser, Debug)]
-#[command(version, about, long_about = None)]
-struct Args {
-    #[command(flatten)]
-    common: CommonArgs,
-}
-
 fn main() -> ExitCode {
-    let args = Args::parse();
-    daemon::run::<NtmutexdConfig, NtNode>(
-        &args.common,
+    daemon::main::<NtmutexdConfig, NtNode>(
+        "A cluster-wide mutex: Naimi-Trehel with COMMIT and M1/M2/M3 recovery. \
+         Clients use `ftctl lock -- CMD` against client_listen.",
+        env!("CARGO_PKG_VERSION"),
         DaemonSpec {
             metrics_prefix: "ntmutex",
             transport: TransportKind::Tcp,

@@ -614,8 +614,15 @@ impl NtNode {
             tracing::error!(%from, epoch, "second token received; discarded");
             return;
         }
-        self.token = Some(Token { epoch, counter });
-        self.position = Some(pos);
+        self.install_token(now, Token { epoch, counter }, pos);
+    }
+
+    /// The token is here (received, or regenerated at position 0): leave
+    /// the waiting state, tell the chain behind us our new position, and
+    /// serve the local clients queued at this moment.
+    fn install_token(&mut self, now: Instant, token: Token, position: u64) {
+        self.token = Some(token);
+        self.position = Some(position);
         self.preds.clear();
         self.monitored = None;
         self.request = None;
@@ -625,7 +632,6 @@ impl NtNode {
         self.out.event(NtEvent::HasToken(true));
         self.recovery_done(now);
         if let Some((n, seq)) = self.next {
-            // Our position may be new: keep the chain behind us informed.
             let c = self.commit_for(seq, None);
             self.send(n, c);
         }
@@ -974,23 +980,9 @@ impl NtNode {
         }
         let epoch = *proposal;
         self.set_epoch(epoch);
-        self.token = Some(Token { epoch, counter: 0 });
-        self.position = Some(0);
-        self.preds.clear();
-        self.monitored = None;
-        self.request = None;
         self.last = Last::Root;
-        self.timers.cancel(Timer::CommitWait);
-        self.timers.cancel(Timer::AliveCheck);
         self.out.event(NtEvent::Regenerated { epoch });
-        self.out.event(NtEvent::HasToken(true));
-        self.recovery_done(now);
-        if let Some((n, seq)) = self.next {
-            let c = self.commit_for(seq, None);
-            self.send(n, c);
-        }
-        self.locks.token_arrived(now);
-        self.pump(now);
+        self.install_token(now, Token { epoch, counter: 0 }, 0);
     }
 
     fn on_regenerate(&mut self, now: Instant, from: NodeId, proposal: u32) {

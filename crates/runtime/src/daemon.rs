@@ -67,6 +67,21 @@ impl<D: DaemonConfig, P: Protocol> std::fmt::Debug for DaemonSpec<D, P> {
     }
 }
 
+/// A daemon's whole `main`: parses the common flags (`--help` and
+/// `--version` use `about` and `version`), then [`run`]s.
+pub fn main<D: DaemonConfig, P: Protocol + Send + 'static>(
+    about: &'static str,
+    version: &'static str,
+    spec: DaemonSpec<D, P>,
+) -> ExitCode {
+    use clap::{Args, FromArgMatches};
+    // The about text goes on after the flags: `CommonArgs`'s own doc would
+    // otherwise replace it.
+    let cmd = CommonArgs::augment_args(clap::Command::new(D::NAME)).version(version).about(about);
+    let args = CommonArgs::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit());
+    run(&args, spec)
+}
+
 /// Runs a daemon to completion and returns its exit status: 0 after a
 /// clean shutdown, 2 for a bad config, 1 for a failure at run time.
 pub fn run<D: DaemonConfig, P: Protocol + Send + 'static>(args: &CommonArgs, spec: DaemonSpec<D, P>) -> ExitCode {

@@ -228,7 +228,10 @@ fn startup_new_broadcasts_hello_and_arms_the_join_timer() {
 #[test]
 fn startup_single_site_bootstraps_at_once() {
     let mut s = fresh(1, 1, 2);
-    assert_eq!(drain(&mut s), vec![ev(NtEvent::Epoch(E)), ev(NtEvent::HasToken(true)), ev(NtEvent::Joined { bootstrap: true })]);
+    assert_eq!(
+        drain(&mut s),
+        vec![ev(NtEvent::Epoch(E)), ev(NtEvent::HasToken(true)), ev(NtEvent::Joined { bootstrap: true })]
+    );
     assert_eq!(s.token, Some(Token { epoch: E, counter: 0 }));
     assert_eq!(s.poll_timeout(), None);
 }
@@ -298,7 +301,10 @@ fn startup_minority_of_fresh_answers_at_the_join_timer_asks_again_then_a_majorit
     assert_eq!(s.poll_timeout(), Some(at(40)));
 
     for from in [3, 4] {
-        assert_eq!(deliver_msg(&mut s, at(25), from, INC, Msg { epoch: 0, body: Body::HelloAck { running: false } }), vec![]);
+        assert_eq!(
+            deliver_msg(&mut s, at(25), from, INC, Msg { epoch: 0, body: Body::HelloAck { running: false } }),
+            vec![]
+        );
     }
     // 3 fresh of 5 (n2, n3, n4) is a majority: bootstrap at the timer.
     assert_eq!(timeout(&mut s, at(40)), vec![ev(NtEvent::Joined { bootstrap: true })]);
@@ -314,11 +320,7 @@ fn nt_acquire_at_the_idle_root_holder_grants_at_once_without_messages() {
     let f = fence(E, 1);
     assert_eq!(
         acquire(&mut s, T0, 1),
-        vec![
-            ev(NtEvent::Entered { fence: f }),
-            reply(1, LockReply::Granted { fence: f }),
-            granted_event(1, f, 0),
-        ]
+        vec![ev(NtEvent::Entered { fence: f }), reply(1, LockReply::Granted { fence: f }), granted_event(1, f, 0),]
     );
     assert_eq!(s.token, Some(Token { epoch: E, counter: 1 }));
     assert_eq!(s.holder(), Some((c(1), f)));
@@ -679,13 +681,23 @@ fn suspected_peers_are_probed_until_they_answer() {
     assert_eq!(timeout(&mut s, at(240)), vec![send(3, Body::AreYouAlive)]);
     assert_eq!(s.timers.get(Timer::Probe), Some(at(480)));
     // Any message of the peer clears the suspicion; the probe stops.
-    assert_eq!(
-        deliver(&mut s, at(241), 3, Body::IAmAlive { position: None, next: None }),
-        vec![]
-    );
+    assert_eq!(deliver(&mut s, at(241), 3, Body::IAmAlive { position: None, next: None }), vec![]);
     assert!(s.suspected.is_empty());
     assert_eq!(timeout(&mut s, at(480)), vec![]);
     assert_eq!(s.timers.get(Timer::Probe), None);
+}
+
+#[test]
+fn provisional_timer_without_a_position_starts_m3() {
+    // A provisional chain that never got positions: a detached portion.
+    let mut s = committed(4, 3, 2, 1, None, &[2]);
+    s.timers.cancel(Timer::AliveCheck);
+    s.timers.set(Timer::Provisional, at(100));
+    let out = timeout(&mut s, at(100));
+    let mut expected = vec![ev(NtEvent::RecoveryStarted { mech: Mech::M3 })];
+    expected.extend([1, 2, 4].map(|i| send(i, Body::SearchQueue { accesses: 0 })));
+    assert_eq!(out, expected);
+    assert_eq!((s.monitored, s.request), (None, Some(2)));
 }
 
 // ===== M1 =================================================================
@@ -706,6 +718,21 @@ fn m1_first_valid_answer_gets_a_connection_naming_the_failed_sites() {
     assert_eq!(out, vec![send(1, connection(3, 4, 0, &[2]))]);
     assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M1, started: at(60) });
     assert_eq!(s.timers.get(Timer::Window), Some(at(115)), "(N + 1) t_msg for the Commit");
+}
+
+#[test]
+fn m1_linking_without_commit_or_token_in_time_searches_again_m2() {
+    let mut s = m1_asking_n1();
+    deliver(&mut s, at(65), 1, Body::IAmAlive { position: Some(0), next: Some(n(2)) });
+    let out = timeout(&mut s, at(115));
+    let mut expected = vec![ev(NtEvent::RecoveryStarted { mech: Mech::M2 })];
+    expected.extend([1, 2, 4].map(|i| send(i, Body::SearchPrev { position: 2 })));
+    assert_eq!(out, expected);
+    // n2 is suspected: only n1 and n4 are waited for.
+    assert_eq!(
+        s.recovery,
+        Recovery::Search { mech: Mech::M2, started: at(115), waiting: ids(&[1, 4]), answers: BTreeMap::new() }
+    );
 }
 
 #[test]
@@ -791,7 +818,10 @@ fn m2_without_a_smaller_position_regenerates_asking_every_site() {
     // (safety) Phase one goes to the suspected n4 too.
     let p = proposal(2, 5);
     assert_eq!(out, [1, 2, 3, 4].map(|i| send(i, Body::Regenerate { proposal: p })).to_vec());
-    assert_eq!(s.recovery, Recovery::Regen { mech: Mech::M2, started: T0, proposal: p, waiting: ids(&[1, 2, 3]), acked: 0 });
+    assert_eq!(
+        s.recovery,
+        Recovery::Regen { mech: Mech::M2, started: T0, proposal: p, waiting: ids(&[1, 2, 3]), acked: 0 }
+    );
 }
 
 // ===== M3.a ===============================================================
@@ -842,7 +872,10 @@ fn m3a_iii_nobody_queued_and_no_token_regenerates() {
     let out = deliver(&mut s, at(54), 3, search_ack(None, false, false, None));
     let p = proposal(2, 4);
     assert_eq!(out, [1, 2, 3].map(|i| send(i, Body::Regenerate { proposal: p })).to_vec());
-    assert_eq!(s.recovery, Recovery::Regen { mech: Mech::M3, started: at(50), proposal: p, waiting: ids(&[1, 2, 3]), acked: 0 });
+    assert_eq!(
+        s.recovery,
+        Recovery::Regen { mech: Mech::M3, started: at(50), proposal: p, waiting: ids(&[1, 2, 3]), acked: 0 }
+    );
 }
 
 #[test]
@@ -921,7 +954,10 @@ fn m3_a_commit_for_the_current_request_before_the_window_closes_cancels_m3() {
     let out = deliver(&mut s, at(5), 1, commit(Some(3), &[1], 2, (1, u64::MAX)));
     assert_eq!(
         out,
-        vec![ev(NtEvent::Recovered { mech: Mech::M3, took: ms(5) }), send(4, commit(Some(4), &[2, 1], 6, (1, u64::MAX)))]
+        vec![
+            ev(NtEvent::Recovered { mech: Mech::M3, took: ms(5) }),
+            send(4, commit(Some(4), &[2, 1], 6, (1, u64::MAX)))
+        ]
     );
     assert_eq!(s.recovery, Recovery::Idle);
     assert_eq!(s.timers.get(Timer::Window), None);
@@ -933,7 +969,10 @@ fn m3_a_late_commit_for_the_request_m3_abandoned_is_unlinked() {
     // M3 takes a fresh seq, so the old chain's Commit no longer matches:
     // the sender clears its next, and our search goes on.
     let mut s = m3b_candidate(0);
-    assert_eq!(deliver(&mut s, at(5), 1, commit(Some(3), &[1], 1, (1, u64::MAX))), vec![send(1, Body::Unlink { seq: 1 })]);
+    assert_eq!(
+        deliver(&mut s, at(5), 1, commit(Some(3), &[1], 1, (1, u64::MAX))),
+        vec![send(1, Body::Unlink { seq: 1 })]
+    );
     assert!(matches!(s.recovery, Recovery::Search { mech: Mech::M3, .. }));
     assert_eq!(s.position, None);
 }
@@ -1036,7 +1075,10 @@ fn regenerate_same_proposal_already_adopted_from_another_site_is_acked() {
     let p = proposal(2, 3);
     s.max_epoch = p;
     // In n3's slot: n3's own proposal, learned from an acker's message.
-    assert_eq!(deliver(&mut s, at(1), 3, Body::Regenerate { proposal: p }), vec![send_e(3, p, Body::RegenerateAck { proposal: p })]);
+    assert_eq!(
+        deliver(&mut s, at(1), 3, Body::Regenerate { proposal: p }),
+        vec![send_e(3, p, Body::RegenerateAck { proposal: p })]
+    );
     // The same number from n4 is not n4's proposal.
     assert_eq!(
         deliver(&mut s, at(1), 4, Body::Regenerate { proposal: p }),
@@ -1077,7 +1119,9 @@ fn regeneration_with_every_ack_creates_the_token_at_position_zero_and_commits_ne
     assert_eq!(acquire(&mut s, T0, 1), vec![]);
     let p = proposal(2, 3);
     // Ackers have adopted p, so their messages carry it.
-    let ack = |s: &mut NtNode, t, from| deliver_msg(s, t, from, INC, Msg { epoch: p, body: Body::RegenerateAck { proposal: p } });
+    let ack = |s: &mut NtNode, t, from| {
+        deliver_msg(s, t, from, INC, Msg { epoch: p, body: Body::RegenerateAck { proposal: p } })
+    };
     assert_eq!(ack(&mut s, at(2), 1), vec![ev(NtEvent::Epoch(p))]);
     assert_eq!(ack(&mut s, at(3), 2), vec![]);
     let f = fence(p, 1);
@@ -1096,6 +1140,28 @@ fn regeneration_with_every_ack_creates_the_token_at_position_zero_and_commits_ne
     // Counter 0 at creation; the grant made it 1.
     assert_eq!(s.token, Some(Token { epoch: p, counter: 1 }));
     assert_eq!((s.position, s.request, s.last), (Some(0), None, Last::Root));
+}
+
+#[test]
+fn regeneration_window_expiry_suspects_the_silent_and_completes_with_a_majority() {
+    let mut s = regenerating();
+    let p = proposal(2, 3);
+    let ack = Msg { epoch: p, body: Body::RegenerateAck { proposal: p } };
+    assert_eq!(deliver_msg(&mut s, at(2), 1, INC, ack.clone()), vec![ev(NtEvent::Epoch(p))]);
+    assert_eq!(deliver_msg(&mut s, at(3), 2, INC, ack), vec![]);
+    // n4 (our next) is silent: suspected, and so never handed the token.
+    assert_eq!(
+        timeout(&mut s, at(20)),
+        vec![
+            ev(NtEvent::Suspected { node: n(4) }),
+            ev(NtEvent::Regenerated { epoch: p }),
+            ev(NtEvent::HasToken(true)),
+            ev(NtEvent::Recovered { mech: Mech::M3, took: ms(20) }),
+            send_e(4, p, commit(Some(1), &[3], 8, (3, u64::MAX))),
+        ]
+    );
+    assert_eq!(s.token, Some(Token { epoch: p, counter: 0 }));
+    assert_eq!(s.next, None, "a suspected next is cleared, the token kept");
 }
 
 #[test]
@@ -1171,7 +1237,10 @@ fn epoch_newer_than_the_held_token_supersedes_it_the_client_loses_the_lock() {
             ev(NtEvent::RecoveryStarted { mech: Mech::M3 }),
             send_e(2, newer, Body::SearchQueue { accesses: 1 }),
             send_e(3, newer, Body::SearchQueue { accesses: 1 }),
-            reply(1, LockReply::LockLost { reason: "the token was regenerated elsewhere (this node was suspected)".into() }),
+            reply(
+                1,
+                LockReply::LockLost { reason: "the token was regenerated elsewhere (this node was suspected)".into() }
+            ),
             released_event(1, fence(E, 1), 5, ReleaseHow::Lost),
         ]
     );
@@ -1481,7 +1550,10 @@ fn leave_acquire_while_leaving_is_refused() {
     s.handle_shutdown(T0);
     assert_eq!(drain(&mut s), vec![]);
     assert!(s.is_left());
-    assert_eq!(acquire(&mut s, at(1), 1), vec![reply(1, LockReply::Refused { reason: "daemon is shutting down".into() })]);
+    assert_eq!(
+        acquire(&mut s, at(1), 1),
+        vec![reply(1, LockReply::Refused { reason: "daemon is shutting down".into() })]
+    );
 }
 
 // ===== client misuse through the core =====================================
@@ -1489,10 +1561,16 @@ fn leave_acquire_while_leaving_is_refused() {
 #[test]
 fn client_second_acquire_on_the_same_client_is_refused() {
     let mut h = busy_holder(3, 1, 2);
-    assert_eq!(acquire(&mut h, at(1), 1), vec![reply(1, LockReply::Refused { reason: "already holding the lock".into() })]);
+    assert_eq!(
+        acquire(&mut h, at(1), 1),
+        vec![reply(1, LockReply::Refused { reason: "already holding the lock".into() })]
+    );
     let mut s = waiting(3, 2, 2, 1);
     assert_eq!(acquire(&mut s, T0, 1), vec![]);
-    assert_eq!(acquire(&mut s, at(1), 1), vec![reply(1, LockReply::Refused { reason: "already waiting for the lock".into() })]);
+    assert_eq!(
+        acquire(&mut s, at(1), 1),
+        vec![reply(1, LockReply::Refused { reason: "already waiting for the lock".into() })]
+    );
     assert_eq!(s.seq, 1, "no second request");
 }
 
@@ -1573,7 +1651,7 @@ fn status_reports_role_peers_and_details() {
     w.peer_inc.insert(n(3), Incarnation(7));
     let st = w.status();
     assert_eq!(st.role, "waiting");
-    assert_eq!(st.peers[0].up, false);
+    assert!(!st.peers[0].up);
     assert_eq!(st.peers[1].incarnation, Incarnation(7));
     assert_eq!(
         st.details,
@@ -1605,4 +1683,230 @@ fn status_reports_role_peers_and_details() {
     let mut u = site(3, 2, 2);
     u.last = Last::Unknown;
     assert_eq!(u.status().details[1], ("last".to_string(), "unknown".to_string()));
+}
+
+// ===== the seed's worked example (spec invariant 5, figure 2) =============
+
+// Letters of the seed's figure 2 → sites of a 10-site cluster (k = 2). X and
+// Y are the two faulty sites: X was H's next; Y is where D sent its request.
+const SA: u32 = 1;
+const SB: u32 = 2;
+const SC: u32 = 3;
+const SD: u32 = 4;
+const SE: u32 = 5;
+const SF: u32 = 6;
+const SG: u32 = 7;
+const SH: u32 = 8;
+const SX: u32 = 9;
+const SY: u32 = 10;
+
+/// Figure 2: M3 with an election between A and D, last-tree rebuild (rules
+/// I–III), H relinked to A by a Connection, D's request served behind C.
+///
+/// Where the core differs from the seed's narrative, as the spec allows:
+/// - M3 takes a fresh seq (A: 1 → 2; D: 1 → 2), and D's request to the
+///   winner another one (3), so late Commits of abandoned chains get Unlink.
+/// - D's request to A is a `DirectRequest`, which the linking rule forwards
+///   along `next`, not `last` ("direct requests ignore last"). After rule
+///   III the path is the same, A → B → C (A.last = B = A.next, B.last = C =
+///   B.next), but A and B keep their `last` (no path reversal for a direct
+///   request): only C, which links D, sets `last = D`. The seed has A, B and
+///   C all point `last` at D. Both keep last consistent with next.
+/// - H learns that its next X is dead from the Connection (`failed` = the
+///   sites A's search window found silent); the linking rule links only
+///   behind a suspected (or absent) next.
+/// - D and E also apply the rules for the best candidate: D, waiting
+///   without a position, sets last = its next E (rule III); E, a tail, is
+///   a root ("E → its next", which is None).
+#[test]
+fn seed_figure_2_m3_election_rebuilds_the_last_tree_and_reconnects_both_portions() {
+    let k = 2;
+    // ----- figure 2.a --------------------------------------------------
+    // Queue portion 1: G (token, in its critical section) → H → X (faulty).
+    let mut g = busy_holder(10, SG, k);
+    g.next = Some((n(SH), 1));
+    g.last = Last::Parent(n(SY)); // useless
+    let mut h = committed(10, SH, k, 1, Some(1), &[SG]);
+    h.next = Some((n(SX), 1));
+    h.last = Last::Parent(n(SX)); // useless
+                                  // Queue portion 2, no positions: (X) → A → B → C. X crashed before
+                                  // committing A; B and C hold provisional Commits from A and B.
+    let mut a = waiting(10, SA, k, 1);
+    a.next = Some((n(SB), 1));
+    a.last = Last::Parent(n(SB));
+    let mut b = committed(10, SB, k, 1, None, &[SA]);
+    b.next = Some((n(SC), 1));
+    b.last = Last::Parent(n(SC));
+    let mut cc = committed(10, SC, k, 1, None, &[SB]);
+    cc.last = Last::Root;
+    // Third portion: D requested from Y (faulty) and queued E behind it.
+    let mut d = waiting(10, SD, k, 1);
+    d.accesses = 2; // A (0 accesses) wins the election: fewer accesses.
+    d.next = Some((n(SE), 1));
+    d.last = Last::Parent(n(SE));
+    let mut e = committed(10, SE, k, 1, None, &[SD]);
+    e.last = Last::Root;
+    // F is not waiting.
+    let mut f = site(10, SF, k);
+    f.last = Last::Parent(n(SY)); // useless
+
+    // ----- A and D detect concurrently (no Commit after (N + 1) t_msg) -
+    let all_but = |me: u32| (1..=10).filter(move |i| *i != me);
+    let out = timeout(&mut a, at(110));
+    let mut expected = vec![ev(NtEvent::RecoveryStarted { mech: Mech::M3 })];
+    expected.extend(all_but(SA).map(|i| send(i, Body::SearchQueue { accesses: 0 })));
+    assert_eq!(out, expected);
+    let out = timeout(&mut d, at(110));
+    let mut expected = vec![ev(NtEvent::RecoveryStarted { mech: Mech::M3 })];
+    expected.extend(all_but(SD).map(|i| send(i, Body::SearchQueue { accesses: 2 })));
+    assert_eq!(out, expected);
+    assert_eq!((a.request, d.request), (Some(2), Some(2)));
+
+    // ----- D's SEARCH QUEUE arrives first everywhere ------------------
+    let sq_d = Body::SearchQueue { accesses: 2 };
+    // A is a better candidate than D: it answers and stays a candidate.
+    assert_eq!(deliver(&mut a, at(111), SD, sq_d.clone()), vec![send(SD, search_ack(None, true, false, Some(0)))]);
+    assert!(matches!(a.recovery, Recovery::Search { mech: Mech::M3, .. }));
+    let answers_to_d = [
+        (&mut b, search_ack(None, true, false, None)),
+        (&mut cc, search_ack(None, false, false, None)),
+        (&mut e, search_ack(None, false, false, None)),
+        (&mut f, search_ack(None, false, false, None)),
+        (&mut g, search_ack(Some(0), true, true, None)),
+        (&mut h, search_ack(Some(1), true, false, None)),
+    ];
+    for (site, answer) in answers_to_d {
+        assert_eq!(deliver(site, at(111), SD, sq_d.clone()), vec![send(SD, answer)], "n{}", site.me.0);
+    }
+    // Rules I–III for D, the best candidate seen so far.
+    assert_eq!((f.last, g.last, h.last), (Last::Parent(n(SD)), Last::Parent(n(SD)), Last::Parent(n(SD))));
+
+    // ----- then A's ---------------------------------------------------
+    let sq_a = Body::SearchQueue { accesses: 0 };
+    // D loses (A has fewer accesses): one request to A, D keeps next = E.
+    assert_eq!(
+        deliver(&mut d, at(112), SA, sq_a.clone()),
+        vec![send(SA, search_ack(None, true, false, Some(2))), send(SA, direct(SD, 3, 0))]
+    );
+    assert_eq!(d.recovery, Recovery::Linking { mech: Mech::M3, started: at(110) });
+    assert_eq!(d.next, Some((n(SE), 1)));
+    let answers_to_a = [
+        (&mut b, search_ack(None, true, false, None)),
+        (&mut cc, search_ack(None, false, false, None)),
+        (&mut e, search_ack(None, false, false, None)),
+        (&mut f, search_ack(None, false, false, None)),
+        (&mut g, search_ack(Some(0), true, true, None)),
+        (&mut h, search_ack(Some(1), true, false, None)),
+    ];
+    for (site, answer) in answers_to_a {
+        assert_eq!(deliver(site, at(112), SA, sq_a.clone()), vec![send(SA, answer)], "n{}", site.me.0);
+    }
+
+    // ----- figure 2.b: last rebuilt for A, a better candidate ----------
+    // II: G and H have a position; I: F does not wait.
+    assert_eq!(g.last, Last::Parent(n(SA)));
+    assert_eq!(h.last, Last::Parent(n(SA)));
+    assert_eq!(f.last, Last::Parent(n(SA)));
+    // III: waiting without a position, last = next (a tail stays a root).
+    assert_eq!(a.last, Last::Parent(n(SB)));
+    assert_eq!(b.last, Last::Parent(n(SC)));
+    assert_eq!(e.last, Last::Root);
+    assert_eq!(d.last, Last::Parent(n(SE)));
+    assert_eq!(cc.last, Last::Root, "C, the root of the last tree");
+
+    // ----- A collects the answers; D's request reaches A --------------
+    for (from, answer) in [
+        (SB, search_ack(None, true, false, None)),
+        (SC, search_ack(None, false, false, None)),
+        (SD, search_ack(None, true, false, Some(2))),
+        (SE, search_ack(None, false, false, None)),
+        (SF, search_ack(None, false, false, None)),
+        (SG, search_ack(Some(0), true, true, None)),
+        (SH, search_ack(Some(1), true, false, None)),
+    ] {
+        assert_eq!(deliver(&mut a, at(113), from, answer), vec![], "answer of n{from}");
+    }
+    // D's request travels A → B → C, the tail of A's portion.
+    assert_eq!(deliver(&mut a, at(114), SD, direct(SD, 3, 0)), vec![send(SB, direct(SD, 3, 1))]);
+    assert_eq!(deliver(&mut b, at(115), SA, direct(SD, 3, 1)), vec![send(SC, direct(SD, 3, 2))]);
+    // C sets next = D and sends D a Commit (provisional: C has no position yet).
+    assert_eq!(deliver(&mut cc, at(116), SB, direct(SD, 3, 2)), vec![send(SD, commit(None, &[SC, SB], 3, (SC, 1)))]);
+    assert_eq!(cc.next, Some((n(SD), 3)));
+
+    // ----- A's window closes: X and Y never answered -------------------
+    // A is still a candidate: elected. The greatest position is H's, and H
+    // has a next (X, faulty): case (ii), a Connection to H.
+    assert_eq!(
+        timeout(&mut a, at(130)),
+        vec![
+            ev(NtEvent::Suspected { node: n(SX) }),
+            ev(NtEvent::Suspected { node: n(SY) }),
+            send(SH, connection(SA, 2, 0, &[SX, SY])),
+        ]
+    );
+    assert_eq!(a.recovery, Recovery::Linking { mech: Mech::M3, started: at(110) });
+    // H sets next = A and commits it.
+    assert_eq!(
+        deliver(&mut h, at(131), SA, connection(SA, 2, 0, &[SX, SY])),
+        vec![ev(NtEvent::Suspected { node: n(SX) }), send(SA, commit(Some(2), &[SH, SG], 2, (SH, 1)))]
+    );
+
+    // ----- figure 2.c (D and E have no Commit yet) ---------------------
+    let next_of = |s: &NtNode| s.next.map(|(x, _)| x.0);
+    assert_eq!(next_of(&g), Some(SH));
+    assert_eq!(next_of(&h), Some(SA));
+    assert_eq!(next_of(&a), Some(SB));
+    assert_eq!(next_of(&b), Some(SC));
+    assert_eq!(next_of(&cc), Some(SD));
+    assert_eq!(next_of(&d), Some(SE));
+    assert_eq!(next_of(&e), None);
+    assert_eq!(
+        [&g, &h, &f, &a, &b, &cc, &d, &e].map(|s| s.last),
+        [
+            Last::Parent(n(SA)),
+            Last::Parent(n(SA)),
+            Last::Parent(n(SA)),
+            Last::Parent(n(SB)),
+            Last::Parent(n(SC)),
+            Last::Parent(n(SD)),
+            Last::Parent(n(SE)),
+            Last::Root,
+        ]
+    );
+    assert!(g.has_token() && g.holder().is_some());
+
+    // ----- beyond the figure: positions cascade down one queue ---------
+    assert_eq!(
+        deliver(&mut a, at(132), SH, commit(Some(2), &[SH, SG], 2, (SH, 1))),
+        vec![ev(NtEvent::Recovered { mech: Mech::M3, took: ms(22) }), send(SB, commit(Some(3), &[SA, SH], 1, (SH, 1)))]
+    );
+    assert_eq!(
+        deliver(&mut b, at(133), SA, commit(Some(3), &[SA, SH], 1, (SH, 1))),
+        vec![send(SC, commit(Some(4), &[SB, SA], 1, (SH, 1)))]
+    );
+    assert_eq!(
+        deliver(&mut cc, at(134), SB, commit(Some(4), &[SB, SA], 1, (SH, 1))),
+        vec![send(SD, commit(Some(5), &[SC, SB], 3, (SH, 1)))]
+    );
+    // D gets C's two Commits in order (FIFO): the provisional one ends its
+    // recovery, the positioned one gives it position 5.
+    assert_eq!(
+        deliver(&mut d, at(135), SC, commit(None, &[SC, SB], 3, (SC, 1))),
+        vec![ev(NtEvent::Recovered { mech: Mech::M3, took: ms(25) }), send(SE, commit(None, &[SD, SC], 1, (SC, 1)))]
+    );
+    assert_eq!(
+        deliver(&mut d, at(136), SC, commit(Some(5), &[SC, SB], 3, (SH, 1))),
+        vec![send(SE, commit(Some(6), &[SD, SC], 1, (SH, 1)))]
+    );
+    assert_eq!(deliver(&mut e, at(137), SD, commit(None, &[SD, SC], 1, (SC, 1))), vec![]);
+    assert_eq!(deliver(&mut e, at(138), SD, commit(Some(6), &[SD, SC], 1, (SH, 1))), vec![]);
+    assert_eq!(
+        [&g, &h, &a, &b, &cc, &d, &e].map(|s| s.position),
+        [Some(0), Some(1), Some(2), Some(3), Some(4), Some(5), Some(6)]
+    );
+    assert_eq!(
+        [&h, &a, &b, &cc, &d, &e].map(|s| s.monitored.map(|(m, _)| m.0)),
+        [Some(SG), Some(SH), Some(SA), Some(SB), Some(SC), Some(SD)]
+    );
+    assert!([&a, &d].iter().all(|s| s.recovery == Recovery::Idle));
 }
