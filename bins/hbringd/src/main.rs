@@ -72,6 +72,7 @@ fn main() -> ExitCode {
                 HbNode::new(hb, &ctx.membership, ctx.me, ctx.incarnation, ctx.now).map_err(|e| e.to_string())
             }),
             on_event: Box::new(on_event),
+            on_status: None,
         },
     )
 }

@@ -18,6 +18,7 @@ fn main() -> ExitCode {
                 NtNode::new(cfg.daemon.core(&cfg.common), &ctx.membership, ctx.me, ctx.incarnation, ctx.now)
             }),
             on_event: Box::new(ntmutexd::metrics::record),
+            on_status: Some(ntmutexd::metrics::gauges),
         },
     )
 }

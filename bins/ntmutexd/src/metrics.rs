@@ -5,6 +5,17 @@ use runtime::metrics::Metrics;
 
 use crate::node::NtEvent;
 
+/// Gauges read off the status report: queue position (-1: not queued) and
+/// local clients waiting.
+pub fn gauges(s: &ftcore::StatusReport, m: &Metrics) {
+    let detail = |k: &str| s.details.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    let position = detail("position").and_then(|p| p.parse::<f64>().ok()).unwrap_or(-1.0);
+    metrics::gauge!(m.name("queue_position")).set(position);
+    if let Some(w) = detail("local_waiting").and_then(|w| w.parse::<f64>().ok()) {
+        metrics::gauge!(m.name("local_waiting")).set(w);
+    }
+}
+
 /// Records one core event.
 pub fn record(e: &NtEvent, m: &Metrics) {
     match e {

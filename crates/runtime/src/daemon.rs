@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use wire::{ClusterKey, TcpTransport, Transport, TransportConfig, UdpTransport};
 
 use crate::config::{self, CommonArgs, Config, DaemonConfig, EXIT_CONFIG};
-use crate::driver::{Driver, EventHook};
+use crate::driver::{Driver, EventHook, StatusHook};
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
 use crate::{client_api, logging};
@@ -59,6 +59,8 @@ pub struct DaemonSpec<D: DaemonConfig, P: Protocol> {
     pub build: BuildCore<D, P>,
     /// Turns the core's events into metrics and logs.
     pub on_event: EventHook<P>,
+    /// Sets daemon-specific gauges from the status report (every 500 ms).
+    pub on_status: Option<StatusHook>,
 }
 
 impl<D: DaemonConfig, P: Protocol> std::fmt::Debug for DaemonSpec<D, P> {
@@ -185,6 +187,7 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
         clients: client_rx,
         metrics,
         on_event: spec.on_event,
+        on_status: spec.on_status,
         notifier,
         shutdown,
         leave_grace,

@@ -20,6 +20,9 @@ use crate::notify::Notifier;
 /// What a daemon does with its core's events (metrics, logs).
 pub type EventHook<P> = Box<dyn FnMut(&<P as Protocol>::Event, &Metrics) + Send>;
 
+/// Daemon-specific gauges read off the status report on every refresh.
+pub type StatusHook = fn(&ftcore::StatusReport, &Metrics);
+
 /// How often peer gauges and the systemd status line are refreshed.
 const REFRESH: Duration = Duration::from_millis(500);
 
@@ -39,6 +42,8 @@ pub struct Driver<P: Protocol> {
     pub metrics: Metrics,
     /// Daemon-specific handling of events.
     pub on_event: EventHook<P>,
+    /// Daemon-specific gauges from the status report.
+    pub on_status: Option<StatusHook>,
     /// systemd, when running under it.
     pub notifier: Option<Notifier>,
     /// Cancelled on SIGTERM/SIGINT.
@@ -126,6 +131,9 @@ where
                         self.metrics.peer_up(p.id, p.up);
                     }
                     self.metrics.incarnation(status.incarnation.0);
+                    if let Some(hook) = self.on_status {
+                        hook(&status, &self.metrics);
+                    }
                     if status.role != last_role {
                         if let Some(n) = &self.notifier {
                             let _ = n.status(&format!("{} node {}: {}", status.daemon, status.node.0, status.role));
