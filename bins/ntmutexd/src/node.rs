@@ -181,6 +181,12 @@ enum Phase {
     Running,
 }
 
+/// M3.b: candidate 1 beats candidate 2 with fewer accesses, or as many and
+/// a higher id.
+fn beats(a1: u64, id1: NodeId, a2: u64, id2: NodeId) -> bool {
+    a1 < a2 || (a1 == a2 && id1 > id2)
+}
+
 /// Bits of an epoch that name the regenerating site (its configured
 /// slot), so that two concurrent regenerations never propose equal epochs.
 const SLOT_BITS: u32 = 10;
@@ -821,6 +827,14 @@ impl NtNode {
             Mech::M2 => self.broadcast(Body::SearchPrev { position: self.position.unwrap_or(u64::MAX) }),
             _ => {
                 self.broadcast(Body::SearchQueue { accesses: self.accesses });
+                // A better candidate heard from recently (its SearchQueue
+                // came before our own search started): lose to it at once.
+                if let Some((a, id, until)) = self.best_candidate {
+                    if until > now && id != self.me && beats(a, id, self.accesses, self.me) {
+                        self.lose_election(now, id, started);
+                        return;
+                    }
+                }
                 self.best_candidate = Some((self.accesses, self.me, now + self.cfg.t_msg * 4));
             }
         }
@@ -844,17 +858,10 @@ impl NtNode {
     fn on_search_queue(&mut self, now: Instant, from: NodeId, accesses: u64) {
         let a = self.answer();
         self.send(from, a);
-        // M3.b: the winner has the fewest accesses, then the highest id.
-        let beats = |a1: u64, id1: NodeId, a2: u64, id2: NodeId| a1 < a2 || (a1 == a2 && id1 > id2);
         if let Recovery::Search { mech: Mech::M3, .. } = self.recovery {
             if beats(accesses, from, self.accesses, self.me) {
-                // Lost: one request to the winner; keep last and next.
                 let started = self.recovery_started().unwrap_or(now);
-                self.seq += 1;
-                self.request = Some(self.seq);
-                self.send(from, Body::DirectRequest { requester: self.me, seq: self.seq, hops: 0 });
-                self.recovery = Recovery::Linking { mech: Mech::M3, started };
-                self.timers.set(Timer::Window, now + self.commit_timeout());
+                self.lose_election(now, from, started);
             }
         }
         let better = match self.best_candidate {
@@ -865,6 +872,15 @@ impl NtNode {
             self.best_candidate = Some((accesses, from, now + self.cfg.t_msg * 4));
             self.rebuild_last(from);
         }
+    }
+
+    /// M3.b: lost to `winner`: one request to it; keep last and next.
+    fn lose_election(&mut self, now: Instant, winner: NodeId, started: Instant) {
+        self.seq += 1;
+        self.request = Some(self.seq);
+        self.send(winner, Body::DirectRequest { requester: self.me, seq: self.seq, hops: 0 });
+        self.recovery = Recovery::Linking { mech: Mech::M3, started };
+        self.timers.set(Timer::Window, now + self.commit_timeout());
     }
 
     /// Last-tree rebuild after M3 (rules I–III) for candidate `e`.
@@ -1223,6 +1239,10 @@ impl Protocol for NtNode {
     fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Msg) {
         if from == self.me || !self.members.contains(&from) {
             return;
+        }
+        if let Body::HelloAck { .. } = msg.body {
+            // A new life starts with the cluster's epoch.
+            self.set_epoch(msg.epoch);
         }
         if let Phase::Joining { fresh, running_seen, deferred } = &mut self.phase {
             match msg.body {

@@ -241,7 +241,8 @@ fn startup_hello_ack_running_joins_as_a_new_life() {
     let mut s = fresh(3, 2, 2);
     drain(&mut s);
     let out = deliver(&mut s, at(3), 1, Body::HelloAck { running: true });
-    assert_eq!(out, vec![ev(NtEvent::Joined { bootstrap: false })]);
+    // It adopts the cluster's epoch from the answer.
+    assert_eq!(out, vec![ev(NtEvent::Epoch(E)), ev(NtEvent::Joined { bootstrap: false })]);
     assert!(s.is_running());
     // (safety) A new life knows nothing of the tree: DeadEnd to requests,
     // its own first request through M3.
@@ -310,6 +311,51 @@ fn startup_minority_of_fresh_answers_at_the_join_timer_asks_again_then_a_majorit
     assert_eq!(timeout(&mut s, at(40)), vec![ev(NtEvent::Joined { bootstrap: true })]);
     assert_eq!(s.last, Last::Parent(n(1)));
     assert_eq!(s.poll_timeout(), None);
+}
+
+#[test]
+fn startup_clients_queued_while_joining_are_served_once_joined() {
+    // The future holder grants as soon as it has bootstrapped.
+    let mut s1 = fresh(2, 1, 2);
+    drain(&mut s1);
+    assert_eq!(acquire(&mut s1, at(1), 1), vec![]);
+    let f = fence(E, 1);
+    assert_eq!(
+        deliver_msg(&mut s1, at(2), 2, INC, Msg { epoch: 0, body: Body::HelloAck { running: false } }),
+        vec![
+            ev(NtEvent::Epoch(E)),
+            ev(NtEvent::HasToken(true)),
+            ev(NtEvent::Joined { bootstrap: true }),
+            ev(NtEvent::Entered { fence: f }),
+            reply(1, LockReply::Granted { fence: f }),
+            granted_event(1, f, 1),
+        ]
+    );
+    // Another site requests along the new tree.
+    let mut s2 = fresh(2, 2, 2);
+    drain(&mut s2);
+    assert_eq!(acquire(&mut s2, at(1), 1), vec![]);
+    assert_eq!(
+        deliver_msg(&mut s2, at(2), 1, INC, Msg { epoch: 0, body: Body::HelloAck { running: false } }),
+        vec![ev(NtEvent::Joined { bootstrap: true }), send_e(1, 0, request(2, 1, 0))]
+    );
+}
+
+#[test]
+fn startup_a_new_life_makes_its_first_request_through_m3() {
+    let mut s = fresh(3, 2, 2);
+    drain(&mut s);
+    deliver(&mut s, at(1), 1, Body::HelloAck { running: true });
+    // It learnt the cluster's epoch from the HelloAck.
+    assert_eq!(
+        acquire(&mut s, at(2), 1),
+        vec![
+            ev(NtEvent::RecoveryStarted { mech: Mech::M3 }),
+            send_e(1, E, Body::SearchQueue { accesses: 0 }),
+            send_e(3, E, Body::SearchQueue { accesses: 0 }),
+        ]
+    );
+    assert_eq!((s.seq, s.request), (2, Some(2)));
 }
 
 // ===== base Naimi-Trehel ==================================================
@@ -501,6 +547,60 @@ fn nt_holder_without_next_keeps_granting_to_late_arrivals() {
         ]
     );
     assert_eq!(s.token, Some(Token { epoch: E, counter: 2 }));
+}
+
+#[test]
+fn nt_waiter_timing_out_leaves_the_request_outstanding() {
+    let mut s = site(3, 2, 2);
+    s.handle_request(T0, c(1), LockRequest::Acquire { timeout_ms: 30 });
+    assert_eq!(drain(&mut s), vec![send(1, request(2, 1, 0))]);
+    assert_eq!(s.poll_timeout(), Some(at(30)), "the client's deadline comes before the Commit timer");
+    assert_eq!(
+        timeout(&mut s, at(30)),
+        vec![reply(1, LockReply::TimedOut), ev(NtEvent::Lock(LockEvent::TimedOut { client: c(1), waited: ms(30) }))]
+    );
+    assert_eq!(s.request, Some(1), "requests cannot be withdrawn");
+}
+
+#[test]
+fn nt_token_arriving_with_no_local_waiter_is_kept_idle_or_passed_to_next() {
+    let mut s = waiting(3, 2, 2, 1);
+    assert_eq!(deliver(&mut s, at(1), 1, token(E, 3, 1)), vec![ev(NtEvent::HasToken(true))]);
+    assert_eq!((s.token, s.position, s.request), (Some(Token { epoch: E, counter: 3 }), Some(1), None));
+
+    let mut s = waiting(3, 2, 2, 1);
+    s.next = Some((n(3), 5));
+    assert_eq!(
+        deliver(&mut s, at(1), 1, token(E, 3, 1)),
+        vec![
+            ev(NtEvent::HasToken(true)),
+            send(3, commit(Some(2), &[2], 5, (2, u64::MAX))),
+            send(3, token(E, 3, 2)),
+            ev(NtEvent::HasToken(false)),
+        ]
+    );
+    assert_eq!((s.token, s.position, s.next), (None, None, None));
+}
+
+#[test]
+fn nt_revoked_holder_keeps_the_token_until_its_grace_ends() {
+    let mut h = holder(3, 1, 2);
+    h.locks = LocalLocks::new(LocksConfig { max_queue: 8, max_hold: Some(ms(50)), revoke_grace: ms(100) });
+    acquire(&mut h, T0, 1);
+    deliver(&mut h, at(1), 3, request(3, 1, 0));
+    let f = fence(E, 1);
+    assert_eq!(
+        timeout(&mut h, at(50)),
+        vec![
+            reply(1, LockReply::LockLost { reason: "held longer than max_hold_ms".into() }),
+            ev(NtEvent::Lock(LockEvent::Revoking { client: c(1), fence: f })),
+        ]
+    );
+    assert!(h.has_token(), "not passed before the client lets go or the grace ends");
+    assert_eq!(
+        timeout(&mut h, at(150)),
+        vec![send(3, token(E, 1, 1)), ev(NtEvent::HasToken(false)), released_event(1, f, 150, ReleaseHow::Revoked)]
+    );
 }
 
 // ===== COMMIT =============================================================
@@ -923,6 +1023,29 @@ fn m3b_candidate_loses_to_fewer_accesses_and_requests_from_the_winner_staying_li
     assert_eq!(s.next, Some((n(4), 6)));
     assert_eq!(s.last, Last::Parent(n(4)));
     assert_eq!(s.best_candidate, Some((2, n(3), at(43))));
+}
+
+#[test]
+fn m3b_a_better_candidate_heard_before_our_own_search_wins_at_once() {
+    // n2 waits (not yet a candidate) and hears n3's SearchQueue first.
+    let mut s = waiting(4, 2, 2, 1);
+    s.accesses = 5;
+    let out = deliver(&mut s, at(1), 3, Body::SearchQueue { accesses: 2 });
+    assert_eq!(out, vec![send(3, search_ack(None, false, false, None))]);
+    assert_eq!(s.best_candidate, Some((2, n(3), at(41))));
+    // Its own search starts while that is recent: it loses at once.
+    s.start_m3(at(5));
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            ev(NtEvent::RecoveryStarted { mech: Mech::M3 }),
+            send(1, Body::SearchQueue { accesses: 5 }),
+            send(3, Body::SearchQueue { accesses: 5 }),
+            send(4, Body::SearchQueue { accesses: 5 }),
+            send(3, direct(2, 3, 0)),
+        ]
+    );
+    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M3, started: at(5) });
 }
 
 #[test]
@@ -1456,6 +1579,16 @@ fn restart_a_message_from_an_older_life_is_ignored() {
     s.peer_inc.insert(n(3), Incarnation(2));
     let before = s.clone();
     assert_eq!(deliver_msg(&mut s, at(1), 3, INC, Msg { epoch: proposal(9, 3), body: request(3, 1, 0) }), vec![]);
+    assert_eq!(s, before);
+}
+
+#[test]
+fn messages_from_itself_or_from_a_non_member_are_ignored() {
+    let mut s = site(3, 2, 2);
+    let before = s.clone();
+    assert_eq!(deliver(&mut s, T0, 2, request(3, 1, 0)), vec![]);
+    assert_eq!(deliver(&mut s, T0, 4, request(4, 1, 0)), vec![]);
+    assert_eq!(deliver_msg(&mut s, T0, 9, INC, Msg { epoch: proposal(9, 1), body: Body::AreYouAlive }), vec![]);
     assert_eq!(s, before);
 }
 
