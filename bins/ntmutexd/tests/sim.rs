@@ -369,3 +369,36 @@ fn graceful_leave_of_the_holder_hands_the_token_on() {
         everyone_served_since(w, left + Duration::from_millis(500)).map_err(|m| err(&sim, m))
     });
 }
+
+/// Invariant 4: M1 and M2 keep the relative order of the surviving queued
+/// requests (the queue is 1 → 2 → … → 6; sites die in the middle).
+#[test]
+fn m1_and_m2_preserve_the_order_of_surviving_requests() {
+    for (k, victims, expect_mech) in [(3, vec![4], Mech::M1), (1, vec![3, 4], Mech::M2)] {
+        let mut sim = queue_holding(5, 6, k, Duration::from_millis(400));
+        sim.check(safety(Default::default()));
+        sim.run_until(Instant::from_millis(300)).unwrap();
+        let w = sim.world();
+        for i in 1..=6u32 {
+            assert_eq!(w.core(NodeId(i)).unwrap().position(), Some(u64::from(i) - 1), "queue 1→…→6 formed");
+        }
+        for v in &victims {
+            sim.after(Duration::ZERO, Action::Crash(NodeId(*v)));
+        }
+        let killed = sim.now();
+        sim.run_for(Duration::from_secs(4)).unwrap();
+        let w = sim.world();
+        let mechs: Vec<Mech> = w
+            .events
+            .iter()
+            .filter_map(|(_, _, e)| match e {
+                NtEvent::Recovered { mech, .. } => Some(*mech),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(mechs, vec![expect_mech], "k = {k}, victims {victims:?}");
+        let order: Vec<u32> = grants(w).into_iter().filter(|(t, _, _)| *t >= killed).map(|(_, n, _)| n.0).collect();
+        let survivors: Vec<u32> = (2..=6).filter(|i| !victims.contains(i)).collect();
+        assert_eq!(&order[..survivors.len()], &survivors[..], "grant order after the crash, k = {k}");
+    }
+}

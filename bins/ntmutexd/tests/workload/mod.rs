@@ -109,6 +109,12 @@ pub fn grants(w: &World<NtNode>) -> Vec<(Instant, NodeId, u64)> {
 /// A quiet queue 1 → 2 → … → n (site 1 holds for a long time, the others
 /// queue behind it one after another) for counting recovery messages.
 pub fn quiet_queue(seed: u64, n: u32, k: usize) -> Sim<NtNode> {
+    queue_holding(seed, n, k, Duration::from_secs(5))
+}
+
+/// Sites 1..=n queue up in id order (30 ms apart), each holding for `hold`
+/// once granted.
+pub fn queue_holding(seed: u64, n: u32, k: usize, hold: Duration) -> Sim<NtNode> {
     let membership = Membership::of_size(n);
     let c = cfg(k);
     let mut sim: Sim<NtNode> = Sim::new(
@@ -117,10 +123,8 @@ pub fn quiet_queue(seed: u64, n: u32, k: usize) -> Sim<NtNode> {
         net(),
         Box::new(move |id, inc, now, _| NtNode::new(c.clone(), &membership, id, inc, now).expect("valid")),
     );
-    sim.clients(Box::new(|_, node, client, reply, _| match reply {
-        LockReply::Granted { .. } => {
-            vec![(Duration::from_secs(5), Action::Request(node, client, LockRequest::Release))]
-        }
+    sim.clients(Box::new(move |_, node, client, reply, _| match reply {
+        LockReply::Granted { .. } => vec![(hold, Action::Request(node, client, LockRequest::Release))],
         _ => vec![],
     }));
     for i in 1..=n {
