@@ -467,10 +467,10 @@ impl NtNode {
             // Serve the batch that was waiting when the token came; after
             // it, hand the token on if someone is queued, else keep serving.
             let batch_only = self.locks.batch_remaining() > 0 || self.next.is_some();
-            let fence = (u64::from(token.epoch) << 32) | u64::from(token.counter + 1);
+            let fence = (u64::from(token.epoch) << 32) | u64::from(token.counter.saturating_add(1));
             let may_grant = self.locks.batch_remaining() > 0 || (self.next.is_none() && self.locks.has_waiters());
             if may_grant && self.locks.grant_next(now, fence, batch_only).is_some() {
-                self.token = Some(Token { counter: token.counter + 1, ..token });
+                self.token = Some(Token { counter: token.counter.saturating_add(1), ..token });
                 self.accesses += 1;
                 self.last_fence = fence;
                 self.out.event(NtEvent::Entered { fence });
