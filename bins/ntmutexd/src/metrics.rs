@@ -26,13 +26,15 @@ pub fn record(e: &NtEvent, m: &Metrics) {
         }
         NtEvent::Lock(LockEvent::Released { held, how, .. }) => {
             metrics::histogram!(m.name("hold_seconds")).record(held.as_secs_f64());
-            if matches!(how, lockservice::ReleaseHow::Lost | lockservice::ReleaseHow::Revoked) {
+            // A revocation was already counted when its LockLost went out.
+            if matches!(how, lockservice::ReleaseHow::Lost) {
                 metrics::counter!(m.name("lock_lost_total")).increment(1);
             }
         }
         NtEvent::Lock(LockEvent::TimedOut { .. }) => metrics::counter!(m.name("acquire_timeouts_total")).increment(1),
         NtEvent::Lock(LockEvent::Revoking { client, .. }) => {
             tracing::warn!(%client, "hold exceeded max_hold_ms: revoking");
+            metrics::counter!(m.name("lock_lost_total")).increment(1);
         }
         NtEvent::Joined { bootstrap } => tracing::info!(bootstrap, "joined the cluster"),
         NtEvent::RecoveryStarted { mech } => {

@@ -40,7 +40,7 @@ use membership::{Incarnation, Membership, MembershipError, NodeId};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream, UdpSocket},
-    sync::{mpsc, Semaphore},
+    sync::{mpsc, Notify, Semaphore},
 };
 use tokio_util::{
     codec::{FramedRead, FramedWrite},
@@ -261,14 +261,21 @@ impl<M: Message> TcpTransport<M> {
         let local = listener.local_addr().map_err(|source| TransportError::Bind { addr: cfg.listen, source })?;
         let codec = Arc::new(cfg.codec::<M>());
         let stop = CancellationToken::new();
+        // One waker per peer: an authenticated inbound frame from a peer
+        // proves it is up, so our link to it stops backing off and
+        // reconnects now (a restarted peer must not wait seconds for our
+        // answers while its recovery windows close).
+        let wakers: Arc<HashMap<NodeId, Arc<Notify>>> =
+            Arc::new(cfg.members.ids().filter(|id| *id != cfg.me).map(|id| (id, Arc::new(Notify::new()))).collect());
 
-        tokio::spawn(accept_loop(listener, codec.clone(), incoming, cfg.max_connections, stop.clone()));
+        tokio::spawn(accept_loop(listener, codec.clone(), incoming, cfg.max_connections, stop.clone(), wakers.clone()));
 
         let mut peers = HashMap::new();
         for m in cfg.members.members().iter().filter(|m| m.id != cfg.me) {
             let (tx, rx) = mpsc::channel(cfg.queue_len);
             let backoff = Backoff::new(cfg.backoff_min, cfg.backoff_max, cfg.me, m.id);
-            let link = PeerLink { peer: m.id, addr: m.addr, codec: codec.clone(), backoff };
+            let wake = wakers.get(&m.id).cloned().unwrap_or_default();
+            let link = PeerLink { peer: m.id, addr: m.addr, codec: codec.clone(), backoff, wake };
             let stop = stop.clone();
             tokio::spawn(async move { stop.run_until_cancelled(link.run(rx)).await });
             peers.insert(m.id, tx);
@@ -300,6 +307,7 @@ async fn accept_loop<M: Message>(
     incoming: mpsc::Sender<Incoming<M>>,
     max: usize,
     stop: CancellationToken,
+    wakers: Arc<HashMap<NodeId, Arc<Notify>>>,
 ) {
     let permits = Arc::new(Semaphore::new(max));
     loop {
@@ -322,10 +330,10 @@ async fn accept_loop<M: Message>(
             warn!(%remote, "refusing peer connection: {max} connections already open");
             continue; // dropping the stream closes it
         };
-        let (codec, incoming, stop) = (codec.clone(), incoming.clone(), stop.clone());
+        let (codec, incoming, stop, wakers) = (codec.clone(), incoming.clone(), stop.clone(), wakers.clone());
         tokio::spawn(async move {
             let _permit = permit;
-            stop.run_until_cancelled(serve_inbound(stream, remote, codec, incoming)).await;
+            stop.run_until_cancelled(serve_inbound(stream, remote, codec, incoming, wakers)).await;
         });
     }
 }
@@ -337,6 +345,7 @@ async fn serve_inbound<M: Message>(
     remote: SocketAddr,
     codec: Arc<PeerCodec<M>>,
     incoming: mpsc::Sender<Incoming<M>>,
+    wakers: Arc<HashMap<NodeId, Arc<Notify>>>,
 ) {
     let challenge = fresh_challenge();
     if let Err(e) = stream.write_all(&challenge).await {
@@ -368,7 +377,13 @@ async fn serve_inbound<M: Message>(
                 let detail = format!("expected frames from {s} on this connection, got one from {}", got.from);
                 return report(&incoming, Rejected::new(RejectReason::UnknownSender, detail), remote).await;
             }
-            _ => sender = Some(got.from),
+            Some(_) => {}
+            None => {
+                sender = Some(got.from);
+                if let Some(w) = wakers.get(&got.from) {
+                    w.notify_one();
+                }
+            }
         }
         next_seq += 1;
         // Awaiting here applies backpressure to this peer only.
@@ -414,6 +429,8 @@ struct PeerLink<M> {
     addr: SocketAddr,
     codec: Arc<PeerCodec<M>>,
     backoff: Backoff,
+    /// Signalled when the peer connects to us: retry at once.
+    wake: Arc<Notify>,
 }
 
 impl<M: Message> PeerLink<M> {
@@ -432,7 +449,10 @@ impl<M: Message> PeerLink<M> {
                 Ok(Err(e)) => debug!(peer = %self.peer, addr = %self.addr, "connect failed: {e}"),
                 Err(_) => debug!(peer = %self.peer, addr = %self.addr, "connect timed out"),
             }
-            tokio::time::sleep(self.backoff.next_delay()).await;
+            tokio::select! {
+                _ = tokio::time::sleep(self.backoff.next_delay()) => {}
+                _ = self.wake.notified() => self.backoff.reset(),
+            }
         }
     }
 

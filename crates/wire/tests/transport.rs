@@ -316,3 +316,23 @@ async fn udp_rejects_replays_stale_lives_and_oversized() {
     raw.send_to(&dgram(6, 1), b.local_addr()).await.unwrap();
     assert_eq!(next_msg(&mut rx_b).await.2, TestMsg::Ping(1));
 }
+
+#[tokio::test]
+async fn tcp_link_in_backoff_reconnects_at_once_when_the_peer_connects_to_us() {
+    let addrs = free_tcp_addrs(2);
+    let mut cfg1 = config(1, &addrs, None);
+    // A long backoff: without the wake-up, node 1 would wait 20 s.
+    cfg1.backoff_min = Duration::from_secs(20);
+    cfg1.backoff_max = Duration::from_secs(20);
+    let (a, mut rx_a) = tcp(cfg1).await;
+    // Node 2 is not up: node 1's link fails once and backs off.
+    a.send(NodeId(2), INC, TestMsg::Ping(1)).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Node 2 comes up and speaks first.
+    let (b, mut rx_b) = tcp(config(2, &addrs, None)).await;
+    b.send(NodeId(1), INC, TestMsg::Ping(2)).unwrap();
+    assert_eq!(next_msg(&mut rx_a).await, (NodeId(2), INC, TestMsg::Ping(2)));
+    // Node 1's queued message now arrives well before its backoff ends.
+    let got = tokio::time::timeout(Duration::from_secs(3), rx_b.recv()).await.expect("woken link delivers");
+    assert!(matches!(got, Some(Incoming::Message { from: NodeId(1), msg: TestMsg::Ping(1), .. })), "{got:?}");
+}
