@@ -58,6 +58,21 @@ fn on_event(e: &HbEvent, m: &Metrics) {
     }
 }
 
+/// Counters exist from the start (at 0) so dashboards see them before the
+/// first event; incrementing by 0 changes nothing.
+fn counters_at_zero(_: &ftcore::StatusReport, m: &Metrics) {
+    for c in [
+        "suspicions_total",
+        "recoveries_total",
+        "rejoins_seen_total",
+        "self_rejoins_total",
+        "stale_messages_total",
+        "excluded_replies_total",
+    ] {
+        metrics::counter!(m.name(c)).increment(0);
+    }
+}
+
 fn main() -> ExitCode {
     daemon::main::<HbringdConfig, HbNode>(
         "The heartbeat ring failure detector: every node heartbeats its live successor; \
@@ -72,7 +87,7 @@ fn main() -> ExitCode {
                 HbNode::new(hb, &ctx.membership, ctx.me, ctx.incarnation, ctx.now).map_err(|e| e.to_string())
             }),
             on_event: Box::new(on_event),
-            on_status: None,
+            on_status: Some(counters_at_zero),
         },
     )
 }

@@ -8,6 +8,20 @@ use crate::node::NtEvent;
 /// Gauges read off the status report: queue position (-1: not queued) and
 /// local clients waiting.
 pub fn gauges(s: &ftcore::StatusReport, m: &Metrics) {
+    // Counters exist from the start (at 0) so dashboards and alerts see
+    // them before the first event; incrementing by 0 changes nothing.
+    for c in [
+        "cs_entries_total",
+        "token_regenerations_total",
+        "stale_tokens_total",
+        "lock_lost_total",
+        "acquire_timeouts_total",
+    ] {
+        metrics::counter!(m.name(c)).increment(0);
+    }
+    for mech in ["m1", "m2", "m3"] {
+        metrics::counter!(m.name("recoveries_total"), "mechanism" => mech).increment(0);
+    }
     let detail = |k: &str| s.details.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
     let position = detail("position").and_then(|p| p.parse::<f64>().ok()).unwrap_or(-1.0);
     metrics::gauge!(m.name("queue_position")).set(position);

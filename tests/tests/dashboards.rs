@@ -1,0 +1,81 @@
+//! Every metric a Grafana dashboard queries is one the daemons really
+//! export: start the daemons, make them recover, scrape them, and look up
+//! every `<prefix>_…` name used in `grafana/dashboards/*.json`.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::Duration;
+
+use ftlab::{bin, wait_until, Cluster};
+
+const PREFIXES: [&str; 2] = ["ntmutex_", "hbring_"];
+
+/// Metric names referenced by the dashboards (PromQL inside the JSON).
+fn dashboard_metrics() -> BTreeSet<String> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../grafana/dashboards");
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).expect("grafana/dashboards exists") {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for prefix in PREFIXES {
+            for (i, _) in text.match_indices(prefix) {
+                let name: String = text[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_' || c.is_ascii_digit())
+                    .collect();
+                names.insert(name);
+            }
+        }
+    }
+    names
+}
+
+/// Metric names (without labels) present in exposition text.
+fn exposed(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.split(['{', ' ']).next().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn scrape_all(c: &Cluster, ids: &[u32]) -> BTreeSet<String> {
+    ids.iter().filter_map(|id| c.scrape(*id).ok()).flat_map(|t| exposed(&t)).collect()
+}
+
+fn lock_once(c: &Cluster, id: u32) -> bool {
+    let out = Command::new(bin("ftctl").unwrap())
+        .args(["--addr", &c.node(id).client.to_string(), "lock", "--timeout", "10s", "--", "true"])
+        .output()
+        .unwrap();
+    out.status.success()
+}
+
+#[test]
+fn every_metric_in_every_dashboard_is_exported() {
+    let wanted = dashboard_metrics();
+    assert!(wanted.len() > 10, "dashboards reference metrics: {wanted:?}");
+
+    // ntmutexd: grants, then a SIGKILL of the holder and a recovery.
+    let mut nt = Cluster::start("ntmutexd", 3, "").unwrap();
+    assert!(lock_once(&nt, 2), "log:\n{}", nt.log(2));
+    let holder = (1..=3).find(|id| nt.metric(*id, "ntmutex_has_token") == Some(1.0)).unwrap_or(2);
+    nt.kill(holder);
+    let other = (1..=3).find(|id| *id != holder).unwrap();
+    assert!(lock_once(&nt, other), "log:\n{}", nt.log(other));
+    let live: Vec<u32> = (1..=3).filter(|id| *id != holder).collect();
+    assert!(wait_until(Duration::from_secs(5), || scrape_all(&nt, &live)
+        .contains("ntmutex_recovery_duration_seconds_bucket")));
+    let mut have = scrape_all(&nt, &live);
+
+    // hbringd: a SIGKILL, a repair, a restart.
+    let mut hb = Cluster::start("hbringd", 3, "").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    hb.kill(2);
+    assert!(wait_until(Duration::from_secs(5), || scrape_all(&hb, &[1, 3])
+        .contains("hbring_recovery_duration_seconds_bucket")));
+    hb.restart(2).unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    have.extend(scrape_all(&hb, &[1, 2, 3]));
+
+    let missing: Vec<&String> = wanted.iter().filter(|m| !have.contains(*m)).collect();
+    assert!(missing.is_empty(), "dashboards use metrics nobody exports: {missing:?}");
+}
