@@ -39,15 +39,20 @@ pub struct Load {
 
 pub const HEAVY: Load = Load { hold: (1, 8), think: (0, 5) };
 
-pub fn cluster(seed: u64, n: u32, k: usize, load: Load) -> Sim<NtNode> {
+/// `n` sites with `k` predecessors per COMMIT, no clients yet.
+pub fn sites(seed: u64, n: u32, k: usize) -> Sim<NtNode> {
     let membership = Membership::of_size(n);
     let c = cfg(k);
-    let mut sim: Sim<NtNode> = Sim::new(
+    Sim::new(
         seed,
         n,
         net(),
         Box::new(move |id, inc, now, _| NtNode::new(c.clone(), &membership, id, inc, now).expect("valid")),
-    );
+    )
+}
+
+pub fn cluster(seed: u64, n: u32, k: usize, load: Load) -> Sim<NtNode> {
+    let mut sim = sites(seed, n, k);
     sim.clients(Box::new(move |_, node, client, reply, rng| {
         let ms = |rng: &mut timer::SeededRng, (lo, hi): (u64, u64)| Duration::from_millis(rng.range_inclusive(lo, hi));
         match reply {
@@ -115,14 +120,7 @@ pub fn quiet_queue(seed: u64, n: u32, k: usize) -> Sim<NtNode> {
 /// Sites 1..=n queue up in id order (30 ms apart), each holding for `hold`
 /// once granted.
 pub fn queue_holding(seed: u64, n: u32, k: usize, hold: Duration) -> Sim<NtNode> {
-    let membership = Membership::of_size(n);
-    let c = cfg(k);
-    let mut sim: Sim<NtNode> = Sim::new(
-        seed,
-        n,
-        net(),
-        Box::new(move |id, inc, now, _| NtNode::new(c.clone(), &membership, id, inc, now).expect("valid")),
-    );
+    let mut sim = sites(seed, n, k);
     sim.clients(Box::new(move |_, node, client, reply, _| match reply {
         LockReply::Granted { .. } => vec![(hold, Action::Request(node, client, LockRequest::Release))],
         _ => vec![],
