@@ -235,11 +235,6 @@ fn sweep_seeds() {
     });
 }
 
-#[allow(dead_code)]
-fn status_of(sim: &Sim<NtNode>, id: NodeId) -> String {
-    format!("{:?}", sim.world().core(id).map(|c| c.status()))
-}
-
 /// Messages per recovery, by mechanism (printed; M1 is bounded by the spec:
 /// at most k + 3, no broadcast).
 #[test]

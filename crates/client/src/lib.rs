@@ -125,14 +125,21 @@ impl<R: Message, P: Message> Client<R, P> {
         Ok(())
     }
 
-    /// The next reply from the core (`Refused` if the daemon sent an error).
-    pub async fn recv(&mut self) -> Result<P, ClientError> {
+    /// The next response of any kind; a daemon error becomes `Refused`.
+    async fn next_response(&mut self) -> Result<ClientResponse<P>, ClientError> {
         match self.framed.next().await {
             None => Err(ClientError::Closed),
             Some(Err(e)) => Err(e.into()),
-            Some(Ok(ClientResponse::Op(p))) => Ok(p),
             Some(Ok(ClientResponse::Error(e))) => Err(ClientError::Refused(e)),
-            Some(Ok(ClientResponse::Status(_))) => Err(ClientError::Unexpected("status".into())),
+            Some(Ok(r)) => Ok(r),
+        }
+    }
+
+    /// The next reply from the core (`Refused` if the daemon sent an error).
+    pub async fn recv(&mut self) -> Result<P, ClientError> {
+        match self.next_response().await? {
+            ClientResponse::Op(p) => Ok(p),
+            _ => Err(ClientError::Unexpected("status".into())),
         }
     }
 
@@ -145,12 +152,9 @@ impl<R: Message, P: Message> Client<R, P> {
     /// Asks for the daemon's status.
     pub async fn status(&mut self) -> Result<StatusReport, ClientError> {
         self.framed.send(ClientRequest::Status).await?;
-        match self.framed.next().await {
-            None => Err(ClientError::Closed),
-            Some(Err(e)) => Err(e.into()),
-            Some(Ok(ClientResponse::Status(s))) => Ok(s),
-            Some(Ok(ClientResponse::Error(e))) => Err(ClientError::Refused(e)),
-            Some(Ok(ClientResponse::Op(_))) => Err(ClientError::Unexpected("protocol reply".into())),
+        match self.next_response().await? {
+            ClientResponse::Status(s) => Ok(s),
+            _ => Err(ClientError::Unexpected("protocol reply".into())),
         }
     }
 }
