@@ -81,11 +81,7 @@ fn main() -> ExitCode {
         DaemonSpec {
             metrics_prefix: "hbring",
             transport: TransportKind::Tcp,
-            build: Box::new(|cfg, ctx| {
-                let timing = &cfg.common.timing;
-                let hb = HbConfig::new(timing.heartbeat(), timing.suspect_after());
-                HbNode::new(hb, &ctx.membership, ctx.me, ctx.incarnation, ctx.now).map_err(|e| e.to_string())
-            }),
+            core_config: |cfg| HbConfig::new(cfg.common.timing.heartbeat(), cfg.common.timing.suspect_after()),
             on_event: Box::new(on_event),
             on_status: Some(counters_at_zero),
         },

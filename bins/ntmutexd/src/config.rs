@@ -6,7 +6,7 @@ use lockservice::LocksConfig;
 use runtime::config::{CommonConfig, ConfigError, DaemonConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::node::{NtConfig, MAX_SITES};
+use crate::node::{NtConfig, NtError};
 
 /// Keys of `ntmutexd.toml` beyond the common ones.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -36,17 +36,19 @@ impl DaemonConfig for NtmutexdConfig {
     const NAME: &'static str = "ntmutexd";
 
     fn validate(&self, common: &CommonConfig) -> Result<(), ConfigError> {
-        if self.k == 0 {
-            return Err(ConfigError::new("k", "must be at least 1"));
+        // The core's own checks, named by the key they concern.
+        if let Err(e) = self.core(common).validate(common.peers.len()) {
+            let key = match e {
+                NtError::ZeroK => "k",
+                NtError::TooManySites { .. } | NtError::Membership(_) => "peers",
+            };
+            return Err(ConfigError::new(key, e.to_string()));
         }
         if self.t_msg_ms == 0 {
             return Err(ConfigError::new("t_msg_ms", "must be at least 1"));
         }
         if self.max_queue == 0 {
             return Err(ConfigError::new("max_queue", "must be at least 1"));
-        }
-        if common.peers.len() > MAX_SITES {
-            return Err(ConfigError::new("peers", format!("at most {MAX_SITES} sites are supported")));
         }
         // (safety) Whatever a crashed peer sent on the same FIFO connection
         // arrives before it is suspected.

@@ -14,9 +14,7 @@ fn main() -> ExitCode {
         DaemonSpec {
             metrics_prefix: "ntmutex",
             transport: TransportKind::Tcp,
-            build: Box::new(|cfg, ctx| {
-                NtNode::new(cfg.daemon.core(&cfg.common), &ctx.membership, ctx.me, ctx.incarnation, ctx.now)
-            }),
+            core_config: |cfg| cfg.daemon.core(&cfg.common),
             on_event: Box::new(ntmutexd::metrics::record),
             on_status: Some(ntmutexd::metrics::gauges),
         },

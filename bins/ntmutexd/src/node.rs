@@ -11,9 +11,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use ftcore::{ClientId, Incarnation, NodeId, OutItem, Outbox, Output, PeerStatus, Protocol, StatusReport};
+use ftcore::{ClientId, Context, Incarnation, NodeId, Outbox, OutputOf, PeerStatus, Protocol, StatusReport};
 use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
-use membership::Membership;
 use timer::{Instant, TimerTable};
 
 use crate::msg::{Body, Msg};
@@ -32,6 +31,39 @@ pub struct NtConfig {
     pub suspect_after: Duration,
     /// The local lock service.
     pub locks: LocksConfig,
+}
+
+impl NtConfig {
+    /// Checks the settings for a cluster of `sites`: the one place they
+    /// are validated (the daemon's config check calls it too).
+    pub fn validate(&self, sites: usize) -> Result<(), NtError> {
+        if sites > MAX_SITES {
+            return Err(NtError::TooManySites { max: MAX_SITES, configured: sites });
+        }
+        if self.k == 0 {
+            return Err(NtError::ZeroK);
+        }
+        Ok(())
+    }
+}
+
+/// Why a site cannot start.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NtError {
+    /// This node is not one of the configured members.
+    #[error(transparent)]
+    Membership(#[from] membership::MembershipError),
+    /// Epochs carry a 10-bit slot: at most 1024 sites.
+    #[error("at most {max} sites are supported, {configured} configured")]
+    TooManySites {
+        /// The limit.
+        max: usize,
+        /// How many are configured.
+        configured: usize,
+    },
+    /// A COMMIT must name at least one predecessor.
+    #[error("k must be at least 1")]
+    ZeroK,
 }
 
 /// Recovery mechanisms of the seed (section 5).
@@ -53,6 +85,12 @@ impl Mech {
             Mech::M2 => "m2",
             Mech::M3 => "m3",
         }
+    }
+}
+
+impl From<LockEvent> for NtEvent {
+    fn from(e: LockEvent) -> Self {
+        NtEvent::Lock(e)
     }
 }
 
@@ -229,24 +267,14 @@ pub struct NtNode {
 }
 
 impl NtNode {
-    /// Site `me` of `membership` in life `inc`, starting at `now`. It first
-    /// asks its peers whether the cluster is running (a new life of a
+    /// Site `ctx.me` in life `ctx.incarnation`, starting at `ctx.now`. It
+    /// first asks its peers whether the cluster is running (a new life of a
     /// running cluster knows nothing and rebuilds through M3); only when a
     /// majority is starting together does the lowest id create the token.
-    pub fn new(
-        cfg: NtConfig,
-        membership: &Membership,
-        me: NodeId,
-        inc: Incarnation,
-        now: Instant,
-    ) -> Result<Self, String> {
-        membership.require(me).map_err(|e| e.to_string())?;
-        if membership.len() > MAX_SITES {
-            return Err(format!("at most {MAX_SITES} sites are supported, {} configured", membership.len()));
-        }
-        if cfg.k == 0 {
-            return Err("k must be at least 1".into());
-        }
+    fn new(ctx: Context<NtConfig, ()>) -> Result<Self, NtError> {
+        let Context { me, incarnation: inc, membership, now, config: cfg, .. } = ctx;
+        membership.require(me)?;
+        cfg.validate(membership.len())?;
         let members: Vec<NodeId> = membership.ids().collect();
         let addrs = membership.members().iter().map(|m| m.addr.to_string()).collect();
         let mut node = NtNode {
@@ -384,15 +412,6 @@ impl NtNode {
         (round << SLOT_BITS) | self.slot(self.me)
     }
 
-    fn lock_out(&mut self) {
-        while let Some((c, r)) = self.locks.pop_reply() {
-            self.out.reply(c, r);
-        }
-        while let Some(e) = self.locks.pop_event() {
-            self.out.event(NtEvent::Lock(e));
-        }
-    }
-
     fn recovery_done(&mut self, now: Instant) {
         let (mech, started) = match &self.recovery {
             Recovery::Idle => return,
@@ -457,7 +476,6 @@ impl NtNode {
     /// or request it.
     fn pump(&mut self, now: Instant) {
         if matches!(self.phase, Phase::Joining { .. }) {
-            self.lock_out();
             return;
         }
         while let Some(token) = self.token {
@@ -469,7 +487,7 @@ impl NtNode {
             let batch_only = self.locks.batch_remaining() > 0 || self.next.is_some();
             let fence = (u64::from(token.epoch) << 32) | u64::from(token.counter.saturating_add(1));
             let may_grant = self.locks.batch_remaining() > 0 || (self.next.is_none() && self.locks.has_waiters());
-            if may_grant && self.locks.grant_next(now, fence, batch_only).is_some() {
+            if may_grant && self.locks.grant_next(now, fence, batch_only, &mut self.out).is_some() {
                 self.token = Some(Token { counter: token.counter.saturating_add(1), ..token });
                 self.accesses += 1;
                 self.last_fence = fence;
@@ -500,7 +518,6 @@ impl NtNode {
         {
             self.make_request(now);
         }
-        self.lock_out();
     }
 
     fn pass_token(&mut self, to: NodeId) {
@@ -1191,7 +1208,7 @@ impl NtNode {
                 self.next = None;
                 self.out.event(NtEvent::TokenSuperseded { epoch: t.epoch });
                 self.out.event(NtEvent::HasToken(false));
-                self.locks.lose(now, "the token was regenerated elsewhere (this node was suspected)");
+                self.locks.lose(now, "the token was regenerated elsewhere (this node was suspected)", &mut self.out);
             }
         }
     }
@@ -1235,6 +1252,13 @@ impl Protocol for NtNode {
     type Request = LockRequest;
     type Reply = LockReply;
     type Event = NtEvent;
+    type Config = NtConfig;
+    type Durable = ();
+    type Error = NtError;
+
+    fn start(ctx: Context<NtConfig, ()>) -> Result<Self, NtError> {
+        NtNode::new(ctx)
+    }
 
     fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Msg) {
         if from == self.me || !self.members.contains(&from) {
@@ -1326,12 +1350,12 @@ impl Protocol for NtNode {
                 return;
             }
         }
-        self.locks.request(now, client, req);
+        self.locks.request(now, client, req, &mut self.out);
         self.pump(now);
     }
 
     fn handle_client_gone(&mut self, now: Instant, client: ClientId) {
-        self.locks.client_gone(now, client);
+        self.locks.client_gone(now, client, &mut self.out);
         self.pump(now);
     }
 
@@ -1352,13 +1376,13 @@ impl Protocol for NtNode {
                 }
             }
         }
-        self.locks.handle_timeout(now);
+        self.locks.handle_timeout(now, &mut self.out);
         self.pump(now);
     }
 
     fn handle_shutdown(&mut self, now: Instant) {
         self.leaving = true;
-        self.locks.shutdown(now);
+        self.locks.shutdown(now, &mut self.out);
         if self.token.is_none() {
             if self.is_requesting() {
                 // A waiting site hands its place to its next.
@@ -1376,12 +1400,8 @@ impl Protocol for NtNode {
         self.left && self.out.is_empty()
     }
 
-    fn poll_output(&mut self) -> Option<Output<Self>> {
-        self.out.pop().map(|item| match item {
-            OutItem::Send(to, msg) => Output::Send { to, msg },
-            OutItem::Reply(client, reply) => Output::Reply { client, reply },
-            OutItem::Event(e) => Output::Event(e),
-        })
+    fn poll_output(&mut self) -> Option<OutputOf<Self>> {
+        self.out.pop()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

@@ -29,21 +29,37 @@ pub trait Message: Serialize + DeserializeOwned + Clone + Debug + Send + 'static
     fn kind_name(kind: u16) -> Option<&'static str>;
 }
 
-/// Declares a `Message` impl for a plain enum: `message_kinds!(Msg { A, B(..), C{..} })`
-/// numbers the variants 0, 1, 2 in order and names them in snake case.
+/// Declares a `Message` impl for a plain enum: `message_kinds!(Msg { A => "a", B => "b" })`
+/// numbers the variants 0, 1, … in the order listed and names them.
+///
+/// The list must name every variant: `kind()` is an exhaustive `match`, so a
+/// forgotten variant is a compile error (a peer could otherwise send a
+/// payload whose kind the daemon cannot number):
+///
+/// ```compile_fail,E0004
+/// #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+/// enum M { A, B(u8) }
+/// ftcore::message_kinds!(M { A => "a" }); // B is missing: error[E0004]
+/// ```
+///
+/// ```
+/// #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+/// enum M { A, B(u8), C { x: u8 } }
+/// ftcore::message_kinds!(M { A => "a", B => "b", C => "c" });
+/// use ftcore::Message;
+/// assert_eq!(M::C { x: 1 }.kind(), 2);
+/// ```
 #[macro_export]
 macro_rules! message_kinds {
     ($ty:ident { $($variant:ident => $name:literal),+ $(,)? }) => {
         impl $crate::Message for $ty {
             fn kind(&self) -> u16 {
-                #[allow(unused_assignments)]
-                {
-                    let mut k: u16 = 0;
-                    $(
-                        if matches!(self, $ty::$variant { .. }) { return k; }
-                        k += 1;
-                    )+
-                    unreachable!("every variant is listed")
+                // A local enum with the same variant names numbers them in
+                // the listed order; the match below is exhaustive.
+                #[allow(non_camel_case_types, dead_code, clippy::enum_variant_names)]
+                enum Kind { $($variant),+ }
+                match self {
+                    $($ty::$variant { .. } => Kind::$variant as u16,)+
                 }
             }
             fn kind_name(kind: u16) -> Option<&'static str> {
@@ -66,9 +82,10 @@ impl std::fmt::Display for ClientId {
     }
 }
 
-/// What a core asks its driver to do.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Output<P: Protocol + ?Sized> {
+/// What a core asks its driver to do: the one output vocabulary of every
+/// core and sub-component (an [`Outbox`] holds these, in order).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Output<M, R, E, D = ()> {
     /// Send `msg` to peer `to`. Delivery is the transport's business: TCP
     /// cores treat a peer that stops answering as failed, UDP cores expect
     /// loss.
@@ -76,19 +93,70 @@ pub enum Output<P: Protocol + ?Sized> {
         /// Destination peer.
         to: NodeId,
         /// The message.
-        msg: P::Msg,
+        msg: M,
     },
     /// Answer a local client.
     Reply {
         /// Which client.
         client: ClientId,
         /// The answer.
-        reply: P::Reply,
+        reply: R,
     },
     /// Something happened that metrics, logs or invariant checkers care
     /// about (a grant, a recovery, a suspicion). Never needed for the
     /// protocol to work.
-    Event(P::Event),
+    Event(E),
+    /// Store this durable state (atomically, fsynced) before executing any
+    /// output queued after it: what a node promises, acks or uses is on
+    /// disk before anyone hears of it (foundation.md, Durable state).
+    Persist(D),
+}
+
+/// The outputs of protocol `P`.
+pub type OutputOf<P> =
+    Output<<P as Protocol>::Msg, <P as Protocol>::Reply, <P as Protocol>::Event, <P as Protocol>::Durable>;
+
+/// The output buffer of protocol `P`.
+pub type OutboxOf<P> =
+    Outbox<<P as Protocol>::Msg, <P as Protocol>::Reply, <P as Protocol>::Event, <P as Protocol>::Durable>;
+
+/// Everything a core is built from, the same in the daemon and in the
+/// simulator.
+#[derive(Clone, Debug)]
+pub struct Context<C, D> {
+    /// This node.
+    pub me: NodeId,
+    /// This life (stored before the node speaks; always above any earlier
+    /// life of the node).
+    pub incarnation: Incarnation,
+    /// The configured members in ring order.
+    pub membership: membership::Membership,
+    /// The core's clock reading at start.
+    pub now: Instant,
+    /// Seed for the core's own random draws.
+    pub seed: u64,
+    /// The protocol's settings.
+    pub config: C,
+    /// The durable state of the previous life; `None` for a fresh node (no
+    /// state file: a new disk).
+    pub stored: Option<D>,
+    /// Started with `--new-cluster` (a cluster's first start only).
+    pub new_cluster: bool,
+}
+
+impl<C, D> Context<C, D> {
+    /// Node `me` of `membership` in life `incarnation`, starting at `now`
+    /// with `config`: seed 0, nothing stored, not a new cluster (set the
+    /// public fields for anything else).
+    pub fn new(
+        me: NodeId,
+        incarnation: Incarnation,
+        membership: membership::Membership,
+        now: Instant,
+        config: C,
+    ) -> Self {
+        Context { me, incarnation, membership, now, seed: 0, config, stored: None, new_cluster: false }
+    }
 }
 
 /// The status every daemon reports to `ftctl status`.
@@ -137,6 +205,17 @@ pub trait Protocol {
     type Reply: Message;
     /// Observable events (for metrics and invariant checkers).
     type Event: Clone + Debug + Send + 'static;
+    /// The protocol's settings (validated by [`start`](Protocol::start)).
+    type Config: Clone + Debug + Send + 'static;
+    /// What the node keeps on disk across lives (`()` when nothing).
+    type Durable: Serialize + DeserializeOwned + Clone + Debug + PartialEq + Send + 'static;
+    /// Why a core cannot start (a bad config).
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Builds the core; every validation of its config happens here, once.
+    fn start(ctx: Context<Self::Config, Self::Durable>) -> Result<Self, Self::Error>
+    where
+        Self: Sized;
 
     /// A message from peer `from` in life `inc` (the envelope's sender
     /// fields, authenticated when a cluster key is configured).
@@ -161,7 +240,7 @@ pub trait Protocol {
     fn is_left(&self) -> bool;
 
     /// The next thing to do, if any.
-    fn poll_output(&mut self) -> Option<Output<Self>>;
+    fn poll_output(&mut self) -> Option<OutputOf<Self>>;
 
     /// The earliest deadline at which `handle_timeout` must be called.
     fn poll_timeout(&self) -> Option<Instant>;
@@ -174,54 +253,51 @@ pub trait Protocol {
     fn status(&self) -> StatusReport;
 }
 
-/// An event queue plus the usual helpers, for cores to embed.
+/// The output buffer a core owns. The core's handlers and every
+/// sub-component it embeds push into it (sub-components through the
+/// [`MsgSink`], [`ReplySink`] and [`EventSink`] traits, which convert their
+/// own types into the core's); [`Protocol::poll_output`] pops from it.
 ///
 /// Keeps output order exactly as pushed, which the per-handler tests assert.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Outbox<M, R, E> {
-    queue: std::collections::VecDeque<OutItem<M, R, E>>,
+pub struct Outbox<M, R, E, D = ()> {
+    queue: std::collections::VecDeque<Output<M, R, E, D>>,
 }
 
-/// One queued output (the type behind [`Outbox`]; converted to [`Output`]).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum OutItem<M, R, E> {
-    /// See [`Output::Send`].
-    Send(NodeId, M),
-    /// See [`Output::Reply`].
-    Reply(ClientId, R),
-    /// See [`Output::Event`].
-    Event(E),
-}
-
-impl<M, R, E> Default for Outbox<M, R, E> {
+impl<M, R, E, D> Default for Outbox<M, R, E, D> {
     fn default() -> Self {
         Outbox { queue: Default::default() }
     }
 }
 
-impl<M, R, E> Outbox<M, R, E> {
+impl<M, R, E, D> Outbox<M, R, E, D> {
     /// Queues a message to a peer.
-    pub fn send(&mut self, to: NodeId, msg: M) {
-        self.queue.push_back(OutItem::Send(to, msg));
+    pub fn send(&mut self, to: NodeId, msg: impl Into<M>) {
+        self.queue.push_back(Output::Send { to, msg: msg.into() });
     }
 
     /// Queues a reply to a client.
-    pub fn reply(&mut self, client: ClientId, reply: R) {
-        self.queue.push_back(OutItem::Reply(client, reply));
+    pub fn reply(&mut self, client: ClientId, reply: impl Into<R>) {
+        self.queue.push_back(Output::Reply { client, reply: reply.into() });
     }
 
     /// Queues an event.
-    pub fn event(&mut self, event: E) {
-        self.queue.push_back(OutItem::Event(event));
+    pub fn event(&mut self, event: impl Into<E>) {
+        self.queue.push_back(Output::Event(event.into()));
+    }
+
+    /// Queues a durable write, to be done before what is queued after it.
+    pub fn persist(&mut self, state: D) {
+        self.queue.push_back(Output::Persist(state));
     }
 
     /// Takes the oldest queued output.
-    pub fn pop(&mut self) -> Option<OutItem<M, R, E>> {
+    pub fn pop(&mut self) -> Option<Output<M, R, E, D>> {
         self.queue.pop_front()
     }
 
     /// Takes everything queued (for tests asserting exact outputs).
-    pub fn drain(&mut self) -> Vec<OutItem<M, R, E>> {
+    pub fn drain(&mut self) -> Vec<Output<M, R, E, D>> {
         self.queue.drain(..).collect()
     }
 
@@ -229,15 +305,53 @@ impl<M, R, E> Outbox<M, R, E> {
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
+
+    /// Keeps only the queued outputs for which `keep` is true (e.g. drops
+    /// the replies to a client that went away).
+    pub fn retain(&mut self, keep: impl FnMut(&Output<M, R, E, D>) -> bool) {
+        self.queue.retain(keep);
+    }
+
+    /// Drops everything queued (tests that set a state up by hand).
+    pub fn clear(&mut self) {
+        self.queue.clear();
+    }
 }
 
-impl<P: Protocol + ?Sized> From<OutItem<P::Msg, P::Reply, P::Event>> for Output<P> {
-    fn from(item: OutItem<P::Msg, P::Reply, P::Event>) -> Self {
-        match item {
-            OutItem::Send(to, msg) => Output::Send { to, msg },
-            OutItem::Reply(client, reply) => Output::Reply { client, reply },
-            OutItem::Event(e) => Output::Event(e),
-        }
+/// Where a sub-component sends its peer messages (the embedding core's
+/// [`Outbox`], converting them into the core's message type).
+pub trait MsgSink<M> {
+    /// Queues a message to a peer.
+    fn send(&mut self, to: NodeId, msg: M);
+}
+
+/// Where a sub-component answers local clients.
+pub trait ReplySink<R> {
+    /// Queues a reply to a client.
+    fn reply(&mut self, client: ClientId, reply: R);
+}
+
+/// Where a sub-component reports events.
+pub trait EventSink<E> {
+    /// Queues an event.
+    fn event(&mut self, event: E);
+}
+
+impl<M, R, E, D, M2: Into<M>> MsgSink<M2> for Outbox<M, R, E, D> {
+    fn send(&mut self, to: NodeId, msg: M2) {
+        Outbox::send(self, to, msg);
+    }
+}
+
+impl<M, R, E, D, R2: Into<R>> ReplySink<R2> for Outbox<M, R, E, D> {
+    fn reply(&mut self, client: ClientId, reply: R2) {
+        Outbox::reply(self, client, reply);
+    }
+}
+
+impl<M, R, E, D, E2: Into<E>> EventSink<E2> for Outbox<M, R, E, D> {
+    fn event(&mut self, event: E2) {
+        Outbox::event(self, event);
     }
 }
 
@@ -264,11 +378,40 @@ mod tests {
 
     #[test]
     fn outbox_keeps_order() {
-        let mut o: Outbox<u8, u8, u8> = Outbox::default();
+        let mut o: Outbox<u8, u8, u8, u8> = Outbox::default();
         o.send(NodeId(2), 1);
         o.event(9);
+        o.persist(4);
         o.reply(ClientId(1), 3);
-        assert_eq!(o.drain(), vec![OutItem::Send(NodeId(2), 1), OutItem::Event(9), OutItem::Reply(ClientId(1), 3)]);
+        assert_eq!(
+            o.drain(),
+            vec![
+                Output::Send { to: NodeId(2), msg: 1 },
+                Output::Event(9),
+                Output::Persist(4),
+                Output::Reply { client: ClientId(1), reply: 3 }
+            ]
+        );
         assert!(o.is_empty());
+    }
+
+    /// A sub-component speaks its own types; the core's outbox converts.
+    #[test]
+    fn sinks_convert_into_the_cores_types() {
+        #[derive(Debug, PartialEq)]
+        enum CoreEvent {
+            Sub(u8),
+        }
+        impl From<u8> for CoreEvent {
+            fn from(e: u8) -> Self {
+                CoreEvent::Sub(e)
+            }
+        }
+        fn sub_component(out: &mut impl EventSink<u8>) {
+            out.event(7);
+        }
+        let mut o: Outbox<(), (), CoreEvent> = Outbox::default();
+        sub_component(&mut o);
+        assert_eq!(o.drain(), vec![Output::Event(CoreEvent::Sub(7))]);
     }
 }

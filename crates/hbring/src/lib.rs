@@ -20,4 +20,4 @@ mod ring;
 
 pub use msg::{HbEvent, HbMsg, HbReply, HbRequest};
 pub use node::HbNode;
-pub use ring::{Contact, HbConfig, HbRing};
+pub use ring::{Contact, HbConfig, HbOut, HbRing};

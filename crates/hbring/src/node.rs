@@ -1,7 +1,7 @@
 //! The heartbeat ring as a complete protocol core (`hbringd`).
 
-use ftcore::{ClientId, Incarnation, NodeId, OutItem, Output, PeerStatus, Protocol, StatusReport};
-use membership::{Membership, MembershipError, Status};
+use ftcore::{ClientId, Context, Incarnation, NodeId, Outbox, OutputOf, PeerStatus, Protocol, StatusReport};
+use membership::{MembershipError, Status};
 use timer::Instant;
 
 use crate::{HbConfig, HbEvent, HbMsg, HbReply, HbRequest, HbRing};
@@ -11,23 +11,11 @@ use crate::{HbConfig, HbEvent, HbMsg, HbReply, HbRequest, HbRing};
 pub struct HbNode {
     ring: HbRing,
     addrs: Vec<(NodeId, String)>,
-    replies: Vec<(ClientId, HbReply)>,
+    out: Outbox<HbMsg, HbReply, HbEvent>,
     left: bool,
 }
 
 impl HbNode {
-    /// Node `me` of `membership`, in life `inc`, starting at `now`.
-    pub fn new(
-        cfg: HbConfig,
-        membership: &Membership,
-        me: NodeId,
-        inc: Incarnation,
-        now: Instant,
-    ) -> Result<Self, MembershipError> {
-        let addrs = membership.members().iter().map(|m| (m.id, m.addr.to_string())).collect();
-        Ok(HbNode { ring: HbRing::new(cfg, membership, me, inc, now)?, addrs, replies: Vec::new(), left: false })
-    }
-
     /// The ring component.
     pub fn ring(&self) -> &HbRing {
         &self.ring
@@ -39,9 +27,21 @@ impl Protocol for HbNode {
     type Request = HbRequest;
     type Reply = HbReply;
     type Event = HbEvent;
+    type Config = HbConfig;
+    type Durable = ();
+    type Error = MembershipError;
+
+    /// Node `ctx.me` of `ctx.membership`: the ring, with every other member
+    /// presumed alive.
+    fn start(ctx: Context<HbConfig, ()>) -> Result<Self, MembershipError> {
+        let addrs = ctx.membership.members().iter().map(|m| (m.id, m.addr.to_string())).collect();
+        let mut out = Outbox::default();
+        let ring = HbRing::new(ctx.config, &ctx.membership, ctx.me, ctx.incarnation, ctx.now, &mut out)?;
+        Ok(HbNode { ring, addrs, out, left: false })
+    }
 
     fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: HbMsg) {
-        self.ring.handle_message(now, from, inc, msg);
+        self.ring.handle_message(now, from, inc, msg, &mut self.out);
     }
 
     fn handle_request(&mut self, _now: Instant, client: ClientId, req: HbRequest) {
@@ -53,17 +53,17 @@ impl Protocol for HbNode {
                     .into_iter()
                     .map(|id| (id, view.liveness(id).map(|l| l.incarnation).unwrap_or_default()))
                     .collect();
-                self.replies.push((client, HbReply::Ring { alive }));
+                self.out.reply(client, HbReply::Ring { alive });
             }
         }
     }
 
     fn handle_client_gone(&mut self, _now: Instant, client: ClientId) {
-        self.replies.retain(|(c, _)| *c != client);
+        self.out.retain(|o| !matches!(o, ftcore::Output::Reply { client: c, .. } if *c == client));
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        self.ring.handle_timeout(now);
+        self.ring.handle_timeout(now, &mut self.out);
     }
 
     fn handle_shutdown(&mut self, _now: Instant) {
@@ -75,16 +75,8 @@ impl Protocol for HbNode {
         self.left
     }
 
-    fn poll_output(&mut self) -> Option<Output<Self>> {
-        if !self.replies.is_empty() {
-            let (client, reply) = self.replies.remove(0);
-            return Some(Output::Reply { client, reply });
-        }
-        self.ring.poll().map(|item| match item {
-            OutItem::Send(to, msg) => Output::Send { to, msg },
-            OutItem::Event(e) => Output::Event(e),
-            OutItem::Reply(_, never) => match never {},
-        })
+    fn poll_output(&mut self) -> Option<OutputOf<Self>> {
+        self.out.pop()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

@@ -20,10 +20,9 @@
 //! so a healed partition or a restarted member that nobody contacts still
 //! finds its way back.
 
-use std::convert::Infallible;
 use std::time::Duration;
 
-use ftcore::{Incarnation, NodeId, OutItem, Outbox};
+use ftcore::{EventSink, Incarnation, MsgSink, NodeId};
 use membership::{Liveness, Membership, MembershipError, Observation, RingView, Status};
 use timer::{FailureDetector, HeartbeatDetector, Instant, TimerTable};
 
@@ -46,6 +45,13 @@ impl HbConfig {
         HbConfig { heartbeat, suspect_after, probe_every: suspect_after }
     }
 }
+
+/// Where [`HbRing`] pushes its messages and events: the embedding core's
+/// output buffer (an `ftcore::Outbox` whose message and event types convert
+/// from [`HbMsg`] and [`HbEvent`]).
+pub trait HbOut: MsgSink<HbMsg> + EventSink<HbEvent> {}
+
+impl<T: MsgSink<HbMsg> + EventSink<HbEvent>> HbOut for T {}
 
 /// What the caller should do with a peer message it received.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,7 +95,6 @@ pub struct HbRing {
     /// predecessor's first heartbeat can arrive just before the news that
     /// the old one died; then the ring was already whole.
     last_heartbeat: Option<(NodeId, Instant)>,
-    out: Outbox<HbMsg, Infallible, HbEvent>,
 }
 
 impl HbRing {
@@ -101,6 +106,7 @@ impl HbRing {
         me: NodeId,
         inc: Incarnation,
         now: Instant,
+        out: &mut impl HbOut,
     ) -> Result<Self, MembershipError> {
         let view = RingView::new(membership, me, inc)?;
         let mut ring = HbRing {
@@ -111,10 +117,9 @@ impl HbRing {
             succ: None,
             repair_since: None,
             last_heartbeat: None,
-            out: Outbox::default(),
         };
         ring.timers.set(Timer::Probe, now + cfg.probe_every);
-        ring.neighbours_changed(now);
+        ring.neighbours_changed(now, out);
         Ok(ring)
     }
 
@@ -133,28 +138,18 @@ impl HbRing {
         self.timers.next_deadline()
     }
 
-    /// The next queued output.
-    pub fn poll(&mut self) -> Option<OutItem<HbMsg, Infallible, HbEvent>> {
-        self.out.pop()
-    }
-
-    /// Everything queued (tests assert exact outputs with it).
-    pub fn drain(&mut self) -> Vec<OutItem<HbMsg, Infallible, HbEvent>> {
-        self.out.drain()
-    }
-
     /// Classifies a message from `from` in life `inc` (any message, the
     /// embedding protocol's included) and counts it as a sign of life.
-    pub fn on_contact(&mut self, now: Instant, from: NodeId, inc: Incarnation) -> Contact {
+    pub fn on_contact(&mut self, now: Instant, from: NodeId, inc: Incarnation, out: &mut impl HbOut) -> Contact {
         match self.view.observe(from, inc) {
             Observation::Unknown => Contact::Drop,
             Observation::Stale => {
-                self.out.event(HbEvent::StaleMessage { from, inc });
+                out.event(HbEvent::StaleMessage { from, inc });
                 Contact::Drop
             }
             Observation::Excluded => {
-                self.out.send(from, HbMsg::Excluded { your_inc: inc });
-                self.out.event(HbEvent::ExcludedPeer { node: from, inc });
+                out.send(from, HbMsg::Excluded { your_inc: inc });
+                out.event(HbEvent::ExcludedPeer { node: from, inc });
                 Contact::Drop
             }
             Observation::Current => {
@@ -164,12 +159,12 @@ impl HbRing {
             Observation::NewLife { previous } => {
                 let now_alive = Liveness::alive(inc);
                 if previous.incarnation != Incarnation(0) || previous.status == Status::Dead {
-                    self.out.event(HbEvent::Up { node: from, inc });
-                    self.gossip(from, now_alive);
+                    out.event(HbEvent::Up { node: from, inc });
+                    self.gossip(from, now_alive, out);
                 }
                 // A new life knows nothing: bring it up to date.
-                self.out.send(from, HbMsg::View { entries: self.view.entries().collect() });
-                self.neighbours_changed(now);
+                out.send(from, HbMsg::View { entries: self.view.entries().collect() });
+                self.neighbours_changed(now, out);
                 self.saw(now, from);
                 Contact::Accept
             }
@@ -177,44 +172,44 @@ impl HbRing {
     }
 
     /// A heartbeat-ring message from `from` in life `inc`.
-    pub fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: HbMsg) {
+    pub fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: HbMsg, out: &mut impl HbOut) {
         if let HbMsg::Excluded { your_inc } = msg {
             // Heeded whatever the sender's standing, and never answered:
             // two nodes that excluded each other would otherwise bounce
             // Excluded back and forth forever. A late one about a life
             // already left behind changes nothing.
             if your_inc == self.view.my_incarnation() && self.view.liveness(from).is_some() {
-                self.rejoin(now);
+                self.rejoin(now, out);
             }
             return;
         }
-        if self.on_contact(now, from, inc) == Contact::Drop {
+        if self.on_contact(now, from, inc, out) == Contact::Drop {
             return;
         }
         match msg {
             HbMsg::Heartbeat { digest } => {
                 let mine = self.view.digest();
-                self.out.send(from, HbMsg::HeartbeatAck { digest: mine });
+                out.send(from, HbMsg::HeartbeatAck { digest: mine });
                 if digest != mine {
-                    self.out.send(from, HbMsg::View { entries: self.view.entries().collect() });
+                    out.send(from, HbMsg::View { entries: self.view.entries().collect() });
                 }
                 self.last_heartbeat = Some((from, now));
                 if let Some(since) = self.repair_since {
                     if self.pred.as_ref().is_some_and(|w| w.node == from) {
                         self.repair_since = None;
-                        self.out.event(HbEvent::Repaired { new_predecessor: from, took: now.saturating_since(since) });
+                        out.event(HbEvent::Repaired { new_predecessor: from, took: now.saturating_since(since) });
                     }
                 }
             }
             HbMsg::HeartbeatAck { digest } => {
                 if digest != self.view.digest() {
-                    self.out.send(from, HbMsg::View { entries: self.view.entries().collect() });
+                    out.send(from, HbMsg::View { entries: self.view.entries().collect() });
                 }
             }
-            HbMsg::Report { about, liveness } => self.apply_report(now, about, liveness),
+            HbMsg::Report { about, liveness } => self.apply_report(now, about, liveness, out),
             HbMsg::View { entries } => {
                 for (about, liveness) in entries {
-                    self.apply_view_entry(now, about, liveness);
+                    self.apply_view_entry(now, about, liveness, out);
                 }
             }
             HbMsg::Excluded { .. } => {} // handled above
@@ -222,24 +217,24 @@ impl HbRing {
     }
 
     /// Time has reached a deadline from `poll_timeout`.
-    pub fn handle_timeout(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Instant, out: &mut impl HbOut) {
         while let Some(t) = self.timers.pop_expired(now) {
             match t {
                 Timer::Heartbeat => {
                     if let Some(s) = self.view.successor() {
-                        self.out.send(s, HbMsg::Heartbeat { digest: self.view.digest() });
+                        out.send(s, HbMsg::Heartbeat { digest: self.view.digest() });
                     }
                     self.timers.set(Timer::Heartbeat, now + self.cfg.heartbeat);
                 }
                 Timer::Probe => {
                     let digest = self.view.digest();
                     for d in self.view.dead_gap_after_me() {
-                        self.out.send(d, HbMsg::Heartbeat { digest });
+                        out.send(d, HbMsg::Heartbeat { digest });
                     }
                     self.timers.set(Timer::Probe, now + self.cfg.probe_every);
                 }
-                Timer::WatchPred => self.check_watch(now, true),
-                Timer::WatchSucc => self.check_watch(now, false),
+                Timer::WatchPred => self.check_watch(now, true, out),
+                Timer::WatchSucc => self.check_watch(now, false, out),
             }
         }
     }
@@ -254,7 +249,7 @@ impl HbRing {
         }
     }
 
-    fn check_watch(&mut self, now: Instant, pred: bool) {
+    fn check_watch(&mut self, now: Instant, pred: bool, out: &mut impl HbOut) {
         let (watch, timer) = if pred { (&self.pred, Timer::WatchPred) } else { (&self.succ, Timer::WatchSucc) };
         let Some(w) = watch.clone() else { return };
         if !w.detector.is_suspected(now) {
@@ -262,62 +257,62 @@ impl HbRing {
             return;
         }
         if let Some(dead) = self.view.suspect(w.node) {
-            self.out.event(HbEvent::Suspected { node: w.node, inc: dead.incarnation });
-            self.neighbours_changed(now);
-            self.gossip(w.node, dead);
+            out.event(HbEvent::Suspected { node: w.node, inc: dead.incarnation });
+            self.neighbours_changed(now, out);
+            self.gossip(w.node, dead, out);
         }
     }
 
-    fn apply_report(&mut self, now: Instant, about: NodeId, liveness: Liveness) {
+    fn apply_report(&mut self, now: Instant, about: NodeId, liveness: Liveness, out: &mut impl HbOut) {
         if about == self.view.me() {
             if liveness.status == Status::Dead && liveness.incarnation >= self.view.my_incarnation() {
-                self.rejoin(now);
+                self.rejoin(now, out);
             }
             return;
         }
         if self.view.merge(about, liveness) {
-            self.out.event(match liveness.status {
+            out.event(match liveness.status {
                 Status::Dead => HbEvent::Down { node: about, inc: liveness.incarnation },
                 Status::Alive => HbEvent::Up { node: about, inc: liveness.incarnation },
             });
-            self.neighbours_changed(now);
-            self.gossip(about, liveness);
+            self.neighbours_changed(now, out);
+            self.gossip(about, liveness, out);
         }
     }
 
     /// Merges one entry of a peer's view. Like a report, except that
     /// learning the life of a node already presumed alive is no news and
     /// is not gossiped (at start-up every entry is such news).
-    fn apply_view_entry(&mut self, now: Instant, about: NodeId, liveness: Liveness) {
+    fn apply_view_entry(&mut self, now: Instant, about: NodeId, liveness: Liveness, out: &mut impl HbOut) {
         let before = self.view.liveness(about);
         let quiet = liveness.status == Status::Alive && before.is_some_and(|b| b.status == Status::Alive);
         if quiet {
             self.view.merge(about, liveness);
-            self.neighbours_changed(now);
+            self.neighbours_changed(now, out);
         } else {
-            self.apply_report(now, about, liveness);
+            self.apply_report(now, about, liveness, out);
         }
     }
 
     /// This node's current life was declared dead: start a new one and
     /// announce it.
-    fn rejoin(&mut self, now: Instant) {
+    fn rejoin(&mut self, now: Instant, out: &mut impl HbOut) {
         let inc = self.view.rejoin();
-        self.out.event(HbEvent::Rejoined { inc });
-        self.gossip(self.view.me(), Liveness::alive(inc));
-        self.neighbours_changed(now);
+        out.event(HbEvent::Rejoined { inc });
+        self.gossip(self.view.me(), Liveness::alive(inc), out);
+        self.neighbours_changed(now, out);
     }
 
     /// Sends a report to the live successor (it travels one lap).
-    fn gossip(&mut self, about: NodeId, liveness: Liveness) {
+    fn gossip(&mut self, about: NodeId, liveness: Liveness, out: &mut impl HbOut) {
         if let Some(s) = self.view.successor().filter(|s| *s != about) {
-            self.out.send(s, HbMsg::Report { about, liveness });
+            out.send(s, HbMsg::Report { about, liveness });
         }
     }
 
     /// Re-derives the watched neighbours from the view; a new neighbour gets
     /// a fresh grace period, and a new successor an immediate heartbeat.
-    fn neighbours_changed(&mut self, now: Instant) {
+    fn neighbours_changed(&mut self, now: Instant, out: &mut impl HbOut) {
         let watched = |w: &Option<Watch>| w.as_ref().map(|w| (w.node, w.inc));
         let target =
             |node: Option<NodeId>| node.map(|n| (n, self.view.liveness(n).map(|l| l.incarnation).unwrap_or_default()));
@@ -330,7 +325,7 @@ impl HbRing {
                 let new = pred.map(|(n, _)| n);
                 match self.last_heartbeat {
                     Some((from, at)) if Some(from) == new && now.saturating_since(at) < self.cfg.heartbeat => {
-                        self.out.event(HbEvent::Repaired { new_predecessor: from, took: Duration::ZERO });
+                        out.event(HbEvent::Repaired { new_predecessor: from, took: Duration::ZERO });
                     }
                     _ => self.repair_since = Some(now),
                 }
@@ -342,7 +337,7 @@ impl HbRing {
             });
             let new = pred.map(|(n, _)| n);
             if old != new {
-                self.out.event(HbEvent::PredecessorChanged { from: old, to: new });
+                out.event(HbEvent::PredecessorChanged { from: old, to: new });
             }
             match &self.pred {
                 Some(w) => self.timers.set(Timer::WatchPred, w.detector.suspect_at()),
@@ -362,12 +357,12 @@ impl HbRing {
             });
             let new = succ.map(|(n, _)| n);
             if old != new {
-                self.out.event(HbEvent::SuccessorChanged { from: old, to: new });
+                out.event(HbEvent::SuccessorChanged { from: old, to: new });
             }
             match &self.succ {
                 Some(w) => {
                     self.timers.set(Timer::WatchSucc, w.detector.suspect_at());
-                    self.out.send(w.node, HbMsg::Heartbeat { digest: self.view.digest() });
+                    out.send(w.node, HbMsg::Heartbeat { digest: self.view.digest() });
                     self.timers.set(Timer::Heartbeat, now + self.cfg.heartbeat);
                 }
                 None => {

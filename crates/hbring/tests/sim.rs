@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use ftcore::{Incarnation, NodeId, Protocol};
 use hbring::{HbConfig, HbEvent, HbNode};
-use membership::{Membership, Status};
+use membership::Status;
 use sim::{for_seeds, Action, FaultPlan, NetConfig, Sim, SimError, World};
 use timer::Instant;
 
@@ -14,14 +14,7 @@ const HEARTBEAT: Duration = Duration::from_millis(50);
 const SUSPECT: Duration = Duration::from_millis(250);
 
 fn cluster(seed: u64, n: u32, net: NetConfig) -> Sim<HbNode> {
-    let membership = Membership::of_size(n);
-    let cfg = HbConfig::new(HEARTBEAT, SUSPECT);
-    Sim::new(
-        seed,
-        n,
-        net,
-        Box::new(move |id, inc, now, _seed| HbNode::new(cfg, &membership, id, inc, now).expect("member")),
-    )
+    Sim::new(seed, n, net, HbConfig::new(HEARTBEAT, SUSPECT))
 }
 
 fn tcp() -> NetConfig {

@@ -15,4 +15,4 @@ mod api;
 mod local;
 
 pub use api::{LockReply, LockRequest};
-pub use local::{LocalLocks, LockEvent, LocksConfig, ReleaseHow};
+pub use local::{LocalLocks, LockEvent, LockOut, LocksConfig, ReleaseHow};

@@ -16,8 +16,9 @@
 //!   nothing is held;
 //! - call [`lose`](LocalLocks::lose) when the token is gone from under it and
 //!   [`shutdown`](LocalLocks::shutdown) when leaving;
-//! - after each call, drain [`pop_reply`](LocalLocks::pop_reply) and
-//!   [`pop_event`](LocalLocks::pop_event).
+//! - every call that answers clients takes the core's output buffer
+//!   (anything that is a [`LockOut`], e.g. the core's `ftcore::Outbox`) and
+//!   pushes its replies and events into it, in order.
 //!
 //! Deadlines. A waiter's deadline is its arrival plus its `timeout_ms`, and a
 //! deadline equal to `now` has passed: `handle_timeout(now)` times out every
@@ -40,7 +41,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use ftcore::ClientId;
+use ftcore::{ClientId, EventSink, ReplySink};
 use timer::{Instant, Lease, TimerTable};
 
 use crate::{LockReply, LockRequest};
@@ -51,6 +52,13 @@ const ALREADY_HOLDING: &str = "already holding the lock";
 const NOT_HOLDING: &str = "not holding the lock";
 const SHUTTING_DOWN: &str = "daemon is shutting down";
 const HELD_TOO_LONG: &str = "held longer than max_hold_ms";
+
+/// Where [`LocalLocks`] pushes its replies and events: the embedding core's
+/// output buffer (an `ftcore::Outbox` whose reply and event types convert
+/// from [`LockReply`] and [`LockEvent`]).
+pub trait LockOut: ReplySink<LockReply> + EventSink<LockEvent> {}
+
+impl<T: ReplySink<LockReply> + EventSink<LockEvent>> LockOut for T {}
 
 /// Limits of the local queue.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -156,22 +164,12 @@ pub struct LocalLocks {
     hold: Option<Hold>,
     timers: TimerTable<Timer>,
     shutting_down: bool,
-    replies: VecDeque<(ClientId, LockReply)>,
-    events: VecDeque<LockEvent>,
 }
 
 impl LocalLocks {
     /// An empty queue with nothing held.
     pub fn new(cfg: LocksConfig) -> Self {
-        LocalLocks {
-            cfg,
-            waiters: VecDeque::new(),
-            hold: None,
-            timers: TimerTable::new(),
-            shutting_down: false,
-            replies: VecDeque::new(),
-            events: VecDeque::new(),
-        }
+        LocalLocks { cfg, waiters: VecDeque::new(), hold: None, timers: TimerTable::new(), shutting_down: false }
     }
 
     /// A client request. `Acquire` queues the client (FIFO, deadline
@@ -179,18 +177,18 @@ impl LocalLocks {
     /// waits or holds (a revoked hold included), the daemon is shutting down,
     /// or the queue is full. `Release` ends the client's hold (`Released`
     /// reply and event), or its wait (`Released` reply), or is refused.
-    pub fn request(&mut self, now: Instant, client: ClientId, req: LockRequest) {
+    pub fn request(&mut self, now: Instant, client: ClientId, req: LockRequest, out: &mut impl LockOut) {
         match req {
-            LockRequest::Acquire { timeout_ms } => self.acquire(now, client, Duration::from_millis(timeout_ms)),
-            LockRequest::Release => self.release(now, client),
+            LockRequest::Acquire { timeout_ms } => self.acquire(now, client, Duration::from_millis(timeout_ms), out),
+            LockRequest::Release => self.release(now, client, out),
         }
     }
 
     /// The client's connection closed: its hold ends (event `Disconnected`)
     /// or it leaves the queue. Nothing is replied; a second call does nothing.
-    pub fn client_gone(&mut self, now: Instant, client: ClientId) {
+    pub fn client_gone(&mut self, now: Instant, client: ClientId, out: &mut impl LockOut) {
         if self.holds(client) {
-            self.end_hold(now, ReleaseHow::Disconnected);
+            self.end_hold(now, ReleaseHow::Disconnected, out);
         } else {
             self.remove_waiter(client);
         }
@@ -228,8 +226,14 @@ impl LocalLocks {
     ///
     /// Fences are taken as given: the core must supply a larger one for each
     /// grant.
-    pub fn grant_next(&mut self, now: Instant, fence: u64, batch_only: bool) -> Option<ClientId> {
-        self.expire_waiters(now);
+    pub fn grant_next(
+        &mut self,
+        now: Instant,
+        fence: u64,
+        batch_only: bool,
+        out: &mut impl LockOut,
+    ) -> Option<ClientId> {
+        self.expire_waiters(now, out);
         if self.hold.is_some() {
             return None;
         }
@@ -241,8 +245,8 @@ impl LocalLocks {
             self.timers.set(Timer::MaxHold, Lease::new(now, max_hold, 0).holder_valid_until());
         }
         self.hold = Some(Hold { client: w.client, fence, since: now, revoked: false });
-        self.replies.push_back((w.client, LockReply::Granted { fence }));
-        self.events.push_back(LockEvent::Granted { client: w.client, fence, waited: now.saturating_since(w.since) });
+        out.reply(w.client, LockReply::Granted { fence });
+        out.event(LockEvent::Granted { client: w.client, fence, waited: now.saturating_since(w.since) });
         Some(w.client)
     }
 
@@ -250,12 +254,12 @@ impl LocalLocks {
     /// `LockLost{reason}` (unless already revoked: it had its `LockLost`) and
     /// its hold ends (event `Lost`). Waiters keep waiting; the batch, which
     /// belonged to the lost token, is dropped.
-    pub fn lose(&mut self, now: Instant, reason: &str) {
+    pub fn lose(&mut self, now: Instant, reason: &str, out: &mut impl LockOut) {
         if let Some(h) = &self.hold {
             if !h.revoked {
-                self.replies.push_back((h.client, LockReply::LockLost { reason: reason.to_owned() }));
+                out.reply(h.client, LockReply::LockLost { reason: reason.to_owned() });
             }
-            self.end_hold(now, ReleaseHow::Lost);
+            self.end_hold(now, ReleaseHow::Lost, out);
         }
         for w in &mut self.waiters {
             w.in_batch = false;
@@ -265,11 +269,11 @@ impl LocalLocks {
     /// The daemon is leaving: every waiter is refused, and every later
     /// `Acquire`; a holder keeps its hold until it releases or disconnects.
     /// Returns whether something is still held.
-    pub fn shutdown(&mut self, _now: Instant) -> bool {
+    pub fn shutdown(&mut self, _now: Instant, out: &mut impl LockOut) -> bool {
         self.shutting_down = true;
         while let Some(w) = self.waiters.pop_front() {
             self.timers.cancel(Timer::Wait(w.client));
-            self.refuse(w.client, SHUTTING_DOWN);
+            self.refuse(w.client, SHUTTING_DOWN, out);
         }
         self.is_held()
     }
@@ -278,19 +282,19 @@ impl LocalLocks {
     /// a holder past `max_hold` gets `LockLost` (event `Revoking`) and a
     /// grace of `revoke_grace` from now, and a revoked hold whose grace has
     /// passed ends (event `Revoked`).
-    pub fn handle_timeout(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Instant, out: &mut impl LockOut) {
         while let Some(t) = self.timers.pop_expired(now) {
             match t {
-                Timer::Wait(client) => self.time_out(now, client),
+                Timer::Wait(client) => self.time_out(now, client, out),
                 Timer::MaxHold => {
                     if let Some(h) = &mut self.hold {
                         h.revoked = true;
-                        self.replies.push_back((h.client, LockReply::LockLost { reason: HELD_TOO_LONG.to_owned() }));
-                        self.events.push_back(LockEvent::Revoking { client: h.client, fence: h.fence });
+                        out.reply(h.client, LockReply::LockLost { reason: HELD_TOO_LONG.to_owned() });
+                        out.event(LockEvent::Revoking { client: h.client, fence: h.fence });
                         self.timers.set(Timer::Grace, now + self.cfg.revoke_grace);
                     }
                 }
-                Timer::Grace => self.end_hold(now, ReleaseHow::Revoked),
+                Timer::Grace => self.end_hold(now, ReleaseHow::Revoked, out),
             }
         }
     }
@@ -299,16 +303,6 @@ impl LocalLocks {
     /// end of a revocation grace.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.next_deadline()
-    }
-
-    /// The next reply to send, in order.
-    pub fn pop_reply(&mut self) -> Option<(ClientId, LockReply)> {
-        self.replies.pop_front()
-    }
-
-    /// The next event, in order.
-    pub fn pop_event(&mut self) -> Option<LockEvent> {
-        self.events.pop_front()
     }
 
     /// The current holder and its fence.
@@ -321,7 +315,7 @@ impl LocalLocks {
         self.waiters.len()
     }
 
-    fn acquire(&mut self, now: Instant, client: ClientId, timeout: Duration) {
+    fn acquire(&mut self, now: Instant, client: ClientId, timeout: Duration, out: &mut impl LockOut) {
         let refusal = if self.holds(client) {
             Some(ALREADY_HOLDING)
         } else if self.waiters.iter().any(|w| w.client == client) {
@@ -334,7 +328,7 @@ impl LocalLocks {
             None
         };
         match refusal {
-            Some(reason) => self.refuse(client, reason),
+            Some(reason) => self.refuse(client, reason, out),
             None => {
                 self.waiters.push_back(Waiter { client, since: now, in_batch: false });
                 self.timers.set(Timer::Wait(client), now + timeout);
@@ -342,14 +336,14 @@ impl LocalLocks {
         }
     }
 
-    fn release(&mut self, now: Instant, client: ClientId) {
+    fn release(&mut self, now: Instant, client: ClientId, out: &mut impl LockOut) {
         if self.holds(client) {
-            self.replies.push_back((client, LockReply::Released));
-            self.end_hold(now, ReleaseHow::Released);
+            out.reply(client, LockReply::Released);
+            self.end_hold(now, ReleaseHow::Released, out);
         } else if self.remove_waiter(client).is_some() {
-            self.replies.push_back((client, LockReply::Released));
+            out.reply(client, LockReply::Released);
         } else {
-            self.refuse(client, NOT_HOLDING);
+            self.refuse(client, NOT_HOLDING, out);
         }
     }
 
@@ -357,8 +351,8 @@ impl LocalLocks {
         self.hold.as_ref().is_some_and(|h| h.client == client)
     }
 
-    fn refuse(&mut self, client: ClientId, reason: &str) {
-        self.replies.push_back((client, LockReply::Refused { reason: reason.to_owned() }));
+    fn refuse(&mut self, client: ClientId, reason: &str, out: &mut impl LockOut) {
+        out.reply(client, LockReply::Refused { reason: reason.to_owned() });
     }
 
     fn remove_waiter(&mut self, client: ClientId) -> Option<Waiter> {
@@ -367,16 +361,16 @@ impl LocalLocks {
         self.waiters.remove(idx)
     }
 
-    fn time_out(&mut self, now: Instant, client: ClientId) {
+    fn time_out(&mut self, now: Instant, client: ClientId, out: &mut impl LockOut) {
         if let Some(w) = self.remove_waiter(client) {
-            self.replies.push_back((client, LockReply::TimedOut));
-            self.events.push_back(LockEvent::TimedOut { client, waited: now.saturating_since(w.since) });
+            out.reply(client, LockReply::TimedOut);
+            out.event(LockEvent::TimedOut { client, waited: now.saturating_since(w.since) });
         }
     }
 
     /// Times out, in FIFO order, the waiters whose deadline is `<= now`,
     /// except a try-lock (timeout 0) at its arrival instant.
-    fn expire_waiters(&mut self, now: Instant) {
+    fn expire_waiters(&mut self, now: Instant, out: &mut impl LockOut) {
         let due: Vec<ClientId> = self
             .waiters
             .iter()
@@ -384,15 +378,15 @@ impl LocalLocks {
             .map(|w| w.client)
             .collect();
         for client in due {
-            self.time_out(now, client);
+            self.time_out(now, client, out);
         }
     }
 
-    fn end_hold(&mut self, now: Instant, how: ReleaseHow) {
+    fn end_hold(&mut self, now: Instant, how: ReleaseHow, out: &mut impl LockOut) {
         if let Some(h) = self.hold.take() {
             self.timers.cancel(Timer::MaxHold);
             self.timers.cancel(Timer::Grace);
-            self.events.push_back(LockEvent::Released {
+            out.event(LockEvent::Released {
                 client: h.client,
                 fence: h.fence,
                 held: now.saturating_since(h.since),

@@ -5,9 +5,8 @@
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ftcore::{Incarnation, NodeId, Protocol};
-use membership::Membership;
-use timer::{Clock, Instant, RealClock};
+use ftcore::{Context, Incarnation, Protocol};
+use timer::{Clock, RealClock};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use wire::{ClusterKey, TcpTransport, Transport, TransportConfig, UdpTransport};
@@ -30,24 +29,10 @@ pub enum TransportKind {
     Udp,
 }
 
-/// What a core is built from.
-#[derive(Clone, Debug)]
-pub struct CoreContext {
-    /// This node.
-    pub me: NodeId,
-    /// This life: the start time in milliseconds since the Unix epoch, so
-    /// every restart is a newer life.
-    pub incarnation: Incarnation,
-    /// The configured members in ring order.
-    pub membership: Membership,
-    /// The core's clock reading at start.
-    pub now: Instant,
-    /// Seed for the core's own random draws.
-    pub seed: u64,
-}
-
-/// Builds a daemon's protocol core from its config.
-pub type BuildCore<D, P> = Box<dyn FnOnce(&Config<D>, CoreContext) -> Result<P, String>>;
+/// Derives the core's settings from the daemon's config (already
+/// validated; the core validates its own settings once more when it
+/// starts, with the same typed error).
+pub type CoreConfig<D, P> = fn(&Config<D>) -> <P as Protocol>::Config;
 
 /// How to make one daemon out of the shared runtime.
 pub struct DaemonSpec<D: DaemonConfig, P: Protocol> {
@@ -55,8 +40,8 @@ pub struct DaemonSpec<D: DaemonConfig, P: Protocol> {
     pub metrics_prefix: &'static str,
     /// TCP or UDP between peers.
     pub transport: TransportKind,
-    /// Builds the protocol core.
-    pub build: BuildCore<D, P>,
+    /// The core's settings.
+    pub core_config: CoreConfig<D, P>,
     /// Turns the core's events into metrics and logs.
     pub on_event: EventHook<P>,
     /// Sets daemon-specific gauges from the status report (every 500 ms).
@@ -158,9 +143,17 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     .await
     .map_err(|e| anyhow::anyhow!("cannot listen for clients on {}: {e}", common.client_addr()))?;
 
-    let ctx =
-        CoreContext { me, incarnation, membership, now: clock.now(), seed: incarnation.0 ^ (u64::from(me.0) << 48) };
-    let core = (spec.build)(&cfg, ctx).map_err(|e| anyhow::anyhow!("cannot start the protocol: {e}"))?;
+    let ctx = Context {
+        me,
+        incarnation,
+        membership,
+        now: clock.now(),
+        seed: incarnation.0 ^ (u64::from(me.0) << 48),
+        config: (spec.core_config)(&cfg),
+        stored: None,
+        new_cluster: false,
+    };
+    let core = P::start(ctx).map_err(|e| anyhow::anyhow!("cannot start the protocol: {e}"))?;
 
     let shutdown = CancellationToken::new();
     spawn_signal_handler(shutdown.clone())?;
@@ -191,9 +184,14 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
         notifier,
         shutdown,
         leave_grace,
+        // The state directory comes with the durable-state work; until then
+        // nothing is stored.
+        persist: Box::new(|_, _| Ok(())),
+        stored: (incarnation, None),
     }
     .run()
-    .await;
+    .await
+    .map_err(|e| anyhow::anyhow!("cannot store the node's state: {e}"))?;
     stop.cancel();
     let _ = client_task.await;
     Ok(())

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use client::{ClientRequest, ClientResponse};
-use ftcore::{ClientId, Message, Output, Protocol};
+use ftcore::{ClientId, Incarnation, Message, Output, Protocol};
 use timer::{Clock, RealClock};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -22,6 +22,12 @@ pub type EventHook<P> = Box<dyn FnMut(&<P as Protocol>::Event, &Metrics) + Send>
 
 /// Daemon-specific gauges read off the status report on every refresh.
 pub type StatusHook = fn(&ftcore::StatusReport, &Metrics);
+
+/// Stores the node's durable state (its life and the core's state),
+/// atomically and fsynced, before anything queued after it is executed.
+/// An error stops the daemon: a node that cannot store what it promises
+/// must not speak.
+pub type PersistHook<P> = Box<dyn FnMut(Incarnation, Option<&<P as Protocol>::Durable>) -> Result<(), String> + Send>;
 
 /// How often peer gauges and the systemd status line are refreshed.
 const REFRESH: Duration = Duration::from_millis(500);
@@ -50,6 +56,11 @@ pub struct Driver<P: Protocol> {
     pub shutdown: CancellationToken,
     /// How long a graceful leave may take before the loop ends anyway.
     pub leave_grace: Duration,
+    /// Writes the state file.
+    pub persist: PersistHook<P>,
+    /// The life and core state last stored (the core's `None` until its
+    /// first `Persist`, unless loaded at start).
+    pub stored: (Incarnation, Option<P::Durable>),
 }
 
 impl<P: Protocol> std::fmt::Debug for Driver<P> {
@@ -63,8 +74,8 @@ where
     P::Msg: Message,
 {
     /// Runs until a graceful leave completes (or its grace period ends), or
-    /// until every input is gone.
-    pub async fn run(mut self) {
+    /// until every input is gone; an error if the state could not be stored.
+    pub async fn run(mut self) -> Result<(), String> {
         let mut replies: HashMap<ClientId, mpsc::Sender<ClientResponse<P::Reply>>> = HashMap::new();
         let mut leave_deadline: Option<tokio::time::Instant> = None;
         let mut refresh = tokio::time::interval(REFRESH);
@@ -145,7 +156,7 @@ where
                     if let Some(n) = &self.notifier { let _ = n.watchdog(); }
                 }
             }
-            self.execute(&mut replies);
+            self.execute(&mut replies)?;
             if leave_deadline.is_some() && self.core.is_left() {
                 tracing::info!("graceful leave complete");
                 break;
@@ -153,12 +164,27 @@ where
         }
         // Let the transport flush what the leave queued.
         tokio::time::sleep(Duration::from_millis(50)).await;
+        Ok(())
     }
 
-    /// Executes everything the core has queued.
-    fn execute(&mut self, replies: &mut HashMap<ClientId, mpsc::Sender<ClientResponse<P::Reply>>>) {
+    /// Executes everything the core has queued, in order: a new life (the
+    /// core moved past a life of its own that peers knew) and every
+    /// `Persist` are stored before what follows them is sent.
+    fn execute(
+        &mut self,
+        replies: &mut HashMap<ClientId, mpsc::Sender<ClientResponse<P::Reply>>>,
+    ) -> Result<(), String> {
+        let inc = self.core.incarnation();
+        if inc != self.stored.0 {
+            (self.persist)(inc, self.stored.1.as_ref())?;
+            self.stored.0 = inc;
+        }
         while let Some(out) = self.core.poll_output() {
             match out {
+                Output::Persist(state) => {
+                    (self.persist)(inc, Some(&state))?;
+                    self.stored.1 = Some(state);
+                }
                 Output::Send { to, msg } => {
                     let kind = kind_name(&msg);
                     match self.transport.send(to, self.core.incarnation(), msg) {
@@ -186,6 +212,7 @@ where
                 Output::Event(e) => (self.on_event)(&e, &self.metrics),
             }
         }
+        Ok(())
     }
 }
 

@@ -24,14 +24,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use faults::FaultPlan;
-use ftcore::{ClientId, Incarnation, NodeId, Output, Protocol};
+use ftcore::{ClientId, Context, Incarnation, NodeId, Output, Protocol};
+use membership::Membership;
 pub use net::{Channel, NetConfig};
 use net::{InFlight, Network};
 use timer::{Instant, SeededRng};
-
-/// Builds a core for node `id` in life `inc`, starting at `now`; `seed` is
-/// the core's own random seed, drawn from the simulation's generator.
-pub type Factory<P> = Box<dyn FnMut(NodeId, Incarnation, Instant, u64) -> P>;
 
 /// An invariant checker: sees the world after every step.
 pub type Checker<P> = Box<dyn FnMut(&World<P>) -> Result<(), String>>;
@@ -63,9 +60,12 @@ pub enum Action<P: Protocol> {
 
 /// One node as the simulator holds it.
 #[derive(Debug)]
-pub struct Slot<P> {
+pub struct Slot<P: Protocol> {
     /// The running core, `None` while crashed.
     pub core: Option<P>,
+    /// What the node has stored (its `Persist` outputs; survives crashes,
+    /// `None` for a node that never stored anything: a new disk).
+    pub disk: Option<P::Durable>,
     /// The life of the current (or last) core.
     pub incarnation: Incarnation,
     /// How many times it has been started.
@@ -149,7 +149,8 @@ pub struct Sim<P: Protocol> {
     rng: SeededRng,
     world: World<P>,
     net: Network<P::Msg>,
-    factory: Factory<P>,
+    config: P::Config,
+    membership: Membership,
     checkers: Vec<Checker<P>>,
     clients: Option<ClientBehaviour<P>>,
     schedule: BTreeMap<(Instant, u64), Action<P>>,
@@ -179,14 +180,19 @@ const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0100_0000_01b3;
 
 impl<P: Protocol> Sim<P> {
-    /// A cluster of `n` nodes (ids 1..=n), all started at time zero in
-    /// incarnation 1.
-    pub fn new(seed: u64, n: u32, net: NetConfig, mut factory: Factory<P>) -> Self {
+    /// A cluster of `n` nodes (ids 1..=n, `Membership::of_size(n)`), each
+    /// started with `config` at time zero in incarnation 1 on a new disk.
+    ///
+    /// # Panics
+    /// If the core refuses `config` (a test bug).
+    pub fn new(seed: u64, n: u32, net: NetConfig, config: P::Config) -> Self {
         let mut rng = SeededRng::new(seed);
+        let membership = Membership::of_size(n);
         let slots = (1..=n)
             .map(|i| {
-                let core = factory(NodeId(i), Incarnation(1), Instant::ZERO, rng.next_u64());
-                Slot { core: Some(core), incarnation: Incarnation(1), starts: 1 }
+                let core =
+                    start::<P>(&membership, &config, NodeId(i), Incarnation(1), Instant::ZERO, rng.next_u64(), None);
+                Slot { core: Some(core), disk: None, incarnation: Incarnation(1), starts: 1 }
             })
             .collect();
         let mut sim = Sim {
@@ -201,7 +207,8 @@ impl<P: Protocol> Sim<P> {
                 step_events_from: 0,
             },
             net: Network::new(net),
-            factory,
+            config,
+            membership,
             checkers: Vec::new(),
             clients: None,
             schedule: BTreeMap::new(),
@@ -430,7 +437,8 @@ impl<P: Protocol> Sim<P> {
                     let inc = Incarnation(slot.incarnation.0 + 1_000);
                     slot.incarnation = inc;
                     slot.starts += 1;
-                    slot.core = Some((self.factory)(id, inc, now, seed));
+                    let stored = slot.disk.clone();
+                    slot.core = Some(start::<P>(&self.membership, &self.config, id, inc, now, seed, stored));
                     self.log(|| format!("{now} {id} RESTART as {inc}"));
                     self.drain(id);
                 }
@@ -514,10 +522,37 @@ impl<P: Protocol> Sim<P> {
                     self.log(|| format!("{now} {id} event {e:?}"));
                     self.world.events.push((now, id, e));
                 }
+                Output::Persist(state) => {
+                    self.log(|| format!("{now} {id} persist {state:?}"));
+                    self.world.slots[id.0 as usize - 1].disk = Some(state);
+                }
             }
         }
         self.refresh_deadline(id);
     }
+}
+
+/// Builds one simulated core.
+fn start<P: Protocol>(
+    membership: &Membership,
+    config: &P::Config,
+    me: NodeId,
+    incarnation: Incarnation,
+    now: Instant,
+    seed: u64,
+    stored: Option<P::Durable>,
+) -> P {
+    let ctx = Context {
+        me,
+        incarnation,
+        membership: membership.clone(),
+        now,
+        seed,
+        config: config.clone(),
+        stored,
+        new_cluster: false,
+    };
+    P::start(ctx).unwrap_or_else(|e| panic!("the simulated core {me} refused its config: {e}"))
 }
 
 /// Runs `run(seed)` for each seed and panics naming the first that fails.

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use ftcore::{message_kinds, Outbox, StatusReport};
+use ftcore::{message_kinds, Context, Outbox, OutputOf, StatusReport};
 use serde::{Deserialize, Serialize};
 
 use super::*;
@@ -78,6 +78,15 @@ impl Protocol for Toy {
     type Request = ToyReq;
     type Reply = ToyReply;
     type Event = ToyEvent;
+    /// `quiet`: tick without pinging.
+    type Config = bool;
+    type Durable = ();
+    type Error = std::convert::Infallible;
+
+    fn start(ctx: Context<bool, ()>) -> Result<Self, Self::Error> {
+        let n = ctx.membership.len() as u32;
+        Ok(Toy { quiet: ctx.config, ..Toy::new(ctx.me, ctx.incarnation, ctx.now, n) })
+    }
 
     fn handle_message(&mut self, _now: Instant, from: NodeId, inc: Incarnation, msg: ToyMsg) {
         let ToyMsg::Ping(seq) = msg;
@@ -114,8 +123,8 @@ impl Protocol for Toy {
         self.left
     }
 
-    fn poll_output(&mut self) -> Option<Output<Self>> {
-        self.out.pop().map(Output::from)
+    fn poll_output(&mut self) -> Option<OutputOf<Self>> {
+        self.out.pop()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -147,7 +156,7 @@ fn n(i: u32) -> NodeId {
 }
 
 fn toy_sim(seed: u64, nodes: u32, net: NetConfig) -> Sim<Toy> {
-    Sim::new(seed, nodes, net, Box::new(move |id, inc, now, _seed| Toy::new(id, inc, now, nodes)))
+    Sim::new(seed, nodes, net, false)
 }
 
 /// A reliable network whose delay is always exactly `d`.
@@ -640,8 +649,7 @@ fn random_faults_run_in_the_simulator() {
 
 #[test]
 fn an_hour_of_virtual_time_takes_exactly_the_expected_steps() {
-    let factory = |id, inc, now, _| Toy { quiet: true, ..Toy::new(id, inc, now, 3) };
-    let mut sim = Sim::new(1, 3, fixed(Duration::from_millis(1)), Box::new(factory)).without_trace();
+    let mut sim = Sim::<Toy>::new(1, 3, fixed(Duration::from_millis(1)), true).without_trace();
     let hour = ms(3_600_000);
     sim.run_until(hour).unwrap();
     assert_eq!(sim.now(), hour);

@@ -15,7 +15,9 @@
 
 use std::time::Duration;
 
+use ftcore::Output;
 use lockservice::ReleaseHow;
+use membership::Membership;
 
 use super::*;
 
@@ -64,7 +66,7 @@ fn fence(epoch: u32, counter: u32) -> u64 {
 
 /// A freshly constructed site (still joining), outputs not drained.
 fn fresh(size: u32, me: u32, k: usize) -> NtNode {
-    NtNode::new(cfg(k), &Membership::of_size(size), n(me), INC, T0).expect("valid config")
+    NtNode::start(Context::new(n(me), INC, Membership::of_size(size), T0, cfg(k))).expect("valid config")
 }
 
 /// Site `me` of `size` sites, past its start-up, idle (not in the queue),
@@ -125,57 +127,57 @@ fn committed(size: u32, me: u32, k: usize, seq: u64, pos: Option<u64>, preds: &[
 // ----- inputs and outputs -------------------------------------------------
 
 /// Everything the site has queued, in order.
-fn drain(node: &mut NtNode) -> Vec<Output<NtNode>> {
+fn drain(node: &mut NtNode) -> Vec<OutputOf<NtNode>> {
     std::iter::from_fn(|| node.poll_output()).collect()
 }
 
 /// A message from `from` (life `INC`) carrying epoch `E`; returns the outputs.
-fn deliver(node: &mut NtNode, now: Instant, from: u32, body: Body) -> Vec<Output<NtNode>> {
+fn deliver(node: &mut NtNode, now: Instant, from: u32, body: Body) -> Vec<OutputOf<NtNode>> {
     deliver_msg(node, now, from, INC, Msg { epoch: E, body })
 }
 
-fn deliver_msg(node: &mut NtNode, now: Instant, from: u32, inc: Incarnation, msg: Msg) -> Vec<Output<NtNode>> {
+fn deliver_msg(node: &mut NtNode, now: Instant, from: u32, inc: Incarnation, msg: Msg) -> Vec<OutputOf<NtNode>> {
     node.handle_message(now, n(from), inc, msg);
     drain(node)
 }
 
-fn timeout(node: &mut NtNode, now: Instant) -> Vec<Output<NtNode>> {
+fn timeout(node: &mut NtNode, now: Instant) -> Vec<OutputOf<NtNode>> {
     node.handle_timeout(now);
     drain(node)
 }
 
-fn acquire(node: &mut NtNode, now: Instant, client: u64) -> Vec<Output<NtNode>> {
+fn acquire(node: &mut NtNode, now: Instant, client: u64) -> Vec<OutputOf<NtNode>> {
     node.handle_request(now, c(client), LockRequest::Acquire { timeout_ms: WAIT_MS });
     drain(node)
 }
 
-fn release(node: &mut NtNode, now: Instant, client: u64) -> Vec<Output<NtNode>> {
+fn release(node: &mut NtNode, now: Instant, client: u64) -> Vec<OutputOf<NtNode>> {
     node.handle_request(now, c(client), LockRequest::Release);
     drain(node)
 }
 
 /// `Send` of `body` to `to` stamped with epoch `E`.
-fn send(to: u32, body: Body) -> Output<NtNode> {
+fn send(to: u32, body: Body) -> OutputOf<NtNode> {
     send_e(to, E, body)
 }
 
-fn send_e(to: u32, epoch: u32, body: Body) -> Output<NtNode> {
+fn send_e(to: u32, epoch: u32, body: Body) -> OutputOf<NtNode> {
     Output::Send { to: n(to), msg: Msg { epoch, body } }
 }
 
-fn ev(e: NtEvent) -> Output<NtNode> {
+fn ev(e: NtEvent) -> OutputOf<NtNode> {
     Output::Event(e)
 }
 
-fn reply(client: u64, r: LockReply) -> Output<NtNode> {
+fn reply(client: u64, r: LockReply) -> OutputOf<NtNode> {
     Output::Reply { client: c(client), reply: r }
 }
 
-fn granted_event(client: u64, fence: u64, waited: u64) -> Output<NtNode> {
+fn granted_event(client: u64, fence: u64, waited: u64) -> OutputOf<NtNode> {
     ev(NtEvent::Lock(LockEvent::Granted { client: c(client), fence, waited: ms(waited) }))
 }
 
-fn released_event(client: u64, fence: u64, held: u64, how: ReleaseHow) -> Output<NtNode> {
+fn released_event(client: u64, fence: u64, held: u64, how: ReleaseHow) -> OutputOf<NtNode> {
     ev(NtEvent::Lock(LockEvent::Released { client: c(client), fence, held: ms(held), how }))
 }
 
@@ -326,9 +328,9 @@ fn startup_clients_queued_while_joining_are_served_once_joined() {
             ev(NtEvent::Epoch(E)),
             ev(NtEvent::HasToken(true)),
             ev(NtEvent::Joined { bootstrap: true }),
-            ev(NtEvent::Entered { fence: f }),
             reply(1, LockReply::Granted { fence: f }),
             granted_event(1, f, 1),
+            ev(NtEvent::Entered { fence: f }),
         ]
     );
     // Another site requests along the new tree.
@@ -366,7 +368,7 @@ fn nt_acquire_at_the_idle_root_holder_grants_at_once_without_messages() {
     let f = fence(E, 1);
     assert_eq!(
         acquire(&mut s, T0, 1),
-        vec![ev(NtEvent::Entered { fence: f }), reply(1, LockReply::Granted { fence: f }), granted_event(1, f, 0),]
+        vec![reply(1, LockReply::Granted { fence: f }), granted_event(1, f, 0), ev(NtEvent::Entered { fence: f })]
     );
     assert_eq!(s.token, Some(Token { epoch: E, counter: 1 }));
     assert_eq!(s.holder(), Some((c(1), f)));
@@ -447,10 +449,10 @@ fn nt_release_with_next_passes_the_token_and_leaves_the_queue() {
     assert_eq!(
         out,
         vec![
-            send(3, token(E, 1, 1)),
-            ev(NtEvent::HasToken(false)),
             reply(1, LockReply::Released),
             released_event(1, f, 5, ReleaseHow::Released),
+            send(3, token(E, 1, 1)),
+            ev(NtEvent::HasToken(false)),
         ]
     );
     // "A site loses its position when it leaves the queue."
@@ -469,11 +471,11 @@ fn nt_release_with_a_local_client_still_waiting_passes_the_token_and_requests_ag
     assert_eq!(
         out,
         vec![
+            reply(1, LockReply::Released),
+            released_event(1, fence(E, 1), 5, ReleaseHow::Released),
             send(3, token(E, 1, 1)),
             ev(NtEvent::HasToken(false)),
             send(3, request(1, 1, 0)),
-            reply(1, LockReply::Released),
-            released_event(1, fence(E, 1), 5, ReleaseHow::Released),
         ]
     );
     assert_eq!((s.request, s.last), (Some(1), Last::Root));
@@ -495,9 +497,9 @@ fn nt_batch_queued_when_the_token_arrives_is_served_before_passing_it_on() {
         vec![
             ev(NtEvent::HasToken(true)),
             send(3, commit(Some(2), &[2], 7, (2, u64::MAX))),
-            ev(NtEvent::Entered { fence: f5 }),
             reply(1, LockReply::Granted { fence: f5 }),
             granted_event(1, f5, 2),
+            ev(NtEvent::Entered { fence: f5 }),
         ]
     );
     assert_eq!((s.position, s.request), (Some(1), None));
@@ -508,11 +510,11 @@ fn nt_batch_queued_when_the_token_arrives_is_served_before_passing_it_on() {
     assert_eq!(
         out,
         vec![
-            ev(NtEvent::Entered { fence: f6 }),
             reply(1, LockReply::Released),
-            reply(2, LockReply::Granted { fence: f6 }),
             released_event(1, f5, 2, ReleaseHow::Released),
+            reply(2, LockReply::Granted { fence: f6 }),
             granted_event(2, f6, 4),
+            ev(NtEvent::Entered { fence: f6 }),
         ]
     );
     // Batch done, next set: the token goes, and c3 makes a new request.
@@ -520,11 +522,11 @@ fn nt_batch_queued_when_the_token_arrives_is_served_before_passing_it_on() {
     assert_eq!(
         out,
         vec![
+            reply(2, LockReply::Released),
+            released_event(2, f6, 2, ReleaseHow::Released),
             send(3, token(E, 6, 2)),
             ev(NtEvent::HasToken(false)),
             send(3, request(2, 2, 0)),
-            reply(2, LockReply::Released),
-            released_event(2, f6, 2, ReleaseHow::Released),
         ]
     );
     assert_eq!(s.locks.waiting(), 1);
@@ -539,11 +541,11 @@ fn nt_holder_without_next_keeps_granting_to_late_arrivals() {
     assert_eq!(
         release(&mut s, at(3), 1),
         vec![
-            ev(NtEvent::Entered { fence: f2 }),
             reply(1, LockReply::Released),
-            reply(2, LockReply::Granted { fence: f2 }),
             released_event(1, f1, 3, ReleaseHow::Released),
+            reply(2, LockReply::Granted { fence: f2 }),
             granted_event(2, f2, 2),
+            ev(NtEvent::Entered { fence: f2 }),
         ]
     );
     assert_eq!(s.token, Some(Token { epoch: E, counter: 2 }));
@@ -599,7 +601,7 @@ fn nt_revoked_holder_keeps_the_token_until_its_grace_ends() {
     assert!(h.has_token(), "not passed before the client lets go or the grace ends");
     assert_eq!(
         timeout(&mut h, at(150)),
-        vec![send(3, token(E, 1, 1)), ev(NtEvent::HasToken(false)), released_event(1, f, 150, ReleaseHow::Revoked)]
+        vec![released_event(1, f, 150, ReleaseHow::Revoked), send(3, token(E, 1, 1)), ev(NtEvent::HasToken(false))]
     );
 }
 
@@ -1255,9 +1257,9 @@ fn regeneration_with_every_ack_creates_the_token_at_position_zero_and_commits_ne
             ev(NtEvent::HasToken(true)),
             ev(NtEvent::Recovered { mech: Mech::M3, took: ms(4) }),
             send_e(4, p, commit(Some(1), &[3], 8, (3, u64::MAX))),
-            ev(NtEvent::Entered { fence: f }),
             reply(1, LockReply::Granted { fence: f }),
             granted_event(1, f, 4),
+            ev(NtEvent::Entered { fence: f }),
         ]
     );
     // Counter 0 at creation; the grant made it 1.
@@ -1335,7 +1337,7 @@ fn regeneration_proposals_encode_the_proposer_slot_and_a_new_round() {
     // A cold restart an hour after 2023-11-14T22:13:20Z: the round never
     // falls below wall-clock minutes since then (incarnation = start in ms).
     let one_hour_later = Incarnation(1_700_000_000_000 + 3_600_000);
-    let s = NtNode::new(cfg(2), &Membership::of_size(4), n(3), one_hour_later, T0).unwrap();
+    let s = NtNode::start(Context::new(n(3), one_hour_later, Membership::of_size(4), T0, cfg(2))).unwrap();
     assert_eq!(s.next_proposal(T0), proposal(60, 3));
 }
 
@@ -1354,17 +1356,17 @@ fn epoch_newer_than_the_held_token_supersedes_it_the_client_loses_the_lock() {
             ev(NtEvent::Epoch(newer)),
             ev(NtEvent::TokenSuperseded { epoch: E }),
             ev(NtEvent::HasToken(false)),
+            reply(
+                1,
+                LockReply::LockLost { reason: "the token was regenerated elsewhere (this node was suspected)".into() }
+            ),
+            released_event(1, fence(E, 1), 5, ReleaseHow::Lost),
             send_e(2, newer, Body::IAmAlive { position: None, next: None }),
             // c2 still waits: a new request, through M3 (a root without a
             // token has nobody to ask along the tree).
             ev(NtEvent::RecoveryStarted { mech: Mech::M3 }),
             send_e(2, newer, Body::SearchQueue { accesses: 1 }),
             send_e(3, newer, Body::SearchQueue { accesses: 1 }),
-            reply(
-                1,
-                LockReply::LockLost { reason: "the token was regenerated elsewhere (this node was suspected)".into() }
-            ),
-            released_event(1, fence(E, 1), 5, ReleaseHow::Lost),
         ]
     );
     assert_eq!((h.token, h.position, h.next), (None, None, None));
@@ -1616,10 +1618,10 @@ fn leave_holder_in_use_hands_the_token_on_after_the_release() {
     assert_eq!(
         out,
         vec![
-            send(3, token(E, 1, 1)),
-            ev(NtEvent::HasToken(false)),
             reply(1, LockReply::Released),
             released_event(1, fence(E, 1), 5, ReleaseHow::Released),
+            send(3, token(E, 1, 1)),
+            ev(NtEvent::HasToken(false)),
         ]
     );
     assert!(h.is_left());
@@ -1645,8 +1647,8 @@ fn leave_waiting_site_sends_skip_with_its_next_to_its_predecessor() {
     assert_eq!(
         drain(&mut s),
         vec![
-            send(2, Body::Skip { next: Some((n(4), 6)) }),
             reply(1, LockReply::Refused { reason: "daemon is shutting down".into() }),
+            send(2, Body::Skip { next: Some((n(4), 6)) }),
         ]
     );
     assert!(s.is_left());
@@ -1730,9 +1732,9 @@ fn client_gone_while_holding_moves_the_token_on() {
     assert_eq!(
         drain(&mut h),
         vec![
+            released_event(1, fence(E, 1), 5, ReleaseHow::Disconnected),
             send(3, token(E, 1, 1)),
             ev(NtEvent::HasToken(false)),
-            released_event(1, fence(E, 1), 5, ReleaseHow::Disconnected),
         ]
     );
     assert_eq!(h.token, None);

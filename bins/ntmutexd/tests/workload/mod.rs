@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use ftcore::{ClientId, NodeId};
 use lockservice::{LockEvent, LockReply, LockRequest, LocksConfig};
-use membership::Membership;
 use ntmutexd::{Mech, NtConfig, NtEvent, NtNode};
 use sim::{Action, NetConfig, Sim, World};
 use timer::Instant;
@@ -41,14 +40,7 @@ pub const HEAVY: Load = Load { hold: (1, 8), think: (0, 5) };
 
 /// `n` sites with `k` predecessors per COMMIT, no clients yet.
 pub fn sites(seed: u64, n: u32, k: usize) -> Sim<NtNode> {
-    let membership = Membership::of_size(n);
-    let c = cfg(k);
-    Sim::new(
-        seed,
-        n,
-        net(),
-        Box::new(move |id, inc, now, _| NtNode::new(c.clone(), &membership, id, inc, now).expect("valid")),
-    )
+    Sim::new(seed, n, net(), cfg(k))
 }
 
 pub fn cluster(seed: u64, n: u32, k: usize, load: Load) -> Sim<NtNode> {

@@ -14,7 +14,48 @@ const HEARTBEAT: Duration = Duration::from_millis(50);
 const SUSPECT: Duration = Duration::from_millis(250);
 const MY_INC: Incarnation = Incarnation(20);
 
-type Out = OutItem<HbMsg, Infallible, HbEvent>;
+type Out = Output<HbMsg, (), HbEvent>;
+
+/// The ring with the output buffer a core would own: the same calls as
+/// [`HbRing`], minus the buffer argument.
+#[derive(Clone, Debug, PartialEq)]
+struct R {
+    ring: HbRing,
+    out: ftcore::Outbox<HbMsg, (), HbEvent>,
+}
+
+impl std::ops::Deref for R {
+    type Target = HbRing;
+    fn deref(&self) -> &HbRing {
+        &self.ring
+    }
+}
+
+impl std::ops::DerefMut for R {
+    fn deref_mut(&mut self) -> &mut HbRing {
+        &mut self.ring
+    }
+}
+
+impl R {
+    fn new(cfg: HbConfig, m: &Membership, me: NodeId, inc: Incarnation, now: Instant) -> Result<R, MembershipError> {
+        let mut out = ftcore::Outbox::default();
+        let ring = HbRing::new(cfg, m, me, inc, now, &mut out)?;
+        Ok(R { ring, out })
+    }
+    fn on_contact(&mut self, now: Instant, from: NodeId, inc: Incarnation) -> Contact {
+        self.ring.on_contact(now, from, inc, &mut self.out)
+    }
+    fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: HbMsg) {
+        self.ring.handle_message(now, from, inc, msg, &mut self.out);
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.ring.handle_timeout(now, &mut self.out);
+    }
+    fn drain(&mut self) -> Vec<Out> {
+        self.out.drain()
+    }
+}
 
 fn cfg() -> HbConfig {
     HbConfig::new(HEARTBEAT, SUSPECT)
@@ -43,11 +84,11 @@ fn dead(x: u64) -> Liveness {
 }
 
 fn send(to: u32, msg: HbMsg) -> Out {
-    OutItem::Send(n(to), msg)
+    Output::Send { to: n(to), msg }
 }
 
 fn ev(e: HbEvent) -> Out {
-    OutItem::Event(e)
+    Output::Event(e)
 }
 
 fn heartbeat(digest: u64) -> HbMsg {
@@ -85,8 +126,8 @@ fn digest_after_seeing(r: &HbRing, from: u32, inc: Incarnation) -> u64 {
 }
 
 /// Node 2 at `T0`, construction outputs drained.
-fn ring() -> HbRing {
-    let mut r = HbRing::new(cfg(), &Membership::of_size(4), n(2), MY_INC, T0).unwrap();
+fn ring() -> R {
+    let mut r = R::new(cfg(), &Membership::of_size(4), n(2), MY_INC, T0).unwrap();
     r.drain();
     r
 }
@@ -94,7 +135,7 @@ fn ring() -> HbRing {
 /// First contact with node `k` (an ack carrying the digest we will have):
 /// the newcomer gets our view, and if it is our successor, a heartbeat at
 /// once (its new life is watched afresh).
-fn meet(r: &mut HbRing, k: u32, when: Instant) {
+fn meet(r: &mut R, k: u32, when: Instant) {
     let digest = digest_after_seeing(r, k, inc(k));
     r.handle_message(when, n(k), inc(k), ack(digest));
     let mut expected = vec![send(k, view_msg(r))];
@@ -112,7 +153,7 @@ fn timers(r: &HbRing) -> Vec<(Timer, Instant)> {
 
 #[test]
 fn construction_announces_neighbours_heartbeats_the_successor_and_arms_timers() {
-    let mut r = HbRing::new(cfg(), &Membership::of_size(4), n(2), MY_INC, T0).unwrap();
+    let mut r = R::new(cfg(), &Membership::of_size(4), n(2), MY_INC, T0).unwrap();
     let d = r.view().digest();
     assert_eq!(
         r.drain(),
@@ -144,13 +185,13 @@ fn construction_announces_neighbours_heartbeats_the_successor_and_arms_timers() 
 
 #[test]
 fn construction_fails_for_a_node_that_is_not_a_member() {
-    let err = HbRing::new(cfg(), &Membership::of_size(4), n(9), MY_INC, T0).unwrap_err();
+    let err = R::new(cfg(), &Membership::of_size(4), n(9), MY_INC, T0).unwrap_err();
     assert_eq!(err, MembershipError::SelfMissing(9));
 }
 
 #[test]
 fn a_ring_of_one_is_alone_from_the_start() {
-    let mut r = HbRing::new(cfg(), &Membership::of_size(1), n(1), Incarnation(5), T0).unwrap();
+    let mut r = R::new(cfg(), &Membership::of_size(1), n(1), Incarnation(5), T0).unwrap();
     assert_eq!(r.drain(), vec![]);
     assert_eq!(timers(&r), vec![(Timer::Probe, at(250))]);
     r.handle_timeout(at(250));
@@ -781,10 +822,10 @@ fn on_contact_classifies_every_kind_of_sender() {
 // ---- HbNode through the Protocol trait ----
 
 fn node() -> HbNode {
-    HbNode::new(cfg(), &Membership::of_size(4), n(2), MY_INC, T0).unwrap()
+    HbNode::start(ftcore::Context::new(n(2), MY_INC, Membership::of_size(4), T0, cfg())).unwrap()
 }
 
-fn outputs(p: &mut HbNode) -> Vec<Output<HbNode>> {
+fn outputs(p: &mut HbNode) -> Vec<ftcore::OutputOf<HbNode>> {
     std::iter::from_fn(|| p.poll_output()).collect()
 }
 
@@ -800,10 +841,11 @@ fn node_answers_ring_requests_with_the_live_ring_after_itself() {
     assert_eq!(
         outputs(&mut p),
         vec![
-            Output::Reply { client: ClientId(5), reply: ring_reply(&[(3, 0), (4, 0), (1, 0), (2, 20)]) },
+            // What the start queued comes first: one buffer, in order.
             Output::Event(HbEvent::PredecessorChanged { from: None, to: Some(n(1)) }),
             Output::Event(HbEvent::SuccessorChanged { from: None, to: Some(n(3)) }),
             Output::Send { to: n(3), msg: heartbeat(d) },
+            Output::Reply { client: ClientId(5), reply: ring_reply(&[(3, 0), (4, 0), (1, 0), (2, 20)]) },
         ]
     );
     p.handle_message(at(10), n(1), inc(1), report(4, dead(40)));
@@ -877,10 +919,8 @@ fn node_passes_time_and_incarnation_through_to_the_ring() {
 
 #[test]
 fn failure_free_start_in_the_simulator_reports_no_failures_and_no_comebacks() {
-    let membership = Membership::of_size(5);
-    let factory = move |id, inc, now, _seed| HbNode::new(cfg(), &membership, id, inc, now).unwrap();
     let net = sim::NetConfig::reliable(Duration::from_micros(100), Duration::from_millis(3));
-    let mut sim = sim::Sim::new(1, 5, net, Box::new(factory));
+    let mut sim = sim::Sim::<HbNode>::new(1, 5, net, cfg());
     sim.run_until(Instant::from_millis(2_000)).unwrap();
     let w = sim.world();
     let changes: Vec<_> = w

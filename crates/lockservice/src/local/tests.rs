@@ -54,25 +54,82 @@ fn ev_timed_out(client: u64, waited: u64) -> LockEvent {
     LockEvent::TimedOut { client: c(client), waited: ms(waited) }
 }
 
-fn replies(l: &mut LocalLocks) -> Vec<(ClientId, LockReply)> {
-    std::iter::from_fn(|| l.pop_reply()).collect()
+/// The queue with the output buffer a core would own: the same calls as
+/// [`LocalLocks`], minus the buffer argument.
+#[derive(Clone, Debug, PartialEq)]
+struct L {
+    locks: LocalLocks,
+    out: ftcore::Outbox<(), LockReply, LockEvent>,
+    /// Replies and events taken from `out` but not yet asserted.
+    replies: Vec<(ClientId, LockReply)>,
+    events: Vec<LockEvent>,
 }
 
-fn events(l: &mut LocalLocks) -> Vec<LockEvent> {
-    std::iter::from_fn(|| l.pop_event()).collect()
+impl std::ops::Deref for L {
+    type Target = LocalLocks;
+    fn deref(&self) -> &LocalLocks {
+        &self.locks
+    }
+}
+
+impl L {
+    fn new(cfg: LocksConfig) -> Self {
+        L { locks: LocalLocks::new(cfg), out: Default::default(), replies: Vec::new(), events: Vec::new() }
+    }
+    fn request(&mut self, now: Instant, client: ClientId, req: LockRequest) {
+        self.locks.request(now, client, req, &mut self.out);
+    }
+    fn client_gone(&mut self, now: Instant, client: ClientId) {
+        self.locks.client_gone(now, client, &mut self.out);
+    }
+    fn token_arrived(&mut self, now: Instant) {
+        self.locks.token_arrived(now);
+    }
+    fn grant_next(&mut self, now: Instant, fence: u64, batch_only: bool) -> Option<ClientId> {
+        self.locks.grant_next(now, fence, batch_only, &mut self.out)
+    }
+    fn lose(&mut self, now: Instant, reason: &str) {
+        self.locks.lose(now, reason, &mut self.out);
+    }
+    fn shutdown(&mut self, now: Instant) -> bool {
+        self.locks.shutdown(now, &mut self.out)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.locks.handle_timeout(now, &mut self.out);
+    }
+    /// Moves what the queue pushed into the per-kind lists.
+    fn sort_out(&mut self) {
+        for o in self.out.drain() {
+            match o {
+                ftcore::Output::Reply { client, reply } => self.replies.push((client, reply)),
+                ftcore::Output::Event(e) => self.events.push(e),
+                other => panic!("LocalLocks pushed {other:?}"),
+            }
+        }
+    }
+}
+
+fn replies(l: &mut L) -> Vec<(ClientId, LockReply)> {
+    l.sort_out();
+    std::mem::take(&mut l.replies)
+}
+
+fn events(l: &mut L) -> Vec<LockEvent> {
+    l.sort_out();
+    std::mem::take(&mut l.events)
 }
 
 /// Asserts the queued replies and events are exactly these, and drains them.
 #[track_caller]
-fn expect(l: &mut LocalLocks, want_replies: &[(u64, LockReply)], want_events: &[LockEvent]) {
+fn expect(l: &mut L, want_replies: &[(u64, LockReply)], want_events: &[LockEvent]) {
     let want: Vec<_> = want_replies.iter().map(|(id, r)| (c(*id), r.clone())).collect();
     assert_eq!(replies(l), want, "replies");
     assert_eq!(events(l), want_events, "events");
 }
 
 /// A queue where clients `ids` asked, in order, at `T0` with a 1 s timeout.
-fn with_waiters(cfg: LocksConfig, ids: &[u64]) -> LocalLocks {
-    let mut l = LocalLocks::new(cfg);
+fn with_waiters(cfg: LocksConfig, ids: &[u64]) -> L {
+    let mut l = L::new(cfg);
     for id in ids {
         l.request(T0, c(*id), acquire(1_000));
     }
@@ -82,7 +139,7 @@ fn with_waiters(cfg: LocksConfig, ids: &[u64]) -> LocalLocks {
 
 #[test]
 fn new_queue_is_empty() {
-    let mut l = LocalLocks::new(cfg());
+    let mut l = L::new(cfg());
     assert!(!l.has_waiters());
     assert!(!l.is_held());
     assert_eq!(l.waiting(), 0);
@@ -155,7 +212,7 @@ fn full_queue_refuses() {
     expect(&mut l, &[], &[]);
     assert_eq!(l.waiting(), 2);
 
-    let mut l = LocalLocks::new(LocksConfig { max_queue: 0, ..cfg() });
+    let mut l = L::new(LocksConfig { max_queue: 0, ..cfg() });
     l.request(T0, c(1), acquire(1_000));
     expect(&mut l, &[(1, refused("queue full"))], &[]);
     assert!(!l.has_waiters());
@@ -187,7 +244,7 @@ fn waiter_times_out_exactly_once_at_its_deadline() {
 
 #[test]
 fn waiter_past_its_deadline_is_never_granted() {
-    let mut l = LocalLocks::new(cfg());
+    let mut l = L::new(cfg());
     l.request(T0, c(1), acquire(100));
     l.request(T0, c(2), acquire(200));
     l.request(T0, c(3), acquire(300));
@@ -215,7 +272,7 @@ fn grant_attempt_while_held_still_times_out_the_overdue() {
 
 #[test]
 fn try_lock_is_granted_in_the_step_it_arrives() {
-    let mut l = LocalLocks::new(cfg());
+    let mut l = L::new(cfg());
     l.request(T0, c(1), acquire(0));
     assert_eq!(l.poll_timeout(), Some(T0));
     assert_eq!(l.grant_next(T0, 4, false), Some(c(1)));
@@ -237,13 +294,13 @@ fn try_lock_that_cannot_be_granted_at_once_times_out_at_once() {
     expect(&mut l, &[(2, LockReply::TimedOut)], &[ev_timed_out(2, 0)]);
 
     // No token here (no grant attempt): the wake-up times it out.
-    let mut l = LocalLocks::new(cfg());
+    let mut l = L::new(cfg());
     l.request(T0, c(1), acquire(0));
     l.handle_timeout(T0);
     expect(&mut l, &[(1, LockReply::TimedOut)], &[ev_timed_out(1, 0)]);
 
     // Not in the batch: a batch-only attempt passes it over.
-    let mut l = LocalLocks::new(cfg());
+    let mut l = L::new(cfg());
     l.token_arrived(T0);
     l.request(T0, c(1), acquire(0));
     assert_eq!(l.grant_next(T0, 1, true), None);
@@ -251,7 +308,7 @@ fn try_lock_that_cannot_be_granted_at_once_times_out_at_once() {
     expect(&mut l, &[(1, LockReply::TimedOut)], &[ev_timed_out(1, 0)]);
 
     // A grant attempt at a later instant (the wake-up was late) times it out.
-    let mut l = LocalLocks::new(cfg());
+    let mut l = L::new(cfg());
     l.request(T0, c(1), acquire(0));
     assert_eq!(l.grant_next(T0 + Duration::from_micros(1), 1, false), None);
     expect(
@@ -310,7 +367,7 @@ fn without_batch_only_later_arrivals_are_granted_too() {
 
 #[test]
 fn batch_shrinks_when_its_waiters_leave() {
-    let mut l = LocalLocks::new(cfg());
+    let mut l = L::new(cfg());
     l.request(T0, c(1), acquire(100));
     l.request(T0, c(2), acquire(1_000));
     l.request(T0, c(3), acquire(1_000));
@@ -376,7 +433,7 @@ fn client_gone_releases_or_dequeues_silently_and_is_idempotent() {
     assert_eq!(l.grant_next(at(9), 2, false), Some(c(3)));
 }
 
-fn revoking(max_hold: u64, grace: u64) -> LocalLocks {
+fn revoking(max_hold: u64, grace: u64) -> L {
     let mut l = with_waiters(LocksConfig { max_hold: Some(ms(max_hold)), revoke_grace: ms(grace), ..cfg() }, &[1, 2]);
     assert_eq!(l.grant_next(at(10), 5, false), Some(c(1)));
     expect(&mut l, &[(1, granted(5))], &[ev_granted(1, 5, 10)]);
@@ -527,14 +584,14 @@ fn shutdown_refuses_waiters_and_keeps_the_holder() {
     expect(&mut l, &[(1, LockReply::Released)], &[ev_released(1, 1, 8, ReleaseHow::Released)]);
     assert!(!l.shutdown(at(9)));
 
-    let mut l = LocalLocks::new(cfg());
+    let mut l = L::new(cfg());
     assert!(!l.shutdown(T0));
     expect(&mut l, &[], &[]);
 }
 
 #[test]
 fn poll_timeout_is_the_earliest_deadline() {
-    let mut l = LocalLocks::new(LocksConfig { max_hold: Some(ms(300)), ..cfg() });
+    let mut l = L::new(LocksConfig { max_hold: Some(ms(300)), ..cfg() });
     l.request(T0, c(1), acquire(500));
     l.request(T0, c(2), acquire(400));
     assert_eq!(l.poll_timeout(), Some(at(400)));
@@ -546,7 +603,7 @@ fn poll_timeout_is_the_earliest_deadline() {
 
 #[test]
 fn huge_timeouts_and_times_do_not_overflow() {
-    let mut l = LocalLocks::new(LocksConfig { max_hold: Some(Duration::MAX), revoke_grace: Duration::MAX, ..cfg() });
+    let mut l = L::new(LocksConfig { max_hold: Some(Duration::MAX), revoke_grace: Duration::MAX, ..cfg() });
     let end = Instant::from_micros(u64::MAX);
     l.request(T0, c(1), acquire(u64::MAX));
     assert_eq!(l.poll_timeout(), Some(end));
@@ -634,7 +691,7 @@ impl Model {
 }
 
 fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(), TestCaseError> {
-    let mut l = LocalLocks::new(cfg.clone());
+    let mut l = L::new(cfg.clone());
     let mut m = Model { episodes: BTreeMap::new(), holder: None, last_fence: None, gone: Vec::new() };
     let mut slots: Vec<ClientId> = (0..SLOTS as u64).map(ClientId).collect();
     let mut next_id = SLOTS as u64;
