@@ -1,0 +1,121 @@
+//! Failure detection: liveness checks of the closest predecessor, the
+//! COMMIT timer, suspicion and probes of suspected peers, peers' lives
+//! (ntmutexd.md, "Failure detection").
+
+use super::*;
+
+impl NtNode {
+    pub(super) fn suspect(&mut self, node: NodeId, now: Instant) {
+        if self.suspected.insert(node) {
+            self.out.event(NtEvent::Suspected { node });
+            if !self.timers.is_armed(Timer::Probe) {
+                self.timers.set(Timer::Probe, now + self.probe_every());
+            }
+        }
+    }
+
+    /// Suspected peers are probed now and then: a wrongly suspected holder
+    /// learns the newer epoch from the probe and drops its stale token;
+    /// a restarted or reconnected peer is unsuspected by its answer.
+    pub(super) fn probe_every(&self) -> Duration {
+        self.cfg.suspect_after * 4
+    }
+
+    pub(super) fn on_probe(&mut self, now: Instant) {
+        let suspected: Vec<NodeId> = self.suspected.iter().copied().collect();
+        for s in &suspected {
+            self.send(*s, Body::AreYouAlive);
+        }
+        if !suspected.is_empty() {
+            self.timers.set(Timer::Probe, now + self.probe_every());
+        }
+    }
+
+    pub(super) fn on_alive_check(&mut self, now: Instant) {
+        let Some((pred, _)) = self.monitored else { return };
+        if self.token.is_some() || self.request.is_none() {
+            self.monitored = None;
+            return;
+        }
+        if now.saturating_since(self.last_alive_ok) >= self.cfg.suspect_after {
+            self.suspect(pred, now);
+            self.start_recovery(now);
+        } else {
+            self.send(pred, Body::AreYouAlive);
+            self.timers.set(Timer::AliveCheck, now + self.cfg.heartbeat);
+        }
+    }
+
+    pub(super) fn on_i_am_alive(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        inc: Incarnation,
+        position: Option<u64>,
+        next: Option<NodeId>,
+    ) {
+        let smaller = position.is_some() && (self.position.is_none() || position < self.position);
+        if let Recovery::M1 { asking, .. } = &self.recovery {
+            if *asking == from {
+                if smaller {
+                    let seq = self.request.unwrap_or(self.seq);
+                    self.send(
+                        from,
+                        Body::Connection {
+                            requester: self.me,
+                            seq,
+                            hops: 0,
+                            failed: self.suspected.iter().copied().collect(),
+                        },
+                    );
+                    let started = self.recovery.started().unwrap_or(now);
+                    self.start_linking(now, Mech::M1, started);
+                } else {
+                    self.suspect(from, now);
+                    self.m1_next(now);
+                }
+                return;
+            }
+        }
+        if let Some((pred, pinc)) = self.monitored {
+            if pred != from {
+                return;
+            }
+            // (safety) Alive means: the same life, still queued before us
+            // (or, provisionally, without a position), and linked to us.
+            let same_life = pinc == Incarnation(0) || pinc == inc;
+            let still_before = self.position.is_none() || smaller;
+            if same_life && still_before && next == Some(self.me) {
+                self.last_alive_ok = now;
+            } else {
+                self.start_recovery(now);
+            }
+        }
+    }
+
+    pub(super) fn on_commit_wait(&mut self, now: Instant) {
+        if self.is_requesting() && self.recovery == Recovery::Idle && self.monitored.is_none() {
+            self.search_again(now);
+        }
+    }
+
+    /// Tracks peers' lives; returns false for a message from an older life.
+    pub(super) fn observe_life(&mut self, now: Instant, from: NodeId, inc: Incarnation) -> bool {
+        let known = self.peer_inc.get(&from).copied();
+        if known.is_some_and(|k| inc < k) {
+            return false;
+        }
+        self.peer_inc.insert(from, inc);
+        self.suspected.remove(&from);
+        if known.is_some_and(|k| inc > k) {
+            // A restart: the old life's queue state is gone.
+            if self.next.map(|(n, _)| n) == Some(from) {
+                self.next = None;
+            }
+            if self.monitored.map(|(m, _)| m) == Some(from) {
+                self.start_recovery(now);
+            }
+        }
+        true
+    }
+}

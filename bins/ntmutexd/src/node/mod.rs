@@ -1,0 +1,528 @@
+//! The sans-IO core of ntmutexd: Naimi-Trehel path reversal, COMMIT,
+//! recovery mechanisms M1/M2/M3, two-phase regeneration, and the local lock
+//! service on top.
+//!
+//! Reading guide: this file holds the state, the `Protocol` impl and the
+//! message dispatch; each mechanism of `../shared/spec/ntmutexd.md` is one
+//! file, an `impl NtNode` block readable against one section of the spec:
+//!
+//! - [`startup`]: the Hello handshake and the first token;
+//! - [`queue`]: requests, the token, COMMIT, linking, local grants;
+//! - [`detect`]: liveness checks, suspicion, probes, peers' lives;
+//! - [`recovery`]: M1, M2, M3 (with the M3.b election and rules I-III);
+//! - [`regen`]: two-phase regeneration and epochs;
+//! - [`leave`]: graceful leave;
+//! - [`status`]: `ftctl status` and read access for checkers.
+//!
+//! `handle_message` checks the sender's life and epoch, then dispatches to
+//! one `on_*` handler per message; after every input
+//! [`serve_and_route`](NtNode::serve_and_route) does what the state calls
+//! for (grant to a local client, pass the token, make a request). Rules
+//! marked (safety) in the spec are cited where they are implemented.
+
+mod detect;
+mod leave;
+mod queue;
+mod recovery;
+mod regen;
+mod startup;
+mod status;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use ftcore::{ClientId, Context, Incarnation, NodeId, Outbox, OutputOf, PeerStatus, Protocol, StatusReport};
+use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
+use timer::{Instant, TimerTable};
+
+use crate::msg::{Body, Msg};
+
+/// Protocol settings (derived from the daemon's config).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NtConfig {
+    /// How many predecessors a COMMIT names (M1 recovers fewer than k
+    /// consecutive failures without a broadcast).
+    pub k: usize,
+    /// Upper bound on one-way delay plus processing.
+    pub t_msg: Duration,
+    /// Interval between liveness checks of the closest predecessor.
+    pub heartbeat: Duration,
+    /// Silence of the closest predecessor after which it is suspected.
+    pub suspect_after: Duration,
+    /// The local lock service.
+    pub locks: LocksConfig,
+}
+
+impl NtConfig {
+    /// Checks the settings for a cluster of `sites`: the one place they
+    /// are validated (the daemon's config check calls it too).
+    pub fn validate(&self, sites: usize) -> Result<(), NtError> {
+        if sites > MAX_SITES {
+            return Err(NtError::TooManySites { max: MAX_SITES, configured: sites });
+        }
+        if self.k == 0 {
+            return Err(NtError::ZeroK);
+        }
+        Ok(())
+    }
+}
+
+/// Why a site cannot start.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NtError {
+    /// This node is not one of the configured members.
+    #[error(transparent)]
+    Membership(#[from] membership::MembershipError),
+    /// Epochs carry a 10-bit slot: at most 1024 sites.
+    #[error("at most {max} sites are supported, {configured} configured")]
+    TooManySites {
+        /// The limit.
+        max: usize,
+        /// How many are configured.
+        configured: usize,
+    },
+    /// A COMMIT must name at least one predecessor.
+    #[error("k must be at least 1")]
+    ZeroK,
+}
+
+/// Recovery mechanisms of the seed (section 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mech {
+    /// Ask the predecessors, closest first.
+    M1,
+    /// Broadcast SearchPrev.
+    M2,
+    /// No position: broadcast SearchQueue (with election).
+    M3,
+}
+
+impl Mech {
+    /// Metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Mech::M1 => "m1",
+            Mech::M2 => "m2",
+            Mech::M3 => "m3",
+        }
+    }
+}
+
+impl From<LockEvent> for NtEvent {
+    fn from(e: LockEvent) -> Self {
+        NtEvent::Lock(e)
+    }
+}
+
+/// What the core reports to metrics, logs and checkers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NtEvent {
+    /// The local lock service did something (grant, release, …).
+    Lock(LockEvent),
+    /// The start-up handshake finished.
+    Joined {
+        /// True if this start created the cluster's first token state.
+        bootstrap: bool,
+    },
+    /// A failure was detected and a recovery started.
+    RecoveryStarted {
+        /// Which mechanism.
+        mech: Mech,
+    },
+    /// The token path is restored (Commit or token received).
+    Recovered {
+        /// The mechanism that started the recovery.
+        mech: Mech,
+        /// Detection to restoration.
+        took: Duration,
+    },
+    /// This site regenerated the token.
+    Regenerated {
+        /// The new epoch.
+        epoch: u32,
+    },
+    /// A token of an old epoch arrived and was discarded.
+    StaleToken {
+        /// Its epoch.
+        epoch: u32,
+    },
+    /// The token held here was superseded by a newer epoch.
+    TokenSuperseded {
+        /// The old epoch.
+        epoch: u32,
+    },
+    /// A peer is suspected to have failed.
+    Suspected {
+        /// The peer.
+        node: NodeId,
+    },
+    /// The token arrived or left (for the has-token gauge).
+    HasToken(bool),
+    /// The known epoch changed.
+    Epoch(u32),
+    /// A token-holding site entered or left a critical section (granted).
+    Entered {
+        /// The fence of the grant.
+        fence: u64,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Timer {
+    Join,
+    CommitWait,
+    AliveCheck,
+    Window,
+    Provisional,
+    Probe,
+}
+
+/// Where requests go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Last {
+    /// This site is a root of the last tree.
+    Root,
+    /// Requests are forwarded to this site.
+    Parent(NodeId),
+    /// A new life that does not know the tree yet: requests get DeadEnd.
+    Unknown,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Token {
+    epoch: u32,
+    counter: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Answer {
+    position: Option<u64>,
+    has_next: bool,
+    has_token: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Recovery {
+    Idle,
+    /// M1: asking `asking`; `rest` are the farther predecessors.
+    M1 {
+        started: Instant,
+        asking: NodeId,
+        rest: Vec<NodeId>,
+    },
+    /// M2 or M3 search window.
+    Search {
+        mech: Mech,
+        started: Instant,
+        waiting: BTreeSet<NodeId>,
+        answers: BTreeMap<NodeId, Answer>,
+    },
+    /// Two-phase regeneration, phase one.
+    Regen {
+        mech: Mech,
+        started: Instant,
+        proposal: u32,
+        waiting: BTreeSet<NodeId>,
+        /// Acks received so far.
+        acked: usize,
+    },
+    /// Connection or direct request sent; waiting for a Commit or the token.
+    Linking {
+        mech: Mech,
+        started: Instant,
+    },
+}
+
+impl Recovery {
+    /// The mechanism in progress and when it started (`None` when idle).
+    fn progress(&self) -> Option<(Mech, Instant)> {
+        match self {
+            Recovery::Idle => None,
+            Recovery::M1 { started, .. } => Some((Mech::M1, *started)),
+            Recovery::Search { mech, started, .. }
+            | Recovery::Regen { mech, started, .. }
+            | Recovery::Linking { mech, started } => Some((*mech, *started)),
+        }
+    }
+
+    /// When the recovery in progress started.
+    fn started(&self) -> Option<Instant> {
+        self.progress().map(|(_, started)| started)
+    }
+
+    /// Its name in `ftctl status`.
+    fn label(&self) -> &'static str {
+        self.progress().map_or("none", |(mech, _)| mech.label())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    Joining { fresh: BTreeSet<NodeId>, running_seen: bool, deferred: Vec<(NodeId, Incarnation, Msg)> },
+    Running,
+}
+
+/// How a site asks to be linked behind a queue member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum LinkKind {
+    /// `Connection`, naming the predecessors the requester found dead.
+    Connection { failed: Vec<NodeId> },
+    /// `DirectRequest`: a request sent to a chosen site, not along `last`.
+    Direct,
+}
+
+/// M3.b: candidate 1 beats candidate 2 with fewer accesses, or as many and
+/// a higher id.
+fn beats(a1: u64, id1: NodeId, a2: u64, id2: NodeId) -> bool {
+    a1 < a2 || (a1 == a2 && id1 > id2)
+}
+
+/// Bits of an epoch that name the regenerating site (its configured
+/// slot), so that two concurrent regenerations never propose equal epochs.
+const SLOT_BITS: u32 = 10;
+
+/// Most configured sites (epochs carry a 10-bit slot).
+pub const MAX_SITES: usize = 1 << SLOT_BITS;
+
+/// One ntmutexd site.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NtNode {
+    cfg: NtConfig,
+    me: NodeId,
+    inc: Incarnation,
+    members: Vec<NodeId>,
+    addrs: Vec<String>,
+    phase: Phase,
+    last: Last,
+    next: Option<(NodeId, u64)>,
+    request: Option<u64>,
+    seq: u64,
+    token: Option<Token>,
+    position: Option<u64>,
+    preds: Vec<NodeId>,
+    /// The predecessor whose liveness is checked, with its life.
+    monitored: Option<(NodeId, Incarnation)>,
+    last_alive_ok: Instant,
+    max_epoch: u32,
+    accesses: u64,
+    last_fence: u64,
+    peer_inc: BTreeMap<NodeId, Incarnation>,
+    suspected: BTreeSet<NodeId>,
+    recovery: Recovery,
+    /// Best M3 candidate seen recently: (accesses, id, until).
+    best_candidate: Option<(u64, NodeId, Instant)>,
+    locks: LocalLocks,
+    timers: TimerTable<Timer>,
+    out: Outbox<Msg, LockReply, NtEvent>,
+    leaving: bool,
+    left: bool,
+}
+
+impl NtNode {
+    /// Site `ctx.me` in life `ctx.incarnation`, starting at `ctx.now`. It
+    /// first asks its peers whether the cluster is running (a new life of a
+    /// running cluster knows nothing and rebuilds through M3); only when a
+    /// majority is starting together does the lowest id create the token.
+    fn new(ctx: Context<NtConfig, ()>) -> Result<Self, NtError> {
+        let Context { me, incarnation: inc, membership, now, config: cfg, .. } = ctx;
+        membership.require(me)?;
+        cfg.validate(membership.len())?;
+        let members: Vec<NodeId> = membership.ids().collect();
+        let addrs = membership.members().iter().map(|m| m.addr.to_string()).collect();
+        let mut node = NtNode {
+            locks: LocalLocks::new(cfg.locks.clone()),
+            cfg,
+            me,
+            inc,
+            members,
+            addrs,
+            phase: Phase::Joining { fresh: BTreeSet::from([me]), running_seen: false, deferred: Vec::new() },
+            last: Last::Unknown,
+            next: None,
+            request: None,
+            seq: 0,
+            token: None,
+            position: None,
+            preds: Vec::new(),
+            monitored: None,
+            last_alive_ok: now,
+            max_epoch: 0,
+            accesses: 0,
+            last_fence: 0,
+            peer_inc: BTreeMap::new(),
+            suspected: BTreeSet::new(),
+            recovery: Recovery::Idle,
+            best_candidate: None,
+            timers: TimerTable::new(),
+            out: Outbox::default(),
+            leaving: false,
+            left: false,
+        };
+        if node.members.len() == 1 {
+            node.finish_join(now, true);
+        } else {
+            node.broadcast(Body::Hello);
+            node.timers.set(Timer::Join, now + node.cfg.t_msg * 2);
+        }
+        Ok(node)
+    }
+
+    fn send(&mut self, to: NodeId, body: Body) {
+        self.out.send(to, Msg { epoch: self.max_epoch, body });
+    }
+
+    fn others(&self) -> Vec<NodeId> {
+        self.members.iter().copied().filter(|m| *m != self.me).collect()
+    }
+
+    fn broadcast(&mut self, body: Body) {
+        for m in self.others() {
+            self.send(m, body.clone());
+        }
+    }
+
+    fn live_others(&self) -> BTreeSet<NodeId> {
+        self.others().into_iter().filter(|m| !self.suspected.contains(m)).collect()
+    }
+}
+
+impl Protocol for NtNode {
+    type Msg = Msg;
+    type Request = LockRequest;
+    type Reply = LockReply;
+    type Event = NtEvent;
+    type Config = NtConfig;
+    type Durable = ();
+    type Error = NtError;
+
+    fn start(ctx: Context<NtConfig, ()>) -> Result<Self, NtError> {
+        NtNode::new(ctx)
+    }
+
+    fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Msg) {
+        if from == self.me || !self.members.contains(&from) {
+            return;
+        }
+        if let Body::HelloAck { .. } = msg.body {
+            // A new life starts with the cluster's epoch.
+            self.set_epoch(msg.epoch);
+        }
+        if matches!(self.phase, Phase::Joining { .. }) {
+            self.on_message_while_joining(now, from, inc, msg);
+            self.serve_and_route(now);
+            return;
+        }
+        if !self.observe_life(now, from, inc) {
+            return;
+        }
+        self.observe_epoch(now, msg.epoch);
+        match msg.body {
+            Body::Hello => self.send(from, Body::HelloAck { running: true }),
+            Body::HelloAck { .. } => {}
+            Body::Request { requester, seq, hops } => self.on_request(now, requester, seq, hops),
+            Body::DirectRequest { requester, seq, hops } => {
+                self.on_link_request(now, requester, seq, hops, LinkKind::Direct)
+            }
+            Body::Connection { requester, seq, hops, failed } => {
+                self.on_link_request(now, requester, seq, hops, LinkKind::Connection { failed })
+            }
+            Body::Token { epoch, counter, pos } => self.on_token(now, from, epoch, counter, pos),
+            commit @ Body::Commit { .. } => self.on_commit(now, from, inc, commit),
+            Body::Unlink { seq } => {
+                if self.next == Some((from, seq)) {
+                    self.next = None;
+                }
+            }
+            Body::AreYouAlive => {
+                let body = Body::IAmAlive { position: self.position, next: self.next.map(|(n, _)| n) };
+                self.send(from, body);
+            }
+            Body::IAmAlive { position, next } => self.on_i_am_alive(now, from, inc, position, next),
+            Body::SearchPrev { .. } => {
+                let a = self.answer();
+                self.send(from, a);
+            }
+            Body::SearchQueue { accesses } => self.on_search_queue(now, from, accesses),
+            Body::SearchAck { position, has_next, has_token, .. } => {
+                self.on_search_ack(now, from, position, has_next, has_token)
+            }
+            Body::Regenerate { proposal } => self.on_regenerate(now, from, proposal),
+            Body::RegenerateAck { proposal } => self.on_regenerate_reply(now, from, proposal, true, false),
+            Body::RegenerateNack { proposal, has_token } => {
+                self.on_regenerate_reply(now, from, proposal, false, has_token)
+            }
+            Body::DeadEnd { seq } => self.on_dead_end(now, seq),
+            Body::NewRoot { root } => {
+                if self.token.is_none() {
+                    self.last = if root == self.me { Last::Root } else { Last::Parent(root) };
+                }
+            }
+            Body::Skip { next } => self.on_skip(from, next),
+        }
+        self.serve_and_route(now);
+    }
+
+    fn handle_request(&mut self, now: Instant, client: ClientId, req: LockRequest) {
+        if self.leaving {
+            if let LockRequest::Acquire { .. } = req {
+                self.out.reply(client, LockReply::Refused { reason: "daemon is shutting down".into() });
+                return;
+            }
+        }
+        self.locks.request(now, client, req, &mut self.out);
+        self.serve_and_route(now);
+    }
+
+    fn handle_client_gone(&mut self, now: Instant, client: ClientId) {
+        self.locks.client_gone(now, client, &mut self.out);
+        self.serve_and_route(now);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        while let Some(t) = self.timers.pop_expired(now) {
+            match t {
+                Timer::Join => self.on_join_timer(now),
+                Timer::CommitWait => self.on_commit_wait(now),
+                Timer::AliveCheck => self.on_alive_check(now),
+                Timer::Window => self.on_window(now),
+                Timer::Probe => self.on_probe(now),
+                Timer::Provisional => {
+                    if self.is_requesting() && self.position.is_none() && self.recovery == Recovery::Idle {
+                        self.monitored = None;
+                        self.timers.cancel(Timer::AliveCheck);
+                        self.start_m3(now);
+                    }
+                }
+            }
+        }
+        self.locks.handle_timeout(now, &mut self.out);
+        self.serve_and_route(now);
+    }
+
+    fn handle_shutdown(&mut self, now: Instant) {
+        self.begin_leave(now);
+    }
+
+    fn is_left(&self) -> bool {
+        self.left && self.out.is_empty()
+    }
+
+    fn poll_output(&mut self) -> Option<OutputOf<Self>> {
+        self.out.pop()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        [self.timers.next_deadline(), self.locks.poll_timeout()].into_iter().flatten().min()
+    }
+
+    fn incarnation(&self) -> Incarnation {
+        self.inc
+    }
+
+    fn status(&self) -> StatusReport {
+        self.status_report()
+    }
+}
+
+#[cfg(test)]
+mod tests;

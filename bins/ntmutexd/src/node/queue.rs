@@ -1,0 +1,305 @@
+//! The Naimi-Trehel queue: requests along the last tree (path reversal),
+//! the token, COMMIT with absolute positions, linking (ntmutexd.md, "Base
+//! algorithm", "Positions and COMMIT", "Linking never drops a live
+//! successor"), and the local lock service on top (`serve_and_route`).
+
+use super::*;
+
+impl NtNode {
+    pub(super) fn is_requesting(&self) -> bool {
+        self.request.is_some() && self.token.is_none()
+    }
+
+    /// In the queue: holding the token or waiting for it.
+    pub(super) fn in_queue(&self) -> bool {
+        self.token.is_some() || self.request.is_some()
+    }
+
+    /// Holding the token with no local use for it now.
+    pub(super) fn token_idle(&self) -> bool {
+        self.token.is_some() && !self.locks.is_held() && !self.locks.has_waiters()
+    }
+
+    /// The COMMIT this site sends to a site queued behind it.
+    pub(super) fn commit_for(&self, seq: u64, origin: Option<(NodeId, u64)>) -> Body {
+        let mut preds = vec![self.me];
+        preds.extend(self.preds.iter().copied().take(self.cfg.k.saturating_sub(1)));
+        let origin = origin.unwrap_or((self.me, if self.token.is_some() { u64::MAX } else { self.seq }));
+        Body::Commit { pos: self.position.map(|p| p + 1), preds, seq, origin }
+    }
+
+    /// Forwarded more than twice the number of sites: the message is
+    /// circling (a path can be longer than N while the queue moves, never
+    /// that much longer).
+    pub(super) fn circling(&self, hops: u32) -> bool {
+        hops as usize > 2 * self.members.len()
+    }
+
+    /// Does what the state calls for: grant locally, pass the token on,
+    /// or request it.
+    pub(super) fn serve_and_route(&mut self, now: Instant) {
+        if matches!(self.phase, Phase::Joining { .. }) {
+            return;
+        }
+        while let Some(token) = self.token {
+            if self.locks.is_held() {
+                break;
+            }
+            // Serve the batch that was waiting when the token came; after
+            // it, hand the token on if someone is queued, else keep serving.
+            let batch_only = self.locks.batch_remaining() > 0 || self.next.is_some();
+            let fence = (u64::from(token.epoch) << 32) | u64::from(token.counter.saturating_add(1));
+            let may_grant = self.locks.batch_remaining() > 0 || (self.next.is_none() && self.locks.has_waiters());
+            if may_grant && self.locks.grant_next(now, fence, batch_only, &mut self.out).is_some() {
+                self.token = Some(Token { counter: token.counter.saturating_add(1), ..token });
+                self.accesses += 1;
+                self.last_fence = fence;
+                self.out.event(NtEvent::Entered { fence });
+                continue;
+            }
+            if let Some((n, _)) = self.next {
+                if self.suspected.contains(&n) {
+                    // (safety) Never send the token to a suspected next:
+                    // keep it; its successors reconnect by M1/M2.
+                    self.next = None;
+                    continue;
+                }
+                self.pass_token(n);
+            } else if self.leaving {
+                self.leave_with_token(now);
+            }
+            break;
+        }
+        if self.leaving && self.token.is_none() {
+            self.left = true;
+        }
+        if self.token.is_none()
+            && self.locks.has_waiters()
+            && self.request.is_none()
+            && self.recovery == Recovery::Idle
+            && !self.leaving
+        {
+            self.make_request(now);
+        }
+    }
+
+    pub(super) fn pass_token(&mut self, to: NodeId) {
+        let Some(t) = self.token.take() else { return };
+        let pos = self.position.map_or(1, |p| p + 1);
+        self.send(to, Body::Token { epoch: t.epoch, counter: t.counter, pos });
+        // "A site loses its position when it leaves the queue."
+        self.position = None;
+        self.preds.clear();
+        self.next = None;
+        self.monitored = None;
+        self.timers.cancel(Timer::AliveCheck);
+        self.out.event(NtEvent::HasToken(false));
+    }
+
+    pub(super) fn make_request(&mut self, now: Instant) {
+        self.seq += 1;
+        self.request = Some(self.seq);
+        match self.last {
+            Last::Parent(p) if !self.suspected.contains(&p) => {
+                self.send(p, Body::Request { requester: self.me, seq: self.seq, hops: 0 });
+                self.last = Last::Root;
+                self.timers.set(Timer::CommitWait, now + self.commit_timeout());
+            }
+            // A root without the token, a suspected parent, or a new life:
+            // nobody to ask along the tree.
+            _ => self.start_m3(now),
+        }
+    }
+
+    pub(super) fn commit_timeout(&self) -> Duration {
+        // A request may be forwarded up to N - 1 times on a degenerate tree.
+        self.cfg.t_msg * (self.members.len() as u32 + 1)
+    }
+
+    pub(super) fn on_request(&mut self, now: Instant, requester: NodeId, seq: u64, hops: u32) {
+        if requester == self.me {
+            return;
+        }
+        if self.circling(hops) {
+            self.send(requester, Body::DeadEnd { seq });
+            return;
+        }
+        match self.last {
+            Last::Unknown => self.send(requester, Body::DeadEnd { seq }),
+            Last::Root => {
+                if self.in_queue() {
+                    self.link(now, requester, seq, Body::Request { requester, seq, hops: hops + 1 });
+                } else {
+                    // A root that neither holds nor waits: the tree is
+                    // broken here.
+                    self.send(requester, Body::DeadEnd { seq });
+                }
+            }
+            Last::Parent(p) => {
+                if self.suspected.contains(&p) {
+                    // (safety) Never forward to a suspected last.
+                    self.send(requester, Body::DeadEnd { seq });
+                } else {
+                    self.send(p, Body::Request { requester, seq, hops: hops + 1 });
+                    self.last = Last::Parent(requester);
+                }
+            }
+        }
+    }
+
+    /// (safety) The linking rule: link `who` behind this site if `next` is
+    /// free (or suspected), else pass the message down the queue — a live
+    /// successor is never dropped.
+    pub(super) fn link(&mut self, now: Instant, who: NodeId, seq: u64, forward: Body) {
+        if self.is_requesting() && self.monitored.is_some_and(|(m, _)| m == who) {
+            // `who` is our closest predecessor (our own request waits behind
+            // it): linking it behind us would close a cycle. (Older preds
+            // may legitimately come back behind us: they left the queue.) This
+            // happens when a search answer went stale before the Connection
+            // arrived. Tell it to search again.
+            self.send(who, Body::DeadEnd { seq });
+            self.serve_and_route(now);
+            return;
+        }
+        match self.next {
+            Some((n, _)) if n == who => {
+                self.next = Some((who, seq));
+                let c = self.commit_for(seq, None);
+                self.send(who, c);
+            }
+            Some((n, _)) if !self.suspected.contains(&n) => self.send(n, forward),
+            _ => {
+                self.last = Last::Parent(who);
+                if self.token_idle() && self.request.is_none() {
+                    self.next = None;
+                    self.pass_token(who);
+                } else {
+                    self.next = Some((who, seq));
+                    let c = self.commit_for(seq, None);
+                    self.send(who, c);
+                }
+            }
+        }
+        self.serve_and_route(now);
+    }
+
+    pub(super) fn on_token(&mut self, now: Instant, from: NodeId, epoch: u32, counter: u32, pos: u64) {
+        if epoch < self.max_epoch {
+            self.out.event(NtEvent::StaleToken { epoch });
+            // The token meant for us is dead: nobody before us holds one.
+            // With a position we are the head of the queue (M2 finds no
+            // smaller position and regenerates); without one, M3 finds the
+            // queue that formed around the regenerator.
+            if self.is_requesting() && self.recovery == Recovery::Idle {
+                self.search_again(now);
+            }
+            return;
+        }
+        if self.token.is_some() {
+            // Cannot happen while the invariants hold; keep the one we have.
+            tracing::error!(%from, epoch, "second token received; discarded");
+            return;
+        }
+        self.install_token(now, Token { epoch, counter }, pos);
+    }
+
+    /// The token is here (received, or regenerated at position 0): leave
+    /// the waiting state, tell the chain behind us our new position, and
+    /// serve the local clients queued at this moment.
+    pub(super) fn install_token(&mut self, now: Instant, token: Token, position: u64) {
+        self.token = Some(token);
+        self.position = Some(position);
+        self.preds.clear();
+        self.monitored = None;
+        self.request = None;
+        self.timers.cancel(Timer::AliveCheck);
+        self.timers.cancel(Timer::CommitWait);
+        self.timers.cancel(Timer::Provisional);
+        self.out.event(NtEvent::HasToken(true));
+        self.recovery_done(now);
+        if let Some((n, seq)) = self.next {
+            let c = self.commit_for(seq, None);
+            self.send(n, c);
+        }
+        self.locks.token_arrived(now);
+        self.serve_and_route(now);
+    }
+
+    /// A COMMIT (`commit` is the message body).
+    pub(super) fn on_commit(&mut self, now: Instant, from: NodeId, from_inc: Incarnation, commit: Body) {
+        let Body::Commit { pos, preds, seq, origin } = commit else { return };
+        if self.request != Some(seq) || self.token.is_some() {
+            self.send(from, Body::Unlink { seq });
+            return;
+        }
+        if self.next.is_some_and(|(n, _)| n == from) || origin == (self.me, seq) {
+            // Queued behind our own successor, or our own cascade came back (a Connection and a request
+            // crossed): a cycle. Refuse it — the sender clears its next —
+            // and search again.
+            self.send(from, Body::Unlink { seq });
+            if self.recovery == Recovery::Idle {
+                self.search_again(now);
+            }
+            return;
+        }
+        self.position = pos;
+        self.preds = preds.into_iter().filter(|p| *p != self.me).take(self.cfg.k).collect();
+        if self.preds.is_empty() {
+            self.preds.push(from);
+        }
+        let closest = self.preds[0];
+        let inc = if closest == from { from_inc } else { self.peer_inc.get(&closest).copied().unwrap_or_default() };
+        self.monitored = Some((closest, inc));
+        self.last_alive_ok = now;
+        self.timers.cancel(Timer::CommitWait);
+        self.timers.set(Timer::AliveCheck, now + self.cfg.heartbeat);
+        if self.position.is_some() {
+            self.timers.cancel(Timer::Provisional);
+        } else if !self.timers.is_armed(Timer::Provisional) {
+            // A provisional chain gets positions once its head is committed
+            // (≤ (N + 1) t_msg) and the cascade runs down it (≤ N t_msg). A
+            // site still without a position after that is in a detached
+            // portion — possibly a cycle of waiting sites: search (M3).
+            self.timers.set(Timer::Provisional, now + self.commit_timeout() * 2);
+        }
+        // A Commit before the window closes cancels this site's M3.
+        self.recovery_done(now);
+        if let Some((n, nseq)) = self.next {
+            let c = self.commit_for(nseq, Some(origin));
+            self.send(n, c);
+        }
+        self.serve_and_route(now);
+    }
+
+    /// A `Connection` (M1/M2/M3.a(ii): link the requester behind the queue
+    /// member it chose) or a `DirectRequest` (M3.a(i), a holder's Nack: a
+    /// request that ignores `last`); both follow the linking rule.
+    pub(super) fn on_link_request(&mut self, now: Instant, requester: NodeId, seq: u64, hops: u32, kind: LinkKind) {
+        if requester == self.me {
+            return;
+        }
+        if let (Some((n, _)), LinkKind::Connection { failed }) = (self.next, &kind) {
+            if failed.contains(&n) {
+                // The requester found our next dead (it was its predecessor).
+                self.suspect(n, now);
+            }
+        }
+        if self.circling(hops) {
+            self.send(requester, Body::DeadEnd { seq });
+            return;
+        }
+        if self.in_queue() {
+            let fwd = match kind {
+                LinkKind::Direct => Body::DirectRequest { requester, seq, hops: hops + 1 },
+                LinkKind::Connection { failed } => Body::Connection { requester, seq, hops: hops + 1, failed },
+            };
+            self.link(now, requester, seq, fwd);
+        } else if kind == LinkKind::Direct {
+            // Not queued here: nobody would ever hand the token on. Treat
+            // it as an ordinary request.
+            self.on_request(now, requester, seq, hops);
+        } else {
+            self.send(requester, Body::DeadEnd { seq });
+        }
+    }
+}

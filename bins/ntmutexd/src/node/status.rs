@@ -1,0 +1,96 @@
+//! What a site shows: `ftctl status` (role, queue view, peers) and read
+//! access for tests and invariant checkers.
+
+use super::*;
+
+impl NtNode {
+    /// The `ftctl status` report.
+    pub(super) fn status_report(&self) -> StatusReport {
+        let role = match (&self.phase, self.token, self.request, &self.recovery) {
+            (Phase::Joining { .. }, ..) => "joining".to_string(),
+            (_, Some(_), ..) if self.locks.is_held() => "holder (granted)".to_string(),
+            (_, Some(_), ..) => "holder (idle)".to_string(),
+            (_, None, Some(_), Recovery::Idle) => "waiting".to_string(),
+            (_, None, Some(_), r) => format!("recovering ({})", r.label()),
+            _ => "idle".to_string(),
+        };
+        let peers = self
+            .members
+            .iter()
+            .zip(&self.addrs)
+            .filter(|(id, _)| **id != self.me)
+            .map(|(id, addr)| PeerStatus {
+                id: *id,
+                addr: addr.clone(),
+                up: !self.suspected.contains(id),
+                incarnation: self.peer_inc.get(id).copied().unwrap_or_default(),
+            })
+            .collect();
+        let show = |x: Option<NodeId>| x.map_or("none".to_string(), |n| n.0.to_string());
+        let last = match self.last {
+            Last::Root => "root".to_string(),
+            Last::Parent(p) => p.0.to_string(),
+            Last::Unknown => "unknown".to_string(),
+        };
+        StatusReport {
+            daemon: "ntmutexd".into(),
+            node: self.me,
+            incarnation: self.inc,
+            role,
+            peers,
+            details: vec![
+                ("has_token".into(), self.token.is_some().to_string()),
+                ("last".into(), last),
+                ("next".into(), show(self.next.map(|(n, _)| n))),
+                ("position".into(), self.position.map_or("none".to_string(), |p| p.to_string())),
+                ("epoch".into(), self.max_epoch.to_string()),
+                ("fence".into(), self.last_fence.to_string()),
+                ("accesses".into(), self.accesses.to_string()),
+                ("local_waiting".into(), self.locks.waiting().to_string()),
+            ],
+        }
+    }
+}
+
+/// Read access for tests and invariant checkers.
+impl NtNode {
+    /// Whether this site holds a token.
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// The epoch of the token held here.
+    pub fn token_epoch(&self) -> Option<u32> {
+        self.token.map(|t| t.epoch)
+    }
+
+    /// The local client holding the lock, with its fence.
+    pub fn holder(&self) -> Option<(ClientId, u64)> {
+        self.locks.holder()
+    }
+
+    /// This site's position in the next queue.
+    pub fn position(&self) -> Option<u64> {
+        self.position
+    }
+
+    /// This site's `next`.
+    pub fn next(&self) -> Option<NodeId> {
+        self.next.map(|(n, _)| n)
+    }
+
+    /// Whether the start-up handshake is over.
+    pub fn is_running(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
+    /// Whether a recovery is in progress.
+    pub fn is_recovering(&self) -> bool {
+        self.recovery != Recovery::Idle
+    }
+
+    /// The highest epoch known here.
+    pub fn max_epoch(&self) -> u32 {
+        self.max_epoch
+    }
+}

@@ -1,0 +1,158 @@
+//! Failure detection: liveness checks, suspicion, restarted peers.
+
+use super::*;
+
+// ===== failure detection ==================================================
+
+#[test]
+fn alive_check_asks_the_closest_predecessor_every_heartbeat() {
+    let mut s = committed(4, 3, 2, 4, Some(2), &[2, 1]);
+    assert_eq!(timeout(&mut s, at(20)), vec![send(2, Body::AreYouAlive)]);
+    assert_eq!(s.timers.get(Timer::AliveCheck), Some(at(40)));
+}
+
+#[test]
+fn are_you_alive_is_answered_with_position_and_next() {
+    let mut s = committed(4, 2, 2, 1, Some(1), &[1]);
+    s.next = Some((n(3), 4));
+    assert_eq!(
+        deliver(&mut s, at(1), 3, Body::AreYouAlive),
+        vec![send(3, Body::IAmAlive { position: Some(1), next: Some(n(3)) })]
+    );
+}
+
+#[test]
+fn i_am_alive_from_the_same_life_before_us_and_linked_to_us_keeps_the_predecessor() {
+    let mut s = committed(4, 3, 2, 4, Some(2), &[2, 1]);
+    assert_eq!(deliver(&mut s, at(25), 2, Body::IAmAlive { position: Some(1), next: Some(n(3)) }), vec![]);
+    assert_eq!(s.last_alive_ok, at(25));
+    assert_eq!((s.monitored, &s.recovery), (Some((n(2), INC)), &Recovery::Idle));
+}
+
+#[test]
+fn i_am_alive_linked_elsewhere_starts_recovery_m1() {
+    let mut s = committed(4, 3, 2, 4, Some(2), &[2, 1]);
+    let out = deliver(&mut s, at(25), 2, Body::IAmAlive { position: Some(1), next: Some(n(4)) });
+    assert_eq!(out, vec![ev(NtEvent::RecoveryStarted { mech: Mech::M1 }), send(2, Body::AreYouAlive)]);
+    assert_eq!(s.recovery, Recovery::M1 { started: at(25), asking: n(2), rest: vec![n(1)] });
+    assert_eq!(s.monitored, None);
+    assert_eq!(s.timers.get(Timer::AliveCheck), None);
+    assert_eq!(s.timers.get(Timer::Window), Some(at(45)), "2 t_msg per AreYouAlive");
+}
+
+#[test]
+fn i_am_alive_no_longer_before_us_or_from_another_life_starts_recovery() {
+    // Its position is not smaller than ours: it left the queue and came back.
+    let mut s = committed(4, 3, 2, 4, Some(2), &[2, 1]);
+    let out = deliver(&mut s, at(25), 2, Body::IAmAlive { position: Some(3), next: Some(n(3)) });
+    assert_eq!(out, vec![ev(NtEvent::RecoveryStarted { mech: Mech::M1 }), send(2, Body::AreYouAlive)]);
+
+    // Another life than the one that committed us (first message of that
+    // life, so nothing else noticed the restart).
+    let mut s = committed(4, 3, 2, 4, Some(2), &[2, 1]);
+    let out = deliver_msg(
+        &mut s,
+        at(25),
+        2,
+        Incarnation(2),
+        Msg { epoch: E, body: Body::IAmAlive { position: Some(1), next: Some(n(3)) } },
+    );
+    assert_eq!(out, vec![ev(NtEvent::RecoveryStarted { mech: Mech::M1 }), send(2, Body::AreYouAlive)]);
+}
+
+#[test]
+fn silence_of_the_predecessor_for_suspect_after_suspects_it_and_starts_m1() {
+    let mut s = committed(4, 3, 2, 4, Some(2), &[2, 1]);
+    assert_eq!(timeout(&mut s, at(20)), vec![send(2, Body::AreYouAlive)]);
+    assert_eq!(timeout(&mut s, at(40)), vec![send(2, Body::AreYouAlive)]);
+    // 60 ms without a valid answer.
+    let out = timeout(&mut s, at(60));
+    assert_eq!(
+        out,
+        vec![
+            ev(NtEvent::Suspected { node: n(2) }),
+            ev(NtEvent::RecoveryStarted { mech: Mech::M1 }),
+            // M1 skips the suspected closest predecessor.
+            send(1, Body::AreYouAlive),
+        ]
+    );
+    assert_eq!(s.recovery, Recovery::M1 { started: at(60), asking: n(1), rest: vec![] });
+    assert_eq!(s.timers.get(Timer::Window), Some(at(80)));
+    // Suspected peers are probed every 4 suspect_after.
+    assert_eq!(s.timers.get(Timer::Probe), Some(at(300)));
+}
+
+#[test]
+fn suspected_peers_are_probed_until_they_answer() {
+    let mut s = site(4, 2, 2);
+    s.suspect(n(3), T0);
+    assert_eq!(drain(&mut s), vec![ev(NtEvent::Suspected { node: n(3) })]);
+    assert_eq!(timeout(&mut s, at(240)), vec![send(3, Body::AreYouAlive)]);
+    assert_eq!(s.timers.get(Timer::Probe), Some(at(480)));
+    // Any message of the peer clears the suspicion; the probe stops.
+    assert_eq!(deliver(&mut s, at(241), 3, Body::IAmAlive { position: None, next: None }), vec![]);
+    assert!(s.suspected.is_empty());
+    assert_eq!(timeout(&mut s, at(480)), vec![]);
+    assert_eq!(s.timers.get(Timer::Probe), None);
+}
+
+#[test]
+fn provisional_timer_without_a_position_starts_m3() {
+    // A provisional chain that never got positions: a detached portion.
+    let mut s = committed(4, 3, 2, 1, None, &[2]);
+    s.timers.cancel(Timer::AliveCheck);
+    s.timers.set(Timer::Provisional, at(100));
+    let out = timeout(&mut s, at(100));
+    let mut expected = vec![ev(NtEvent::RecoveryStarted { mech: Mech::M3 })];
+    expected.extend([1, 2, 4].map(|i| send(i, Body::SearchQueue { accesses: 0 })));
+    assert_eq!(out, expected);
+    assert_eq!((s.monitored, s.request), (None, Some(2)));
+}
+
+// ===== restarts ===========================================================
+
+#[test]
+fn restart_a_message_from_a_newer_life_of_our_next_clears_next() {
+    let mut s = waiting(4, 2, 2, 1);
+    s.next = Some((n(3), 4));
+    s.peer_inc.insert(n(3), INC);
+    let out = deliver_msg(&mut s, at(1), 3, Incarnation(2), Msg { epoch: E, body: Body::Hello });
+    assert_eq!(out, vec![send(3, Body::HelloAck { running: true })]);
+    assert_eq!(s.next, None);
+    assert_eq!(s.peer_inc.get(&n(3)), Some(&Incarnation(2)));
+}
+
+#[test]
+fn restart_a_newer_life_of_the_monitored_predecessor_starts_recovery() {
+    let mut s = committed(4, 3, 2, 1, Some(2), &[2, 1]);
+    s.peer_inc.insert(n(2), INC);
+    let out = deliver_msg(&mut s, at(1), 2, Incarnation(2), Msg { epoch: E, body: Body::Hello });
+    assert_eq!(
+        out,
+        vec![
+            ev(NtEvent::RecoveryStarted { mech: Mech::M1 }),
+            send(2, Body::AreYouAlive),
+            send(2, Body::HelloAck { running: true }),
+        ]
+    );
+    assert_eq!(s.monitored, None);
+}
+
+#[test]
+fn restart_a_message_from_an_older_life_is_ignored() {
+    let mut s = site(4, 2, 2);
+    s.peer_inc.insert(n(3), Incarnation(2));
+    let before = s.clone();
+    assert_eq!(deliver_msg(&mut s, at(1), 3, INC, Msg { epoch: proposal(9, 3), body: request(3, 1, 0) }), vec![]);
+    assert_eq!(s, before);
+}
+
+#[test]
+fn messages_from_itself_or_from_a_non_member_are_ignored() {
+    let mut s = site(3, 2, 2);
+    let before = s.clone();
+    assert_eq!(deliver(&mut s, T0, 2, request(3, 1, 0)), vec![]);
+    assert_eq!(deliver(&mut s, T0, 4, request(4, 1, 0)), vec![]);
+    assert_eq!(deliver_msg(&mut s, T0, 9, INC, Msg { epoch: proposal(9, 1), body: Body::AreYouAlive }), vec![]);
+    assert_eq!(s, before);
+}

@@ -1,0 +1,232 @@
+//! One test per handler rule of the core, asserting the exact outputs.
+//!
+//! Each test builds a site in a chosen state (fields set directly: this
+//! module is inside `node.rs`), feeds it one input — a message, a timeout, a
+//! client request, a client leaving, a shutdown — and asserts the complete
+//! list of outputs, in order, and the state after. Tests are named after the
+//! rule of `shared/spec/ntmutexd.md` (and the seed's section 5) they check.
+//!
+//! Settings everywhere: t_msg = 10 ms, heartbeat = 20 ms, suspect_after =
+//! 60 ms, k = 2 unless a test says otherwise (k = 3 where it matters that
+//! more predecessors travel). Every site is in its first life
+//! (`Incarnation(1)`) and knows epoch `E` (round 1, slot 0: what n1 creates
+//! when it bootstraps the cluster). Nothing is filtered out of the outputs:
+//! gauge events (`HasToken`, `Epoch`) are asserted like the rest.
+
+use std::time::Duration;
+
+use ftcore::Output;
+use lockservice::ReleaseHow;
+use membership::Membership;
+
+use super::*;
+
+/// The epoch of the bootstrap token (round 1 in n1's slot 0).
+const E: u32 = 1 << SLOT_BITS;
+/// Every site's life.
+const INC: Incarnation = Incarnation(1);
+/// Test time starts here (any instant works; not zero, to catch `now` mix-ups).
+const T0: Instant = Instant::from_millis(1_000);
+/// How long the test clients are willing to wait.
+const WAIT_MS: u64 = 60_000;
+
+fn ms(m: u64) -> Duration {
+    Duration::from_millis(m)
+}
+
+/// `T0 + m` milliseconds.
+fn at(m: u64) -> Instant {
+    T0 + ms(m)
+}
+
+fn n(i: u32) -> NodeId {
+    NodeId(i)
+}
+
+fn c(i: u64) -> ClientId {
+    ClientId(i)
+}
+
+fn cfg(k: usize) -> NtConfig {
+    NtConfig {
+        k,
+        t_msg: ms(10),
+        heartbeat: ms(20),
+        suspect_after: ms(60),
+        locks: LocksConfig { max_queue: 8, max_hold: None, revoke_grace: ms(100) },
+    }
+}
+
+/// The fence of the `counter`-th grant of a token of `epoch`.
+fn fence(epoch: u32, counter: u32) -> u64 {
+    (u64::from(epoch) << 32) | u64::from(counter)
+}
+
+// ----- sites in a chosen state -------------------------------------------
+
+/// A freshly constructed site (still joining), outputs not drained.
+fn fresh(size: u32, me: u32, k: usize) -> NtNode {
+    NtNode::start(Context::new(n(me), INC, Membership::of_size(size), T0, cfg(k))).expect("valid config")
+}
+
+/// Site `me` of `size` sites, past its start-up, idle (not in the queue),
+/// knowing epoch `E`, its `last` pointing at n1 (n1 itself is a root).
+fn site(size: u32, me: u32, k: usize) -> NtNode {
+    let mut s = fresh(size, me, k);
+    s.out.drain();
+    s.timers.clear();
+    s.phase = Phase::Running;
+    s.last = if me == 1 { Last::Root } else { Last::Parent(n(1)) };
+    s.max_epoch = E;
+    s
+}
+
+/// The token holder: position 0, root of the last tree, no local client.
+fn holder(size: u32, me: u32, k: usize) -> NtNode {
+    let mut s = site(size, me, k);
+    s.token = Some(Token { epoch: E, counter: 0 });
+    s.position = Some(0);
+    s.last = Last::Root;
+    s
+}
+
+/// The holder with local client c1 in its critical section since `T0`
+/// (grant 1), so the token stays even when `next` is set.
+fn busy_holder(size: u32, me: u32, k: usize) -> NtNode {
+    let mut s = holder(size, me, k);
+    acquire(&mut s, T0, 1);
+    assert_eq!(s.holder(), Some((c(1), fence(E, 1))));
+    s
+}
+
+/// A site whose request `seq` is on its way (so a root of the last tree),
+/// with neither a Commit nor the token yet, its Commit timer armed at
+/// `T0 + (N + 1) t_msg`.
+fn waiting(size: u32, me: u32, k: usize, seq: u64) -> NtNode {
+    let mut s = site(size, me, k);
+    s.seq = seq;
+    s.request = Some(seq);
+    s.last = Last::Root;
+    s.timers.set(Timer::CommitWait, T0 + s.commit_timeout());
+    s
+}
+
+/// A waiting site that got its Commit at `T0`: `pos` and `preds` (closest
+/// first), monitoring `preds[0]`, liveness check armed at `T0 + heartbeat`.
+fn committed(size: u32, me: u32, k: usize, seq: u64, pos: Option<u64>, preds: &[u32]) -> NtNode {
+    let mut s = waiting(size, me, k, seq);
+    s.timers.cancel(Timer::CommitWait);
+    s.position = pos;
+    s.preds = preds.iter().map(|p| n(*p)).collect();
+    s.monitored = Some((n(preds[0]), INC));
+    s.last_alive_ok = T0;
+    s.timers.set(Timer::AliveCheck, T0 + ms(20));
+    s
+}
+
+/// n2 of 5 at position 1 behind n1, n3 queued behind it with request 4.
+fn linked_member() -> NtNode {
+    let mut s = committed(5, 2, 2, 1, Some(1), &[1]);
+    s.next = Some((n(3), 4));
+    s.last = Last::Parent(n(3));
+    s
+}
+
+// ----- inputs and outputs -------------------------------------------------
+
+/// Everything the site has queued, in order.
+fn drain(node: &mut NtNode) -> Vec<OutputOf<NtNode>> {
+    std::iter::from_fn(|| node.poll_output()).collect()
+}
+
+/// A message from `from` (life `INC`) carrying epoch `E`; returns the outputs.
+fn deliver(node: &mut NtNode, now: Instant, from: u32, body: Body) -> Vec<OutputOf<NtNode>> {
+    deliver_msg(node, now, from, INC, Msg { epoch: E, body })
+}
+
+fn deliver_msg(node: &mut NtNode, now: Instant, from: u32, inc: Incarnation, msg: Msg) -> Vec<OutputOf<NtNode>> {
+    node.handle_message(now, n(from), inc, msg);
+    drain(node)
+}
+
+fn timeout(node: &mut NtNode, now: Instant) -> Vec<OutputOf<NtNode>> {
+    node.handle_timeout(now);
+    drain(node)
+}
+
+fn acquire(node: &mut NtNode, now: Instant, client: u64) -> Vec<OutputOf<NtNode>> {
+    node.handle_request(now, c(client), LockRequest::Acquire { timeout_ms: WAIT_MS });
+    drain(node)
+}
+
+fn release(node: &mut NtNode, now: Instant, client: u64) -> Vec<OutputOf<NtNode>> {
+    node.handle_request(now, c(client), LockRequest::Release);
+    drain(node)
+}
+
+/// `Send` of `body` to `to` stamped with epoch `E`.
+fn send(to: u32, body: Body) -> OutputOf<NtNode> {
+    send_e(to, E, body)
+}
+
+fn send_e(to: u32, epoch: u32, body: Body) -> OutputOf<NtNode> {
+    Output::Send { to: n(to), msg: Msg { epoch, body } }
+}
+
+fn ev(e: NtEvent) -> OutputOf<NtNode> {
+    Output::Event(e)
+}
+
+fn reply(client: u64, r: LockReply) -> OutputOf<NtNode> {
+    Output::Reply { client: c(client), reply: r }
+}
+
+fn granted_event(client: u64, fence: u64, waited: u64) -> OutputOf<NtNode> {
+    ev(NtEvent::Lock(LockEvent::Granted { client: c(client), fence, waited: ms(waited) }))
+}
+
+fn released_event(client: u64, fence: u64, held: u64, how: ReleaseHow) -> OutputOf<NtNode> {
+    ev(NtEvent::Lock(LockEvent::Released { client: c(client), fence, held: ms(held), how }))
+}
+
+fn request(requester: u32, seq: u64, hops: u32) -> Body {
+    Body::Request { requester: n(requester), seq, hops }
+}
+
+fn direct(requester: u32, seq: u64, hops: u32) -> Body {
+    Body::DirectRequest { requester: n(requester), seq, hops }
+}
+
+fn connection(requester: u32, seq: u64, hops: u32, failed: &[u32]) -> Body {
+    Body::Connection { requester: n(requester), seq, hops, failed: failed.iter().map(|f| n(*f)).collect() }
+}
+
+fn commit(pos: Option<u64>, preds: &[u32], seq: u64, origin: (u32, u64)) -> Body {
+    Body::Commit { pos, preds: preds.iter().map(|p| n(*p)).collect(), seq, origin: (n(origin.0), origin.1) }
+}
+
+fn token(epoch: u32, counter: u32, pos: u64) -> Body {
+    Body::Token { epoch, counter, pos }
+}
+
+fn search_ack(position: Option<u64>, has_next: bool, has_token: bool, candidate: Option<u64>) -> Body {
+    Body::SearchAck { position, has_next, has_token, candidate }
+}
+
+fn ids(v: &[u32]) -> BTreeSet<NodeId> {
+    v.iter().map(|i| n(*i)).collect()
+}
+
+/// An epoch proposal: `round` in the slot of site `id` (slot = id - 1 with
+/// `Membership::of_size`).
+fn proposal(round: u32, id: u32) -> u32 {
+    (round << SLOT_BITS) | (id - 1)
+}
+
+mod detect;
+mod leave;
+mod queue;
+mod recovery;
+mod regen;
+mod startup;
+mod status;
