@@ -355,6 +355,49 @@ impl<M, R, E, D, E2: Into<E>> EventSink<E2> for Outbox<M, R, E, D> {
     }
 }
 
+/// Helpers for per-handler tests of any core (feature `testing`): feed one
+/// input, get back every output it caused, in order.
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Everything `core` has queued, in order.
+    pub fn drain<P: Protocol>(core: &mut P) -> Vec<OutputOf<P>> {
+        std::iter::from_fn(|| core.poll_output()).collect()
+    }
+
+    /// Delivers `msg` from `from` (life `inc`) at `now`; returns the outputs.
+    pub fn deliver<P: Protocol>(
+        core: &mut P,
+        now: Instant,
+        from: NodeId,
+        inc: Incarnation,
+        msg: P::Msg,
+    ) -> Vec<OutputOf<P>> {
+        core.handle_message(now, from, inc, msg);
+        drain(core)
+    }
+
+    /// A client request at `now`; returns the outputs.
+    pub fn request<P: Protocol>(core: &mut P, now: Instant, client: ClientId, req: P::Request) -> Vec<OutputOf<P>> {
+        core.handle_request(now, client, req);
+        drain(core)
+    }
+
+    /// Fires the core's timers due at `now`; returns the outputs.
+    pub fn timeout<P: Protocol>(core: &mut P, now: Instant) -> Vec<OutputOf<P>> {
+        core.handle_timeout(now);
+        drain(core)
+    }
+
+    /// `t0 + ms` milliseconds.
+    pub fn at(t0: Instant, ms: u64) -> Instant {
+        t0 + Duration::from_millis(ms)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

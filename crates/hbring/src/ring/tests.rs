@@ -63,7 +63,7 @@ fn cfg() -> HbConfig {
 
 /// `ms` milliseconds after `T0`.
 fn at(ms: u64) -> Instant {
-    T0 + Duration::from_millis(ms)
+    ftcore::testing::at(T0, ms)
 }
 
 fn n(id: u32) -> NodeId {
@@ -825,9 +825,7 @@ fn node() -> HbNode {
     HbNode::start(ftcore::Context::new(n(2), MY_INC, Membership::of_size(4), T0, cfg())).unwrap()
 }
 
-fn outputs(p: &mut HbNode) -> Vec<ftcore::OutputOf<HbNode>> {
-    std::iter::from_fn(|| p.poll_output()).collect()
-}
+use ftcore::testing::drain as outputs;
 
 fn ring_reply(alive: &[(u32, u64)]) -> HbReply {
     HbReply::Ring { alive: alive.iter().map(|(id, inc)| (n(*id), Incarnation(*inc))).collect() }

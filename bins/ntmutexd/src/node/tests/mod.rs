@@ -36,7 +36,7 @@ fn ms(m: u64) -> Duration {
 
 /// `T0 + m` milliseconds.
 fn at(m: u64) -> Instant {
-    T0 + ms(m)
+    ftcore::testing::at(T0, m)
 }
 
 fn n(i: u32) -> NodeId {
@@ -134,10 +134,7 @@ fn linked_member() -> NtNode {
 
 // ----- inputs and outputs -------------------------------------------------
 
-/// Everything the site has queued, in order.
-fn drain(node: &mut NtNode) -> Vec<OutputOf<NtNode>> {
-    std::iter::from_fn(|| node.poll_output()).collect()
-}
+use ftcore::testing::drain;
 
 /// A message from `from` (life `INC`) carrying epoch `E`; returns the outputs.
 fn deliver(node: &mut NtNode, now: Instant, from: u32, body: Body) -> Vec<OutputOf<NtNode>> {
@@ -145,23 +142,17 @@ fn deliver(node: &mut NtNode, now: Instant, from: u32, body: Body) -> Vec<Output
 }
 
 fn deliver_msg(node: &mut NtNode, now: Instant, from: u32, inc: Incarnation, msg: Msg) -> Vec<OutputOf<NtNode>> {
-    node.handle_message(now, n(from), inc, msg);
-    drain(node)
+    ftcore::testing::deliver(node, now, n(from), inc, msg)
 }
 
-fn timeout(node: &mut NtNode, now: Instant) -> Vec<OutputOf<NtNode>> {
-    node.handle_timeout(now);
-    drain(node)
-}
+use ftcore::testing::timeout;
 
 fn acquire(node: &mut NtNode, now: Instant, client: u64) -> Vec<OutputOf<NtNode>> {
-    node.handle_request(now, c(client), LockRequest::Acquire { timeout_ms: WAIT_MS });
-    drain(node)
+    ftcore::testing::request(node, now, c(client), LockRequest::Acquire { timeout_ms: WAIT_MS })
 }
 
 fn release(node: &mut NtNode, now: Instant, client: u64) -> Vec<OutputOf<NtNode>> {
-    node.handle_request(now, c(client), LockRequest::Release);
-    drain(node)
+    ftcore::testing::request(node, now, c(client), LockRequest::Release)
 }
 
 /// `Send` of `body` to `to` stamped with epoch `E`.
