@@ -58,9 +58,9 @@ fn on_event(e: &HbEvent, m: &Metrics) {
     }
 }
 
-/// Counters exist from the start (at 0) so dashboards see them before the
-/// first event; incrementing by 0 changes nothing.
-fn counters_at_zero(_: &ftcore::StatusReport, m: &Metrics) {
+/// Declares the counters once at start (at 0), so dashboards see them
+/// before the first event.
+fn declare(m: &Metrics) {
     for c in [
         "suspicions_total",
         "recoveries_total",
@@ -83,7 +83,7 @@ fn main() -> ExitCode {
             transport: TransportKind::Tcp,
             core_config: |cfg| HbConfig::new(cfg.common.timing.heartbeat(), cfg.common.timing.suspect_after()),
             on_event: Box::new(on_event),
-            on_status: Some(counters_at_zero),
+            declare,
         },
     )
 }

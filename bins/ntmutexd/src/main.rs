@@ -16,7 +16,7 @@ fn main() -> ExitCode {
             transport: TransportKind::Tcp,
             core_config: |cfg| cfg.daemon.core(&cfg.common),
             on_event: Box::new(ntmutexd::metrics::record),
-            on_status: Some(ntmutexd::metrics::gauges),
+            declare: ntmutexd::metrics::declare,
         },
     )
 }

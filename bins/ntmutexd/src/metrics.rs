@@ -5,11 +5,10 @@ use runtime::metrics::Metrics;
 
 use crate::node::NtEvent;
 
-/// Gauges read off the status report: queue position (-1: not queued) and
-/// local clients waiting.
-pub fn gauges(s: &ftcore::StatusReport, m: &Metrics) {
-    // Counters exist from the start (at 0) so dashboards and alerts see
-    // them before the first event; incrementing by 0 changes nothing.
+/// Declares the counters once at start (at 0), so dashboards and alerts see
+/// them before the first event. The core's gauges (`queue_position`,
+/// `local_waiting`) come from `Protocol::gauges`.
+pub fn declare(m: &Metrics) {
     for c in [
         "cs_entries_total",
         "token_regenerations_total",
@@ -21,12 +20,6 @@ pub fn gauges(s: &ftcore::StatusReport, m: &Metrics) {
     }
     for mech in ["m1", "m2", "m3"] {
         metrics::counter!(m.name("recoveries_total"), "mechanism" => mech).increment(0);
-    }
-    let detail = |k: &str| s.details.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
-    let position = detail("position").and_then(|p| p.parse::<f64>().ok()).unwrap_or(-1.0);
-    metrics::gauge!(m.name("queue_position")).set(position);
-    if let Some(w) = detail("local_waiting").and_then(|w| w.parse::<f64>().ok()) {
-        metrics::gauge!(m.name("local_waiting")).set(w);
     }
 }
 

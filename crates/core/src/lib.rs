@@ -170,7 +170,9 @@ pub struct StatusReport {
     pub incarnation: Incarnation,
     /// Protocol role in a word (holder, coordinator, relay, …).
     pub role: String,
-    /// Every configured peer and whether this node believes it up.
+    /// Every configured peer and whether this node believes it up (filled
+    /// in by [`status_of`] from the membership and
+    /// [`Protocol::peer_view`]; cores leave it empty).
     pub peers: Vec<PeerStatus>,
     /// Protocol-specific facts as `key = value` lines, in display order.
     pub details: Vec<(String, String)>,
@@ -187,6 +189,32 @@ pub struct PeerStatus {
     pub up: bool,
     /// The life it is known in (0: never heard from).
     pub incarnation: Incarnation,
+}
+
+/// How a node sees one peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PeerView {
+    /// Whether it is believed up (not suspected).
+    pub up: bool,
+    /// The life it is known in (0: never heard from).
+    pub incarnation: Incarnation,
+}
+
+/// The full status report of `core`: its own [`Protocol::status`] with the
+/// peer list built from the configured `membership` (every member but the
+/// node itself, in ring order) and [`Protocol::peer_view`].
+pub fn status_of<P: Protocol>(core: &P, membership: &membership::Membership) -> StatusReport {
+    let mut report = core.status();
+    report.peers = membership
+        .members()
+        .iter()
+        .filter(|m| m.id != report.node)
+        .map(|m| {
+            let v = core.peer_view(m.id);
+            PeerStatus { id: m.id, addr: m.addr.to_string(), up: v.up, incarnation: v.incarnation }
+        })
+        .collect();
+    report
 }
 
 /// A sans-IO protocol core.
@@ -249,8 +277,18 @@ pub trait Protocol {
     /// excluded and rejoins); drivers stamp it on every frame.
     fn incarnation(&self) -> Incarnation;
 
-    /// A snapshot for `ftctl status`.
+    /// A snapshot for `ftctl status` (role and details; the driver fills in
+    /// the peers: [`status_of`]).
     fn status(&self) -> StatusReport;
+
+    /// How this node sees `peer` (`ftctl status`, the `peer_up` gauge).
+    fn peer_view(&self, peer: NodeId) -> PeerView;
+
+    /// The core's own gauges, `(name without prefix, value)`, read by the
+    /// driver every refresh.
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
 }
 
 /// The output buffer a core owns. The core's handlers and every

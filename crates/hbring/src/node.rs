@@ -1,6 +1,6 @@
 //! The heartbeat ring as a complete protocol core (`hbringd`).
 
-use ftcore::{ClientId, Context, Incarnation, NodeId, Outbox, OutputOf, PeerStatus, Protocol, StatusReport};
+use ftcore::{ClientId, Context, Incarnation, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
 use membership::{MembershipError, Status};
 use timer::Instant;
 
@@ -10,7 +10,6 @@ use crate::{HbConfig, HbEvent, HbMsg, HbReply, HbRequest, HbRing};
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HbNode {
     ring: HbRing,
-    addrs: Vec<(NodeId, String)>,
     out: Outbox<HbMsg, HbReply, HbEvent>,
     left: bool,
 }
@@ -34,10 +33,9 @@ impl Protocol for HbNode {
     /// Node `ctx.me` of `ctx.membership`: the ring, with every other member
     /// presumed alive.
     fn start(ctx: Context<HbConfig, ()>) -> Result<Self, MembershipError> {
-        let addrs = ctx.membership.members().iter().map(|m| (m.id, m.addr.to_string())).collect();
         let mut out = Outbox::default();
         let ring = HbRing::new(ctx.config, &ctx.membership, ctx.me, ctx.incarnation, ctx.now, &mut out)?;
-        Ok(HbNode { ring, addrs, out, left: false })
+        Ok(HbNode { ring, out, left: false })
     }
 
     fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: HbMsg) {
@@ -87,24 +85,22 @@ impl Protocol for HbNode {
         self.ring.incarnation()
     }
 
+    fn peer_view(&self, peer: NodeId) -> PeerView {
+        match self.ring.view().liveness(peer) {
+            Some(l) => PeerView { up: l.status == Status::Alive, incarnation: l.incarnation },
+            None => PeerView { up: false, incarnation: Incarnation(0) },
+        }
+    }
+
     fn status(&self) -> StatusReport {
         let view = self.ring.view();
-        let peers = self
-            .addrs
-            .iter()
-            .filter(|(id, _)| *id != view.me())
-            .map(|(id, addr)| {
-                let l = view.liveness(*id).expect("configured member");
-                PeerStatus { id: *id, addr: addr.clone(), up: l.status == Status::Alive, incarnation: l.incarnation }
-            })
-            .collect();
         let fmt = |x: Option<NodeId>| x.map_or("none".to_string(), |n| n.0.to_string());
         StatusReport {
             daemon: "hbringd".into(),
             node: view.me(),
             incarnation: view.my_incarnation(),
             role: if view.alive_count() == 1 { "alone".into() } else { "member".into() },
-            peers,
+            peers: Vec::new(),
             details: vec![
                 ("successor".into(), fmt(view.successor())),
                 ("predecessor".into(), fmt(view.predecessor())),

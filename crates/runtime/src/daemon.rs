@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use wire::{ClusterKey, TcpTransport, Transport, TransportConfig, UdpTransport};
 
 use crate::config::{self, CommonArgs, Config, DaemonConfig, EXIT_CONFIG};
-use crate::driver::{Driver, EventHook, StatusHook};
+use crate::driver::{Driver, EventHook};
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
 use crate::{client_api, logging};
@@ -44,8 +44,9 @@ pub struct DaemonSpec<D: DaemonConfig, P: Protocol> {
     pub core_config: CoreConfig<D, P>,
     /// Turns the core's events into metrics and logs.
     pub on_event: EventHook<P>,
-    /// Sets daemon-specific gauges from the status report (every 500 ms).
-    pub on_status: Option<StatusHook>,
+    /// Declares the daemon's own metrics once at start (counters at 0, so
+    /// dashboards and alerts see them before the first event).
+    pub declare: fn(&Metrics),
 }
 
 impl<D: DaemonConfig, P: Protocol> std::fmt::Debug for DaemonSpec<D, P> {
@@ -113,6 +114,7 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
         tracing::warn!("no cluster_key_file configured: peer traffic is unauthenticated");
     }
     let metrics = Metrics::install(spec.metrics_prefix, common.metrics_addr())?;
+    (spec.declare)(&metrics);
 
     let clock = RealClock::new();
     let start_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(1);
@@ -146,7 +148,7 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     let ctx = Context {
         me,
         incarnation,
-        membership,
+        membership: membership.clone(),
         now: clock.now(),
         seed: incarnation.0 ^ (u64::from(me.0) << 48),
         config: (spec.core_config)(&cfg),
@@ -180,7 +182,7 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
         clients: client_rx,
         metrics,
         on_event: spec.on_event,
-        on_status: spec.on_status,
+        membership,
         notifier,
         shutdown,
         leave_grace,

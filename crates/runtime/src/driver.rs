@@ -20,9 +20,6 @@ use crate::notify::Notifier;
 /// What a daemon does with its core's events (metrics, logs).
 pub type EventHook<P> = Box<dyn FnMut(&<P as Protocol>::Event, &Metrics) + Send>;
 
-/// Daemon-specific gauges read off the status report on every refresh.
-pub type StatusHook = fn(&ftcore::StatusReport, &Metrics);
-
 /// Stores the node's durable state (its life and the core's state),
 /// atomically and fsynced, before anything queued after it is executed.
 /// An error stops the daemon: a node that cannot store what it promises
@@ -48,8 +45,8 @@ pub struct Driver<P: Protocol> {
     pub metrics: Metrics,
     /// Daemon-specific handling of events.
     pub on_event: EventHook<P>,
-    /// Daemon-specific gauges from the status report.
-    pub on_status: Option<StatusHook>,
+    /// The configured members (for the status report's peer list).
+    pub membership: membership::Membership,
     /// systemd, when running under it.
     pub notifier: Option<Notifier>,
     /// Cancelled on SIGTERM/SIGINT.
@@ -119,7 +116,8 @@ where
                         match req {
                             ClientRequest::Status => {
                                 if let Some(tx) = replies.get(&id) {
-                                    let _ = tx.try_send(ClientResponse::Status(self.core.status()));
+                                    let status = ftcore::status_of(&self.core, &self.membership);
+                                    let _ = tx.try_send(ClientResponse::Status(status));
                                 }
                             }
                             ClientRequest::Op(r) => self.core.handle_request(self.clock.now(), id, r),
@@ -137,13 +135,13 @@ where
                     None => break,
                 },
                 _ = refresh.tick() => {
-                    let status = self.core.status();
+                    let status = ftcore::status_of(&self.core, &self.membership);
                     for p in &status.peers {
                         self.metrics.peer_up(p.id, p.up);
                     }
                     self.metrics.incarnation(status.incarnation.0);
-                    if let Some(hook) = self.on_status {
-                        hook(&status, &self.metrics);
+                    for (name, value) in self.core.gauges() {
+                        metrics::gauge!(self.metrics.name(name)).set(value);
                     }
                     if status.role != last_role {
                         if let Some(n) = &self.notifier {

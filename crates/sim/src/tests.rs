@@ -135,6 +135,11 @@ impl Protocol for Toy {
         self.inc
     }
 
+    fn peer_view(&self, peer: NodeId) -> ftcore::PeerView {
+        let heard = self.received.iter().rev().find(|(f, _, _)| *f == peer).map(|(_, inc, _)| *inc);
+        ftcore::PeerView { up: heard.is_some(), incarnation: heard.unwrap_or(Incarnation(0)) }
+    }
+
     fn status(&self) -> StatusReport {
         StatusReport {
             daemon: "toy".into(),

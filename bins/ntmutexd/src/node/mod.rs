@@ -31,7 +31,7 @@ mod status;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use ftcore::{ClientId, Context, Incarnation, NodeId, Outbox, OutputOf, PeerStatus, Protocol, StatusReport};
+use ftcore::{ClientId, Context, Incarnation, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
 use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
 use timer::{Instant, TimerTable};
 
@@ -291,7 +291,6 @@ pub struct NtNode {
     me: NodeId,
     inc: Incarnation,
     members: Vec<NodeId>,
-    addrs: Vec<String>,
     phase: Phase,
     last: Last,
     next: Option<(NodeId, u64)>,
@@ -328,14 +327,12 @@ impl NtNode {
         membership.require(me)?;
         cfg.validate(membership.len())?;
         let members: Vec<NodeId> = membership.ids().collect();
-        let addrs = membership.members().iter().map(|m| m.addr.to_string()).collect();
         let mut node = NtNode {
             locks: LocalLocks::new(cfg.locks.clone()),
             cfg,
             me,
             inc,
             members,
-            addrs,
             phase: Phase::Joining { fresh: BTreeSet::from([me]), running_seen: false, deferred: Vec::new() },
             last: Last::Unknown,
             next: None,
@@ -521,6 +518,14 @@ impl Protocol for NtNode {
 
     fn status(&self) -> StatusReport {
         self.status_report()
+    }
+
+    fn peer_view(&self, peer: NodeId) -> PeerView {
+        self.peer_view_of(peer)
+    }
+
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        self.gauge_values()
     }
 }
 

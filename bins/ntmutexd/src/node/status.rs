@@ -4,6 +4,22 @@
 use super::*;
 
 impl NtNode {
+    /// How this site sees `peer`.
+    pub(super) fn peer_view_of(&self, peer: NodeId) -> PeerView {
+        PeerView {
+            up: !self.suspected.contains(&peer),
+            incarnation: self.peer_inc.get(&peer).copied().unwrap_or_default(),
+        }
+    }
+
+    /// Queue position (-1: not queued) and local clients waiting.
+    pub(super) fn gauge_values(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("queue_position", self.position.map_or(-1.0, |p| p as f64)),
+            ("local_waiting", self.locks.waiting() as f64),
+        ]
+    }
+
     /// The `ftctl status` report.
     pub(super) fn status_report(&self) -> StatusReport {
         let role = match (&self.phase, self.token, self.request, &self.recovery) {
@@ -14,18 +30,6 @@ impl NtNode {
             (_, None, Some(_), r) => format!("recovering ({})", r.label()),
             _ => "idle".to_string(),
         };
-        let peers = self
-            .members
-            .iter()
-            .zip(&self.addrs)
-            .filter(|(id, _)| **id != self.me)
-            .map(|(id, addr)| PeerStatus {
-                id: *id,
-                addr: addr.clone(),
-                up: !self.suspected.contains(id),
-                incarnation: self.peer_inc.get(id).copied().unwrap_or_default(),
-            })
-            .collect();
         let show = |x: Option<NodeId>| x.map_or("none".to_string(), |n| n.0.to_string());
         let last = match self.last {
             Last::Root => "root".to_string(),
@@ -37,7 +41,7 @@ impl NtNode {
             node: self.me,
             incarnation: self.inc,
             role,
-            peers,
+            peers: Vec::new(),
             details: vec![
                 ("has_token".into(), self.token.is_some().to_string()),
                 ("last".into(), last),

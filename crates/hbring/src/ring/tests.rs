@@ -885,7 +885,7 @@ fn node_status_reports_peers_and_neighbours() {
             ("alive".to_string(), alive.to_string()),
         ]
     };
-    let s = p.status();
+    let s = ftcore::status_of(&p, &Membership::of_size(4));
     assert_eq!(s.daemon, "hbringd");
     assert_eq!((s.node, s.incarnation, s.role.as_str()), (n(2), MY_INC, "member"));
     assert_eq!(s.peers, vec![peer(1, true, 0), peer(3, true, 0), peer(4, true, 0)]);
@@ -894,7 +894,7 @@ fn node_status_reports_peers_and_neighbours() {
     p.handle_timeout(at(250));
     p.handle_timeout(at(500));
     outputs(&mut p);
-    let s = p.status();
+    let s = ftcore::status_of(&p, &Membership::of_size(4));
     assert_eq!(s.role, "alone");
     assert_eq!(s.peers, vec![peer(1, false, 0), peer(3, false, 0), peer(4, false, 0)]);
     assert_eq!(s.details, details("none", "none", "1"));

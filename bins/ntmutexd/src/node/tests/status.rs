@@ -1,6 +1,7 @@
 //! `ftctl status`.
 
 use super::*;
+use ftcore::PeerStatus;
 
 // ===== status =============================================================
 
@@ -11,7 +12,7 @@ fn details(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 #[test]
 fn status_reports_role_peers_and_details() {
     let mut h = holder(3, 1, 2);
-    let st = h.status();
+    let st = ftcore::status_of(&h, &Membership::of_size(3));
     assert_eq!((st.daemon.as_str(), st.node, st.incarnation), ("ntmutexd", n(1), INC));
     assert_eq!(st.role, "holder (idle)");
     assert_eq!(
@@ -36,7 +37,7 @@ fn status_reports_role_peers_and_details() {
     );
     acquire(&mut h, T0, 1);
     acquire(&mut h, T0, 2);
-    let st = h.status();
+    let st = ftcore::status_of(&h, &Membership::of_size(3));
     assert_eq!(st.role, "holder (granted)");
     assert_eq!(st.details[5], ("fence".to_string(), fence(E, 1).to_string()));
     assert_eq!(st.details[6..], details(&[("accesses", "1"), ("local_waiting", "1")]));
@@ -46,7 +47,7 @@ fn status_reports_role_peers_and_details() {
     w.last = Last::Parent(n(3));
     w.suspected.insert(n(1));
     w.peer_inc.insert(n(3), Incarnation(7));
-    let st = w.status();
+    let st = ftcore::status_of(&w, &Membership::of_size(3));
     assert_eq!(st.role, "waiting");
     assert!(!st.peers[0].up);
     assert_eq!(st.peers[1].incarnation, Incarnation(7));
