@@ -26,6 +26,9 @@ pub type EventHook<P> = Box<dyn FnMut(&<P as Protocol>::Event, &Metrics) + Send>
 /// must not speak.
 pub type PersistHook<P> = Box<dyn FnMut(Incarnation, Option<&<P as Protocol>::Durable>) -> Result<(), String> + Send>;
 
+/// Longest wait at shutdown for the transport to write what is queued.
+const TRANSPORT_FLUSH: Duration = Duration::from_secs(1);
+
 /// How often peer gauges and the systemd status line are refreshed.
 const REFRESH: Duration = Duration::from_millis(500);
 
@@ -160,8 +163,9 @@ where
                 break;
             }
         }
-        // Let the transport flush what the leave queued.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // What the leave queued (the token, a Skip) is written before the
+        // connections close.
+        self.transport.close(TRANSPORT_FLUSH).await;
         Ok(())
     }
 

@@ -143,6 +143,11 @@ pub trait Transport<M: Message>: Send + Sync + 'static {
 
     /// The address actually bound (useful with port 0).
     fn local_addr(&self) -> SocketAddr;
+
+    /// Stops the transport once what is queued has been written: TCP links
+    /// flush their queues to connected peers (waiting at most `grace`),
+    /// then every task of the transport ends and its sockets close.
+    fn close(self: Box<Self>, grace: Duration) -> futures::future::BoxFuture<'static, ()>;
 }
 
 /// Everything a transport needs to know.
@@ -248,6 +253,7 @@ async fn report<M>(incoming: &mpsc::Sender<Incoming<M>>, r: Rejected, remote: So
 pub struct TcpTransport<M> {
     local: SocketAddr,
     peers: HashMap<NodeId, mpsc::Sender<(Incarnation, M)>>,
+    links: Vec<tokio::task::JoinHandle<()>>,
     _stop: DropGuard,
 }
 
@@ -271,16 +277,19 @@ impl<M: Message> TcpTransport<M> {
         tokio::spawn(accept_loop(listener, codec.clone(), incoming, cfg.max_connections, stop.clone(), wakers.clone()));
 
         let mut peers = HashMap::new();
+        let mut links = Vec::new();
         for m in cfg.members.members().iter().filter(|m| m.id != cfg.me) {
             let (tx, rx) = mpsc::channel(cfg.queue_len);
             let backoff = Backoff::new(cfg.backoff_min, cfg.backoff_max, cfg.me, m.id);
             let wake = wakers.get(&m.id).cloned().unwrap_or_default();
             let link = PeerLink { peer: m.id, addr: m.addr, codec: codec.clone(), backoff, wake };
             let stop = stop.clone();
-            tokio::spawn(async move { stop.run_until_cancelled(link.run(rx)).await });
+            links.push(tokio::spawn(async move {
+                stop.run_until_cancelled(link.run(rx)).await;
+            }));
             peers.insert(m.id, tx);
         }
-        Ok(TcpTransport { local, peers, _stop: stop.drop_guard() })
+        Ok(TcpTransport { local, peers, links, _stop: stop.drop_guard() })
     }
 }
 
@@ -297,6 +306,17 @@ impl<M: Message> Transport<M> for TcpTransport<M> {
 
     fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    fn close(self: Box<Self>, grace: Duration) -> futures::future::BoxFuture<'static, ()> {
+        let TcpTransport { peers, links, _stop, .. } = *self;
+        // Closing the queues ends each link once it has written what was
+        // queued (a link still reconnecting gives up at the grace's end).
+        drop(peers);
+        Box::pin(async move {
+            let _ = tokio::time::timeout(grace, futures::future::join_all(links)).await;
+            drop(_stop);
+        })
     }
 }
 
@@ -485,7 +505,7 @@ impl<M: Message> PeerLink<M> {
                 }),
             };
             let Some(mut next) = first else { return Ok(()) };
-            for _ in 0..WRITE_BATCH {
+            for written in 1..=WRITE_BATCH {
                 let (inc, msg) = next;
                 match self.codec.encode(inc, seq, challenge, &msg) {
                     Ok(frame) => {
@@ -495,6 +515,12 @@ impl<M: Message> PeerLink<M> {
                     Err(e) => {
                         warn!(peer = %self.peer, kind = msg.kind(), "dropping message that cannot be framed: {e}")
                     }
+                }
+                // Take the next one only if this batch will write it: a
+                // message taken after the last write of a batch would be
+                // lost (a silent gap in a FIFO stream).
+                if written == WRITE_BATCH {
+                    break;
                 }
                 match queue.try_recv() {
                     Ok(item) => next = item,
@@ -572,6 +598,12 @@ impl<M: Message> Transport<M> for UdpTransport<M> {
 
     fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    fn close(self: Box<Self>, _grace: Duration) -> futures::future::BoxFuture<'static, ()> {
+        // Datagrams are written by `send` itself: nothing is queued.
+        drop(self);
+        Box::pin(async {})
     }
 }
 

@@ -336,3 +336,22 @@ async fn tcp_link_in_backoff_reconnects_at_once_when_the_peer_connects_to_us() {
     let got = tokio::time::timeout(Duration::from_secs(3), rx_b.recv()).await.expect("woken link delivers");
     assert!(matches!(got, Some(Incoming::Message { from: NodeId(1), msg: TestMsg::Ping(1), .. })), "{got:?}");
 }
+
+/// Shutdown: what was queued just before `close` is written before the
+/// connection closes (no sleep-and-hope).
+#[tokio::test]
+async fn tcp_close_flushes_what_was_queued() {
+    let ((a, _rx_a), (_b, mut rx_b)) = tcp_pair(None, None).await;
+    assert_link_works(&a, &mut rx_b, 0).await;
+    for i in 1..=200 {
+        a.send(NodeId(2), INC, TestMsg::Ping(i)).unwrap();
+    }
+    let a: Box<dyn Transport<TestMsg>> = Box::new(a);
+    // The receiver keeps reading while the sender closes (its inbound
+    // channel holds 64: the rest waits in the socket).
+    let closing = tokio::spawn(a.close(WAIT));
+    for i in 1..=200 {
+        assert_eq!(next_msg(&mut rx_b).await, (NodeId(1), INC, TestMsg::Ping(i)));
+    }
+    tokio::time::timeout(WAIT, closing).await.expect("close returns once flushed").unwrap();
+}
