@@ -10,6 +10,8 @@
 //! One request at a time per connection is not required: replies come back
 //! in the order the core produces them, and some (a lock's `LockLost`)
 //! arrive unasked, so callers read with [`Client::recv`].
+//!
+//! May depend on: `ftcore`, `wire`. Used by: `ftctl`, `ftlab`, the real-process tests.
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;

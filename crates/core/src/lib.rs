@@ -10,6 +10,9 @@
 //! time arrives as `now`, randomness as a seed at construction
 //! ([`timer::SeededRng`]). Their state is plain data, so they can derive
 //! `Clone, Debug, PartialEq, Eq, Hash` and be model-checked later.
+//!
+//! May depend on: `membership`, `timer` (and serde). Used by every other
+//! ftcoord crate; depends on no daemon, no runtime, no I/O.
 #![forbid(unsafe_code)]
 
 use std::fmt::Debug;

@@ -1,4 +1,4 @@
-//! Durable node state, the same for every daemon (`../../shared/spec/foundation.md`,
+//! Durable node state, the same for every daemon (the spec's foundation.md,
 //! Durable state).
 //!
 //! - [`store`]: the node's `state_dir`, held with an exclusive lock for the

@@ -12,6 +12,9 @@
 //! [`HbRing::on_contact`] for every other message). [`HbNode`] wraps it as a
 //! complete [`ftcore::Protocol`], run by the `hbringd` daemon, the
 //! simulator tests, and the real-process tests.
+//!
+//! May depend on: `ftcore`, `timer`, `membership`. Used by: `hbringd`, and
+//! the daemons that embed the ring (ringd, electd).
 #![forbid(unsafe_code)]
 
 mod msg;

@@ -9,6 +9,9 @@
 //! the token, serves only the clients queued when the token arrived (no
 //! starvation of other sites), revokes holds that exceed `max_hold`, and
 //! releases whatever a disconnected client held.
+//!
+//! May depend on: `ftcore`, `timer`. Used by every lock-granting daemon
+//! core (ntmutexd, tokenwatchd, electd) and `ftctl` (the API types).
 #![forbid(unsafe_code)]
 
 mod api;

@@ -5,7 +5,8 @@
 //! daemon's life from arguments to exit status ([`daemon`]).
 //!
 //! Daemon crates depend on this; it depends on the protocol-agnostic crates
-//! (`wire`, `timer`, `membership`, `ftcore`) and never on a daemon.
+//! (`wire`, `timer`, `membership`, `ftcore`, `client`, `durable`) and never
+//! on a daemon. No protocol core depends on it.
 #![forbid(unsafe_code)]
 
 pub mod client_api;

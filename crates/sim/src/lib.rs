@@ -14,7 +14,10 @@
 //! a cut, like a broken TCP connection), crash-stop and restart as a new
 //! incarnation, and client requests and disconnects at chosen times.
 //!
-//! Shape after turmoil and tikv/raft-rs's harness; see `../../STYLE.md`.
+//! Shape after turmoil and tikv/raft-rs's harness.
+//!
+//! May depend on: `ftcore`, `timer`, `membership` (never on a daemon, the
+//! runtime or I/O). Used by the daemons' simulation tests and benches.
 #![forbid(unsafe_code)]
 
 mod faults;

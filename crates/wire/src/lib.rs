@@ -17,6 +17,9 @@
 //! daemon brings its own enum. Nothing here panics on bytes from the
 //! network; every refused frame becomes a [`Rejected`] with a metric label
 //! and a detail naming what was expected and what came.
+//!
+//! May depend on: `ftcore`, `membership` (and tokio). Used by: `runtime`,
+//! `client`; never by a protocol core.
 #![forbid(unsafe_code)]
 
 pub mod auth;

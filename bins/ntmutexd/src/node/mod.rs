@@ -3,7 +3,7 @@
 //! service on top.
 //!
 //! Reading guide: this file holds the state, the `Protocol` impl and the
-//! message dispatch; each mechanism of `../shared/spec/ntmutexd.md` is one
+//! message dispatch; each mechanism of the spec (ntmutexd.md) is one
 //! file, an `impl NtNode` block readable against one section of the spec:
 //!
 //! - [`startup`]: the Hello handshake and the first token;

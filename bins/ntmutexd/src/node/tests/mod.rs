@@ -4,7 +4,7 @@
 //! module is inside `node.rs`), feeds it one input — a message, a timeout, a
 //! client request, a client leaving, a shutdown — and asserts the complete
 //! list of outputs, in order, and the state after. Tests are named after the
-//! rule of `shared/spec/ntmutexd.md` (and the seed's section 5) they check.
+//! rule of the spec's ntmutexd.md (and the seed's section 5) they check.
 //!
 //! Settings everywhere: t_msg = 10 ms, heartbeat = 20 ms, suspect_after =
 //! 60 ms, k = 2 unless a test says otherwise (k = 3 where it matters that
