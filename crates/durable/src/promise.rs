@@ -1,1 +1,635 @@
-//! (work in progress)
+//! The promise component every daemon core embeds (foundation.md, Durable
+//! state): threshold and floor, the promiser and proposer halves, promise
+//! windows, the restart window and fresh-node recovery.
+//!
+//! Sans-IO: time comes in as [`Instant`] arguments, randomness as a
+//! [`SeededRng`] argument. The daemon supplies its own messages and its own
+//! extra refusal conditions (a held token, a lease ack), which it checks
+//! before handing a proposal to [`PromiseNode::on_proposal`].
+//!
+//! **Persist before acting.** Every method that changes the stored part
+//! marks it dirty. After each input the core calls
+//! [`PromiseNode::take_dirty`] and, if it returns a snapshot, writes it to the
+//! state file *before* sending any ack, `HelloAck`, token or proposal that
+//! the input produced, and before using a won proposal. A promise that is
+//! acked but not stored is forgotten by a crash and given twice.
+
+mod recovery;
+mod stored;
+mod value;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use membership::NodeId;
+use timer::{Instant, Lease, SeededRng};
+
+pub use recovery::{AckStep, RoundStep};
+pub use stored::{Promises, Values};
+pub use value::{encode, is_sane, next_above, round_of, slot_of, MAX_ROUND, SLOTS, SLOT_BITS};
+
+use recovery::Recovery;
+
+const PPM: u64 = 1_000_000;
+
+/// How a node is configured for promises. Fixed for a node's life.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    /// Configured nodes in order; a node's slot is its index here.
+    pub members: Vec<NodeId>,
+    /// This node.
+    pub me: NodeId,
+    /// W: the promise window and the proposal deadline (ntmutexd `lease_ms`,
+    /// tokenwatchd `token_lost_after_ms`, ringd `suspect_after_ms`, electd
+    /// `election_timeout_ms`).
+    pub window: Duration,
+    /// The daemon's lease; the restart window is `max(W, lease)·(1+ρ)`.
+    pub lease: Duration,
+    /// ρ in parts per million; must be below 1 000 000.
+    pub drift_ppm: u32,
+    /// Whether a promise refuses higher proposals of others for `W·(1+ρ)`.
+    /// ringd and electd turn it off: their majority leases stop a late
+    /// lower proposal from acting.
+    pub promise_window: bool,
+    /// Started with `--new-cluster` (one-shot): a fresh node may then
+    /// recover from ⌊N/2⌋ others that have nothing in use.
+    pub new_cluster: bool,
+    /// Rules switched off on purpose, for mutation tests only.
+    #[doc(hidden)]
+    pub mutations: Mutations,
+}
+
+/// Safety rules a mutation test may switch off, to show that a checker
+/// notices. A daemon leaves this at `Default` (everything on).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Mutations {
+    /// Promise and propose during the restart window.
+    pub no_restart_window: bool,
+    /// Promise a proposal equal to the threshold.
+    pub accept_ties: bool,
+}
+
+/// A configuration the component cannot work with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// `me` is not among `members`.
+    #[error("this node {0} is not among the configured members")]
+    NotAMember(NodeId),
+    /// A node is listed twice.
+    #[error("node {0} is configured twice")]
+    Duplicate(NodeId),
+    /// More nodes than slots.
+    #[error("{0} configured nodes, at most {SLOTS} fit in the slot encoding")]
+    TooMany(usize),
+    /// W is zero.
+    #[error("the promise window W must be above zero")]
+    ZeroWindow,
+    /// ρ ≥ 1.
+    #[error("drift_ppm {0} must be below 1000000")]
+    Drift(u32),
+}
+
+impl Config {
+    /// A configuration with the defaults a token daemon wants: promise
+    /// window on, no lease beyond W, ρ = 0, not a new cluster.
+    pub fn new(members: Vec<NodeId>, me: NodeId, window: Duration) -> Self {
+        Config {
+            members,
+            me,
+            window,
+            lease: Duration::ZERO,
+            drift_ppm: 0,
+            promise_window: true,
+            new_cluster: false,
+            mutations: Mutations::default(),
+        }
+    }
+
+    /// Checks the configuration and returns this node's slot.
+    pub fn validate(&self) -> Result<u16, ConfigError> {
+        if self.members.len() as u64 > SLOTS {
+            return Err(ConfigError::TooMany(self.members.len()));
+        }
+        let mut seen = BTreeSet::new();
+        for m in &self.members {
+            if !seen.insert(*m) {
+                return Err(ConfigError::Duplicate(*m));
+            }
+        }
+        if self.window.is_zero() {
+            return Err(ConfigError::ZeroWindow);
+        }
+        if u64::from(self.drift_ppm) >= PPM {
+            return Err(ConfigError::Drift(self.drift_ppm));
+        }
+        let slot = self.members.iter().position(|m| *m == self.me).ok_or(ConfigError::NotAMember(self.me))?;
+        u16::try_from(slot).map_err(|_| ConfigError::TooMany(self.members.len()))
+    }
+
+    /// Nodes that make a majority of the configured ones.
+    pub fn majority(&self) -> usize {
+        self.members.len() / 2 + 1
+    }
+
+    fn is_member(&self, id: NodeId) -> bool {
+        self.members.contains(&id)
+    }
+
+    /// `W·(1+ρ)` after `at`: until then a promise holds.
+    fn promise_ends(&self, at: Instant) -> Instant {
+        Lease::new(at, self.window, self.drift_ppm).grantor_honours_until()
+    }
+
+    /// `W·(1−ρ)` after `sent`: a proposal must be complete before then.
+    fn deadline(&self, sent: Instant) -> Instant {
+        Lease::new(sent, self.window, self.drift_ppm).holder_valid_until()
+    }
+
+    /// `max(W, lease)·(1+ρ)` after `start`.
+    fn restart_ends(&self, start: Instant) -> Instant {
+        Lease::new(start, self.window.max(self.lease), self.drift_ppm).grantor_honours_until()
+    }
+
+    /// `W·(1+ρ)/(1−ρ)`, rounded up to the microsecond.
+    fn retry_base(&self) -> Duration {
+        let w = self.window.as_micros();
+        let num = w * u128::from(PPM + u64::from(self.drift_ppm));
+        let den = u128::from(PPM - u64::from(self.drift_ppm).min(PPM - 1));
+        Duration::from_micros(u64::try_from(num.div_ceil(den)).unwrap_or(u64::MAX))
+    }
+}
+
+/// Why a proposal (or traffic, or a token) is refused. Carried back to the
+/// proposer so that it can jump past or wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Refusal {
+    /// At or below the threshold (ties refused): go above `value`.
+    Promised {
+        /// The refuser's threshold.
+        value: u64,
+    },
+    /// Promised another proposer within its promise window.
+    Busy {
+        /// Until the window ends.
+        remaining: Duration,
+    },
+    /// In its restart window: promises nothing yet.
+    Restarting {
+        /// Until the window ends.
+        remaining: Duration,
+    },
+    /// A fresh node that has not recovered: promises nothing.
+    Unrecovered,
+    /// A token at or below what a recovered fresh node recovered.
+    Stale {
+        /// The refuser's `recovered_max`.
+        recovered_max: u64,
+    },
+    /// A value that would overflow, or a proposer that is not a member.
+    Invalid,
+}
+
+/// A promise was given: persist ([`PromiseNode::take_dirty`]) before acking.
+#[must_use = "the promise must be persisted and then acked"]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Promise {
+    /// The value promised.
+    pub value: u64,
+    /// This node's own live proposal, abandoned for the higher one.
+    pub abandoned_own: Option<u64>,
+}
+
+/// Traffic of a value in use was accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InUse {
+    /// The stored values rose (persist before acting on the traffic).
+    pub raised: bool,
+    /// This node's own live proposal, abandoned because a higher value is in use.
+    pub abandoned_own: Option<u64>,
+}
+
+/// Why an own proposal was abandoned. Only [`Failure::Busy`] retries soon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// Refused only by windows: retry just after `longest`.
+    Busy {
+        /// The longest remaining window among the `Busy` answers.
+        longest: Duration,
+    },
+    /// Refused for another reason.
+    Refused(Refusal),
+    /// Not complete within `W·(1−ρ)` of sending.
+    Deadline,
+    /// The core gave it up (its own rule, e.g. a holder answered).
+    Vetoed,
+    /// This node promised a higher proposal of another, or saw one in use.
+    Superseded,
+}
+
+/// What an answer did to the live proposal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// Not for the live proposal (late, duplicate, abandoned, earlier life).
+    Ignored,
+    /// Counted; no majority yet.
+    Pending,
+    /// A majority of configured nodes promised in time and nobody refused:
+    /// the core may call [`PromiseNode::use_proposal`] (now, or once its
+    /// own extra answers are in, while still before the deadline).
+    Majority,
+    /// The proposal is abandoned; see [`PromiseNode::retry_after`].
+    Abandoned(Failure),
+}
+
+/// Why [`PromiseNode::use_proposal`] did not hand out a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UseError {
+    /// There is no live proposal.
+    NoProposal,
+    /// Not yet a majority; the proposal stays live.
+    NoMajority,
+    /// Too late: the proposal is now abandoned.
+    Abandoned(Failure),
+}
+
+/// The promise a node gave another proposer, kept in memory for its window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Given {
+    to: NodeId,
+    value: u64,
+    until: Instant,
+}
+
+/// This node's own live proposal.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Proposal {
+    value: u64,
+    deadline: Instant,
+    promisers: BTreeSet<NodeId>,
+}
+
+/// The promise component: stored part plus the windows and proposal that
+/// live in memory only (a restart loses them; the restart window covers that).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PromiseNode {
+    cfg: Config,
+    slot: u16,
+    stored: Promises,
+    dirty: bool,
+    restart_until: Instant,
+    given: Option<Given>,
+    proposal: Option<Proposal>,
+    recovery: Recovery,
+}
+
+impl PromiseNode {
+    /// Starts a life at `now` from the loaded state file (`None`: the file
+    /// is missing, a fresh node). A fresh node is dirty at once so that its
+    /// first write marks the file unrecovered.
+    pub fn new(cfg: Config, loaded: Option<Promises>, now: Instant) -> Result<Self, ConfigError> {
+        let slot = cfg.validate()?;
+        let fresh = loaded.is_none();
+        let stored = loaded.unwrap_or_else(Promises::fresh).loaded();
+        let restart_until = if cfg.mutations.no_restart_window { now } else { cfg.restart_ends(now) };
+        Ok(PromiseNode {
+            cfg,
+            slot,
+            stored,
+            dirty: fresh,
+            restart_until,
+            given: None,
+            proposal: None,
+            recovery: Recovery::default(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// This node's slot (index in the configured members).
+    pub fn slot(&self) -> u16 {
+        self.slot
+    }
+
+    /// The stored part as it is now.
+    pub fn stored(&self) -> &Promises {
+        &self.stored
+    }
+
+    /// Whether the stored part changed since the last [`Self::take_dirty`].
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// The snapshot to write to the state file, if anything changed. Write it
+    /// before sending anything the last input produced.
+    #[must_use = "write the snapshot before sending"]
+    pub fn take_dirty(&mut self) -> Option<Promises> {
+        std::mem::take(&mut self.dirty).then(|| self.stored.clone())
+    }
+
+    /// What to answer in `HelloAck` (`None` while unrecovered).
+    pub fn values(&self) -> Option<Values> {
+        self.stored.values()
+    }
+
+    /// The effective threshold: the stored one, or the own live proposal if higher.
+    pub fn threshold(&self) -> u64 {
+        let own = self.proposal.as_ref().map_or(0, |p| p.value);
+        self.stored.threshold().max(own)
+    }
+
+    /// When the restart window ends.
+    pub fn restart_window_ends(&self) -> Instant {
+        self.restart_until
+    }
+
+    /// The live own proposal's value and deadline, for the core's timer.
+    pub fn proposal(&self) -> Option<(u64, Instant)> {
+        self.proposal.as_ref().map(|p| (p.value, p.deadline))
+    }
+
+    /// Who has promised the live own proposal (this node included), for a
+    /// core with extra majority rules (ntmutexd: every non-suspected site).
+    pub fn promisers(&self) -> Option<&BTreeSet<NodeId>> {
+        self.proposal.as_ref().map(|p| &p.promisers)
+    }
+
+    fn restarting(&self, now: Instant) -> Option<Refusal> {
+        (now < self.restart_until).then(|| Refusal::Restarting { remaining: self.restart_until.saturating_since(now) })
+    }
+
+    /// Busy if a promise to someone other than `proposer` is within its window.
+    fn busy_for(&self, proposer: NodeId, now: Instant) -> Option<Refusal> {
+        let g = self.given.as_ref()?;
+        (self.cfg.promise_window && g.to != proposer && now < g.until)
+            .then(|| Refusal::Busy { remaining: g.until.saturating_since(now) })
+    }
+
+    fn at_or_below_threshold(&self, value: u64) -> bool {
+        let t = self.threshold();
+        if self.cfg.mutations.accept_ties {
+            value < t
+        } else {
+            value <= t
+        }
+    }
+
+    /// Drops the own proposal once its deadline has passed; returns it.
+    fn expire(&mut self, now: Instant) -> Option<u64> {
+        if self.proposal.as_ref().is_some_and(|p| now >= p.deadline) {
+            return self.drop_own();
+        }
+        None
+    }
+
+    /// Abandons the own live proposal. Not worth a write: a restart
+    /// abandons whatever `own` the file holds anyway.
+    fn drop_own(&mut self) -> Option<u64> {
+        let p = self.proposal.take()?;
+        self.stored.set_own(None);
+        Some(p.value)
+    }
+
+    // ---- promiser half ----
+
+    /// A proposal of `value` from `from`. On `Ok` the promise is in the
+    /// stored part: persist, then ack. On `Err` answer the refusal.
+    pub fn on_proposal(&mut self, from: NodeId, value: u64, now: Instant) -> Result<Promise, Refusal> {
+        self.expire(now);
+        if from == self.cfg.me || !self.cfg.is_member(from) || !is_sane(value) {
+            return Err(Refusal::Invalid);
+        }
+        if !self.stored.recovered() {
+            return Err(Refusal::Unrecovered);
+        }
+        // A repeat of the promise just given (a lost ack) is acked again.
+        if let Some(g) = self.given {
+            if g.to == from && g.value == value && now < g.until {
+                return Ok(Promise { value, abandoned_own: None });
+            }
+        }
+        if self.at_or_below_threshold(value) {
+            return Err(Refusal::Promised { value: self.threshold() });
+        }
+        if let Some(r) = self.restarting(now).or_else(|| self.busy_for(from, now)) {
+            return Err(r);
+        }
+        let abandoned_own = self.drop_own();
+        self.stored.promise(value);
+        self.dirty = true;
+        self.given = Some(Given { to: from, value, until: self.cfg.promise_ends(now) });
+        Ok(Promise { value, abandoned_own })
+    }
+
+    /// Traffic (token, heartbeat, renewal, ack) of `value` in use. Below the
+    /// threshold it is refused; above, it raises the stored values (persist
+    /// before acting on it). Allowed in the restart window: it is no promise.
+    pub fn on_in_use(&mut self, value: u64, now: Instant) -> Result<InUse, Refusal> {
+        self.expire(now);
+        if !is_sane(value) {
+            return Err(Refusal::Invalid);
+        }
+        if value < self.threshold() {
+            return Err(Refusal::Promised { value: self.threshold() });
+        }
+        let abandoned_own = match self.proposal.as_ref() {
+            Some(p) if p.value < value => self.drop_own(),
+            _ => None,
+        };
+        let raised = value > self.stored.in_use();
+        if raised {
+            self.stored.see_in_use(value);
+            self.dirty = true;
+        }
+        Ok(InUse { raised, abandoned_own })
+    }
+
+    /// Whether a token of `epoch` may be accepted: not while unrecovered,
+    /// not at or below `recovered_max` (across later lives too), not below
+    /// the threshold. Accepting it is then [`Self::on_in_use`].
+    pub fn check_token(&self, epoch: u64) -> Result<(), Refusal> {
+        if !self.stored.recovered() {
+            return Err(Refusal::Unrecovered);
+        }
+        if epoch <= self.stored.recovered_max() {
+            return Err(Refusal::Stale { recovered_max: self.stored.recovered_max() });
+        }
+        if !is_sane(epoch) {
+            return Err(Refusal::Invalid);
+        }
+        if epoch < self.threshold() {
+            return Err(Refusal::Promised { value: self.threshold() });
+        }
+        Ok(())
+    }
+
+    // ---- proposer half ----
+
+    /// Proposes the next value in this node's slot above everything it
+    /// knows. On `Ok` persist, then send the proposal to every configured node.
+    pub fn propose(&mut self, now: Instant) -> Result<u64, Refusal> {
+        let above = self.stored.floor().max(self.threshold());
+        let value = next_above(above, self.slot).ok_or(Refusal::Invalid)?;
+        self.propose_value(value, now)
+    }
+
+    /// Proposes `value` (a daemon without slots, e.g. `floor + 1`); it must
+    /// be above the floor and the threshold. Supersedes a live own proposal.
+    pub fn propose_value(&mut self, value: u64, now: Instant) -> Result<u64, Refusal> {
+        self.expire(now);
+        if !self.stored.recovered() {
+            return Err(Refusal::Unrecovered);
+        }
+        if !is_sane(value) {
+            return Err(Refusal::Invalid);
+        }
+        if value <= self.stored.floor() || self.at_or_below_threshold(value) {
+            return Err(Refusal::Promised { value: self.stored.floor().max(self.threshold()) });
+        }
+        if let Some(r) = self.restarting(now).or_else(|| self.busy_for(self.cfg.me, now)) {
+            return Err(r);
+        }
+        self.drop_own();
+        self.stored.set_own(Some(value));
+        self.dirty = true;
+        let mut promisers = BTreeSet::new();
+        promisers.insert(self.cfg.me);
+        self.proposal = Some(Proposal { value, deadline: self.cfg.deadline(now), promisers });
+        Ok(value)
+    }
+
+    /// An answer from `from` to the proposal of `value`: `Ok(())` a promise.
+    /// Answers must come from this life's proposal (the transport drops those
+    /// addressed to an earlier life).
+    pub fn on_answer(&mut self, from: NodeId, value: u64, answer: Result<(), Refusal>, now: Instant) -> Step {
+        if self.expire(now) == Some(value) {
+            return Step::Abandoned(Failure::Deadline);
+        }
+        let Some(p) = self.proposal.as_mut() else { return Step::Ignored };
+        if p.value != value || from == self.cfg.me || !self.cfg.is_member(from) {
+            return Step::Ignored;
+        }
+        match answer {
+            Ok(()) => {
+                p.promisers.insert(from);
+                if p.promisers.len() >= self.cfg.majority() {
+                    Step::Majority
+                } else {
+                    Step::Pending
+                }
+            }
+            Err(refusal) => {
+                self.drop_own();
+                if let Refusal::Promised { value } = refusal {
+                    // Jump past it next time, unless it is absurd.
+                    if is_sane(value) && value > self.stored.floor() {
+                        self.stored.raise_floor(value);
+                        self.dirty = true;
+                    }
+                }
+                Step::Abandoned(match refusal {
+                    Refusal::Busy { remaining } => Failure::Busy { longest: remaining },
+                    other => Failure::Refused(other),
+                })
+            }
+        }
+    }
+
+    /// Uses the live proposal if a majority promised it before its deadline
+    /// and nobody refused. On `Ok` the value is stored as in use: persist,
+    /// then create the token / take office with it.
+    pub fn use_proposal(&mut self, now: Instant) -> Result<u64, UseError> {
+        if self.expire(now).is_some() {
+            return Err(UseError::Abandoned(Failure::Deadline));
+        }
+        let p = self.proposal.as_ref().ok_or(UseError::NoProposal)?;
+        if p.promisers.len() < self.cfg.majority() {
+            return Err(UseError::NoMajority);
+        }
+        let value = p.value;
+        self.proposal = None;
+        self.stored.set_own(None);
+        self.stored.see_in_use(value);
+        self.dirty = true;
+        Ok(value)
+    }
+
+    /// The core gives up its live proposal (a veto of its own rules, or its
+    /// deadline timer fired). Returns the abandoned value.
+    pub fn abandon(&mut self, now: Instant) -> Option<u64> {
+        self.expire(now).or_else(|| self.drop_own())
+    }
+
+    /// How long to wait before retrying after `failure`: just past the
+    /// longest `Busy` plus up to W/10 of jitter, otherwise a random delay in
+    /// `[W·(1+ρ)/(1−ρ), 2×that]` so that two proposers stop colliding.
+    pub fn retry_after(&self, failure: &Failure, rng: &mut SeededRng) -> Duration {
+        match failure {
+            Failure::Busy { longest } => {
+                let jitter = rng
+                    .duration_between(Duration::from_micros(1), (self.cfg.window / 10).max(Duration::from_micros(1)));
+                longest.saturating_add(jitter)
+            }
+            _ => {
+                let base = self.cfg.retry_base();
+                rng.duration_between(base, base.saturating_mul(2))
+            }
+        }
+    }
+
+    /// The earliest time for this life's first proposal: the end of the
+    /// restart window plus a random delay of up to W, so that a cold
+    /// restart of every node does not start N colliding proposals.
+    pub fn first_proposal_at(&self, rng: &mut SeededRng) -> Instant {
+        self.restart_until + rng.duration_between(Duration::ZERO, self.cfg.window)
+    }
+
+    // ---- fresh-node recovery ----
+
+    /// Starts a recovery round with `nonce` (unique in this life): send
+    /// `Hello { nonce }` to every peer if this returns [`RoundStep::Send`].
+    pub fn recovery_round(&mut self, nonce: u64, now: Instant) -> RoundStep {
+        if self.stored.recovered() {
+            return RoundStep::NotNeeded;
+        }
+        if now < self.restart_until {
+            return RoundStep::Wait { until: self.restart_until };
+        }
+        self.recovery.add_nonce(nonce);
+        self.try_recover()
+    }
+
+    /// A peer's `HelloAck { nonce, values }`. Only a peer's latest answer to
+    /// a nonce sent after the restart window counts.
+    pub fn on_hello_ack(&mut self, from: NodeId, nonce: u64, values: Option<Values>, _now: Instant) -> AckStep {
+        if self.stored.recovered() || from == self.cfg.me || !self.cfg.is_member(from) {
+            return AckStep::Ignored;
+        }
+        if values.is_some_and(|v| !is_sane(v.max())) || !self.recovery.record(from, nonce, values) {
+            return AckStep::Ignored;
+        }
+        match self.try_recover() {
+            RoundStep::Recovered { max } => AckStep::Recovered { max },
+            _ => AckStep::Pending,
+        }
+    }
+
+    fn try_recover(&mut self) -> RoundStep {
+        let others = self.cfg.members.len() - 1;
+        match self.recovery.decide(others, self.cfg.new_cluster) {
+            Some((max, in_use)) => {
+                self.stored.recover(max, in_use);
+                self.dirty = true;
+                RoundStep::Recovered { max: self.stored.recovered_max() }
+            }
+            None => RoundStep::Send,
+        }
+    }
+}
