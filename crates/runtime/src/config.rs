@@ -139,11 +139,17 @@ pub struct Timing {
     /// Silence after which a peer is suspected, in milliseconds; default 250.
     /// Must exceed `heartbeat_ms`.
     pub suspect_after_ms: u64,
+    /// ρ, the bound on clock drift between hosts, in parts per million;
+    /// default 1000 (0.1 %). Below 1 000 000.
+    pub drift_ppm: u32,
+    /// The lease and promise window W in milliseconds (foundation.md,
+    /// Durable state; reliability.md, leases); default 100, at least 1.
+    pub lease_ms: u64,
 }
 
 impl Default for Timing {
     fn default() -> Self {
-        Timing { heartbeat_ms: 50, suspect_after_ms: 250 }
+        Timing { heartbeat_ms: 50, suspect_after_ms: 250, drift_ppm: 1_000, lease_ms: 100 }
     }
 }
 
@@ -156,6 +162,11 @@ impl Timing {
     /// The failure-detection timeout.
     pub fn suspect_after(&self) -> Duration {
         Duration::from_millis(self.suspect_after_ms)
+    }
+
+    /// The lease and promise window.
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_ms)
     }
 }
 
@@ -389,6 +400,12 @@ impl CommonConfig {
                     t.suspect_after_ms, t.heartbeat_ms
                 ),
             ));
+        }
+        if t.drift_ppm >= 1_000_000 {
+            return Err(ConfigError::new("timing.drift_ppm", format!("{} must be below 1000000 (ρ < 1)", t.drift_ppm)));
+        }
+        if t.lease_ms == 0 || t.lease_ms > 3_600_000 {
+            return Err(ConfigError::new("timing.lease_ms", format!("{} must be between 1 and 3600000", t.lease_ms)));
         }
         Ok(())
     }
@@ -915,7 +932,7 @@ addr = "127.0.0.1:7103"
             assert_eq!(c.cluster_id, 1);
             assert_eq!(c.log_format, LogFormat::Text);
             assert_eq!(c.log_level, "info");
-            assert_eq!(c.timing, Timing { heartbeat_ms: 50, suspect_after_ms: 250 });
+            assert_eq!(c.timing, Timing { heartbeat_ms: 50, suspect_after_ms: 250, ..Timing::default() });
             assert_eq!(
                 c.limits,
                 Limits { max_frame_bytes: 65536, send_queue_len: 1024, max_connections: 256, max_clients: 1024 }
@@ -965,7 +982,7 @@ command = "echo"
             assert_eq!(c.log_format, LogFormat::Json);
             assert_eq!(c.log_level, "debug,wire=trace");
             assert_eq!(c.state_dir.as_deref(), Some(Path::new("/var/lib/ftcoord/testd")));
-            assert_eq!(c.timing, Timing { heartbeat_ms: 20, suspect_after_ms: 250 });
+            assert_eq!(c.timing, Timing { heartbeat_ms: 20, suspect_after_ms: 250, ..Timing::default() });
             assert_eq!(c.limits.max_clients, 8);
             assert_eq!(c.limits.max_connections, 256);
             let d = &cfg.daemon;
@@ -1022,7 +1039,7 @@ command = "echo"
             jail.set_env("TESTD_LIMITS__MAX_CLIENTS", 5);
             jail.set_env("TESTD_RETRY__BACKOFF_MS", 7);
             let cfg = load_file(jail, &file("", "[timing]\nheartbeat_ms = 40\nsuspect_after_ms = 200\n"))?;
-            assert_eq!(cfg.common.timing, Timing { heartbeat_ms: 20, suspect_after_ms: 200 });
+            assert_eq!(cfg.common.timing, Timing { heartbeat_ms: 20, suspect_after_ms: 200, ..Timing::default() });
             assert_eq!(cfg.common.limits.max_clients, 5);
             assert_eq!(cfg.daemon.retry, Retry { backoff_ms: 7, attempts: 3 });
             Ok(())
