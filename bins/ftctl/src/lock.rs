@@ -52,7 +52,7 @@ pub struct LockArgs {
 #[derive(Debug, PartialEq, Eq)]
 enum Wait {
     /// Run CMD with this fence.
-    Granted(u64),
+    Granted(u128),
     /// Stop here with this status and message.
     Exit(u8, String),
 }

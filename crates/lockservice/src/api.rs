@@ -3,6 +3,18 @@
 use ftcore::message_kinds;
 use serde::{Deserialize, Serialize};
 
+/// A fence (interfaces.md, Fences): the pair (epoch, counter) of two u64,
+/// ordered lexicographically, packed as one u128, `epoch·2⁶⁴ + counter`.
+/// `FTCOORD_FENCE` is this number in decimal.
+pub fn fence(epoch: u64, counter: u64) -> u128 {
+    (u128::from(epoch) << 64) | u128::from(counter)
+}
+
+/// The (epoch, counter) of a packed fence.
+pub fn fence_parts(fence: u128) -> (u64, u64) {
+    ((fence >> 64) as u64, fence as u64)
+}
+
 /// What a local client asks.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum LockRequest {
@@ -24,7 +36,7 @@ pub enum LockReply {
     /// before, anywhere in the cluster.
     Granted {
         /// The fencing token to pass to whatever the lock protects.
-        fence: u64,
+        fence: u128,
     },
     /// The wait ended at the client's deadline without a grant.
     TimedOut,

@@ -17,5 +17,5 @@
 mod api;
 mod local;
 
-pub use api::{LockReply, LockRequest};
+pub use api::{fence, fence_parts, LockReply, LockRequest};
 pub use local::{LocalLocks, LockEvent, LockOut, LocksConfig, ReleaseHow};

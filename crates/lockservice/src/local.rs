@@ -95,7 +95,7 @@ pub enum LockEvent {
         /// The new holder.
         client: ClientId,
         /// Its fence.
-        fence: u64,
+        fence: u128,
         /// How long it waited in the queue.
         waited: Duration,
     },
@@ -104,7 +104,7 @@ pub enum LockEvent {
         /// The former holder.
         client: ClientId,
         /// The fence it held.
-        fence: u64,
+        fence: u128,
         /// How long it held the lock.
         held: Duration,
         /// Why the hold ended.
@@ -123,7 +123,7 @@ pub enum LockEvent {
         /// The holder.
         client: ClientId,
         /// Its fence.
-        fence: u64,
+        fence: u128,
     },
 }
 
@@ -149,7 +149,7 @@ struct Waiter {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Hold {
     client: ClientId,
-    fence: u64,
+    fence: u128,
     since: Instant,
     /// Already sent `LockLost` (max_hold passed); in its grace period.
     revoked: bool,
@@ -229,7 +229,7 @@ impl LocalLocks {
     pub fn grant_next(
         &mut self,
         now: Instant,
-        fence: u64,
+        fence: u128,
         batch_only: bool,
         out: &mut impl LockOut,
     ) -> Option<ClientId> {
@@ -306,7 +306,7 @@ impl LocalLocks {
     }
 
     /// The current holder and its fence.
-    pub fn holder(&self) -> Option<(ClientId, u64)> {
+    pub fn holder(&self) -> Option<(ClientId, u128)> {
         self.hold.as_ref().map(|h| (h.client, h.fence))
     }
 

@@ -30,7 +30,7 @@ fn acquire(timeout_ms: u64) -> LockRequest {
     LockRequest::Acquire { timeout_ms }
 }
 
-fn granted(fence: u64) -> LockReply {
+fn granted(fence: u128) -> LockReply {
     LockReply::Granted { fence }
 }
 
@@ -42,11 +42,11 @@ fn lock_lost(reason: &str) -> LockReply {
     LockReply::LockLost { reason: reason.to_owned() }
 }
 
-fn ev_granted(client: u64, fence: u64, waited: u64) -> LockEvent {
+fn ev_granted(client: u64, fence: u128, waited: u64) -> LockEvent {
     LockEvent::Granted { client: c(client), fence, waited: ms(waited) }
 }
 
-fn ev_released(client: u64, fence: u64, held: u64, how: ReleaseHow) -> LockEvent {
+fn ev_released(client: u64, fence: u128, held: u64, how: ReleaseHow) -> LockEvent {
     LockEvent::Released { client: c(client), fence, held: ms(held), how }
 }
 
@@ -85,7 +85,7 @@ impl L {
     fn token_arrived(&mut self, now: Instant) {
         self.locks.token_arrived(now);
     }
-    fn grant_next(&mut self, now: Instant, fence: u64, batch_only: bool) -> Option<ClientId> {
+    fn grant_next(&mut self, now: Instant, fence: u128, batch_only: bool) -> Option<ClientId> {
         self.locks.grant_next(now, fence, batch_only, &mut self.out)
     }
     fn lose(&mut self, now: Instant, reason: &str) {
@@ -675,8 +675,8 @@ enum Episode {
 struct Model {
     episodes: BTreeMap<ClientId, Episode>,
     /// Holder according to the events.
-    holder: Option<(ClientId, u64)>,
-    last_fence: Option<u64>,
+    holder: Option<(ClientId, u128)>,
+    last_fence: Option<u128>,
     gone: Vec<ClientId>,
 }
 
@@ -696,7 +696,7 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
     let mut slots: Vec<ClientId> = (0..SLOTS as u64).map(ClientId).collect();
     let mut next_id = SLOTS as u64;
     let mut now = T0;
-    let mut fence = 0u64;
+    let mut fence = 0u128;
 
     for (i, op) in ops.into_iter().enumerate() {
         let op = if shutdown_at == Some(i) { Op::Shutdown } else { op };
