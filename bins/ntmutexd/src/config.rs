@@ -40,7 +40,8 @@ impl DaemonConfig for NtmutexdConfig {
         if let Err(e) = self.core(common).validate(common.peers.len()) {
             let key = match e {
                 NtError::ZeroK => "k",
-                NtError::TooManySites { .. } | NtError::Membership(_) => "peers",
+                NtError::WindowTooShort { .. } => "timing.lease_ms",
+                NtError::TooManySites { .. } | NtError::Membership(_) | NtError::Promise(_) => "peers",
             };
             return Err(ConfigError::new(key, e.to_string()));
         }
@@ -71,6 +72,8 @@ impl NtmutexdConfig {
             t_msg: Duration::from_millis(self.t_msg_ms),
             heartbeat: common.timing.heartbeat(),
             suspect_after: common.timing.suspect_after(),
+            lease: common.timing.lease(),
+            drift_ppm: common.timing.drift_ppm,
             locks: LocksConfig {
                 max_queue: self.max_queue,
                 max_hold: (self.max_hold_ms > 0).then(|| Duration::from_millis(self.max_hold_ms)),

@@ -29,7 +29,9 @@ pub fn record(e: &NtEvent, m: &Metrics) {
         NtEvent::Lock(LockEvent::Granted { fence, waited, .. }) => {
             metrics::counter!(m.name("cs_entries_total")).increment(1);
             metrics::histogram!(m.name("token_wait_seconds")).record(waited.as_secs_f64());
-            metrics::gauge!(m.name("fence")).set(*fence as f64);
+            let (epoch, counter) = lockservice::fence_parts(*fence);
+            metrics::gauge!(m.name("fence_epoch")).set(epoch as f64);
+            metrics::gauge!(m.name("fence_counter")).set(counter as f64);
         }
         NtEvent::Lock(LockEvent::Released { held, how, .. }) => {
             metrics::histogram!(m.name("hold_seconds")).record(held.as_secs_f64());
@@ -66,7 +68,16 @@ pub fn record(e: &NtEvent, m: &Metrics) {
         }
         NtEvent::Suspected { node } => tracing::warn!(peer = node.0, "peer suspected"),
         NtEvent::HasToken(has) => metrics::gauge!(m.name("has_token")).set(if *has { 1.0 } else { 0.0 }),
-        NtEvent::Epoch(e) => metrics::gauge!(m.name("epoch")).set(f64::from(*e)),
+        // Exact below 2^53 (interfaces.md); `ftctl status --json` has the
+        // exact value.
+        NtEvent::Epoch(e) => metrics::gauge!(m.name("epoch")).set(*e as f64),
         NtEvent::Entered { .. } => {}
+        NtEvent::StateRecovered { max } => {
+            tracing::warn!(recovered_max = max, "fresh state recovered from the peers' answers");
+        }
+        NtEvent::Refused { from, reason } => {
+            tracing::warn!(peer = from.0, reason, "peer message with an unacceptable value dropped");
+            metrics::counter!(m.name("messages_refused_total"), "reason" => *reason).increment(1);
+        }
     }
 }

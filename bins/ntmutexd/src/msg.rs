@@ -1,5 +1,6 @@
 //! What ntmutexd puts on the wire between sites.
 
+use durable::promise::{Refusal, Values};
 use ftcore::{message_kinds, Message, NodeId};
 use serde::{Deserialize, Serialize};
 
@@ -7,8 +8,9 @@ use serde::{Deserialize, Serialize};
 /// newer epoch than its token's knows its token has been superseded.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Msg {
-    /// The sender's highest known epoch.
-    pub epoch: u32,
+    /// The sender's highest epoch in use (`max_epoch`: a token's, or one
+    /// whose regeneration completed; never a mere promise).
+    pub epoch: u64,
     /// The message proper.
     pub body: Body,
 }
@@ -17,12 +19,21 @@ pub struct Msg {
 /// SEARCH PREV, SEARCH QUEUE, CONNECTION …).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Body {
-    /// A freshly started site asks whether the cluster is already running.
-    Hello,
-    /// Answer to `Hello`: whether the answering site is past its own start.
+    /// A freshly started site asks whether the cluster is already running
+    /// (and, while it is a fresh node, what its peers have stored).
+    Hello {
+        /// Echoed in the answer: only answers to this round count.
+        nonce: u64,
+    },
+    /// Answer to `Hello`.
     HelloAck {
+        /// The `Hello`'s nonce.
+        nonce: u64,
         /// True if the answering site is running the protocol.
         running: bool,
+        /// What the answering site has stored (`None` while it is itself a
+        /// fresh node that has not recovered).
+        values: Option<Values>,
     },
     /// Naimi-Trehel request, forwarded along the `last` tree.
     Request {
@@ -50,9 +61,9 @@ pub enum Body {
     /// receiver's position (the sender's + 1).
     Token {
         /// The token's epoch (raised by every regeneration).
-        epoch: u32,
+        epoch: u64,
         /// Grants made with this epoch so far.
-        counter: u32,
+        counter: u64,
         /// The receiver's position in the next queue.
         pos: u64,
     },
@@ -121,23 +132,23 @@ pub enum Body {
         /// Whether it is itself an M3 candidate, with its rank.
         candidate: Option<u64>,
     },
-    /// Phase one of regeneration: "adopt epoch `proposal`".
+    /// Phase one of regeneration: "promise epoch `epoch`".
     Regenerate {
         /// The proposed epoch.
-        proposal: u32,
+        epoch: u64,
     },
-    /// Acceptance of a proposal.
+    /// A promise, stored before it was sent: the site refuses every lower
+    /// epoch from now on, and every other proposer for the promise window.
     RegenerateAck {
-        /// The accepted proposal.
-        proposal: u32,
+        /// The promised epoch.
+        epoch: u64,
     },
-    /// Refusal: the site holds a token or knows a newer epoch.
+    /// Refusal: the site holds a token, or its promises forbid the epoch.
     RegenerateNack {
-        /// The refused proposal.
-        proposal: u32,
-        /// Whether the refusing site holds a token (then the regenerator
-        /// sends it a direct request).
-        has_token: bool,
+        /// The refused epoch.
+        epoch: u64,
+        /// Why.
+        why: Nack,
     },
     /// "Your request reached a site that cannot forward it": start M3.
     DeadEnd {
@@ -154,6 +165,16 @@ pub enum Body {
         /// The leaving site's next (and its request).
         next: Option<(NodeId, u64)>,
     },
+}
+
+/// Why a site refuses a regeneration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Nack {
+    /// It holds a token: the regenerator sends it a direct request instead.
+    Holder,
+    /// Its promises forbid it (a higher promise: jump past it; a window:
+    /// retry after it; restarting or fresh: retry later).
+    Refused(Refusal),
 }
 
 message_kinds!(Body {

@@ -31,11 +31,13 @@ mod status;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use durable::promise::{self, PromiseNode, Promises};
 use ftcore::{ClientId, Context, Incarnation, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
 use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
-use timer::{Instant, TimerTable};
+use serde::{Deserialize, Serialize};
+use timer::{Instant, SeededRng, TimerTable};
 
-use crate::msg::{Body, Msg};
+use crate::msg::{Body, Msg, Nack};
 
 /// Protocol settings (derived from the daemon's config).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -49,6 +51,11 @@ pub struct NtConfig {
     pub heartbeat: Duration,
     /// Silence of the closest predecessor after which it is suspected.
     pub suspect_after: Duration,
+    /// W: the promise window, and the deadline of a regeneration
+    /// (`timing.lease_ms`).
+    pub lease: Duration,
+    /// ρ, the clock-drift bound, in parts per million.
+    pub drift_ppm: u32,
     /// The local lock service.
     pub locks: LocksConfig,
 }
@@ -62,6 +69,12 @@ impl NtConfig {
         }
         if self.k == 0 {
             return Err(NtError::ZeroK);
+        }
+        // A regeneration's search and ack windows (2 t_msg) fit in the
+        // promise window's proposal deadline W·(1−ρ).
+        let deadline = timer::Lease::new(Instant::ZERO, self.lease, self.drift_ppm).holder_valid_until();
+        if Instant::ZERO + self.t_msg * 2 > deadline {
+            return Err(NtError::WindowTooShort { t_msg: self.t_msg, lease: self.lease });
         }
         Ok(())
     }
@@ -84,6 +97,26 @@ pub enum NtError {
     /// A COMMIT must name at least one predecessor.
     #[error("k must be at least 1")]
     ZeroK,
+    /// Regeneration windows do not fit in the promise window.
+    #[error("2 × t_msg ({t_msg:?}) must fit in lease_ms·(1−ρ) (lease_ms = {lease:?})")]
+    WindowTooShort {
+        /// The configured t_msg.
+        t_msg: Duration,
+        /// The configured lease.
+        lease: Duration,
+    },
+    /// The promise component refused the settings.
+    #[error(transparent)]
+    Promise(#[from] promise::ConfigError),
+}
+
+/// What a site keeps on disk: its promises (threshold, floor, the highest
+/// epoch in use, fresh-node recovery), stored before anything that depends
+/// on them is sent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NtDurable {
+    /// The promise component's stored part (`None`: never written).
+    pub promises: Option<Promises>,
 }
 
 /// Recovery mechanisms of the seed (section 5).
@@ -139,17 +172,30 @@ pub enum NtEvent {
     /// This site regenerated the token.
     Regenerated {
         /// The new epoch.
-        epoch: u32,
+        epoch: u64,
     },
     /// A token of an old epoch arrived and was discarded.
     StaleToken {
         /// Its epoch.
-        epoch: u32,
+        epoch: u64,
     },
     /// The token held here was superseded by a newer epoch.
     TokenSuperseded {
         /// The old epoch.
-        epoch: u32,
+        epoch: u64,
+    },
+    /// A fresh node (new disk) recovered what its peers stored.
+    StateRecovered {
+        /// The highest value answered; tokens at or below it are refused.
+        max: u64,
+    },
+    /// A message with a value the protocol cannot accept (a non-member id,
+    /// an absurd epoch) was dropped.
+    Refused {
+        /// Its sender.
+        from: NodeId,
+        /// What was wrong (metric label).
+        reason: &'static str,
     },
     /// A peer is suspected to have failed.
     Suspected {
@@ -159,17 +205,19 @@ pub enum NtEvent {
     /// The token arrived or left (for the has-token gauge).
     HasToken(bool),
     /// The known epoch changed.
-    Epoch(u32),
+    Epoch(u64),
     /// A token-holding site entered or left a critical section (granted).
     Entered {
         /// The fence of the grant.
-        fence: u64,
+        fence: u128,
     },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Timer {
     Join,
+    /// A fresh node's next recovery round.
+    Recover,
     CommitWait,
     AliveCheck,
     Window,
@@ -190,8 +238,8 @@ enum Last {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Token {
-    epoch: u32,
-    counter: u32,
+    epoch: u64,
+    counter: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -217,14 +265,14 @@ enum Recovery {
         waiting: BTreeSet<NodeId>,
         answers: BTreeMap<NodeId, Answer>,
     },
-    /// Two-phase regeneration, phase one.
+    /// Two-phase regeneration, phase one: the promises for `proposal` are
+    /// counted by the promise component; `waiting` are the live sites that
+    /// have not answered yet (every one of them must ack).
     Regen {
         mech: Mech,
         started: Instant,
-        proposal: u32,
+        proposal: u64,
         waiting: BTreeSet<NodeId>,
-        /// Acks received so far.
-        acked: usize,
     },
     /// Connection or direct request sent; waiting for a Commit or the token.
     Linking {
@@ -277,12 +325,8 @@ fn beats(a1: u64, id1: NodeId, a2: u64, id2: NodeId) -> bool {
     a1 < a2 || (a1 == a2 && id1 > id2)
 }
 
-/// Bits of an epoch that name the regenerating site (its configured
-/// slot), so that two concurrent regenerations never propose equal epochs.
-const SLOT_BITS: u32 = 10;
-
-/// Most configured sites (epochs carry a 10-bit slot).
-pub const MAX_SITES: usize = 1 << SLOT_BITS;
+/// Most configured sites (epochs are `round·2¹⁰ + slot`).
+pub const MAX_SITES: usize = promise::SLOTS as usize;
 
 /// One ntmutexd site.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -302,9 +346,18 @@ pub struct NtNode {
     /// The predecessor whose liveness is checked, with its life.
     monitored: Option<(NodeId, Incarnation)>,
     last_alive_ok: Instant,
-    max_epoch: u32,
+    /// Threshold, floor, the highest epoch in use (`max_epoch`), windows.
+    promise: PromiseNode,
+    /// No proposal of this life before then (restart window + jitter).
+    proposals_from: Instant,
+    /// The nonce of this life's latest Hello.
+    nonce: u64,
+    /// The configured root of a new cluster searches for the first token
+    /// (and regenerates it) even without local clients.
+    bootstrap_search: bool,
+    rng: SeededRng,
     accesses: u64,
-    last_fence: u64,
+    last_fence: u128,
     peer_inc: BTreeMap<NodeId, Incarnation>,
     suspected: BTreeSet<NodeId>,
     recovery: Recovery,
@@ -312,21 +365,32 @@ pub struct NtNode {
     best_candidate: Option<(u64, NodeId, Instant)>,
     locks: LocalLocks,
     timers: TimerTable<Timer>,
-    out: Outbox<Msg, LockReply, NtEvent>,
+    out: Outbox<Msg, LockReply, NtEvent, NtDurable>,
     leaving: bool,
     left: bool,
 }
 
 impl NtNode {
-    /// Site `ctx.me` in life `ctx.incarnation`, starting at `ctx.now`. It
-    /// first asks its peers whether the cluster is running (a new life of a
-    /// running cluster knows nothing and rebuilds through M3); only when a
-    /// majority is starting together does the lowest id create the token.
-    fn new(ctx: Context<NtConfig, ()>) -> Result<Self, NtError> {
-        let Context { me, incarnation: inc, membership, now, config: cfg, .. } = ctx;
+    /// Site `ctx.me` in life `ctx.incarnation`, starting at `ctx.now`, with
+    /// what its previous life stored (`None`: a fresh node). It first asks
+    /// its peers whether the cluster is running (a new life of a running
+    /// cluster knows nothing and rebuilds through M3); a cluster that is
+    /// starting gets its first token from the configured root's
+    /// regeneration round, never chosen locally.
+    fn new(ctx: Context<NtConfig, NtDurable>) -> Result<Self, NtError> {
+        let Context { me, incarnation: inc, membership, now, seed, config: cfg, stored, new_cluster } = ctx;
         membership.require(me)?;
         cfg.validate(membership.len())?;
         let members: Vec<NodeId> = membership.ids().collect();
+        let pcfg = promise::Config {
+            lease: cfg.lease,
+            drift_ppm: cfg.drift_ppm,
+            new_cluster,
+            ..promise::Config::new(members.clone(), me, cfg.lease)
+        };
+        let promise = PromiseNode::new(pcfg, stored.and_then(|s| s.promises), now)?;
+        let mut rng = SeededRng::new(seed);
+        let proposals_from = promise.first_proposal_at(&mut rng);
         let mut node = NtNode {
             locks: LocalLocks::new(cfg.locks.clone()),
             cfg,
@@ -343,7 +407,11 @@ impl NtNode {
             preds: Vec::new(),
             monitored: None,
             last_alive_ok: now,
-            max_epoch: 0,
+            promise,
+            proposals_from,
+            nonce: rng.next_u64(),
+            bootstrap_search: false,
+            rng,
             accesses: 0,
             last_fence: 0,
             peer_inc: BTreeMap::new(),
@@ -355,17 +423,78 @@ impl NtNode {
             leaving: false,
             left: false,
         };
+        // A fresh node's first write marks its file unrecovered.
+        node.persist();
+        if node.promise.stored().in_use() > 0 {
+            node.out.event(NtEvent::Epoch(node.promise.stored().in_use()));
+        }
+        node.recovery_round(now);
         if node.members.len() == 1 {
             node.finish_join(now, true);
         } else {
-            node.broadcast(Body::Hello);
+            node.hello_all();
             node.timers.set(Timer::Join, now + node.cfg.t_msg * 2);
         }
         Ok(node)
     }
 
+    /// Queues the stored state if the promises changed: the driver writes
+    /// it before anything queued after it (every promise, recovery and new
+    /// epoch is on disk before a message that depends on it leaves).
+    fn persist(&mut self) {
+        if let Some(p) = self.promise.take_dirty() {
+            self.out.persist(NtDurable { promises: Some(p) });
+        }
+    }
+
+    /// (safety) Values a peer supplies are checked before anything is
+    /// adopted: node ids must be members (a request from node 99 must not
+    /// send the token to nowhere), epochs must leave room to grow, and
+    /// counters that are incremented must not be at their maximum.
+    fn check_values(&self, msg: &Msg) -> Result<(), &'static str> {
+        let member = |id: &NodeId| self.members.contains(id);
+        let sane = |e: u64| e == 0 || promise::is_sane(e);
+        if !sane(msg.epoch) {
+            return Err("epoch");
+        }
+        let ids_ok = match &msg.body {
+            Body::Request { requester, .. }
+            | Body::DirectRequest { requester, .. }
+            | Body::Connection { requester, .. } => member(requester),
+            Body::Commit { preds, origin, .. } => preds.iter().all(member) && member(&origin.0),
+            Body::IAmAlive { next, .. } => next.as_ref().is_none_or(member),
+            Body::NewRoot { root } => member(root),
+            Body::Skip { next } => next.as_ref().is_none_or(|(n, _)| member(n)),
+            _ => true,
+        };
+        if !ids_ok {
+            return Err("non_member");
+        }
+        let values_ok = match &msg.body {
+            Body::Token { epoch, pos, .. } => promise::is_sane(*epoch) && *pos < u64::MAX,
+            Body::Commit { pos, .. } => pos.is_none_or(|p| p < u64::MAX),
+            Body::Regenerate { epoch } | Body::RegenerateAck { epoch } | Body::RegenerateNack { epoch, .. } => {
+                promise::is_sane(*epoch)
+            }
+            Body::Request { hops, .. } | Body::DirectRequest { hops, .. } | Body::Connection { hops, .. } => {
+                *hops < u32::MAX
+            }
+            _ => true,
+        };
+        if !values_ok {
+            return Err("value");
+        }
+        Ok(())
+    }
+
+    /// The highest epoch in use that this site knows of (`max_epoch`).
+    pub fn max_epoch(&self) -> u64 {
+        self.promise.stored().in_use()
+    }
+
     fn send(&mut self, to: NodeId, body: Body) {
-        self.out.send(to, Msg { epoch: self.max_epoch, body });
+        let epoch = self.max_epoch();
+        self.out.send(to, Msg { epoch, body });
     }
 
     fn others(&self) -> Vec<NodeId> {
@@ -389,10 +518,10 @@ impl Protocol for NtNode {
     type Reply = LockReply;
     type Event = NtEvent;
     type Config = NtConfig;
-    type Durable = ();
+    type Durable = NtDurable;
     type Error = NtError;
 
-    fn start(ctx: Context<NtConfig, ()>) -> Result<Self, NtError> {
+    fn start(ctx: Context<NtConfig, NtDurable>) -> Result<Self, NtError> {
         NtNode::new(ctx)
     }
 
@@ -400,13 +529,30 @@ impl Protocol for NtNode {
         if from == self.me || !self.members.contains(&from) {
             return;
         }
-        if let Body::HelloAck { .. } = msg.body {
-            // A new life starts with the cluster's epoch.
-            self.set_epoch(msg.epoch);
+        if let Err(reason) = self.check_values(&msg) {
+            self.out.event(NtEvent::Refused { from, reason });
+            return;
         }
-        if matches!(self.phase, Phase::Joining { .. }) {
-            self.on_message_while_joining(now, from, inc, msg);
-            self.serve_and_route(now);
+        match msg.body {
+            // The start-up handshake and a fresh node's recovery rounds,
+            // in every phase.
+            Body::Hello { nonce } => {
+                self.on_hello(from, nonce);
+                return;
+            }
+            Body::HelloAck { nonce, running, values } => {
+                // A new life starts with the cluster's epoch.
+                self.observe_epoch(now, msg.epoch);
+                self.on_hello_ack(now, from, nonce, running, values);
+                self.serve_and_route(now);
+                return;
+            }
+            _ => {}
+        }
+        if let Phase::Joining { deferred, .. } = &mut self.phase {
+            // Everything else waits until we know whether we are a new
+            // life of a running cluster.
+            deferred.push((from, inc, msg));
             return;
         }
         if !self.observe_life(now, from, inc) {
@@ -414,8 +560,7 @@ impl Protocol for NtNode {
         }
         self.observe_epoch(now, msg.epoch);
         match msg.body {
-            Body::Hello => self.send(from, Body::HelloAck { running: true }),
-            Body::HelloAck { .. } => {}
+            Body::Hello { .. } | Body::HelloAck { .. } => {}
             Body::Request { requester, seq, hops } => self.on_request(now, requester, seq, hops),
             Body::DirectRequest { requester, seq, hops } => {
                 self.on_link_request(now, requester, seq, hops, LinkKind::Direct)
@@ -443,11 +588,9 @@ impl Protocol for NtNode {
             Body::SearchAck { position, has_next, has_token, .. } => {
                 self.on_search_ack(now, from, position, has_next, has_token)
             }
-            Body::Regenerate { proposal } => self.on_regenerate(now, from, proposal),
-            Body::RegenerateAck { proposal } => self.on_regenerate_reply(now, from, proposal, true, false),
-            Body::RegenerateNack { proposal, has_token } => {
-                self.on_regenerate_reply(now, from, proposal, false, has_token)
-            }
+            Body::Regenerate { epoch } => self.on_regenerate(now, from, epoch),
+            Body::RegenerateAck { epoch } => self.on_regenerate_reply(now, from, epoch, Ok(())),
+            Body::RegenerateNack { epoch, why } => self.on_regenerate_reply(now, from, epoch, Err(why)),
             Body::DeadEnd { seq } => self.on_dead_end(now, seq),
             Body::NewRoot { root } => {
                 if self.token.is_none() {
@@ -479,6 +622,7 @@ impl Protocol for NtNode {
         while let Some(t) = self.timers.pop_expired(now) {
             match t {
                 Timer::Join => self.on_join_timer(now),
+                Timer::Recover => self.recovery_round(now),
                 Timer::CommitWait => self.on_commit_wait(now),
                 Timer::AliveCheck => self.on_alive_check(now),
                 Timer::Window => self.on_window(now),

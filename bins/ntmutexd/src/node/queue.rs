@@ -48,10 +48,16 @@ impl NtNode {
             // Serve the batch that was waiting when the token came; after
             // it, hand the token on if someone is queued, else keep serving.
             let batch_only = self.locks.batch_remaining() > 0 || self.next.is_some();
-            let fence = (u64::from(token.epoch) << 32) | u64::from(token.counter.saturating_add(1));
+            let Some(counter) = token.counter.checked_add(1) else {
+                // A counter never wraps: this token is spent. Drop it; the
+                // queue searches and regenerates a new epoch.
+                self.drop_token(now, "the token's grant counter is exhausted");
+                break;
+            };
+            let fence = lockservice::fence(token.epoch, counter);
             let may_grant = self.locks.batch_remaining() > 0 || (self.next.is_none() && self.locks.has_waiters());
             if may_grant && self.locks.grant_next(now, fence, batch_only, &mut self.out).is_some() {
-                self.token = Some(Token { counter: token.counter.saturating_add(1), ..token });
+                self.token = Some(Token { counter, ..token });
                 self.accesses += 1;
                 self.last_fence = fence;
                 self.out.event(NtEvent::Entered { fence });
@@ -73,11 +79,14 @@ impl NtNode {
         if self.leaving && self.token.is_none() {
             self.left = true;
         }
+        // A fresh node that has not recovered stays out of the queue: it
+        // could accept no token (foundation.md, Fresh nodes).
         if self.token.is_none()
-            && self.locks.has_waiters()
+            && (self.locks.has_waiters() || self.bootstrap_search)
             && self.request.is_none()
             && self.recovery == Recovery::Idle
             && !self.leaving
+            && self.promise.stored().recovered()
         {
             self.make_request(now);
         }
@@ -127,7 +136,10 @@ impl NtNode {
         match self.last {
             Last::Unknown => self.send(requester, Body::DeadEnd { seq }),
             Last::Root => {
-                if self.in_queue() {
+                // A new cluster's root that has not got its first token yet
+                // (still recovering, or regenerating) queues requests as a
+                // requesting root does.
+                if self.in_queue() || self.bootstrap_search {
                     self.link(now, requester, seq, Body::Request { requester, seq, hops: hops + 1 });
                 } else {
                     // A root that neither holds nor waits: the tree is
@@ -183,8 +195,15 @@ impl NtNode {
         self.serve_and_route(now);
     }
 
-    pub(super) fn on_token(&mut self, now: Instant, from: NodeId, epoch: u32, counter: u32, pos: u64) {
-        if epoch < self.max_epoch {
+    pub(super) fn on_token(&mut self, now: Instant, from: NodeId, epoch: u64, counter: u64, pos: u64) {
+        // A token below the newest epoch in use, or one that this site's
+        // promises or recovery forbid, is dead.
+        let accepted = if epoch < self.max_epoch() || self.promise.check_token(epoch).is_err() {
+            None
+        } else {
+            self.promise.on_in_use(epoch, now).ok()
+        };
+        let Some(in_use) = accepted else {
             self.out.event(NtEvent::StaleToken { epoch });
             // The token meant for us is dead: nobody before us holds one.
             // With a position we are the head of the queue (M2 finds no
@@ -194,6 +213,11 @@ impl NtNode {
                 self.search_again(now);
             }
             return;
+        };
+        // The epoch is stored as in use before the token grants anything.
+        self.persist();
+        if in_use.raised {
+            self.epoch_raised(epoch);
         }
         if self.token.is_some() {
             // Cannot happen while the invariants hold; keep the one we have.
@@ -217,6 +241,7 @@ impl NtNode {
         self.timers.cancel(Timer::Provisional);
         self.out.event(NtEvent::HasToken(true));
         self.recovery_done(now);
+        self.bootstrap_search = false;
         if let Some((n, seq)) = self.next {
             let c = self.commit_for(seq, None);
             self.send(n, c);
@@ -259,8 +284,10 @@ impl NtNode {
             // A provisional chain gets positions once its head is committed
             // (≤ (N + 1) t_msg) and the cascade runs down it (≤ N t_msg). A
             // site still without a position after that is in a detached
-            // portion — possibly a cycle of waiting sites: search (M3).
-            self.timers.set(Timer::Provisional, now + self.commit_timeout() * 2);
+            // portion — possibly a cycle of waiting sites: search (M3). A
+            // head that is regenerating may first sit out its restart
+            // window and a random delay (≤ 2 W) and the promise round (≤ W).
+            self.timers.set(Timer::Provisional, now + self.commit_timeout() * 2 + self.cfg.lease * 3);
         }
         // A Commit before the window closes cancels this site's M3.
         self.recovery_done(now);

@@ -9,7 +9,10 @@ impl NtNode {
         let Some((mech, started)) = self.recovery.progress() else { return };
         self.recovery = Recovery::Idle;
         self.timers.cancel(Timer::Window);
-        self.out.event(NtEvent::Recovered { mech, took: now.saturating_since(started) });
+        // The root's search for a new cluster's first token is no failure.
+        if !self.bootstrap_search {
+            self.out.event(NtEvent::Recovered { mech, took: now.saturating_since(started) });
+        }
     }
 
     /// The closest predecessor failed (or left us): M1 with a position, M3
@@ -65,7 +68,9 @@ impl NtNode {
     }
 
     pub(super) fn start_search(&mut self, now: Instant, mech: Mech, started: Option<Instant>) {
-        self.out.event(NtEvent::RecoveryStarted { mech });
+        if !self.bootstrap_search {
+            self.out.event(NtEvent::RecoveryStarted { mech });
+        }
         let started = started.unwrap_or(now);
         let waiting = self.live_others();
         self.recovery = Recovery::Search { mech, started, waiting, answers: BTreeMap::new() };

@@ -1,154 +1,197 @@
-//! Regeneration of a lost token in two phases, and epochs (ntmutexd.md,
-//! "Regeneration never creates a second token").
+//! Regeneration of a lost token, and epochs (ntmutexd.md, "Regeneration
+//! never creates a second token"; foundation.md, Durable state).
+//!
+//! The epoch of a new token is promised by a majority before it is used:
+//! the shared promise component ([`durable::promise`]) keeps the threshold
+//! and the floor on disk, refuses lower and equal proposals, refuses other
+//! proposers for the promise window after a promise, and abandons a
+//! proposal not complete within `lease·(1−ρ)`. This file adds ntmutexd's
+//! own rules: a site holding a token refuses every regeneration
+//! (`Nack::Holder`, and the proposer asks it for the token), and the
+//! proposer also needs the ack of every site it does not suspect.
+
+use durable::promise::{Failure, InUse, Refusal, Step, UseError};
 
 use super::*;
 
 impl NtNode {
-    pub(super) fn slot(&self, id: NodeId) -> u32 {
-        self.members.iter().position(|m| *m == id).unwrap_or(0) as u32
+    /// A new highest epoch in use: the gauge, and the end of any bootstrap
+    /// search (a token exists).
+    pub(super) fn epoch_raised(&mut self, epoch: u64) {
+        self.out.event(NtEvent::Epoch(epoch));
     }
 
-    pub(super) fn set_epoch(&mut self, epoch: u32) {
-        if epoch > self.max_epoch {
-            self.max_epoch = epoch;
-            self.out.event(NtEvent::Epoch(epoch));
-        }
-    }
-
-    /// The next epoch this site may propose: a new round, in this site's
-    /// slot. The round also never falls below wall-clock minutes since
-    /// 2023-11-14 (incarnations are start times in ms), so a cluster that
-    /// restarts cold still issues larger fences than before.
-    pub(super) fn next_proposal(&self, now: Instant) -> u32 {
-        let wall_ms = self.inc.0.saturating_add(now.as_micros() / 1000);
-        let wall_round = ((wall_ms / 1000).saturating_sub(1_700_000_000) / 60) as u32;
-        let round = (self.max_epoch >> SLOT_BITS).saturating_add(1).max(wall_round);
-        (round << SLOT_BITS) | self.slot(self.me)
-    }
-
+    /// Phase one: propose the next epoch above everything this site has
+    /// stored or heard, to every site (suspected ones included).
     pub(super) fn start_regeneration(&mut self, now: Instant, mech: Mech, started: Instant) {
-        let proposal = self.next_proposal(now);
-        // (safety) Phase one goes to everyone, suspected sites included.
-        self.broadcast(Body::Regenerate { proposal });
+        if now < self.proposals_from {
+            // The restart window (and a random delay after it): no
+            // proposal of this life yet.
+            self.retry_regeneration_at(self.proposals_from);
+            return;
+        }
+        let epoch = match self.promise.propose(now) {
+            Ok(epoch) => epoch,
+            Err(refusal) => {
+                let delay = self.promise.retry_after(&Failure::Refused(refusal), &mut self.rng);
+                let delay = match refusal {
+                    Refusal::Busy { remaining } | Refusal::Restarting { remaining } => remaining.max(delay / 4),
+                    _ => delay,
+                };
+                self.retry_regeneration_at(now + delay);
+                return;
+            }
+        };
+        // The floor and the proposal are on disk before anyone hears of it.
+        self.persist();
+        self.broadcast(Body::Regenerate { epoch });
         let waiting = self.live_others();
-        self.recovery = Recovery::Regen { mech, started, proposal, waiting, acked: 0 };
+        self.recovery = Recovery::Regen { mech, started, proposal: epoch, waiting };
         self.timers.set(Timer::Window, now + self.cfg.t_msg * 2);
         self.maybe_finish_regeneration(now);
     }
 
-    /// (+) A token is regenerated only with the acks of every live site
-    /// *and* of a majority of the configured sites (this one included):
-    /// majorities intersect, so regenerated epochs increase in the order
-    /// regenerations complete, and a site cut off from the majority (a
-    /// falsely suspected minority) never creates a second token.
+    /// Gives up the regeneration for now; the search starts again at `at`.
+    fn retry_regeneration_at(&mut self, at: Instant) {
+        self.recovery = Recovery::Idle;
+        self.timers.cancel(Timer::Window);
+        self.timers.set(Timer::CommitWait, at);
+    }
+
+    /// (+) A token is regenerated only with the promises of a majority of
+    /// the configured sites (this one included) *and* the acks of every
+    /// live site, all within the promise deadline: majorities intersect, so
+    /// epochs are used in increasing order, and a site cut off from the
+    /// majority (a falsely suspected minority) never creates a second token.
     pub(super) fn maybe_finish_regeneration(&mut self, now: Instant) {
-        let Recovery::Regen { proposal, waiting, acked, .. } = &self.recovery else { return };
+        let Recovery::Regen { waiting, mech, .. } = &self.recovery else { return };
         if !waiting.is_empty() {
             return;
         }
-        if *acked < self.members.len() / 2 {
-            // No majority: give up for now and search again later.
-            self.recovery = Recovery::Idle;
-            self.timers.cancel(Timer::Window);
-            self.timers.set(Timer::CommitWait, now + self.commit_timeout());
-            return;
+        let mech = *mech;
+        match self.promise.use_proposal(now) {
+            Ok(epoch) => {
+                // Stored as in use before the token grants anything.
+                self.persist();
+                self.epoch_raised(epoch);
+                // The regenerator heads the queue. Its `last` must still
+                // lead to the tail: itself if nobody is queued behind it,
+                // else the most recent requester it knows (kept) or its next.
+                match (self.next, self.last) {
+                    (None, _) => self.last = Last::Root,
+                    (Some((n, _)), Last::Root | Last::Unknown) => self.last = Last::Parent(n),
+                    (Some(_), Last::Parent(_)) => {}
+                }
+                self.out.event(NtEvent::Regenerated { epoch });
+                self.install_token(now, Token { epoch, counter: 0 }, 0);
+            }
+            Err(UseError::NoMajority) => {
+                // Every live site answered, and no majority: give up.
+                self.promise.abandon(now);
+                let delay = self.promise.retry_after(&Failure::Deadline, &mut self.rng);
+                let _ = mech;
+                self.retry_regeneration_at(now + delay);
+            }
+            Err(UseError::Abandoned(f)) => {
+                let delay = self.promise.retry_after(&f, &mut self.rng);
+                self.retry_regeneration_at(now + delay);
+            }
+            Err(UseError::NoProposal) => self.retry_regeneration_at(now + self.commit_timeout()),
         }
-        let epoch = *proposal;
-        self.set_epoch(epoch);
-        self.last = Last::Root;
-        self.out.event(NtEvent::Regenerated { epoch });
-        self.install_token(now, Token { epoch, counter: 0 }, 0);
     }
 
-    pub(super) fn on_regenerate(&mut self, now: Instant, from: NodeId, proposal: u32) {
+    /// A proposal from `from`. A holder refuses it; otherwise the promise
+    /// component decides, and a promise is stored before the ack leaves.
+    pub(super) fn on_regenerate(&mut self, now: Instant, from: NodeId, epoch: u64) {
         if self.token.is_some() {
             // (safety) A token exists: abort that regeneration.
-            self.send(from, Body::RegenerateNack { proposal, has_token: true });
+            self.send(from, Body::RegenerateNack { epoch, why: Nack::Holder });
             return;
         }
-        let own = match &self.recovery {
-            Recovery::Regen { proposal: own, .. } => Some(*own),
-            _ => None,
-        };
-        // Equal to max_epoch and in the proposer's slot: the same proposal,
-        // already adopted from another site's message.
-        let same = proposal == self.max_epoch && proposal & ((1 << SLOT_BITS) - 1) == self.slot(from);
-        if (proposal > self.max_epoch || same) && own.is_none_or(|o| proposal > o) {
-            self.set_epoch(proposal);
-            if own.is_some() {
-                // A higher concurrent proposal wins; wait for its token.
-                self.recovery = Recovery::Idle;
-                self.timers.cancel(Timer::Window);
-                self.timers.set(Timer::CommitWait, now + self.commit_timeout());
+        match self.promise.on_proposal(from, epoch, now) {
+            Ok(p) => {
+                self.persist();
+                if p.abandoned_own.is_some() {
+                    // A higher concurrent proposal wins; wait for its token.
+                    self.retry_regeneration_at(now + self.commit_timeout());
+                }
+                self.send(from, Body::RegenerateAck { epoch });
             }
-            self.send(from, Body::RegenerateAck { proposal });
-        } else {
-            self.send(from, Body::RegenerateNack { proposal, has_token: false });
+            Err(refusal) => {
+                self.send(from, Body::RegenerateNack { epoch, why: Nack::Refused(refusal) });
+            }
         }
     }
 
-    pub(super) fn on_regenerate_reply(
-        &mut self,
-        now: Instant,
-        from: NodeId,
-        proposal: u32,
-        ack: bool,
-        has_token: bool,
-    ) {
-        let Recovery::Regen { mech, started, proposal: own, waiting, acked } = &mut self.recovery else { return };
-        if *own != proposal {
-            return;
-        }
-        if ack {
-            if waiting.remove(&from) {
-                *acked += 1;
-            }
-            self.maybe_finish_regeneration(now);
+    /// An answer to our proposal `epoch`.
+    pub(super) fn on_regenerate_reply(&mut self, now: Instant, from: NodeId, epoch: u64, answer: Result<(), Nack>) {
+        let Recovery::Regen { mech, started, proposal, waiting } = &mut self.recovery else { return };
+        if *proposal != epoch {
             return;
         }
         let (mech, started) = (*mech, *started);
-        self.timers.cancel(Timer::Window);
-        let seq = self.request.unwrap_or(self.seq);
-        if has_token {
-            // Any Nack aborts; a token holder gets a direct request.
-            self.send(from, Body::DirectRequest { requester: self.me, seq, hops: 0 });
-            self.start_linking(now, mech, started);
-        } else {
-            // A newer epoch exists: wait, then search again.
-            self.recovery = Recovery::Idle;
-            self.timers.set(Timer::CommitWait, now + self.commit_timeout());
+        waiting.remove(&from);
+        let step = match answer {
+            Ok(()) => self.promise.on_answer(from, epoch, Ok(()), now),
+            Err(Nack::Refused(r)) => self.promise.on_answer(from, epoch, Err(r), now),
+            Err(Nack::Holder) => {
+                // Any Nack aborts; a token holder gets a direct request.
+                self.promise.abandon(now);
+                self.persist();
+                self.timers.cancel(Timer::Window);
+                let seq = self.request.unwrap_or(self.seq);
+                self.send(from, Body::DirectRequest { requester: self.me, seq, hops: 0 });
+                self.start_linking(now, mech, started);
+                return;
+            }
+        };
+        // A refusal may have raised the floor (to jump past it next time).
+        self.persist();
+        match step {
+            Step::Ignored | Step::Pending | Step::Majority => self.maybe_finish_regeneration(now),
+            Step::Abandoned(f) => {
+                let delay = self.promise.retry_after(&f, &mut self.rng);
+                self.retry_regeneration_at(now + delay);
+            }
         }
     }
 
-    /// Every message carries the sender's epoch: a token older than the
-    /// newest known epoch is dead, here too.
-    pub(super) fn observe_epoch(&mut self, now: Instant, epoch: u32) {
-        if epoch <= self.max_epoch {
+    /// Every message carries the sender's epoch in use: a token older than
+    /// the newest epoch in use is dead, here too.
+    pub(super) fn observe_epoch(&mut self, now: Instant, epoch: u64) {
+        if epoch <= self.max_epoch() {
             return;
         }
-        if let Recovery::Regen { proposal, .. } = self.recovery {
-            if epoch > proposal {
-                self.recovery = Recovery::Idle;
-                self.timers.cancel(Timer::Window);
-                self.timers.set(Timer::CommitWait, now + self.commit_timeout());
-            } else if epoch == proposal {
-                // Our own proposal, echoed by a site that accepted it.
-                self.set_epoch(epoch);
-                return;
-            }
+        let InUse { raised, abandoned_own } = match self.promise.on_in_use(epoch, now) {
+            Ok(r) => r,
+            // Below what this site promised: not adopted (a promise is
+            // never used as an epoch in use).
+            Err(_) => return,
+        };
+        self.persist();
+        if abandoned_own.is_some() {
+            self.retry_regeneration_at(now + self.commit_timeout());
         }
-        self.set_epoch(epoch);
+        if raised {
+            self.epoch_raised(epoch);
+        }
         if let Some(t) = self.token {
             if t.epoch < epoch {
                 // False suspicion: the cluster regenerated without us.
-                self.token = None;
-                self.position = None;
-                self.preds.clear();
-                self.next = None;
-                self.out.event(NtEvent::TokenSuperseded { epoch: t.epoch });
-                self.out.event(NtEvent::HasToken(false));
-                self.locks.lose(now, "the token was regenerated elsewhere (this node was suspected)", &mut self.out);
+                self.drop_token(now, "the token was regenerated elsewhere (this node was suspected)");
             }
         }
+    }
+
+    /// The token held here is dead (superseded, or its counter is spent):
+    /// the local holder is told `LockLost`; the queue state goes with it.
+    pub(super) fn drop_token(&mut self, now: Instant, why: &str) {
+        let Some(t) = self.token.take() else { return };
+        self.position = None;
+        self.preds.clear();
+        self.next = None;
+        self.out.event(NtEvent::TokenSuperseded { epoch: t.epoch });
+        self.out.event(NtEvent::HasToken(false));
+        self.locks.lose(now, why, &mut self.out);
     }
 }

@@ -1,7 +1,11 @@
 //! Start-up: the Hello handshake that tells a new life whether the cluster
 //! is running (then it knows nothing and rebuilds through M3) or starting
-//! (then a majority bootstraps the first token). ntmutexd.md, "Base
-//! algorithm" and "Durability".
+//! (then the configured root searches and regenerates the first token: it
+//! is never chosen locally), and a fresh node's recovery rounds
+//! (foundation.md, Fresh nodes). ntmutexd.md, "Base algorithm" and
+//! "Durability and leases".
+
+use durable::promise::{AckStep, RoundStep, Values};
 
 use super::*;
 
@@ -13,16 +17,14 @@ impl NtNode {
         };
         self.timers.cancel(Timer::Join);
         if bootstrap {
-            let holder = *self.members.iter().min().expect("at least one member");
-            if holder == self.me {
-                let epoch = self.next_proposal(now) & !((1 << SLOT_BITS) - 1) | self.slot(self.me);
-                self.set_epoch(epoch);
-                self.token = Some(Token { epoch, counter: 0 });
-                self.position = Some(0);
+            // (safety) No site starts holding a token: the root searches
+            // and, finding none, regenerates it with a majority's promises.
+            let root = *self.members.iter().min().expect("at least one member");
+            if root == self.me {
                 self.last = Last::Root;
-                self.out.event(NtEvent::HasToken(true));
+                self.bootstrap_search = true;
             } else {
-                self.last = Last::Parent(holder);
+                self.last = Last::Parent(root);
             }
         } else {
             // (safety) A new life of a running cluster knows nothing: it
@@ -43,37 +45,77 @@ impl NtNode {
             self.finish_join(now, true);
         } else {
             // No majority heard from yet: keep asking (a minority must not
-            // create a token of its own).
-            self.broadcast(Body::Hello);
+            // start a cluster of its own).
+            self.hello_all();
             self.timers.set(Timer::Join, now + self.cfg.t_msg * 2);
         }
     }
 
-    /// Before the handshake is over only Hello and HelloAck are handled;
-    /// everything else waits until we know whether we are a new life of a
-    /// running cluster.
-    pub(super) fn on_message_while_joining(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Msg) {
-        let Phase::Joining { fresh, running_seen, deferred } = &mut self.phase else { return };
-        match msg.body {
-            Body::Hello => {
+    pub(super) fn hello_all(&mut self) {
+        let nonce = self.nonce;
+        self.broadcast(Body::Hello { nonce });
+    }
+
+    /// A fresh node (new disk) asks its peers what they stored, after its
+    /// restart window, every `suspect_after` until enough have answered.
+    pub(super) fn recovery_round(&mut self, now: Instant) {
+        let nonce = self.rng.next_u64();
+        match self.promise.recovery_round(nonce, now) {
+            RoundStep::NotNeeded => {}
+            RoundStep::Wait { until } => self.timers.set(Timer::Recover, until),
+            RoundStep::Send => {
+                self.nonce = nonce;
+                self.hello_all();
+                self.timers.set(Timer::Recover, now + self.cfg.suspect_after);
+            }
+            RoundStep::Recovered { max } => self.state_recovered(max),
+        }
+    }
+
+    fn state_recovered(&mut self, max: u64) {
+        self.timers.cancel(Timer::Recover);
+        // Stored before this site promises, grants or proposes anything.
+        self.persist();
+        self.out.event(NtEvent::StateRecovered { max });
+    }
+
+    /// Every site answers `Hello`, in every phase: whether it runs, and what
+    /// it has stored (nothing while it is itself unrecovered).
+    pub(super) fn on_hello(&mut self, from: NodeId, nonce: u64) {
+        let running = match &mut self.phase {
+            Phase::Joining { fresh, .. } => {
                 fresh.insert(from);
-                self.send(from, Body::HelloAck { running: false });
+                false
             }
-            Body::HelloAck { running } => {
-                if running {
-                    *running_seen = true;
-                } else {
-                    fresh.insert(from);
-                }
-                let done = *running_seen || fresh.len() == self.members.len();
-                let bootstrap = !*running_seen;
-                if done {
-                    self.finish_join(now, bootstrap);
-                }
-            }
-            // Everything else waits until we know whether we are a
-            // new life of a running cluster.
-            _ => deferred.push((from, inc, msg)),
+            Phase::Running => true,
+        };
+        let values = self.promise.values();
+        self.send(from, Body::HelloAck { nonce, running, values });
+    }
+
+    /// An answer to our `Hello`: counts for a fresh node's recovery, and
+    /// while joining tells whether the cluster runs.
+    pub(super) fn on_hello_ack(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        nonce: u64,
+        running: bool,
+        values: Option<Values>,
+    ) {
+        if let AckStep::Recovered { max } = self.promise.on_hello_ack(from, nonce, values, now) {
+            self.state_recovered(max);
+        }
+        let Phase::Joining { fresh, running_seen, .. } = &mut self.phase else { return };
+        if running {
+            *running_seen = true;
+        } else {
+            fresh.insert(from);
+        }
+        let done = *running_seen || fresh.len() == self.members.len();
+        let bootstrap = !*running_seen;
+        if done {
+            self.finish_join(now, bootstrap);
         }
     }
 }

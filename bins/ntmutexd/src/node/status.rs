@@ -47,7 +47,7 @@ impl NtNode {
                 ("last".into(), last),
                 ("next".into(), show(self.next.map(|(n, _)| n))),
                 ("position".into(), self.position.map_or("none".to_string(), |p| p.to_string())),
-                ("epoch".into(), self.max_epoch.to_string()),
+                ("epoch".into(), self.max_epoch().to_string()),
                 ("fence".into(), self.last_fence.to_string()),
                 ("accesses".into(), self.accesses.to_string()),
                 ("local_waiting".into(), self.locks.waiting().to_string()),
@@ -64,12 +64,12 @@ impl NtNode {
     }
 
     /// The epoch of the token held here.
-    pub fn token_epoch(&self) -> Option<u32> {
+    pub fn token_epoch(&self) -> Option<u64> {
         self.token.map(|t| t.epoch)
     }
 
     /// The local client holding the lock, with its fence.
-    pub fn holder(&self) -> Option<(ClientId, u64)> {
+    pub fn holder(&self) -> Option<(ClientId, u128)> {
         self.locks.holder()
     }
 
@@ -93,8 +93,8 @@ impl NtNode {
         self.recovery != Recovery::Idle
     }
 
-    /// The highest epoch known here.
-    pub fn max_epoch(&self) -> u32 {
-        self.max_epoch
+    /// What this site has stored (its promises).
+    pub fn stored(&self) -> &durable::promise::Promises {
+        self.promise.stored()
     }
 }

@@ -20,6 +20,8 @@ pub fn cfg(k: usize) -> NtConfig {
         t_msg: T_MSG,
         heartbeat: Duration::from_millis(20),
         suspect_after: Duration::from_millis(60),
+        lease: Duration::from_millis(50),
+        drift_ppm: 1_000,
         locks: LocksConfig { max_queue: 64, max_hold: None, revoke_grace: Duration::from_millis(100) },
     }
 }
@@ -70,13 +72,13 @@ pub fn acquire(node: NodeId, client: ClientId) -> Action<NtNode> {
 /// Restarted sites get their client back (a new connection) regularly;
 /// a client already waiting or holding is refused, changing nothing.
 /// Safety, after every step.
-pub fn safety(max_fence: std::rc::Rc<std::cell::Cell<u64>>) -> impl FnMut(&World<NtNode>) -> Result<(), String> {
+pub fn safety(max_fence: std::rc::Rc<std::cell::Cell<u128>>) -> impl FnMut(&World<NtNode>) -> Result<(), String> {
     move |w| {
         let holders: Vec<NodeId> = w.live().filter(|(_, c)| c.holder().is_some()).map(|(id, _)| id).collect();
         if holders.len() > 1 {
             return Err(format!("mutual exclusion violated: {holders:?} hold the lock"));
         }
-        let tokens: Vec<(NodeId, Option<u32>)> =
+        let tokens: Vec<(NodeId, Option<u64>)> =
             w.live().filter(|(_, c)| c.has_token()).map(|(id, c)| (id, c.token_epoch())).collect();
         if tokens.len() > 1 {
             return Err(format!("more than one token: {tokens:?}"));
@@ -93,7 +95,7 @@ pub fn safety(max_fence: std::rc::Rc<std::cell::Cell<u64>>) -> impl FnMut(&World
     }
 }
 
-pub fn grants(w: &World<NtNode>) -> Vec<(Instant, NodeId, u64)> {
+pub fn grants(w: &World<NtNode>) -> Vec<(Instant, NodeId, u128)> {
     w.events
         .iter()
         .filter_map(|(t, n, e)| match e {
@@ -118,7 +120,7 @@ pub fn queue_holding(seed: u64, n: u32, k: usize, hold: Duration) -> Sim<NtNode>
         _ => vec![],
     }));
     for i in 1..=n {
-        sim.at(Instant::from_millis(50 + 30 * u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
+        sim.at(Instant::from_millis(250 + 30 * u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
     }
     sim
 }

@@ -116,8 +116,8 @@ fn restart_a_message_from_a_newer_life_of_our_next_clears_next() {
     let mut s = waiting(4, 2, 2, 1);
     s.next = Some((n(3), 4));
     s.peer_inc.insert(n(3), INC);
-    let out = deliver_msg(&mut s, at(1), 3, Incarnation(2), Msg { epoch: E, body: Body::Hello });
-    assert_eq!(out, vec![send(3, Body::HelloAck { running: true })]);
+    let out = deliver_msg(&mut s, at(1), 3, Incarnation(2), Msg { epoch: E, body: Body::Hello { nonce: 7 } });
+    assert_eq!(out, vec![send(3, Body::HelloAck { nonce: 7, running: true, values: s.promise.values() })]);
     assert_eq!(s.next, None);
     assert_eq!(s.peer_inc.get(&n(3)), Some(&Incarnation(2)));
 }
@@ -126,13 +126,13 @@ fn restart_a_message_from_a_newer_life_of_our_next_clears_next() {
 fn restart_a_newer_life_of_the_monitored_predecessor_starts_recovery() {
     let mut s = committed(4, 3, 2, 1, Some(2), &[2, 1]);
     s.peer_inc.insert(n(2), INC);
-    let out = deliver_msg(&mut s, at(1), 2, Incarnation(2), Msg { epoch: E, body: Body::Hello });
+    let out = deliver_msg(&mut s, at(1), 2, Incarnation(2), Msg { epoch: E, body: Body::Hello { nonce: 7 } });
     assert_eq!(
         out,
         vec![
             ev(NtEvent::RecoveryStarted { mech: Mech::M1 }),
             send(2, Body::AreYouAlive),
-            send(2, Body::HelloAck { running: true }),
+            send(2, Body::HelloAck { nonce: 7, running: true, values: s.promise.values() }),
         ]
     );
     assert_eq!(s.monitored, None);

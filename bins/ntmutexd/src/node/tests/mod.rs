@@ -21,8 +21,8 @@ use membership::Membership;
 
 use super::*;
 
-/// The epoch of the bootstrap token (round 1 in n1's slot 0).
-const E: u32 = 1 << SLOT_BITS;
+/// The epoch of the first token (round 1 in n1's slot 0).
+const E: u64 = 1 << promise::SLOT_BITS;
 /// Every site's life.
 const INC: Incarnation = Incarnation(1);
 /// Test time starts here (any instant works; not zero, to catch `now` mix-ups).
@@ -53,31 +53,61 @@ fn cfg(k: usize) -> NtConfig {
         t_msg: ms(10),
         heartbeat: ms(20),
         suspect_after: ms(60),
+        lease: ms(50),
+        drift_ppm: 0,
         locks: LocksConfig { max_queue: 8, max_hold: None, revoke_grace: ms(100) },
     }
 }
 
 /// The fence of the `counter`-th grant of a token of `epoch`.
-fn fence(epoch: u32, counter: u32) -> u64 {
-    (u64::from(epoch) << 32) | u64::from(counter)
+fn fence(epoch: u64, counter: u64) -> u128 {
+    lockservice::fence(epoch, counter)
 }
 
 // ----- sites in a chosen state -------------------------------------------
 
-/// A freshly constructed site (still joining), outputs not drained.
+/// A freshly constructed site (still joining) on a new disk (nothing
+/// stored), outputs not drained.
 fn fresh(size: u32, me: u32, k: usize) -> NtNode {
     NtNode::start(Context::new(n(me), INC, Membership::of_size(size), T0, cfg(k))).expect("valid config")
 }
 
-/// Site `me` of `size` sites, past its start-up, idle (not in the queue),
-/// knowing epoch `E`, its `last` pointing at n1 (n1 itself is a root).
+/// A site started at `T0` that loaded `stored` (a restart), outputs not drained.
+fn restarted(size: u32, me: u32, k: usize, stored: Promises) -> NtNode {
+    let ctx = Context {
+        stored: Some(NtDurable { promises: Some(stored) }),
+        ..Context::new(n(me), INC, Membership::of_size(size), T0, cfg(k))
+    };
+    NtNode::start(ctx).expect("valid config")
+}
+
+/// What a site stores once it has seen epoch `e` in use.
+fn stored_in_use(e: u64) -> Promises {
+    let mut p = PromiseNode::new(
+        promise::Config::new(vec![n(1)], n(1), ms(50)),
+        Some(Promises::recovered_with(0)),
+        Instant::ZERO,
+    )
+    .unwrap();
+    p.on_in_use(e, Instant::ZERO).unwrap();
+    p.take_dirty().unwrap()
+}
+
+/// Site `me` of `size` sites, past its start-up and its restart window,
+/// idle (not in the queue), knowing epoch `E` in use (stored), its `last`
+/// pointing at n1 (n1 itself is a root).
 fn site(size: u32, me: u32, k: usize) -> NtNode {
-    let mut s = fresh(size, me, k);
+    let ctx = Context {
+        stored: Some(NtDurable { promises: Some(stored_in_use(E)) }),
+        // Started long enough ago that its restart window is over.
+        ..Context::new(n(me), INC, Membership::of_size(size), Instant::ZERO, cfg(k))
+    };
+    let mut s = NtNode::start(ctx).expect("valid config");
     s.out.drain();
     s.timers.clear();
     s.phase = Phase::Running;
     s.last = if me == 1 { Last::Root } else { Last::Parent(n(1)) };
-    s.max_epoch = E;
+    s.proposals_from = Instant::ZERO;
     s
 }
 
@@ -160,7 +190,7 @@ fn send(to: u32, body: Body) -> OutputOf<NtNode> {
     send_e(to, E, body)
 }
 
-fn send_e(to: u32, epoch: u32, body: Body) -> OutputOf<NtNode> {
+fn send_e(to: u32, epoch: u64, body: Body) -> OutputOf<NtNode> {
     Output::Send { to: n(to), msg: Msg { epoch, body } }
 }
 
@@ -172,11 +202,11 @@ fn reply(client: u64, r: LockReply) -> OutputOf<NtNode> {
     Output::Reply { client: c(client), reply: r }
 }
 
-fn granted_event(client: u64, fence: u64, waited: u64) -> OutputOf<NtNode> {
+fn granted_event(client: u64, fence: u128, waited: u64) -> OutputOf<NtNode> {
     ev(NtEvent::Lock(LockEvent::Granted { client: c(client), fence, waited: ms(waited) }))
 }
 
-fn released_event(client: u64, fence: u64, held: u64, how: ReleaseHow) -> OutputOf<NtNode> {
+fn released_event(client: u64, fence: u128, held: u64, how: ReleaseHow) -> OutputOf<NtNode> {
     ev(NtEvent::Lock(LockEvent::Released { client: c(client), fence, held: ms(held), how }))
 }
 
@@ -196,7 +226,7 @@ fn commit(pos: Option<u64>, preds: &[u32], seq: u64, origin: (u32, u64)) -> Body
     Body::Commit { pos, preds: preds.iter().map(|p| n(*p)).collect(), seq, origin: (n(origin.0), origin.1) }
 }
 
-fn token(epoch: u32, counter: u32, pos: u64) -> Body {
+fn token(epoch: u64, counter: u64, pos: u64) -> Body {
     Body::Token { epoch, counter, pos }
 }
 
@@ -210,8 +240,8 @@ fn ids(v: &[u32]) -> BTreeSet<NodeId> {
 
 /// An epoch proposal: `round` in the slot of site `id` (slot = id - 1 with
 /// `Membership::of_size`).
-fn proposal(round: u32, id: u32) -> u32 {
-    (round << SLOT_BITS) | (id - 1)
+fn proposal(round: u64, id: u32) -> u64 {
+    promise::encode(round, (id - 1) as u16).expect("a sane epoch")
 }
 
 mod detect;

@@ -119,10 +119,10 @@ fn m2_without_a_smaller_position_regenerates_asking_every_site() {
     let out = deliver(&mut s, at(4), 3, search_ack(None, false, false, None));
     // (safety) Phase one goes to the suspected n4 too.
     let p = proposal(2, 5);
-    assert_eq!(out, [1, 2, 3, 4].map(|i| send(i, Body::Regenerate { proposal: p })).to_vec());
+    assert_eq!(out, [1, 2, 3, 4].map(|i| send(i, Body::Regenerate { epoch: p })).to_vec());
     assert_eq!(
         s.recovery,
-        Recovery::Regen { mech: Mech::M2, started: T0, proposal: p, waiting: ids(&[1, 2, 3]), acked: 0 }
+        Recovery::Regen { mech: Mech::M2, started: T0, proposal: p, waiting: ids(&[1, 2, 3]) }
     );
 }
 
@@ -173,10 +173,10 @@ fn m3a_iii_nobody_queued_and_no_token_regenerates() {
     deliver(&mut s, at(53), 2, search_ack(None, true, false, Some(0)));
     let out = deliver(&mut s, at(54), 3, search_ack(None, false, false, None));
     let p = proposal(2, 4);
-    assert_eq!(out, [1, 2, 3].map(|i| send(i, Body::Regenerate { proposal: p })).to_vec());
+    assert_eq!(out, [1, 2, 3].map(|i| send(i, Body::Regenerate { epoch: p })).to_vec());
     assert_eq!(
         s.recovery,
-        Recovery::Regen { mech: Mech::M3, started: at(50), proposal: p, waiting: ids(&[1, 2, 3]), acked: 0 }
+        Recovery::Regen { mech: Mech::M3, started: at(50), proposal: p, waiting: ids(&[1, 2, 3]) }
     );
 }
 

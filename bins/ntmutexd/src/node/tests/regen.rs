@@ -8,8 +8,8 @@ use super::*;
 fn regenerate_at_a_token_holder_is_refused_and_the_token_kept() {
     let mut h = holder(4, 1, 2);
     let p = proposal(2, 3);
-    let out = deliver(&mut h, at(1), 3, Body::Regenerate { proposal: p });
-    assert_eq!(out, vec![send(3, Body::RegenerateNack { proposal: p, has_token: true })]);
+    let out = deliver(&mut h, at(1), 3, Body::Regenerate { epoch: p });
+    assert_eq!(out, vec![send(3, Body::RegenerateNack { epoch: p, why: Nack::Holder })]);
     assert_eq!(h.token, Some(Token { epoch: E, counter: 0 }));
     assert_eq!(h.max_epoch, E);
 }
@@ -18,8 +18,8 @@ fn regenerate_at_a_token_holder_is_refused_and_the_token_kept() {
 fn regenerate_with_a_proposal_above_max_epoch_is_recorded_and_acked() {
     let mut s = site(4, 2, 2);
     let p = proposal(2, 3);
-    let out = deliver(&mut s, at(1), 3, Body::Regenerate { proposal: p });
-    assert_eq!(out, vec![ev(NtEvent::Epoch(p)), send_e(3, p, Body::RegenerateAck { proposal: p })]);
+    let out = deliver(&mut s, at(1), 3, Body::Regenerate { epoch: p });
+    assert_eq!(out, vec![ev(NtEvent::Epoch(p)), send_e(3, p, Body::RegenerateAck { epoch: p })]);
     assert_eq!(s.max_epoch, p);
 }
 
@@ -28,7 +28,7 @@ fn regenerate_not_above_a_newer_known_epoch_is_refused() {
     let mut s = site(4, 2, 2);
     s.max_epoch = proposal(3, 1);
     let p = proposal(2, 3);
-    let out = deliver(&mut s, at(1), 3, Body::Regenerate { proposal: p });
+    let out = deliver(&mut s, at(1), 3, Body::Regenerate { epoch: p });
     assert_eq!(out, vec![send_e(3, proposal(3, 1), Body::RegenerateNack { proposal: p, has_token: false })]);
 }
 
@@ -39,12 +39,12 @@ fn regenerate_same_proposal_already_adopted_from_another_site_is_acked() {
     s.max_epoch = p;
     // In n3's slot: n3's own proposal, learned from an acker's message.
     assert_eq!(
-        deliver(&mut s, at(1), 3, Body::Regenerate { proposal: p }),
-        vec![send_e(3, p, Body::RegenerateAck { proposal: p })]
+        deliver(&mut s, at(1), 3, Body::Regenerate { epoch: p }),
+        vec![send_e(3, p, Body::RegenerateAck { epoch: p })]
     );
     // The same number from n4 is not n4's proposal.
     assert_eq!(
-        deliver(&mut s, at(1), 4, Body::Regenerate { proposal: p }),
+        deliver(&mut s, at(1), 4, Body::Regenerate { epoch: p }),
         vec![send_e(4, p, Body::RegenerateNack { proposal: p, has_token: false })]
     );
 }
@@ -56,7 +56,7 @@ fn regenerating() -> NtNode {
     s.next = Some((n(4), 8));
     s.start_regeneration(T0, Mech::M3, T0);
     let p = proposal(2, 3);
-    assert_eq!(drain(&mut s), [1, 2, 4].map(|i| send(i, Body::Regenerate { proposal: p })).to_vec());
+    assert_eq!(drain(&mut s), [1, 2, 4].map(|i| send(i, Body::Regenerate { epoch: p })).to_vec());
     s
 }
 
@@ -65,12 +65,12 @@ fn regenerate_concurrent_proposals_the_higher_wins() {
     let mut s = regenerating();
     let lower = proposal(2, 2);
     assert_eq!(
-        deliver(&mut s, at(1), 2, Body::Regenerate { proposal: lower }),
+        deliver(&mut s, at(1), 2, Body::Regenerate { epoch: lower }),
         vec![send(2, Body::RegenerateNack { proposal: lower, has_token: false })]
     );
     let higher = proposal(3, 2);
-    let out = deliver(&mut s, at(2), 2, Body::Regenerate { proposal: higher });
-    assert_eq!(out, vec![ev(NtEvent::Epoch(higher)), send_e(2, higher, Body::RegenerateAck { proposal: higher })]);
+    let out = deliver(&mut s, at(2), 2, Body::Regenerate { epoch: higher });
+    assert_eq!(out, vec![ev(NtEvent::Epoch(higher)), send_e(2, higher, Body::RegenerateAck { epoch: higher })]);
     assert_eq!(s.recovery, Recovery::Idle, "ours is abandoned; wait for the winner's token");
     assert_eq!(s.timers.get(Timer::Window), None);
     assert_eq!(s.timers.get(Timer::CommitWait), Some(at(52)));
@@ -83,7 +83,7 @@ fn regeneration_with_every_ack_creates_the_token_at_position_zero_and_commits_ne
     let p = proposal(2, 3);
     // Ackers have adopted p, so their messages carry it.
     let ack = |s: &mut NtNode, t, from| {
-        deliver_msg(s, t, from, INC, Msg { epoch: p, body: Body::RegenerateAck { proposal: p } })
+        deliver_msg(s, t, from, INC, Msg { epoch: p, body: Body::RegenerateAck { epoch: p } })
     };
     assert_eq!(ack(&mut s, at(2), 1), vec![ev(NtEvent::Epoch(p))]);
     assert_eq!(ack(&mut s, at(3), 2), vec![]);
@@ -109,7 +109,7 @@ fn regeneration_with_every_ack_creates_the_token_at_position_zero_and_commits_ne
 fn regeneration_window_expiry_suspects_the_silent_and_completes_with_a_majority() {
     let mut s = regenerating();
     let p = proposal(2, 3);
-    let ack = Msg { epoch: p, body: Body::RegenerateAck { proposal: p } };
+    let ack = Msg { epoch: p, body: Body::RegenerateAck { epoch: p } };
     assert_eq!(deliver_msg(&mut s, at(2), 1, INC, ack.clone()), vec![ev(NtEvent::Epoch(p))]);
     assert_eq!(deliver_msg(&mut s, at(3), 2, INC, ack), vec![]);
     // n4 (our next) is silent: suspected, and so never handed the token.
@@ -134,8 +134,8 @@ fn regeneration_without_a_majority_of_acks_gives_up_and_waits() {
     s.suspected.extend([n(3), n(4)]);
     s.start_regeneration(T0, Mech::M2, T0);
     let p = proposal(2, 5);
-    assert_eq!(drain(&mut s), [1, 2, 3, 4].map(|i| send(i, Body::Regenerate { proposal: p })).to_vec());
-    let out = deliver_msg(&mut s, at(2), 1, INC, Msg { epoch: p, body: Body::RegenerateAck { proposal: p } });
+    assert_eq!(drain(&mut s), [1, 2, 3, 4].map(|i| send(i, Body::Regenerate { epoch: p })).to_vec());
+    let out = deliver_msg(&mut s, at(2), 1, INC, Msg { epoch: p, body: Body::RegenerateAck { epoch: p } });
     assert_eq!(out, vec![ev(NtEvent::Epoch(p))]);
     assert_eq!(timeout(&mut s, at(20)), vec![ev(NtEvent::Suspected { node: n(2) })]);
     assert_eq!(s.token, None);

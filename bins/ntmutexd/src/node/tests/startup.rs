@@ -29,7 +29,7 @@ fn startup_single_site_bootstraps_at_once() {
 fn startup_hello_ack_running_joins_as_a_new_life() {
     let mut s = fresh(3, 2, 2);
     drain(&mut s);
-    let out = deliver(&mut s, at(3), 1, Body::HelloAck { running: true });
+    let out = deliver(&mut s, at(3), 1, Body::HelloAck { nonce: 7, running: true, values: s.promise.values() });
     // It adopts the cluster's epoch from the answer.
     assert_eq!(out, vec![ev(NtEvent::Epoch(E)), ev(NtEvent::Joined { bootstrap: false })]);
     assert!(s.is_running());
@@ -56,7 +56,7 @@ fn startup_all_fresh_answers_bootstrap_the_lowest_id_holds_the_token_at_position
     // as a fresh answer and is answered `running: false`.
     let mut s3 = fresh(3, 3, 2);
     drain(&mut s3);
-    let out = deliver_msg(&mut s3, at(1), 2, INC, Msg { epoch: 0, body: Body::Hello });
+    let out = deliver_msg(&mut s3, at(1), 2, INC, Msg { epoch: 0, body: Body::Hello { nonce: 7 } });
     assert_eq!(out, vec![send_e(2, 0, Body::HelloAck { running: false })]);
     let out = deliver_msg(&mut s3, at(2), 1, INC, Msg { epoch: 0, body: Body::HelloAck { running: false } });
     assert_eq!(out, vec![ev(NtEvent::Joined { bootstrap: true })]);
@@ -134,7 +134,7 @@ fn startup_clients_queued_while_joining_are_served_once_joined() {
 fn startup_a_new_life_makes_its_first_request_through_m3() {
     let mut s = fresh(3, 2, 2);
     drain(&mut s);
-    deliver(&mut s, at(1), 1, Body::HelloAck { running: true });
+    deliver(&mut s, at(1), 1, Body::HelloAck { nonce: 7, running: true, values: s.promise.values() });
     // It learnt the cluster's epoch from the HelloAck.
     assert_eq!(
         acquire(&mut s, at(2), 1),
