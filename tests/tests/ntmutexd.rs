@@ -88,7 +88,7 @@ fn recording_script(client: &str, file: &Path, sleep: &str) -> String {
 #[derive(Clone, Debug)]
 struct Hold {
     client: String,
-    fence: u64,
+    fence: u128,
     start: u128,
     /// None when CMD was stopped before it wrote its end line.
     end: Option<u128>,
@@ -97,11 +97,11 @@ struct Hold {
 /// The holds in a record file, in order of start time.
 fn parse_holds(text: &str) -> Vec<Hold> {
     let mut holds: Vec<Hold> = Vec::new();
-    let mut open: BTreeMap<(String, u64), usize> = BTreeMap::new();
+    let mut open: BTreeMap<(String, u128), usize> = BTreeMap::new();
     for line in text.lines() {
         let parts: Vec<&str> = line.split_whitespace().collect();
         let [kind, client, fence, ts] = parts[..] else { panic!("malformed record line {line:?}") };
-        let fence: u64 = fence.parse().unwrap_or_else(|_| panic!("bad fence in {line:?}"));
+        let fence: u128 = fence.parse().unwrap_or_else(|_| panic!("bad fence in {line:?}"));
         let ts: u128 = ts.parse().unwrap_or_else(|_| panic!("bad timestamp in {line:?}"));
         match kind {
             "start" => {
@@ -509,7 +509,7 @@ fn sigterm_holder_hands_the_token_on() {
     // Move the token off the initial holder: node 2 takes it and keeps it idle.
     let (code, stderr) = run(ftctl_lock(&c, 2, "20s", &format!("echo $FTCOORD_FENCE > '{}'", fence_file.display())));
     assert_eq!(code, 0, "{stderr}");
-    let first: u64 = read(&fence_file).trim().parse().unwrap();
+    let first: u128 = read(&fence_file).trim().parse().unwrap();
     let mut holder = None;
     assert!(
         wait_until(Duration::from_secs(10), || {
@@ -528,7 +528,7 @@ fn sigterm_holder_hands_the_token_on() {
         let (code, stderr) =
             run(ftctl_lock(&c, id, "10s", &format!("echo $FTCOORD_FENCE > '{}'", fence_file.display())));
         assert_eq!(code, 0, "node {id} granted nothing after {holder} left: {stderr}\n{}", logs(&c, &[1, 2, 3]));
-        let fence: u64 = read(&fence_file).trim().parse().unwrap();
+        let fence: u128 = read(&fence_file).trim().parse().unwrap();
         assert!(fence > first, "fence {fence} after the leave is not above {first}");
     }
     let s = others.iter().filter_map(|&id| status(&c, id)).collect::<Vec<_>>();
@@ -555,8 +555,8 @@ fn max_hold_revokes() {
     assert!(took < Duration::from_millis(4500), "CMD was not stopped: ftctl took {took:?}");
     let (code, stderr) = run(ftctl_lock(&c, 2, "20s", &format!("echo $FTCOORD_FENCE > '{}'", f2.display())));
     assert_eq!(code, 0, "{stderr}\n{}", logs(&c, &[1, 2, 3]));
-    let fence1: u64 = read(&f1).trim().parse().unwrap();
-    let fence2: u64 = read(&f2).trim().parse().unwrap();
+    let fence1: u128 = read(&f1).trim().parse().unwrap();
+    let fence2: u128 = read(&f2).trim().parse().unwrap();
     assert!(fence2 > fence1, "fence after the revocation {fence2} is not above {fence1}");
     assert!(c.log(1).contains("revoking"), "{}", c.log(1));
     eprintln!("revoked hold (max_hold 300 ms): ftctl exited 69 after {took:?}");
@@ -655,6 +655,8 @@ fn restarted_node_does_not_suspect_live_peers() {
     let suspected: Vec<&str> = new_life.lines().filter(|l| l.contains("peer suspected")).collect();
     assert!(suspected.is_empty(), "the new life of node 5 suspected live peers: {suspected:#?}\n{all}");
     let regenerations = sum_metric(&c, &[1, 2, 3, 4, 5], "ntmutex_token_regenerations_total");
-    assert_eq!(regenerations, 0.0, "a live idle token was regenerated\n{all}");
+    // The first token is made by a regeneration round (never chosen
+    // locally); a live idle token is never regenerated.
+    assert_eq!(regenerations, 1.0, "a live idle token was regenerated\n{all}");
     assert!(!all.contains("token superseded"), "a live holder lost its token\n{all}");
 }

@@ -376,7 +376,7 @@ fn m1_and_m2_preserve_the_order_of_surviving_requests() {
     for (k, victims, expect_mech) in [(3, vec![4], Mech::M1), (1, vec![3, 4], Mech::M2)] {
         let mut sim = queue_holding(5, 6, k, Duration::from_millis(400));
         sim.check(safety(Default::default()));
-        sim.run_until(Instant::from_millis(300)).unwrap();
+        sim.run_until(Instant::from_millis(500)).unwrap();
         let w = sim.world();
         for i in 1..=6u32 {
             assert_eq!(w.core(NodeId(i)).unwrap().position(), Some(u64::from(i) - 1), "queue 1→…→6 formed");

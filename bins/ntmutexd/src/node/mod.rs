@@ -533,11 +533,19 @@ impl Protocol for NtNode {
             self.out.event(NtEvent::Refused { from, reason });
             return;
         }
+        let running = self.phase == Phase::Running;
+        if running
+            && matches!(msg.body, Body::Hello { .. } | Body::HelloAck { .. })
+            && !self.observe_life(now, from, inc)
+        {
+            return;
+        }
         match msg.body {
             // The start-up handshake and a fresh node's recovery rounds,
             // in every phase.
             Body::Hello { nonce } => {
                 self.on_hello(from, nonce);
+                self.serve_and_route(now);
                 return;
             }
             Body::HelloAck { nonce, running, values } => {

@@ -10,7 +10,7 @@
 //! (`Nack::Holder`, and the proposer asks it for the token), and the
 //! proposer also needs the ack of every site it does not suspect.
 
-use durable::promise::{Failure, InUse, Refusal, Step, UseError};
+use durable::promise::{self, Failure, InUse, Refusal, Step, UseError};
 
 use super::*;
 
@@ -30,7 +30,15 @@ impl NtNode {
             self.retry_regeneration_at(self.proposals_from);
             return;
         }
-        let epoch = match self.promise.propose(now) {
+        // ntmutexd.md: a round above every round this site has stored or
+        // seen, in its own slot (two proposers never propose equal epochs).
+        let above = self.promise.stored().floor().max(self.promise.threshold());
+        let next = promise::round_of(above).checked_add(1).and_then(|r| promise::encode(r, self.promise.slot()));
+        let proposed = match next {
+            Some(v) => self.promise.propose_value(v, now),
+            None => Err(Refusal::Invalid),
+        };
+        let epoch = match proposed {
             Ok(epoch) => epoch,
             Err(refusal) => {
                 let delay = self.promise.retry_after(&Failure::Refused(refusal), &mut self.rng);
@@ -64,11 +72,10 @@ impl NtNode {
     /// epochs are used in increasing order, and a site cut off from the
     /// majority (a falsely suspected minority) never creates a second token.
     pub(super) fn maybe_finish_regeneration(&mut self, now: Instant) {
-        let Recovery::Regen { waiting, mech, .. } = &self.recovery else { return };
+        let Recovery::Regen { waiting, .. } = &self.recovery else { return };
         if !waiting.is_empty() {
             return;
         }
-        let mech = *mech;
         match self.promise.use_proposal(now) {
             Ok(epoch) => {
                 // Stored as in use before the token grants anything.
@@ -89,7 +96,6 @@ impl NtNode {
                 // Every live site answered, and no majority: give up.
                 self.promise.abandon(now);
                 let delay = self.promise.retry_after(&Failure::Deadline, &mut self.rng);
-                let _ = mech;
                 self.retry_regeneration_at(now + delay);
             }
             Err(UseError::Abandoned(f)) => {

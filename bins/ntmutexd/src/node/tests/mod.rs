@@ -234,6 +234,22 @@ fn search_ack(position: Option<u64>, has_next: bool, has_token: bool, candidate:
     Body::SearchAck { position, has_next, has_token, candidate }
 }
 
+/// The state write of `s` as it is now (asserted where it must come: before
+/// the messages that depend on it).
+fn persisted(s: &NtNode) -> OutputOf<NtNode> {
+    Output::Persist(NtDurable { promises: Some(s.stored().clone()) })
+}
+
+/// `s` has seen epoch `e` in use (stored).
+fn see_epoch(s: &mut NtNode, e: u64) {
+    s.promise.on_in_use(e, T0).expect("not below the threshold");
+    let _ = s.promise.take_dirty();
+}
+
+fn nack(epoch: u64, r: durable::promise::Refusal) -> Body {
+    Body::RegenerateNack { epoch, why: Nack::Refused(r) }
+}
+
 fn ids(v: &[u32]) -> BTreeSet<NodeId> {
     v.iter().map(|i| n(*i)).collect()
 }

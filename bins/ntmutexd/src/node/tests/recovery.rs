@@ -118,12 +118,12 @@ fn m2_without_a_smaller_position_regenerates_asking_every_site() {
     deliver(&mut s, at(3), 2, search_ack(Some(7), false, false, None));
     let out = deliver(&mut s, at(4), 3, search_ack(None, false, false, None));
     // (safety) Phase one goes to the suspected n4 too.
+    // The proposal is stored before it is sent.
     let p = proposal(2, 5);
-    assert_eq!(out, [1, 2, 3, 4].map(|i| send(i, Body::Regenerate { epoch: p })).to_vec());
-    assert_eq!(
-        s.recovery,
-        Recovery::Regen { mech: Mech::M2, started: T0, proposal: p, waiting: ids(&[1, 2, 3]) }
-    );
+    let mut expected = vec![persisted(&s)];
+    expected.extend([1, 2, 3, 4].map(|i| send(i, Body::Regenerate { epoch: p })));
+    assert_eq!(out, expected);
+    assert_eq!(s.recovery, Recovery::Regen { mech: Mech::M2, started: T0, proposal: p, waiting: ids(&[1, 2, 3]) });
 }
 
 // ===== M3.a ===============================================================
@@ -173,11 +173,10 @@ fn m3a_iii_nobody_queued_and_no_token_regenerates() {
     deliver(&mut s, at(53), 2, search_ack(None, true, false, Some(0)));
     let out = deliver(&mut s, at(54), 3, search_ack(None, false, false, None));
     let p = proposal(2, 4);
-    assert_eq!(out, [1, 2, 3].map(|i| send(i, Body::Regenerate { epoch: p })).to_vec());
-    assert_eq!(
-        s.recovery,
-        Recovery::Regen { mech: Mech::M3, started: at(50), proposal: p, waiting: ids(&[1, 2, 3]) }
-    );
+    let mut expected = vec![persisted(&s)];
+    expected.extend([1, 2, 3].map(|i| send(i, Body::Regenerate { epoch: p })));
+    assert_eq!(out, expected);
+    assert_eq!(s.recovery, Recovery::Regen { mech: Mech::M3, started: at(50), proposal: p, waiting: ids(&[1, 2, 3]) });
 }
 
 #[test]

@@ -1,68 +1,94 @@
-//! Start-up: the Hello handshake and the first token.
+//! Start-up: the Hello handshake, the first token, fresh-node recovery.
+
+use durable::promise::Values;
 
 use super::*;
 
-// ===== start-up ===========================================================
+/// `HelloAck` as a site that is not yet running and stored nothing answers.
+fn fresh_ack(nonce: u64) -> Msg {
+    Msg { epoch: 0, body: Body::HelloAck { nonce, running: false, values: None } }
+}
+
+fn values(e: u64) -> Option<Values> {
+    Some(Values { in_use: e, threshold: e, floor: e })
+}
+
+fn hellos(s: &NtNode, to: &[u32]) -> Vec<OutputOf<NtNode>> {
+    to.iter().map(|i| send_e(*i, s.max_epoch(), Body::Hello { nonce: s.nonce })).collect()
+}
 
 #[test]
-fn startup_new_broadcasts_hello_and_arms_the_join_timer() {
+fn startup_new_stores_its_fresh_state_then_broadcasts_hello() {
     let mut s = fresh(3, 2, 2);
-    assert_eq!(drain(&mut s), vec![send_e(1, 0, Body::Hello), send_e(3, 0, Body::Hello)]);
+    let mut expected = vec![persisted(&s)];
+    expected.extend(hellos(&s, &[1, 3]));
+    assert_eq!(drain(&mut s), expected, "the file says 'unrecovered' before the node speaks");
+    assert!(!s.stored().recovered());
     assert_eq!(s.poll_timeout(), Some(at(20)), "Join fires after 2 t_msg");
+    assert_eq!(s.timers.get(Timer::Recover), Some(at(50)), "recovery rounds start after the restart window");
     assert_eq!(s.phase, Phase::Joining { fresh: ids(&[2]), running_seen: false, deferred: vec![] });
     assert_eq!(s.last, Last::Unknown);
     assert!(!s.is_running());
 }
 
 #[test]
-fn startup_single_site_bootstraps_at_once() {
+fn startup_single_site_makes_its_first_token_by_a_regeneration_round() {
     let mut s = fresh(1, 1, 2);
-    assert_eq!(
-        drain(&mut s),
-        vec![ev(NtEvent::Epoch(E)), ev(NtEvent::HasToken(true)), ev(NtEvent::Joined { bootstrap: true })]
-    );
-    assert_eq!(s.token, Some(Token { epoch: E, counter: 0 }));
-    assert_eq!(s.poll_timeout(), None);
+    let out = drain(&mut s);
+    assert_eq!(out, vec![persisted(&s), ev(NtEvent::Joined { bootstrap: true })]);
+    assert!(s.bootstrap_search && s.token.is_none(), "no token is chosen locally");
+    // Recovery (nobody else to ask), then the search, then the proposal
+    // after the restart window and its random delay: its own promise is a
+    // majority of one.
+    let mut events = Vec::new();
+    while s.token.is_none() {
+        let t = s.poll_timeout().expect("a timer");
+        assert!(t < at(200), "no token by {t}");
+        events.extend(timeout(&mut s, t));
+    }
+    assert!(events.contains(&ev(NtEvent::StateRecovered { max: 0 })));
+    assert!(events.contains(&ev(NtEvent::Regenerated { epoch: E })));
+    assert!(!events.iter().any(|o| matches!(o, Output::Event(NtEvent::RecoveryStarted { .. }))), "no failure");
+    assert_eq!((s.token, s.position, s.stored().in_use()), (Some(Token { epoch: E, counter: 0 }), Some(0), E));
 }
 
 #[test]
 fn startup_hello_ack_running_joins_as_a_new_life() {
     let mut s = fresh(3, 2, 2);
     drain(&mut s);
-    let out = deliver(&mut s, at(3), 1, Body::HelloAck { nonce: 7, running: true, values: s.promise.values() });
-    // It adopts the cluster's epoch from the answer.
-    assert_eq!(out, vec![ev(NtEvent::Epoch(E)), ev(NtEvent::Joined { bootstrap: false })]);
+    let ack = Body::HelloAck { nonce: s.nonce, running: true, values: values(E) };
+    let out = deliver(&mut s, at(3), 1, ack);
+    // It adopts the cluster's epoch in use (stored), then joins.
+    assert_eq!(out, vec![persisted(&s), ev(NtEvent::Epoch(E)), ev(NtEvent::Joined { bootstrap: false })]);
     assert!(s.is_running());
     // (safety) A new life knows nothing of the tree: DeadEnd to requests,
     // its own first request through M3.
     assert_eq!(s.last, Last::Unknown);
     assert_eq!(s.token, None);
-    assert_eq!(s.poll_timeout(), None, "Join timer cancelled");
+    assert!(!s.stored().recovered(), "a join-time answer is no recovery: it was asked before the window ended");
 }
 
 #[test]
-fn startup_all_fresh_answers_bootstrap_the_lowest_id_holds_the_token_at_position_zero() {
+fn startup_all_fresh_answers_start_a_new_cluster_whose_root_searches() {
     let mut s1 = fresh(3, 1, 2);
     drain(&mut s1);
-    assert_eq!(deliver_msg(&mut s1, at(2), 2, INC, Msg { epoch: 0, body: Body::HelloAck { running: false } }), vec![]);
-    let out = deliver_msg(&mut s1, at(3), 3, INC, Msg { epoch: 0, body: Body::HelloAck { running: false } });
-    assert_eq!(out, vec![ev(NtEvent::Epoch(E)), ev(NtEvent::HasToken(true)), ev(NtEvent::Joined { bootstrap: true })]);
-    assert_eq!(s1.token, Some(Token { epoch: E, counter: 0 }));
-    assert_eq!(s1.position, Some(0));
-    assert_eq!(s1.last, Last::Root);
-    assert_eq!(s1.max_epoch, E);
+    let nonce = s1.nonce;
+    assert_eq!(deliver_msg(&mut s1, at(2), 2, INC, fresh_ack(nonce)), vec![]);
+    let nonce = s1.nonce;
+    let out = deliver_msg(&mut s1, at(3), 3, INC, fresh_ack(nonce));
+    assert_eq!(out, vec![ev(NtEvent::Joined { bootstrap: true })]);
+    // (safety) No site starts holding a token: the root searches (and will
+    // regenerate) once it has recovered.
+    assert_eq!((s1.token, s1.last, s1.bootstrap_search), (None, Last::Root, true));
 
-    // Another site of the same start: a Hello received while joining counts
-    // as a fresh answer and is answered `running: false`.
     let mut s3 = fresh(3, 3, 2);
     drain(&mut s3);
-    let out = deliver_msg(&mut s3, at(1), 2, INC, Msg { epoch: 0, body: Body::Hello { nonce: 7 } });
-    assert_eq!(out, vec![send_e(2, 0, Body::HelloAck { running: false })]);
-    let out = deliver_msg(&mut s3, at(2), 1, INC, Msg { epoch: 0, body: Body::HelloAck { running: false } });
+    let out = deliver_msg(&mut s3, at(1), 2, INC, Msg { epoch: 0, body: Body::Hello { nonce: 5 } });
+    assert_eq!(out, vec![send_e(2, 0, Body::HelloAck { nonce: 5, running: false, values: None })]);
+    let nonce = s3.nonce;
+    let out = deliver_msg(&mut s3, at(2), 1, INC, fresh_ack(nonce));
     assert_eq!(out, vec![ev(NtEvent::Joined { bootstrap: true })]);
-    assert_eq!(s3.last, Last::Parent(n(1)));
-    assert_eq!(s3.token, None);
-    assert_eq!(s3.position, None);
+    assert_eq!((s3.last, s3.token, s3.position), (Last::Parent(n(1)), None, None));
 }
 
 #[test]
@@ -72,76 +98,121 @@ fn startup_defers_other_messages_and_handles_them_after_joining() {
     let req = Msg { epoch: 0, body: request(3, 1, 0) };
     assert_eq!(deliver_msg(&mut s, at(1), 3, INC, req.clone()), vec![]);
     assert_eq!(s.phase, Phase::Joining { fresh: ids(&[2]), running_seen: false, deferred: vec![(n(3), INC, req)] });
-    assert_eq!(deliver_msg(&mut s, at(2), 1, INC, Msg { epoch: 0, body: Body::HelloAck { running: false } }), vec![]);
-    // The last fresh answer: bootstrap (last = n1), then the deferred
+    let nonce = s.nonce;
+    assert_eq!(deliver_msg(&mut s, at(2), 1, INC, fresh_ack(nonce)), vec![]);
+    // The last fresh answer: a new cluster (last = n1), then the deferred
     // request is forwarded along the new tree (path reversal included).
-    let out = deliver_msg(&mut s, at(3), 3, INC, Msg { epoch: 0, body: Body::HelloAck { running: false } });
+    let nonce = s.nonce;
+    let out = deliver_msg(&mut s, at(3), 3, INC, fresh_ack(nonce));
     assert_eq!(out, vec![ev(NtEvent::Joined { bootstrap: true }), send_e(1, 0, request(3, 1, 1))]);
     assert_eq!(s.last, Last::Parent(n(3)));
 }
 
 #[test]
-fn startup_minority_of_fresh_answers_at_the_join_timer_asks_again_then_a_majority_bootstraps() {
+fn startup_minority_of_fresh_answers_at_the_join_timer_asks_again_then_a_majority_starts() {
     let mut s = fresh(5, 2, 2);
     drain(&mut s);
     let out = timeout(&mut s, at(20));
-    let hello: Vec<_> = [1, 3, 4, 5].into_iter().map(|i| send_e(i, 0, Body::Hello)).collect();
-    assert_eq!(out, hello);
-    assert!(!s.is_running(), "a minority must not create a token");
+    assert_eq!(out, hellos(&s, &[1, 3, 4, 5]));
+    assert!(!s.is_running(), "a minority must not start a cluster");
     assert_eq!(s.poll_timeout(), Some(at(40)));
-
     for from in [3, 4] {
-        assert_eq!(
-            deliver_msg(&mut s, at(25), from, INC, Msg { epoch: 0, body: Body::HelloAck { running: false } }),
-            vec![]
-        );
+        let nonce = s.nonce;
+        assert_eq!(deliver_msg(&mut s, at(25), from, INC, fresh_ack(nonce)), vec![]);
     }
-    // 3 fresh of 5 (n2, n3, n4) is a majority: bootstrap at the timer.
+    // 3 fresh of 5 (n2, n3, n4) is a majority: a new cluster at the timer.
     assert_eq!(timeout(&mut s, at(40)), vec![ev(NtEvent::Joined { bootstrap: true })]);
     assert_eq!(s.last, Last::Parent(n(1)));
-    assert_eq!(s.poll_timeout(), None);
+    assert_eq!(s.poll_timeout(), Some(at(50)), "only the recovery round is left");
 }
 
 #[test]
-fn startup_clients_queued_while_joining_are_served_once_joined() {
-    // The future holder grants as soon as it has bootstrapped.
-    let mut s1 = fresh(2, 1, 2);
-    drain(&mut s1);
-    assert_eq!(acquire(&mut s1, at(1), 1), vec![]);
-    let f = fence(E, 1);
+fn startup_hello_is_answered_with_what_is_stored_in_every_phase() {
+    let mut s = site(4, 2, 2);
+    let out = deliver_msg(&mut s, at(1), 3, INC, Msg { epoch: 0, body: Body::Hello { nonce: 9 } });
+    assert_eq!(out, vec![send(3, Body::HelloAck { nonce: 9, running: true, values: values(E) })]);
+    // A fresh node has promised nothing in this life: `None`.
+    let mut f = fresh(4, 2, 2);
+    drain(&mut f);
+    let out = deliver_msg(&mut f, at(1), 3, INC, Msg { epoch: 0, body: Body::Hello { nonce: 9 } });
+    assert_eq!(out, vec![send_e(3, 0, Body::HelloAck { nonce: 9, running: false, values: None })]);
+}
+
+#[test]
+fn startup_a_fresh_node_recovers_from_a_majority_of_answers_after_its_restart_window() {
+    let mut s = fresh(4, 2, 2);
+    drain(&mut s);
+    let joined = Body::HelloAck { nonce: s.nonce, running: true, values: values(E) };
+    deliver(&mut s, at(1), 1, joined);
+    // The restart window ends: a recovery round with a fresh nonce.
+    let out = timeout(&mut s, at(50));
+    assert_eq!(out, hellos(&s, &[1, 3, 4]));
+    let nonce = s.nonce;
+    let answer = |v| Body::HelloAck { nonce, running: true, values: v };
+    // An answer to an older nonce does not count.
     assert_eq!(
-        deliver_msg(&mut s1, at(2), 2, INC, Msg { epoch: 0, body: Body::HelloAck { running: false } }),
+        deliver(&mut s, at(51), 3, Body::HelloAck { nonce: nonce ^ 1, running: true, values: values(E) }),
+        vec![]
+    );
+    assert_eq!(deliver(&mut s, at(52), 1, answer(values(E))), vec![]);
+    let higher = proposal(3, 4);
+    // ⌊(N−1)/2⌋ + 1 = 2 other nodes answering values: recovered at the
+    // highest value heard, stored before anything else.
+    let out = deliver(&mut s, at(53), 3, answer(Some(Values { in_use: E, threshold: higher, floor: higher })));
+    assert_eq!(out, vec![persisted(&s), ev(NtEvent::StateRecovered { max: higher })]);
+    assert!(s.stored().recovered());
+    assert_eq!((s.stored().recovered_max(), s.stored().threshold()), (higher, higher));
+    assert_eq!(s.timers.get(Timer::Recover), None);
+}
+
+#[test]
+fn startup_an_unrecovered_node_stays_out_of_the_queue() {
+    let mut s = fresh(3, 2, 2);
+    drain(&mut s);
+    let nonce = s.nonce;
+    deliver(&mut s, at(1), 1, Body::HelloAck { nonce, running: true, values: values(E) });
+    // It could accept no token: it does not ask for one.
+    assert_eq!(acquire(&mut s, at(2), 1), vec![]);
+    assert_eq!(s.request, None);
+    timeout(&mut s, at(50));
+    let nonce = s.nonce;
+    deliver(&mut s, at(51), 1, Body::HelloAck { nonce, running: true, values: values(E) });
+    // Recovered: the waiting client's request goes out (a new life: M3).
+    let out = deliver(&mut s, at(52), 3, Body::HelloAck { nonce, running: true, values: values(E) });
+    assert_eq!(
+        out,
         vec![
-            ev(NtEvent::Epoch(E)),
-            ev(NtEvent::HasToken(true)),
-            ev(NtEvent::Joined { bootstrap: true }),
-            reply(1, LockReply::Granted { fence: f }),
-            granted_event(1, f, 1),
-            ev(NtEvent::Entered { fence: f }),
+            persisted(&s),
+            ev(NtEvent::StateRecovered { max: E }),
+            ev(NtEvent::RecoveryStarted { mech: Mech::M3 }),
+            send(1, Body::SearchQueue { accesses: 0 }),
+            send(3, Body::SearchQueue { accesses: 0 }),
         ]
     );
-    // Another site requests along the new tree.
-    let mut s2 = fresh(2, 2, 2);
+}
+
+#[test]
+fn startup_clients_queued_while_joining_ask_along_the_new_tree() {
+    let mut s2 = restarted(2, 2, 2, stored_in_use(E));
     drain(&mut s2);
     assert_eq!(acquire(&mut s2, at(1), 1), vec![]);
-    assert_eq!(
-        deliver_msg(&mut s2, at(2), 1, INC, Msg { epoch: 0, body: Body::HelloAck { running: false } }),
-        vec![ev(NtEvent::Joined { bootstrap: true }), send_e(1, 0, request(2, 1, 0))]
-    );
+    let nonce = s2.nonce;
+    let out = deliver_msg(&mut s2, at(2), 1, INC, fresh_ack(nonce));
+    assert_eq!(out, vec![ev(NtEvent::Joined { bootstrap: true }), send(1, request(2, 1, 0))]);
 }
 
 #[test]
 fn startup_a_new_life_makes_its_first_request_through_m3() {
-    let mut s = fresh(3, 2, 2);
+    let mut s = restarted(3, 2, 2, stored_in_use(E));
     drain(&mut s);
-    deliver(&mut s, at(1), 1, Body::HelloAck { nonce: 7, running: true, values: s.promise.values() });
-    // It learnt the cluster's epoch from the HelloAck.
+    let nonce = s.nonce;
+    deliver(&mut s, at(1), 1, Body::HelloAck { nonce, running: true, values: values(E) });
     assert_eq!(
         acquire(&mut s, at(2), 1),
         vec![
             ev(NtEvent::RecoveryStarted { mech: Mech::M3 }),
-            send_e(1, E, Body::SearchQueue { accesses: 0 }),
-            send_e(3, E, Body::SearchQueue { accesses: 0 }),
+            send(1, Body::SearchQueue { accesses: 0 }),
+            send(3, Body::SearchQueue { accesses: 0 }),
         ]
     );
     assert_eq!((s.seq, s.request), (2, Some(2)));
