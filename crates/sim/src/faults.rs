@@ -49,7 +49,9 @@ pub struct FaultPlan {
     /// The most extra delay a slow link adds to one message.
     pub slow_extra: Duration,
     /// Number of majority-down episodes: `n / 2 + 1` nodes crash at once,
-    /// each restarting after a downtime drawn from `majority_downtime`.
+    /// each restarting after a downtime drawn from `majority_downtime`; one
+    /// node (that no crash takes down meanwhile) stays up, so that with
+    /// `restart` the cluster never restarts cold. None for `n < 3`.
     pub majority_downs: u32,
     /// How long a node of a majority-down episode stays down.
     pub majority_downtime: (Duration, Duration),
@@ -148,14 +150,20 @@ impl FaultPlan {
             out.push((t, Action::Partition(side)));
             out.push((heal, Action::Heal));
         }
-        self.generate_more(rng, n, &mut out);
+        self.generate_more(rng, n, &downs, &mut out);
         out.sort_by_key(|(t, _)| *t);
         out
     }
 
     /// The kinds added after the first plans: each draws only when its
     /// count is non-zero.
-    fn generate_more<P: Protocol>(&self, rng: &mut SeededRng, n: u32, out: &mut Vec<(Instant, Action<P>)>) {
+    fn generate_more<P: Protocol>(
+        &self,
+        rng: &mut SeededRng,
+        n: u32,
+        downs: &[(NodeId, Instant, Option<Instant>)],
+        out: &mut Vec<(Instant, Action<P>)>,
+    ) {
         let span = self.span();
         let mut paused: Vec<(NodeId, Instant, Instant)> = Vec::new();
         for _ in 0..self.pauses {
@@ -197,7 +205,22 @@ impl FaultPlan {
         }
         for _ in 0..self.majority_downs {
             let t = Instant::from_micros(rng.range_inclusive(span.0, span.1));
-            for id in pick(rng, n, (n / 2 + 1) as usize) {
+            // One node stays up throughout (a node `crashes` does not take
+            // down then), so the cluster never restarts cold: a cold start's
+            // fences rest on wall-clock time and durable promises, which a
+            // simulated clock does not model.
+            let until = t + self.majority_downtime.1;
+            let survivors: Vec<NodeId> = (1..=n)
+                .map(NodeId)
+                .filter(|id| !downs.iter().any(|(d, from, up)| d == id && *from <= until && up.is_none_or(|u| u >= t)))
+                .collect();
+            if n < 3 || survivors.is_empty() {
+                continue;
+            }
+            let survivor = survivors[rng.range_inclusive(0, survivors.len() as u64 - 1) as usize];
+            let others: Vec<NodeId> = (1..=n).map(NodeId).filter(|id| *id != survivor).collect();
+            for i in pick(rng, others.len() as u32, (n / 2 + 1) as usize) {
+                let id = others[i.0 as usize - 1];
                 let up = t + rng.duration_between(self.majority_downtime.0, self.majority_downtime.1);
                 out.push((t, Action::Crash(id)));
                 out.push((up, Action::Restart(id)));

@@ -904,7 +904,7 @@ fn everything_plan() -> FaultPlan {
 #[test]
 fn the_everything_plan_mixes_every_fault_kind() {
     let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
-    for seed in 0..50 {
+    for seed in 0..300 {
         let schedule = everything_plan().generate::<Toy>(&mut SeededRng::new(seed), 5);
         assert!(schedule.windows(2).all(|w| w[0].0 <= w[1].0), "seed {seed}: time order");
         let count = |f: fn(&Action<Toy>) -> bool| schedule.iter().filter(|(_, a)| f(a)).count();
@@ -919,6 +919,20 @@ fn the_everything_plan_mixes_every_fault_kind() {
             }
         }
         assert!(at.values().any(|c| *c >= 3), "seed {seed}: no majority down");
+        // But never everyone: the cluster never restarts cold.
+        let mut down = BTreeSet::new();
+        for (t, a) in &schedule {
+            match a {
+                Action::Crash(id) => {
+                    down.insert(*id);
+                }
+                Action::Restart(id) => {
+                    down.remove(id);
+                }
+                _ => {}
+            }
+            assert!(down.len() < 5, "seed {seed}: everyone down at {t}");
+        }
         for (_, a) in &schedule {
             let k = match a {
                 Action::Crash(_) => "crash",
