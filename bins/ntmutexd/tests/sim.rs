@@ -1,7 +1,12 @@
 //! ntmutexd in the deterministic simulator: clients loop acquire → hold →
-//! release on every site while sites crash and restart; mutual exclusion,
-//! token uniqueness and increasing fences are checked after every step, and
-//! every live site's client is served again once faults stop.
+//! release on every site while sites crash, restart, pause, lose their
+//! clients and are cut off or slowed beyond `t_msg`; the lock and fence
+//! invariants are checked after every step as reliability.md's "Invariants
+//! by stage" says for the stage before leases (`staged_safety`), and every
+//! live site's client is served again once faults stop (`Sim::converge`).
+//!
+//! The long sweep: `SIM_SEEDS=3000 cargo test -p ntmutexd --test sim
+//! sweep_seeds` (shard it with `SIM_SEED_FROM`).
 
 mod workload;
 
@@ -10,7 +15,7 @@ use std::time::Duration;
 
 use ftcore::{ClientId, NodeId, Protocol};
 use ntmutexd::{Mech, NtEvent, NtNode};
-use sim::{for_seeds, Action, FaultPlan, Sim, SimError, World};
+use sim::{for_seeds, for_seeds_with, Action, FaultPlan, NetConfig, Sim, SimError, World};
 use timer::Instant;
 use workload::*;
 
@@ -44,35 +49,53 @@ fn everyone_served_since(w: &World<NtNode>, since: Instant) -> Result<(), String
     }
 }
 
-fn err(sim: &Sim<NtNode>, message: String) -> SimError {
-    let t = sim.trace();
-    // SIM_TRACE_FROM=<seconds> shows the trace from that time instead of the tail.
-    let from: Option<f64> = std::env::var("SIM_TRACE_FROM").ok().and_then(|s| s.parse().ok());
-    let lines = match from {
-        Some(f) => t
-            .iter()
-            .filter(|l| l.split('s').next().and_then(|x| x.parse::<f64>().ok()).is_some_and(|x| x >= f))
-            .take(std::env::var("SIM_TRACE_TAIL").ok().and_then(|s| s.parse().ok()).unwrap_or(400))
-            .cloned()
-            .collect(),
-        None => t[t.len().saturating_sub(60)..].to_vec(),
-    };
-    SimError { seed: sim.seed(), at: sim.now(), message, trace_tail: lines }
+/// How long after the last pause, partition or slow link ended (and its
+/// delayed messages landed) the failure detector counts as accurate again:
+/// a suspicion the fault caused has been raised (`suspect_after`), the
+/// probe that tells a wrongly suspected token holder of the newer epoch has
+/// been sent (every `4·suspect_after`, node.rs `probe_every`) and answered
+/// (`2·t_msg`). Until then a stale token may still grant (the stage before
+/// leases allows it).
+fn accurate_after() -> Duration {
+    let c = cfg(1);
+    5 * c.suspect_after + 2 * c.t_msg
+}
+
+/// Every fault the simulator has, timed for ntmutexd's `t_msg` (5 ms) and
+/// `suspect_after` (60 ms): pauses shorter and longer than `suspect_after`,
+/// slow links adding up to 6·`t_msg`, the clients of every site.
+fn everything(n: u32) -> FaultPlan {
+    let clients = (1..=n).map(|i| (NodeId(i), ClientId(u64::from(i)))).collect();
+    FaultPlan {
+        start: Instant::from_millis(400),
+        end: Instant::from_millis(4_000),
+        pause_len: (Duration::from_millis(10), Duration::from_millis(400)),
+        slow_extra: 6 * T_MSG,
+        ..FaultPlan::everything(n).with_clients(clients)
+    }
+}
+
+/// After converging: at most one token (a stale one has been retired).
+fn one_token(w: &World<NtNode>) -> Result<(), String> {
+    let tokens: Vec<(NodeId, Option<u64>)> =
+        w.live().filter(|(_, c)| c.has_token()).map(|(id, c)| (id, c.token_epoch())).collect();
+    if tokens.len() > 1 {
+        return Err(format!("{} tokens after converging: {tokens:?}", tokens.len()));
+    }
+    Ok(())
 }
 
 fn run_faulty(seed: u64, n: u32, k: usize, plan: FaultPlan) -> Result<Sim<NtNode>, SimError> {
     let mut sim = cluster(seed, n, k, HEAVY);
-    sim.check(safety(Default::default()));
+    sim.check(staged_safety(Some(accurate_after())));
     sim.random_faults(&plan);
     let end = plan.end + Duration::from_secs(3);
     keep_clients_coming(&mut sim, n, end + Duration::from_secs(3));
     sim.run_until(end)?;
-    for i in 1..=n {
-        sim.after(Duration::ZERO, Action::Restart(NodeId(i)));
-    }
     let settled = sim.now() + Duration::from_millis(500);
-    sim.run_for(Duration::from_secs(3))?;
-    everyone_served_since(sim.world(), settled).map_err(|m| err(&sim, m))?;
+    sim.converge(Duration::from_secs(3))?;
+    everyone_served_since(sim.world(), settled).map_err(|m| sim.error(m))?;
+    one_token(sim.world()).map_err(|m| sim.error(m))?;
     Ok(sim)
 }
 
@@ -90,11 +113,11 @@ fn failure_free_contention_never_recovers_and_serves_everyone() {
             matches!(e, NtEvent::RecoveryStarted { .. } | NtEvent::Suspected { .. })
                 || (matches!(e, NtEvent::Regenerated { .. }) && (Some(*i) != first || *node != NodeId(1)))
         }) {
-            return Err(err(&sim, format!("failure-free run recovered: {e:?}")));
+            return Err(sim.error(format!("failure-free run recovered: {e:?}")));
         }
         let g = grants(w);
         assert!(g.len() > 100, "seed {seed}: only {} grants", g.len());
-        everyone_served_since(w, Instant::from_millis(2_000)).map_err(|m| err(&sim, m))
+        everyone_served_since(w, Instant::from_millis(2_000)).map_err(|m| sim.error(m))
     });
 }
 
@@ -114,24 +137,24 @@ fn crash_of_the_holder_regenerates_and_service_resumes() {
             }
             sim.run_for(Duration::from_micros(100))?;
         }
-        let Some(holder) = holder else { return Err(err(&sim, "no token holder".into())) };
+        let Some(holder) = holder else { return Err(sim.error("no token holder")) };
         sim.after(Duration::ZERO, Action::Crash(holder));
         let killed = sim.now();
         sim.run_for(Duration::from_millis(1_500))?;
         let w = sim.world();
         let regen = w.events.iter().any(|(_, _, e)| matches!(e, NtEvent::Regenerated { .. }));
         if !regen {
-            return Err(err(&sim, format!("holder {holder} crashed but nobody regenerated")));
+            return Err(sim.error(format!("holder {holder} crashed but nobody regenerated")));
         }
         let next_grant = grants(w).into_iter().find(|(t, _, _)| *t > killed).map(|(t, _, _)| t);
-        let Some(next_grant) = next_grant else { return Err(err(&sim, "no grant after the crash".into())) };
+        let Some(next_grant) = next_grant else { return Err(sim.error("no grant after the crash")) };
         // Detection within suspect_after (+ a heartbeat), then a search and
         // a regeneration round: well under half a second.
         let took = next_grant.saturating_since(killed);
         if took > Duration::from_millis(300) {
-            return Err(err(&sim, format!("kill -> next grant took {took:?}")));
+            return Err(sim.error(format!("kill -> next grant took {took:?}")));
         }
-        everyone_served_since(w, killed + Duration::from_millis(500)).map_err(|m| err(&sim, m))
+        everyone_served_since(w, killed + Duration::from_millis(500)).map_err(|m| sim.error(m))
     });
 }
 
@@ -158,7 +181,7 @@ fn crash_of_a_queue_member_is_repaired_by_m1() {
             })
             .collect();
         if !mechs.contains(&Mech::M1) && !mechs.is_empty() && !mechs.contains(&Mech::M3) {
-            return Err(err(&sim, format!("queue member crash recovered by {mechs:?}")));
+            return Err(sim.error(format!("queue member crash recovered by {mechs:?}")));
         }
         // The only way a non-holder crash loses the token: it was handed
         // to the crashed site (the sender keeps no copy).
@@ -168,9 +191,9 @@ fn crash_of_a_queue_member_is_repaired_by_m1() {
             .iter()
             .any(|l| l.contains(&format!("->{victim} ")) && l.contains("(receiver down)") && l.contains("Token {"));
         if regen && !token_died_there {
-            return Err(err(&sim, "a non-holder crash regenerated the token while it was not lost".into()));
+            return Err(sim.error("a non-holder crash regenerated the token while it was not lost"));
         }
-        everyone_served_since(w, killed + Duration::from_millis(500)).map_err(|m| err(&sim, m))
+        everyone_served_since(w, killed + Duration::from_millis(500)).map_err(|m| sim.error(m))
     });
 }
 
@@ -188,7 +211,7 @@ fn k_and_more_consecutive_predecessors_failing_go_through_m2() {
         }
         let killed = sim.now();
         sim.run_for(Duration::from_millis(2_000))?;
-        everyone_served_since(sim.world(), killed + Duration::from_millis(800)).map_err(|m| err(&sim, m))
+        everyone_served_since(sim.world(), killed + Duration::from_millis(800)).map_err(|m| sim.error(m))
     });
 }
 
@@ -229,13 +252,72 @@ fn messages_per_critical_section_light_load() {
     }
 }
 
+/// Crashes and restarts (a minority at a time), partitions, pauses, slow
+/// links beyond `t_msg` and client disconnects, mixed: every fault kind but
+/// majority-down episodes (see `every_fault_kind_with_a_majority_down`).
+/// Seeds 0..40 pass; longer sweeps of it find the stale-token bug of
+/// `a_falsely_suspected_holder_keeps_its_stale_token`.
+#[test]
+fn every_fault_kind_keeps_the_staged_invariants_and_serves_everyone() {
+    for_seeds(40, every_fault_kind_but_majority_down);
+}
+
+fn every_fault_kind_but_majority_down(seed: u64) -> Result<(), SimError> {
+    let n = 3 + (seed % 6) as u32;
+    let plan = FaultPlan { majority_downs: 0, ..everything(n) };
+    run_faulty(seed, n, 2, plan).map(|_| ())
+}
+
+/// Regression seeds of `every_fault_kind_but_majority_down` that found a
+/// falsely suspected token holder never told of the newer epoch (two
+/// tokens long after the detector was accurate again): any message from a
+/// suspected peer unsuspects it, so when the stale holder's late reply
+/// reached the regenerator after the regeneration, the probes stopped and
+/// nothing carried the new epoch to it. Fixed: a site that hears from a
+/// site behind its epoch answers with the newer one (node/mod.rs). Seen
+/// (N = 3, after a pause or a slow period): 210 (two tokens after
+/// converging), 258 (the site that suspected the holder crashed), 450.
+#[test]
+fn a_falsely_suspected_holder_learns_the_newer_epoch() {
+    for_seeds_with(STALE_TOKEN_REGRESSIONS, 0, every_fault_kind_but_majority_down);
+}
+
+const STALE_TOKEN_REGRESSIONS: &[u64] = &[210, 258, 450];
+
+/// Every fault kind, a majority-down episode included. Its regression
+/// seeds broke "a new token's first fence exceeds every fence granted
+/// before it was created" before epochs and promises were stored and the
+/// first token came from a promise round (foundation.md, Durable state):
+///
+/// - 30, 186, 283, 378 (N = 3): a majority restarted while the one survivor
+///   was partitioned away or paused; seeing no running site they
+///   bootstrapped a token again, with the first epoch (0x400) below the
+///   survivor's;
+/// - 240 (N = 3): the survivor, partitioned off, proposed a regeneration at
+///   the epoch it last knew (0x4001); after the heal a restarted site that
+///   had acked 0x4400 in its previous life acked it, and the token of
+///   epoch 0x4001 granted below fences of 0x4400 already granted.
+#[test]
+fn every_fault_kind_with_a_majority_down() {
+    // The long sweep: SIM_SEEDS=3000.
+    for_seeds_with(MAJORITY_DOWN_REGRESSIONS, 60, |seed| {
+        let n = 3 + (seed % 6) as u32;
+        run_faulty(seed, n, 2, everything(n)).map(|_| ())
+    });
+}
+
+/// Seeds of `every_fault_kind_with_a_majority_down` that fail today.
+const MAJORITY_DOWN_REGRESSIONS: &[u64] = &[30, 186, 240, 283, 378];
+
+/// The long sweep runs with `SIM_SEEDS=3000` (each seed is also the
+/// simulation's seed, so the printed `SIM_SEED` reruns it exactly); a short
+/// one always runs.
 #[test]
 fn sweep_seeds() {
-    // The long sweep runs with SIM_SEEDS=3000; a short one always runs.
     for_seeds(10, |seed| {
         let n = 4 + (seed % 5) as u32;
-        let plan = FaultPlan { crashes: 6, max_down: (n - 1) / 2, ..FaultPlan::default() };
-        run_faulty(seed + 10_000, n, 3, plan).map(|_| ())
+        let plan = FaultPlan { crashes: 6, majority_downs: 0, ..everything(n) };
+        run_faulty(seed, n, 3, plan).map(|_| ())
     });
 }
 
@@ -287,7 +369,7 @@ fn find_holder(sim: &mut Sim<NtNode>) -> Result<NodeId, SimError> {
         }
         sim.run_for(Duration::from_micros(100))?;
     }
-    Err(err(sim, "no token holder".into()))
+    Err(sim.error("no token holder"))
 }
 
 /// False suspicion: the holder is cut off, the others regenerate without
@@ -313,7 +395,7 @@ fn false_suspicion_of_the_holder_keeps_fences_ordered_and_one_token_after_healin
             let (epoch, _) = lockservice::fence_parts(f);
             if let Some(prev) = last_per_epoch.insert(epoch, f) {
                 if f <= prev {
-                    return Err(err(&sim, format!("{t} {n}: fence {f:#x} after {prev:#x} in epoch {epoch}")));
+                    return Err(sim.error(format!("{t} {n}: fence {f:#x} after {prev:#x} in epoch {epoch}")));
                 }
             }
         }
@@ -326,20 +408,20 @@ fn false_suspicion_of_the_holder_keeps_fences_ordered_and_one_token_after_healin
             })
             .collect();
         if regens.windows(2).any(|p| p[1] <= p[0]) {
-            return Err(err(&sim, format!("regenerated epochs not increasing: {regens:?}")));
+            return Err(sim.error(format!("regenerated epochs not increasing: {regens:?}")));
         }
         // The majority side went on without the cut-off holder.
         let served_meanwhile =
             grants(w).iter().any(|(t, n, _)| *t > cut + Duration::from_millis(100) && *t < healed && *n != holder);
         if !served_meanwhile {
-            return Err(err(&sim, "the majority was not served while the holder was cut off".into()));
+            return Err(sim.error("the majority was not served while the holder was cut off"));
         }
         // After healing: one token, and everyone served again.
         let tokens = w.live().filter(|(_, c)| c.has_token()).count();
         if tokens > 1 {
-            return Err(err(&sim, format!("{tokens} tokens after healing")));
+            return Err(sim.error(format!("{tokens} tokens after healing")));
         }
-        everyone_served_since(w, healed + Duration::from_millis(300)).map_err(|m| err(&sim, m))
+        everyone_served_since(w, healed + Duration::from_millis(300)).map_err(|m| sim.error(m))
     });
 }
 
@@ -355,7 +437,7 @@ fn graceful_leave_of_the_holder_hands_the_token_on() {
         sim.after(Duration::ZERO, Action::Shutdown(holder));
         sim.run_for(Duration::from_millis(100))?;
         if !sim.world().core(holder).is_some_and(|c| c.is_left()) {
-            return Err(err(&sim, format!("{holder} did not finish leaving")));
+            return Err(sim.error(format!("{holder} did not finish leaving")));
         }
         // The process exits once it has left.
         sim.after(Duration::ZERO, Action::Crash(holder));
@@ -363,9 +445,9 @@ fn graceful_leave_of_the_holder_hands_the_token_on() {
         sim.run_for(Duration::from_millis(1_500))?;
         let w = sim.world();
         if let Some(e) = w.events.iter().find(|(t, _, e)| *t >= left && matches!(e, NtEvent::Regenerated { .. })) {
-            return Err(err(&sim, format!("the token was regenerated after a graceful leave: {e:?}")));
+            return Err(sim.error(format!("the token was regenerated after a graceful leave: {e:?}")));
         }
-        everyone_served_since(w, left + Duration::from_millis(500)).map_err(|m| err(&sim, m))
+        everyone_served_since(w, left + Duration::from_millis(500)).map_err(|m| sim.error(m))
     });
 }
 
@@ -401,3 +483,39 @@ fn m1_and_m2_preserve_the_order_of_surviving_requests() {
         assert_eq!(&order[..survivors.len()], &survivors[..], "grant order after the crash, k = {k}");
     }
 }
+
+/// Delays beyond `t_msg` throughout (N = 4, crashes as in the default
+/// plan), so the detector is never accurate and only the invariants that
+/// hold always are checked: two live sites may both regenerate, and the one
+/// with the lower epoch must not complete second and grant a smaller fence
+/// than one already granted.
+fn delays_beyond_t_msg(seed: u64, net: NetConfig) -> Result<(), SimError> {
+    let n = 4;
+    let mut sim = cluster_on(seed, n, 2, HEAVY, net);
+    sim.check(staged_safety(None));
+    sim.random_faults(&FaultPlan::default());
+    keep_clients_coming(&mut sim, n, Instant::from_millis(6_000));
+    sim.run_until(Instant::from_millis(6_000))
+}
+
+/// The audit's configuration: every delay exactly `2·t_msg`. With today's
+/// node.rs no regeneration completes in it (a round trip, `4·t_msg`,
+/// outlasts the `2·t_msg` regeneration window, so every attempt gives up),
+/// and 2 000 seeds found no violation; the next variant exercises the race.
+#[test]
+#[ignore = "sweep for the concurrent-regeneration bug (issue 7); run with --ignored"]
+fn regeneration_race_with_every_delay_at_twice_t_msg() {
+    for_seeds_with(REGEN_RACE_REGRESSIONS, 200, |seed| delays_beyond_t_msg(seed, net().every_delay(2 * T_MSG)));
+}
+
+/// Delays uniform up to `2·t_msg`: regenerations complete, concurrently
+/// at times (`Regenerated` from two sites), with acks crossing each other.
+#[test]
+#[ignore = "sweep for the concurrent-regeneration bug (issue 7); run with --ignored"]
+fn regeneration_race_with_delays_up_to_twice_t_msg() {
+    let net = NetConfig::reliable(Duration::from_micros(200), 2 * T_MSG);
+    for_seeds_with(REGEN_RACE_REGRESSIONS, 200, |seed| delays_beyond_t_msg(seed, net.clone()));
+}
+
+/// Seeds of the `regeneration_race_…` sweeps that failed (none yet).
+const REGEN_RACE_REGRESSIONS: &[u64] = &[];

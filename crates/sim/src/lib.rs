@@ -10,9 +10,27 @@
 //! the seed, the time and the last lines of the trace.
 //!
 //! Faults: message loss, duplication and reordering (datagram channels),
-//! delay (both), partitions that heal (a reliable channel loses what crosses
-//! a cut, like a broken TCP connection), crash-stop and restart as a new
-//! incarnation, and client requests and disconnects at chosen times.
+//! delay (both) and delay beyond the configured range on slow links,
+//! partitions that heal (a reliable channel loses what crosses a cut, like a
+//! broken TCP connection), crash-stop and restart as a new incarnation,
+//! pauses (the node's clock runs on while it receives, fires and sends
+//! nothing), and client requests and disconnects at chosen times.
+//! [`FaultPlan`] draws any mix of them; [`FaultPlan::everything`] mixes all.
+//!
+//! The test kit around it, so that a daemon's simulation tests hold only
+//! its own scenarios and checkers:
+//!
+//! - per-link tools for scripting races between crossing messages:
+//!   [`Sim::cut`], [`Sim::hold`] / [`Sim::release`], [`Sim::drop_kind`];
+//! - [`World::timely_since`], so checkers can apply the invariants that hold
+//!   only while the failure detector is accurate;
+//! - [`Sim::converge`], the liveness phase: stop faults, restart and resume
+//!   every node, heal every link, settle; the caller then checks liveness;
+//! - [`for_seeds`] / [`for_seeds_with`]: pinned regression seeds, then a
+//!   range of seeds that the environment can move (`SIM_SEED_FROM`), widen
+//!   (`SIM_SEEDS`) or narrow to one (`SIM_SEED`); a failure prints the
+//!   command that reproduces it;
+//! - [`SimError::new`] and [`Sim::error`] for checks made outside the sim.
 //!
 //! Shape after turmoil and tikv/raft-rs's harness.
 //!
@@ -23,13 +41,13 @@
 mod faults;
 mod net;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 pub use faults::FaultPlan;
 use ftcore::{ClientId, Context, Incarnation, NodeId, Output, Protocol};
 use membership::Membership;
-pub use net::{Channel, NetConfig};
+pub use net::{Channel, Link, NetConfig};
 use net::{InFlight, Network};
 use timer::{Instant, SeededRng};
 
@@ -59,6 +77,39 @@ pub enum Action<P: Protocol> {
     ClientGone(NodeId, ClientId),
     /// A node begins a graceful leave.
     Shutdown(NodeId),
+    /// Stop the node without killing it (SIGSTOP, a GC pause, a VM stall):
+    /// it receives, fires and sends nothing while its clock runs on; what
+    /// arrives for it (messages, client requests) is queued in order.
+    Pause(NodeId),
+    /// Resume a paused node: it handles its overdue timers, then what was
+    /// queued, in arrival order, with its old state.
+    Resume(NodeId),
+    /// Break the link `from -> to` (one direction): what is sent is dropped,
+    /// and what is in flight on it is lost.
+    Cut(NodeId, NodeId),
+    /// Mend a cut link.
+    Uncut(NodeId, NodeId),
+    /// Hold what arrives on the link `from -> to`, in order, undelivered.
+    Hold(NodeId, NodeId),
+    /// Deliver what the link `from -> to` held, now and in order, and stop
+    /// holding it.
+    Release(NodeId, NodeId),
+    /// Drop the next `count` messages of the named kind sent on the link
+    /// `from -> to`.
+    DropKind(NodeId, NodeId, &'static str, u32),
+    /// Make these links slow: each message sent on one takes up to the given
+    /// extra delay longer (reliable links stay FIFO).
+    Slow(Vec<Link>, Duration),
+    /// End a slow period started by `Slow` with the same arguments.
+    Unslow(Vec<Link>, Duration),
+}
+
+impl<P: Protocol> Action<P> {
+    /// Whether this is something that happens to the cluster (a fault or
+    /// its end) rather than a client's request or a graceful leave.
+    pub fn is_fault(&self) -> bool {
+        !matches!(self, Action::Request(..) | Action::Shutdown(_))
+    }
 }
 
 /// One node as the simulator holds it.
@@ -73,6 +124,8 @@ pub struct Slot<P: Protocol> {
     pub incarnation: Incarnation,
     /// How many times it has been started.
     pub starts: u32,
+    /// Whether it is paused (its core is kept, but does nothing).
+    pub paused: bool,
 }
 
 /// What checkers see: the cores, and everything observable so far.
@@ -90,6 +143,10 @@ pub struct World<P: Protocol> {
     pub sent_by_kind: BTreeMap<&'static str, u64>,
     /// Index into `events` of the first event of the current step.
     pub step_events_from: usize,
+    /// Since when no pause, partition, cut, hold or slow link has been in
+    /// effect and every message delayed by one has landed; `None` while one
+    /// is. See [`World::timely_for`].
+    pub timely_since: Option<Instant>,
 }
 
 impl<P: Protocol> World<P> {
@@ -117,6 +174,21 @@ impl<P: Protocol> World<P> {
     pub fn messages_sent(&self) -> u64 {
         self.sent_by_kind.values().sum()
     }
+
+    /// Whether `id` is paused.
+    pub fn is_paused(&self, id: NodeId) -> bool {
+        self.slots.get((id.0 as usize).wrapping_sub(1)).is_some_and(|s| s.paused)
+    }
+
+    /// Whether the simulator has kept the network and the nodes timely for
+    /// at least `grace`: no pause, partition, cut, hold or slow link in that
+    /// time. With delays within `t_msg` (the `NetConfig`), a failure
+    /// detector is accurate then, once `grace` covers its reaction to the
+    /// last disturbance (e.g. `suspect_after + 2·t_msg`). Crashes do not
+    /// count: they do not fool a detector.
+    pub fn timely_for(&self, grace: Duration) -> bool {
+        self.timely_since.is_some_and(|t| self.now >= t + grace)
+    }
 }
 
 /// A failed run: which invariant broke, when, and how to reproduce it.
@@ -132,9 +204,25 @@ pub struct SimError {
     pub trace_tail: Vec<String>,
 }
 
+impl SimError {
+    /// A failure found outside the simulator's checkers (e.g. a liveness
+    /// check after [`Sim::converge`]), without trace lines; [`Sim::error`]
+    /// attaches them.
+    pub fn new(seed: u64, at: Instant, message: impl Into<String>) -> Self {
+        SimError { seed, at, message: message.into(), trace_tail: Vec::new() }
+    }
+
+    /// The same error with these trace lines.
+    pub fn with_trace(self, trace_tail: Vec<String>) -> Self {
+        SimError { trace_tail, ..self }
+    }
+}
+
 impl std::fmt::Display for SimError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "simulation failed at {} with seed {} (rerun with SIM_SEED={}):", self.at, self.seed, self.seed)?;
+        // The seed of `Sim::new`; `for_seeds` adds the command that
+        // reproduces the run (its own seed may map to this one).
+        writeln!(f, "simulation with seed {} failed at {}:", self.seed, self.at)?;
         writeln!(f, "  {}", self.message)?;
         writeln!(f, "last trace lines:")?;
         for l in &self.trace_tail {
@@ -167,6 +255,24 @@ pub struct Sim<P: Protocol> {
     trace_hash: u64,
     keep_trace: bool,
     steps: u64,
+    /// What arrived for each paused node, in order (node `i` at `i - 1`).
+    inbox: Vec<VecDeque<Input<P>>>,
+    /// Inputs of resumed nodes still to be handled, before anything else.
+    replay: VecDeque<(NodeId, Replay<P>)>,
+}
+
+/// Something a paused node has yet to handle.
+enum Input<P: Protocol> {
+    Msg(InFlight<P::Msg>),
+    /// A client request, client disconnect or leave.
+    Local(Action<P>),
+}
+
+/// A step of a resumed node's catching up.
+enum Replay<P: Protocol> {
+    /// Its timers that fell due while it was paused.
+    Timers,
+    Input(Input<P>),
 }
 
 impl<P: Protocol> std::fmt::Debug for Sim<P> {
@@ -195,7 +301,7 @@ impl<P: Protocol> Sim<P> {
             .map(|i| {
                 let core =
                     start::<P>(&membership, &config, NodeId(i), Incarnation(1), Instant::ZERO, rng.next_u64(), None);
-                Slot { core: Some(core), disk: None, incarnation: Incarnation(1), starts: 1 }
+                Slot { core: Some(core), disk: None, incarnation: Incarnation(1), starts: 1, paused: false }
             })
             .collect();
         let mut sim = Sim {
@@ -208,6 +314,7 @@ impl<P: Protocol> Sim<P> {
                 replies: Vec::new(),
                 sent_by_kind: BTreeMap::new(),
                 step_events_from: 0,
+                timely_since: Some(Instant::ZERO),
             },
             net: Network::new(net),
             config,
@@ -222,6 +329,8 @@ impl<P: Protocol> Sim<P> {
             trace_hash: FNV_OFFSET,
             keep_trace: true,
             steps: 0,
+            inbox: (0..n).map(|_| VecDeque::new()).collect(),
+            replay: VecDeque::new(),
         };
         for i in 1..=n {
             sim.drain(NodeId(i));
@@ -258,12 +367,78 @@ impl<P: Protocol> Sim<P> {
         self.at(at, action);
     }
 
-    /// Schedules random crashes, restarts and partitions as `plan` says.
+    /// Schedules random faults as `plan` says.
     pub fn random_faults(&mut self, plan: &FaultPlan) {
         let n = self.world.slots.len() as u32;
         for (at, action) in plan.generate(&mut self.rng, n) {
             self.at(at, action);
         }
+    }
+
+    /// Breaks the link `from -> to` now (one direction): what is sent on it
+    /// is dropped, what is in flight on it is lost (a reliable channel's
+    /// connection broke; a datagram is dropped).
+    pub fn cut(&mut self, from: NodeId, to: NodeId) {
+        self.apply(Action::Cut(from, to));
+    }
+
+    /// Mends a cut link.
+    pub fn uncut(&mut self, from: NodeId, to: NodeId) {
+        self.apply(Action::Uncut(from, to));
+    }
+
+    /// Holds what arrives on the link `from -> to` from now on, in order,
+    /// undelivered, until [`release`](Self::release).
+    pub fn hold(&mut self, from: NodeId, to: NodeId) {
+        self.apply(Action::Hold(from, to));
+    }
+
+    /// Delivers what the link `from -> to` held, in order, as the next steps
+    /// at the current time, and stops holding it.
+    pub fn release(&mut self, from: NodeId, to: NodeId) {
+        self.apply(Action::Release(from, to));
+    }
+
+    /// Drops the next `count` messages of kind `kind` (the protocol's
+    /// `kind_name`) sent on the link `from -> to`.
+    pub fn drop_kind(&mut self, from: NodeId, to: NodeId, kind: &'static str, count: u32) {
+        self.apply(Action::DropKind(from, to, kind, count));
+    }
+
+    /// Pauses `id` now (see [`Action::Pause`]).
+    pub fn pause(&mut self, id: NodeId) {
+        self.apply(Action::Pause(id));
+    }
+
+    /// Resumes `id`: it catches up in the next steps at the current time
+    /// (see [`Action::Resume`]).
+    pub fn resume(&mut self, id: NodeId) {
+        self.apply(Action::Resume(id));
+    }
+
+    /// The liveness phase after a fault schedule: cancels every scheduled
+    /// fault (client requests and graceful leaves stay; scheduled client
+    /// disconnects go, with the other faults), heals every partition,
+    /// mends every cut link, releases every held one, ends slow links and
+    /// scripted drops, resumes every paused node, restarts every crashed
+    /// one, then runs for `settle`. Checkers keep running throughout; the
+    /// caller checks liveness afterwards.
+    pub fn converge(&mut self, settle: Duration) -> Result<(), SimError> {
+        let now = self.world.now;
+        self.schedule.retain(|_, a| !a.is_fault());
+        self.begin_step();
+        self.log(|| format!("{now} CONVERGE"));
+        self.net.restore();
+        let n = self.world.slots.len() as u32;
+        for id in (1..=n).map(NodeId) {
+            self.apply(Action::Resume(id));
+        }
+        for id in (1..=n).map(NodeId) {
+            self.apply(Action::Restart(id));
+        }
+        self.refresh_timely();
+        self.run_checkers()?;
+        self.run_for(settle)
     }
 
     /// The run's seed.
@@ -288,10 +463,12 @@ impl<P: Protocol> Sim<P> {
         self.world.slots.get_mut((id.0 as usize).wrapping_sub(1)).and_then(|s| s.core.as_mut())
     }
 
-    /// Re-indexes `id`'s next deadline after anything touched its core.
+    /// Re-indexes `id`'s next deadline after anything touched its core (a
+    /// paused core's timers do not fire).
     fn refresh_deadline(&mut self, id: NodeId) {
         let i = id.0 as usize - 1;
-        let new = self.world.slots[i].core.as_ref().and_then(|c| c.poll_timeout());
+        let slot = &self.world.slots[i];
+        let new = slot.core.as_ref().filter(|_| !slot.paused).and_then(|c| c.poll_timeout());
         if self.deadline_of[i] != new {
             if let Some(old) = self.deadline_of[i] {
                 self.deadlines.remove(&(old, id));
@@ -341,10 +518,30 @@ impl<P: Protocol> Sim<P> {
         self.trace.push(line);
     }
 
-    fn fail(&self, message: String) -> SimError {
-        let keep = std::env::var("SIM_TRACE_TAIL").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
-        let from = self.trace.len().saturating_sub(keep);
-        SimError { seed: self.seed, at: self.world.now, message, trace_tail: self.trace[from..].to_vec() }
+    /// An error at the current time naming this run's seed, with the last
+    /// trace lines: `SIM_TRACE_TAIL=n` of them (40), or with
+    /// `SIM_TRACE_FROM=<seconds>` the `SIM_TRACE_TAIL` lines (400) from
+    /// that virtual time on.
+    pub fn error(&self, message: impl Into<String>) -> SimError {
+        let env = |k: &str| std::env::var(k).ok();
+        let tail: Option<usize> = env("SIM_TRACE_TAIL").and_then(|s| s.parse().ok());
+        let lines = match env("SIM_TRACE_FROM").and_then(|s| s.parse::<f64>().ok()) {
+            Some(from) => {
+                let from = Instant::from_micros((from * 1e6) as u64);
+                let at = |l: &String| {
+                    let secs = l.split('s').next().and_then(|x| x.parse::<f64>().ok())?;
+                    Some(Instant::from_micros((secs * 1e6).round() as u64))
+                };
+                self.trace
+                    .iter()
+                    .filter(|l| at(l).is_some_and(|t| t >= from))
+                    .take(tail.unwrap_or(400))
+                    .cloned()
+                    .collect()
+            }
+            None => self.trace[self.trace.len().saturating_sub(tail.unwrap_or(40))..].to_vec(),
+        };
+        SimError::new(self.seed, self.world.now, message).with_trace(lines)
     }
 
     /// Runs until virtual time `end` (or until a checker fails).
@@ -366,17 +563,27 @@ impl<P: Protocol> Sim<P> {
     }
 
     fn next_time(&self) -> Option<Instant> {
-        let net = self.net.next_delivery();
+        if !self.replay.is_empty() {
+            return Some(self.world.now);
+        }
+        let net = self.net.next_delivery(self.world.now);
         let timers = self.deadlines.first().map(|(t, _)| *t);
         let sched = self.schedule.keys().next().map(|(t, _)| *t);
         [net, timers, sched].into_iter().flatten().min()
     }
 
-    /// Takes every step due at time `t`: scheduled actions first, then
-    /// deliveries, then timers; checkers run after each.
+    /// Takes every step due at time `t`: a resumed node's catching up
+    /// first, then scheduled actions, then deliveries, then timers; checkers
+    /// run after each.
     fn step_at(&mut self, t: Instant) -> Result<(), SimError> {
         self.world.now = self.world.now.max(t);
         let now = self.world.now;
+        if let Some((id, r)) = self.replay.pop_front() {
+            self.begin_step();
+            self.replay_one(id, r);
+            self.refresh_timely();
+            return self.run_checkers();
+        }
         if let Some(key) = self.schedule.keys().next().copied().filter(|(at, _)| *at <= now) {
             let action = self.schedule.remove(&key).expect("key just seen");
             self.begin_step();
@@ -388,8 +595,12 @@ impl<P: Protocol> Sim<P> {
             self.deliver(m);
             return self.run_checkers();
         }
-        let due: Vec<NodeId> =
-            self.world.live().filter(|(_, c)| c.poll_timeout().is_some_and(|d| d <= now)).map(|(id, _)| id).collect();
+        let due: Vec<NodeId> = self
+            .world
+            .live()
+            .filter(|(id, c)| !self.world.is_paused(*id) && c.poll_timeout().is_some_and(|d| d <= now))
+            .map(|(id, _)| id)
+            .collect();
         for id in due {
             self.begin_step();
             self.log(|| format!("{now} {id} timeout"));
@@ -412,7 +623,7 @@ impl<P: Protocol> Sim<P> {
         let mut result = Ok(());
         for c in checkers.iter_mut() {
             if let Err(msg) = c(&self.world) {
-                result = Err(self.fail(msg));
+                result = Err(self.error(msg));
                 break;
             }
         }
@@ -422,12 +633,32 @@ impl<P: Protocol> Sim<P> {
 
     fn apply(&mut self, action: Action<P>) {
         let now = self.world.now;
+        if let Some(id) = Self::local_target(&action).filter(|id| self.world.is_paused(*id)) {
+            self.log(|| {
+                let what = match &action {
+                    Action::Request(_, client, req) => format!("{client} {req:?}"),
+                    Action::ClientGone(_, client) => format!("{client} gone"),
+                    _ => "shutdown".to_owned(),
+                };
+                format!("{now} {id} <- queued (paused) {what}")
+            });
+            self.inbox[id.0 as usize - 1].push_back(Input::Local(action));
+            return;
+        }
         match action {
             Action::Crash(id) => {
                 let slot = &mut self.world.slots[id.0 as usize - 1];
                 if let Some(core) = slot.core.take() {
                     slot.incarnation = core.incarnation();
+                    // A killed process loses what it had not read.
+                    slot.paused = false;
+                    let lost = self.inbox[id.0 as usize - 1].len();
+                    self.inbox[id.0 as usize - 1].clear();
+                    self.replay.retain(|(r, _)| *r != id);
                     self.log(|| format!("{now} {id} CRASH"));
+                    if lost > 0 {
+                        self.log(|| format!("{now} {id} lost {lost} queued inputs"));
+                    }
                     self.refresh_deadline(id);
                 }
             }
@@ -475,7 +706,116 @@ impl<P: Protocol> Sim<P> {
                     self.drain(id);
                 }
             }
+            Action::Pause(id) => {
+                let i = id.0 as usize - 1;
+                if self.world.slots[i].core.is_some() && !self.world.slots[i].paused {
+                    self.log(|| format!("{now} {id} PAUSE"));
+                    self.world.slots[i].paused = true;
+                    // Paused again before it caught up: what it had not
+                    // handled goes back in front of its queue.
+                    let mut pending: Vec<Input<P>> = Vec::new();
+                    let replay = std::mem::take(&mut self.replay);
+                    for (r, step) in replay {
+                        match step {
+                            Replay::Input(input) if r == id => pending.push(input),
+                            Replay::Timers if r == id => {}
+                            other => self.replay.push_back((r, other)),
+                        }
+                    }
+                    for input in pending.into_iter().rev() {
+                        self.inbox[i].push_front(input);
+                    }
+                    self.refresh_deadline(id);
+                }
+            }
+            Action::Resume(id) => {
+                let i = id.0 as usize - 1;
+                if self.world.slots[i].paused {
+                    let queued = std::mem::take(&mut self.inbox[i]);
+                    self.log(|| format!("{now} {id} RESUME ({} queued)", queued.len()));
+                    self.world.slots[i].paused = false;
+                    self.replay.push_back((id, Replay::Timers));
+                    self.replay.extend(queued.into_iter().map(|q| (id, Replay::Input(q))));
+                    self.refresh_deadline(id);
+                }
+            }
+            Action::Cut(from, to) => {
+                self.log(|| format!("{now} {from}->{to} CUT"));
+                self.net.cut((from, to));
+            }
+            Action::Uncut(from, to) => {
+                self.log(|| format!("{now} {from}->{to} UNCUT"));
+                self.net.uncut((from, to));
+            }
+            Action::Hold(from, to) => {
+                self.log(|| format!("{now} {from}->{to} HOLD"));
+                self.net.hold((from, to));
+            }
+            Action::Release(from, to) => {
+                let n = self.net.release((from, to));
+                self.log(|| format!("{now} {from}->{to} RELEASE ({n} held)"));
+            }
+            Action::DropKind(from, to, kind, count) => {
+                self.log(|| format!("{now} {from}->{to} DROP next {count} {kind}"));
+                self.net.drop_kind((from, to), kind, count);
+            }
+            Action::Slow(links, extra) => {
+                self.log(|| format!("{now} SLOW +{extra:?} {links:?}"));
+                for l in links {
+                    self.net.slow(l, extra);
+                }
+            }
+            Action::Unslow(links, extra) => {
+                self.log(|| format!("{now} UNSLOW +{extra:?} {links:?}"));
+                for l in links {
+                    self.net.unslow(l, extra);
+                }
+            }
         }
+        self.refresh_timely();
+    }
+
+    /// The node a client-side action is addressed to (queued while paused).
+    fn local_target(action: &Action<P>) -> Option<NodeId> {
+        match action {
+            Action::Request(id, _, _) | Action::ClientGone(id, _) | Action::Shutdown(id) => Some(*id),
+            _ => None,
+        }
+    }
+
+    /// One step of a resumed node catching up.
+    fn replay_one(&mut self, id: NodeId, step: Replay<P>) {
+        let now = self.world.now;
+        match step {
+            Replay::Timers => {
+                let due = self.world.core(id).and_then(|c| c.poll_timeout()).is_some_and(|d| d <= now);
+                if due {
+                    self.log(|| format!("{now} {id} timeout (overdue)"));
+                    if let Some(core) = self.core_mut(id) {
+                        core.handle_timeout(now);
+                    }
+                    self.drain(id);
+                }
+            }
+            Replay::Input(Input::Msg(m)) => {
+                self.log(|| format!("{now} {}->{} {} {:?} (queued)", m.from, m.to, m.from_inc, m.msg));
+                if let Some(core) = self.core_mut(m.to) {
+                    core.handle_message(now, m.from, m.from_inc, m.msg);
+                }
+                self.drain(id);
+            }
+            Replay::Input(Input::Local(action)) => self.apply(action),
+        }
+    }
+
+    /// Recomputes [`World::timely_since`].
+    fn refresh_timely(&mut self) {
+        let disturbed = self.net.disturbed() || !self.replay.is_empty() || self.world.slots.iter().any(|s| s.paused);
+        self.world.timely_since = match (disturbed, self.world.timely_since) {
+            (true, _) => None,
+            (false, Some(t)) => Some(t),
+            (false, None) => Some(self.world.now.max(self.net.slow_tail())),
+        };
     }
 
     fn deliver(&mut self, m: InFlight<P::Msg>) {
@@ -484,6 +824,11 @@ impl<P: Protocol> Sim<P> {
         let life = slot.core.as_ref().map(|_| slot.starts);
         if let Err(why) = self.net.survives(&m, life) {
             self.log(|| format!("{now} {}->{} lost ({why}) {:?}", m.from, m.to, m.msg));
+            return;
+        }
+        if self.world.is_paused(m.to) {
+            self.log(|| format!("{now} {}->{} queued (paused) {:?}", m.from, m.to, m.msg));
+            self.inbox[m.to.0 as usize - 1].push_back(Input::Msg(m));
             return;
         }
         self.log(|| format!("{now} {}->{} {} {:?}", m.from, m.to, m.from_inc, m.msg));
@@ -506,7 +851,7 @@ impl<P: Protocol> Sim<P> {
                     let Some(to_slot) = self.world.slots.get((to.0 as usize).wrapping_sub(1)) else { continue };
                     let (to_up, to_life) = (to_slot.core.is_some(), to_slot.starts);
                     let m = InFlight { from: id, from_inc: inc, to, to_life, msg: msg.clone() };
-                    let outcome = self.net.send(&mut self.rng, now, m, to_up);
+                    let outcome = self.net.send(&mut self.rng, now, m, kind, to_up);
                     if let Some(why) = outcome {
                         self.log(|| format!("{now} {id}->{to} dropped ({why}) {msg:?}"));
                     }
@@ -558,22 +903,109 @@ fn start<P: Protocol>(
     P::start(ctx).unwrap_or_else(|e| panic!("the simulated core {me} refused its config: {e}"))
 }
 
-/// Runs `run(seed)` for each seed and panics naming the first that fails.
-/// `SIM_SEED=s` runs only seed `s`; `SIM_SEEDS=n` overrides the count;
-/// `SIM_TRACE_TAIL=n` shows the last `n` trace lines of a failure (40).
-pub fn for_seeds(count: u64, mut run: impl FnMut(u64) -> Result<(), SimError>) {
-    if let Some(seed) = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()) {
-        if let Err(e) = run(seed) {
-            panic!("{e}");
-        }
-        return;
+/// Runs `run(seed)` for seeds `0..count` and panics naming the first that
+/// fails, with the command that reproduces it. See [`for_seeds_with`] for
+/// the environment variables.
+pub fn for_seeds(count: u64, run: impl FnMut(u64) -> Result<(), SimError>) {
+    for_seeds_with(&[], count, run);
+}
+
+/// Runs `run(seed)` for each pinned regression seed in `regressions`, then
+/// for `SIM_SEED_FROM..SIM_SEED_FROM + count`, and panics naming the first
+/// seed that fails and the command that reruns exactly that seed (the seed
+/// passed to `run`, whatever `run` makes of it).
+///
+/// - `SIM_SEED=s` runs only `s` (no regression seeds);
+/// - `SIM_SEEDS=n` runs `n` seeds instead of `count`;
+/// - `SIM_SEED_FROM=k` starts the range at `k` (0), so a long sweep can be
+///   sharded across processes: `SIM_SEED_FROM=0 SIM_SEEDS=1000`,
+///   `SIM_SEED_FROM=1000 SIM_SEEDS=1000`, …;
+/// - `SIM_KEEP_GOING=1` runs every seed and then panics listing every
+///   failure (to survey a sweep);
+/// - `SIM_TRACE_TAIL` / `SIM_TRACE_FROM` choose the trace lines shown
+///   ([`Sim::error`]).
+pub fn for_seeds_with(regressions: &[u64], count: u64, run: impl FnMut(u64) -> Result<(), SimError>) {
+    let env = |k: &str| std::env::var(k).ok().and_then(|s| s.trim().parse::<u64>().ok());
+    let seeds = SeedPlan {
+        only: env("SIM_SEED"),
+        count: env("SIM_SEEDS"),
+        from: env("SIM_SEED_FROM").unwrap_or(0),
+        keep_going: env("SIM_KEEP_GOING").is_some_and(|v| v != 0),
+    };
+    if let Err(report) = seeds.run(regressions, count, run) {
+        panic!("{report}");
     }
-    let count = std::env::var("SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(count);
-    for seed in 0..count {
-        if let Err(e) = run(seed) {
-            panic!("{e}");
+}
+
+/// Which seeds [`for_seeds_with`] runs, as the environment chose.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct SeedPlan {
+    only: Option<u64>,
+    count: Option<u64>,
+    from: u64,
+    keep_going: bool,
+}
+
+impl SeedPlan {
+    fn seeds(&self, regressions: &[u64], count: u64) -> Vec<u64> {
+        if let Some(s) = self.only {
+            return vec![s];
+        }
+        let count = self.count.unwrap_or(count);
+        let mut seeds = regressions.to_vec();
+        seeds.extend((self.from..self.from.saturating_add(count)).filter(|s| !regressions.contains(s)));
+        seeds
+    }
+
+    /// Runs the seeds; on failure, the report to panic with.
+    fn run(
+        &self,
+        regressions: &[u64],
+        count: u64,
+        mut run: impl FnMut(u64) -> Result<(), SimError>,
+    ) -> Result<(), String> {
+        let mut failed: Vec<(u64, SimError)> = Vec::new();
+        for seed in self.seeds(regressions, count) {
+            if let Err(e) = run(seed) {
+                failed.push((seed, e));
+                if !self.keep_going {
+                    break;
+                }
+            }
+        }
+        let Some((first, e)) = failed.first() else { return Ok(()) };
+        let mut report = format!("seed {first} failed; reproduce with:\n  {}\n{e}", rerun_command(*first));
+        if failed.len() > 1 {
+            let all: Vec<String> =
+                failed.iter().map(|(s, e)| format!("  {s}: {}", e.message.lines().next().unwrap_or(""))).collect();
+            report.push_str(&format!("{} seeds failed:\n{}\n", failed.len(), all.join("\n")));
+        }
+        Err(report)
+    }
+}
+
+/// The command that reruns one seed of the running test: the package from
+/// cargo's environment, the test target from the executable's name, the
+/// test from the thread libtest runs it on.
+fn rerun_command(seed: u64) -> String {
+    let pkg = std::env::var("CARGO_PKG_NAME").ok();
+    let target = std::env::current_exe().ok().and_then(|p| {
+        let stem = p.file_stem()?.to_str()?.to_owned();
+        Some(stem.rsplit_once('-').map_or(stem.clone(), |(name, _hash)| name.to_owned()))
+    });
+    let mut cmd = format!("SIM_SEED={seed} cargo test");
+    if let Some(pkg) = &pkg {
+        cmd.push_str(&format!(" -p {pkg}"));
+        // An integration test target is named apart from the package (a
+        // library's unit tests carry the crate's name).
+        if let Some(t) = target.filter(|t| *t != pkg.replace('-', "_")) {
+            cmd.push_str(&format!(" --test {t}"));
         }
     }
+    if let Some(test) = std::thread::current().name().filter(|n| *n != "main") {
+        cmd.push_str(&format!(" {test} -- --exact"));
+    }
+    cmd
 }
 
 #[cfg(test)]

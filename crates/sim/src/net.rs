@@ -1,18 +1,23 @@
 //! The simulated network: per-message delay, loss, duplication, reordering
-//! and partitions, all drawn from the simulation's seeded generator.
+//! and partitions, all drawn from the simulation's seeded generator; and the
+//! per-link tools scripted races use (cut, hold and release, drop by kind,
+//! slow links).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use ftcore::{Incarnation, NodeId};
 use timer::{Instant, SeededRng};
 
+/// A directed link: messages from `.0` to `.1`.
+pub type Link = (NodeId, NodeId);
+
 /// What kind of channel the protocol runs over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Channel {
     /// Like TCP: per-link FIFO, no loss or duplication; what is in flight is
-    /// lost only when a partition cuts the link or the receiver's process
-    /// dies (the connection breaks).
+    /// lost only when a partition or a cut breaks the link or the
+    /// receiver's process dies (the connection breaks).
     Reliable,
     /// Like UDP: loss, duplication and (optionally) reordering.
     Datagram,
@@ -46,6 +51,13 @@ impl NetConfig {
     pub fn datagram(min: Duration, max: Duration, loss: f64, dup: f64) -> Self {
         NetConfig { channel: Channel::Datagram, delay_min: min, delay_max: max, loss, dup, reorder: true }
     }
+
+    /// The same network with every one-way delay exactly `d` (e.g. twice
+    /// `t_msg`, for a run in which the detector's timing assumption never
+    /// holds).
+    pub fn every_delay(self, d: Duration) -> Self {
+        NetConfig { delay_min: d, delay_max: d, ..self }
+    }
 }
 
 /// A message on its way.
@@ -63,22 +75,60 @@ pub(crate) struct Network<M> {
     cfg: NetConfig,
     queue: BTreeMap<(Instant, u64), InFlight<M>>,
     seq: u64,
-    link_last: BTreeMap<(NodeId, NodeId), Instant>,
+    link_last: BTreeMap<Link, Instant>,
     sides: Vec<Vec<NodeId>>,
+    /// Links cut one way.
+    cut: BTreeSet<Link>,
+    /// Held links, with what arrived on them while held, in order.
+    held: BTreeMap<Link, VecDeque<InFlight<M>>>,
+    /// Released messages, delivered before anything else due.
+    released: VecDeque<InFlight<M>>,
+    /// Scripted drops: the next `n` messages of a kind on a link.
+    drops: BTreeMap<Link, Vec<(String, u32)>>,
+    /// Slow links: the extra delays of the slow periods in effect on each.
+    slow: BTreeMap<Link, Vec<Duration>>,
+    /// The latest delivery time of any message sent with extra delay.
+    slow_tail: Instant,
 }
 
 impl<M: Clone> Network<M> {
     pub fn new(cfg: NetConfig) -> Self {
-        Network { cfg, queue: BTreeMap::new(), seq: 0, link_last: BTreeMap::new(), sides: Vec::new() }
+        Network {
+            cfg,
+            queue: BTreeMap::new(),
+            seq: 0,
+            link_last: BTreeMap::new(),
+            sides: Vec::new(),
+            cut: BTreeSet::new(),
+            held: BTreeMap::new(),
+            released: VecDeque::new(),
+            drops: BTreeMap::new(),
+            slow: BTreeMap::new(),
+            slow_tail: Instant::ZERO,
+        }
     }
 
-    pub fn next_delivery(&self) -> Option<Instant> {
+    pub fn next_delivery(&self, now: Instant) -> Option<Instant> {
+        if !self.released.is_empty() {
+            return Some(now);
+        }
         self.queue.keys().next().map(|(t, _)| *t)
     }
 
+    /// The next message due: released ones first, then the queue; a message
+    /// due on a held link is set aside on that link instead.
     pub fn pop_due(&mut self, now: Instant) -> Option<InFlight<M>> {
-        let key = *self.queue.keys().next().filter(|(t, _)| *t <= now)?;
-        self.queue.remove(&key)
+        if let Some(m) = self.released.pop_front() {
+            return Some(m);
+        }
+        loop {
+            let key = *self.queue.keys().next().filter(|(t, _)| *t <= now)?;
+            let m = self.queue.remove(&key)?;
+            match self.held.get_mut(&(m.from, m.to)) {
+                Some(q) => q.push_back(m),
+                None => return Some(m),
+            }
+        }
     }
 
     /// Whether `a` and `b` can talk under the current partitions.
@@ -94,13 +144,104 @@ impl<M: Clone> Network<M> {
         self.sides.clear();
     }
 
+    pub fn cut(&mut self, link: Link) {
+        self.cut.insert(link);
+        // A broken connection loses what the receiver had not read.
+        if self.cfg.channel == Channel::Reliable {
+            if let Some(q) = self.held.get_mut(&link) {
+                q.clear();
+            }
+        }
+    }
+
+    pub fn uncut(&mut self, link: Link) {
+        self.cut.remove(&link);
+    }
+
+    pub fn hold(&mut self, link: Link) {
+        self.held.entry(link).or_default();
+    }
+
+    /// Ends a hold; what it held is delivered next, in order. Returns how
+    /// many messages that is.
+    pub fn release(&mut self, link: Link) -> usize {
+        let q = self.held.remove(&link).unwrap_or_default();
+        let n = q.len();
+        self.released.extend(q);
+        n
+    }
+
+    pub fn drop_kind(&mut self, link: Link, kind: &str, count: u32) {
+        self.drops.entry(link).or_default().push((kind.to_owned(), count));
+    }
+
+    pub fn slow(&mut self, link: Link, extra: Duration) {
+        self.slow.entry(link).or_default().push(extra);
+    }
+
+    pub fn unslow(&mut self, link: Link, extra: Duration) {
+        if let Some(v) = self.slow.get_mut(&link) {
+            if let Some(i) = v.iter().position(|e| *e == extra) {
+                v.remove(i);
+            }
+            if v.is_empty() {
+                self.slow.remove(&link);
+            }
+        }
+    }
+
+    /// Removes every partition, cut, hold (delivering what it held), slow
+    /// link and scripted drop.
+    pub fn restore(&mut self) {
+        self.heal();
+        self.cut.clear();
+        let links: Vec<Link> = self.held.keys().copied().collect();
+        for l in links {
+            self.release(l);
+        }
+        self.slow.clear();
+        self.drops.clear();
+    }
+
+    /// Whether something that can fool a failure detector is in effect on
+    /// the network (a partition, a cut, a hold, a slow link).
+    pub fn disturbed(&self) -> bool {
+        !self.sides.is_empty() || !self.cut.is_empty() || !self.held.is_empty() || !self.slow.is_empty()
+    }
+
+    /// When the last message sent with extra delay arrives.
+    pub fn slow_tail(&self) -> Instant {
+        self.slow_tail
+    }
+
     /// Queues a message; returns why it was dropped, if it was.
-    pub fn send(&mut self, rng: &mut SeededRng, now: Instant, m: InFlight<M>, to_up: bool) -> Option<&'static str> {
+    pub fn send(
+        &mut self,
+        rng: &mut SeededRng,
+        now: Instant,
+        m: InFlight<M>,
+        kind: &str,
+        to_up: bool,
+    ) -> Option<&'static str> {
         if !to_up {
             return Some("receiver down");
         }
         if !self.connected(m.from, m.to) {
             return Some("partitioned");
+        }
+        let link = (m.from, m.to);
+        if self.cut.contains(&link) {
+            return Some("cut");
+        }
+        if let Some(rules) = self.drops.get_mut(&link) {
+            if let Some(rule) = rules.iter_mut().find(|(k, n)| k == kind && *n > 0) {
+                rule.1 -= 1;
+                rules.retain(|(_, n)| *n > 0);
+                if rules.is_empty() {
+                    self.drops.remove(&link);
+                }
+                return Some("scripted drop");
+            }
         }
         let copies = match self.cfg.channel {
             Channel::Reliable => 1,
@@ -115,13 +256,22 @@ impl<M: Clone> Network<M> {
                 }
             }
         };
+        let extra = self.slow.get(&link).and_then(|v| v.iter().max()).copied();
         for _ in 0..copies {
             let mut at = now + rng.duration_between(self.cfg.delay_min, self.cfg.delay_max);
+            // Drawn only on slow links, so runs without slow periods draw
+            // exactly what they always drew.
+            if let Some(extra) = extra {
+                at = at + rng.duration_between(Duration::ZERO, extra);
+            }
             let fifo = self.cfg.channel == Channel::Reliable || !self.cfg.reorder;
             if fifo {
-                let last = self.link_last.entry((m.from, m.to)).or_insert(Instant::ZERO);
+                let last = self.link_last.entry(link).or_insert(Instant::ZERO);
                 at = at.max(*last);
                 *last = at;
+            }
+            if extra.is_some() {
+                self.slow_tail = self.slow_tail.max(at);
             }
             self.seq += 1;
             self.queue.insert((at, self.seq), m.clone());
@@ -134,6 +284,9 @@ impl<M: Clone> Network<M> {
         let Some(life) = receiver_life else { return Err("receiver down") };
         if !self.connected(m.from, m.to) {
             return Err("partitioned");
+        }
+        if self.cut.contains(&(m.from, m.to)) {
+            return Err("cut");
         }
         if self.cfg.channel == Channel::Reliable && life != m.to_life {
             return Err("receiver restarted");

@@ -1,7 +1,7 @@
 //! Tests of the simulator itself, driving a toy protocol: every node pings
 //! every other node from a 10 ms timer and records what it received.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use ftcore::{message_kinds, Context, Outbox, OutputOf, StatusReport};
@@ -526,7 +526,6 @@ fn a_failing_checker_stops_the_run_with_a_reproducible_error() {
     assert_eq!(err.trace_tail.last(), sim.trace().last());
     let shown = err.to_string();
     assert!(shown.contains("seed 42"), "{shown}");
-    assert!(shown.contains("SIM_SEED=42"), "{shown}");
     assert!(shown.contains(&err.message), "{shown}");
     assert!(shown.contains(err.trace_tail.last().unwrap()), "{shown}");
 }
@@ -678,4 +677,386 @@ fn a_minute_of_pinging_takes_exactly_the_expected_steps() {
     assert_eq!(sim.steps(), 3 * ticks + deliveries);
     assert_eq!(sim.world().events.len() as u64, deliveries);
     assert_eq!(sim.world().messages_sent(), 3 * 2 * ticks);
+}
+
+// ---- what the new fault kinds must not change ----
+
+/// Traces of `FaultPlan`s without the kinds added later, recorded before
+/// they were added: those kinds draw nothing when their counts are zero.
+#[test]
+fn plans_without_the_new_kinds_give_the_traces_they_always_gave() {
+    for (seed, nodes, hash, lines) in [
+        (1u64, 5u32, 0x504e_3071_6747_4e05u64, 21_901usize),
+        (2, 4, 0x23c9_0aed_40a1_5f34, 13_693),
+        (3, 7, 0xee07_a354_e110_8e83, 43_286),
+    ] {
+        let mut sim = toy_sim(seed, nodes, NetConfig::reliable(Duration::from_micros(100), Duration::from_millis(25)));
+        sim.random_faults(&FaultPlan { crashes: 4, max_down: 2, partitions: 2, ..FaultPlan::default() });
+        sim.run_until(ms(6_000)).unwrap();
+        assert_eq!((sim.trace_hash(), sim.trace().len()), (hash, lines), "seed {seed}");
+    }
+}
+
+// ---- pauses ----
+
+/// Trace lines containing `needle`.
+fn lines_of(sim: &Sim<Toy>, needle: &str) -> Vec<String> {
+    sim.trace().iter().filter(|l| l.contains(needle)).cloned().collect()
+}
+
+#[test]
+fn a_paused_node_queues_its_inputs_and_on_resume_fires_overdue_timers_then_replays_them_in_order() {
+    let mut sim = toy_sim(1, 3, fixed(Duration::from_millis(5)));
+    // Node 3 ticked at 1 000 ms (seq 100); its pings and those to it are in flight.
+    sim.at(ms(1_002), Action::Pause(n(3)));
+    sim.at(ms(1_200), Action::Request(n(3), ClientId(7), ToyReq::Count));
+    sim.at(ms(1_502), Action::Resume(n(3)));
+    sim.check(|w| {
+        let paused_did_something = w.step_events().iter().any(|(_, id, _)| w.is_paused(*id));
+        if paused_did_something {
+            Err("a paused node handled an input".into())
+        } else {
+            Ok(())
+        }
+    });
+    sim.run_until(ms(1_400)).unwrap();
+    assert!(sim.world().is_paused(n(3)));
+    assert!(sim.world().is_up(n(3)), "paused is not down");
+    assert_eq!(sim.world().timely_since, None);
+    assert_eq!(toy(&sim, n(3)).next_seq, 101, "no timer fired while paused");
+    sim.run_until(ms(2_000)).unwrap();
+    let w = sim.world();
+    assert!(!w.is_paused(n(3)));
+    assert_eq!(w.timely_since, Some(ms(1_502)));
+    // It sent nothing while paused: 1 gets seq 100 at 1 005 ms, then 101 — sent on resume.
+    let from3: Vec<_> = deliveries(w).into_iter().filter(|d| d.1 == n(1) && d.2 == n(3)).map(|d| (d.0, d.4)).collect();
+    let i = from3.iter().position(|d| d.1 == 100).unwrap();
+    assert_eq!(&from3[i..i + 2], &[(ms(1_005), 100), (ms(1_507), 101)]);
+    // On resume: the overdue timer first (its clock ran on: the next tick
+    // is 10 ms after the resume), then the 100 queued pings and the request
+    // in arrival order, all at 1 502 ms.
+    let trace: Vec<&String> = sim.trace().iter().filter(|l| l.starts_with("1.502000s")).collect();
+    assert_eq!(trace[0], "1.502000s n3 RESUME (101 queued)");
+    assert_eq!(trace[1], "1.502000s n3 timeout (overdue)");
+    let replayed: Vec<&&String> = trace.iter().filter(|l| l.ends_with("(queued)")).collect();
+    assert_eq!(replayed.len(), 100);
+    assert!(replayed.iter().all(|l| l.contains("->n3 ")));
+    let core = toy(&sim, n(3));
+    for from in [n(1), n(2)] {
+        // Nothing lost, in order: seqs 100..=149 arrived while paused.
+        assert_eq!(core.seqs_from(from), (0..core.seqs_from(from).len() as u64).collect::<Vec<_>>());
+    }
+    // The request was queued behind the 240 pings that arrived before it
+    // (200 before the pause, 20 from each node between 1 005 and 1 195 ms).
+    let replies = &sim.world().replies;
+    assert_eq!(replies, &vec![(ms(1_502), n(3), ClientId(7), ToyReply::Count(240))]);
+    assert_eq!(lines_of(&sim, "n3 <- queued (paused) c7").len(), 1);
+}
+
+#[test]
+fn crash_of_a_paused_node_discards_its_queue_and_resume_after_it_does_nothing() {
+    let mut sim = toy_sim(1, 3, fixed(Duration::from_millis(5)));
+    sim.at(ms(1_002), Action::Pause(n(3)));
+    sim.at(ms(1_100), Action::Crash(n(3)));
+    sim.at(ms(1_150), Action::Resume(n(3)));
+    sim.at(ms(1_200), Action::Restart(n(3)));
+    sim.run_until(ms(1_300)).unwrap();
+    assert_eq!(lines_of(&sim, "n3 lost 20 queued inputs").len(), 1, "10 ticks' pings from 1 and 2");
+    assert!(lines_of(&sim, "RESUME").is_empty());
+    let core = toy(&sim, n(3));
+    assert!(core.received.iter().all(|(_, _, seq)| *seq >= 120), "the new life got only new pings");
+    assert!(!sim.world().is_paused(n(3)));
+}
+
+#[test]
+fn pausing_a_paused_or_down_node_does_nothing() {
+    let mut sim = toy_sim(1, 3, fixed(Duration::from_millis(1)));
+    sim.at(ms(100), Action::Pause(n(1)));
+    sim.at(ms(150), Action::Pause(n(1)));
+    sim.at(ms(200), Action::Resume(n(1)));
+    sim.at(ms(300), Action::Crash(n(2)));
+    sim.at(ms(310), Action::Pause(n(2)));
+    sim.at(ms(320), Action::Restart(n(2)));
+    sim.run_until(ms(400)).unwrap();
+    assert_eq!(lines_of(&sim, "PAUSE").len(), 1);
+    assert!(!sim.world().is_paused(n(2)));
+    assert_eq!(toy(&sim, n(2)).next_seq, 9, "the new life ticks from 320 ms");
+}
+
+// ---- per-link tools ----
+
+#[test]
+fn hold_sets_a_link_aside_and_release_delivers_in_order() {
+    let mut sim = toy_sim(1, 3, fixed(Duration::from_millis(5)));
+    sim.run_until(ms(1_002)).unwrap();
+    sim.hold(n(1), n(2));
+    sim.run_until(ms(1_100)).unwrap();
+    assert_eq!(toy(&sim, n(2)).seqs_from(n(1)).last(), Some(&99), "nothing delivered while held");
+    assert_eq!(sim.world().timely_since, None);
+    sim.release(n(1), n(2));
+    sim.run_until(ms(1_200)).unwrap();
+    let d: Vec<(Instant, u64)> =
+        deliveries(sim.world()).into_iter().filter(|d| d.1 == n(2) && d.2 == n(1)).map(|d| (d.0, d.4)).collect();
+    let i = d.iter().position(|x| x.1 == 100).unwrap();
+    // The ten held pings (sent 1 000 … 1 090 ms) land at the release, in
+    // order; then the link is normal again.
+    let held: Vec<_> = (100..110).map(|s| (ms(1_100), s)).collect();
+    assert_eq!(&d[i..i + 10], &held[..]);
+    assert_eq!(d[i + 10], (ms(1_105), 110));
+    assert_eq!(toy(&sim, n(2)).seqs_from(n(1)), (0..=119).collect::<Vec<_>>());
+    // One direction only.
+    assert_eq!(toy(&sim, n(1)).seqs_from(n(2)), (0..=119).collect::<Vec<_>>());
+    assert_eq!(sim.world().timely_since, Some(ms(1_100)));
+}
+
+#[test]
+fn a_cut_link_loses_what_is_sent_and_in_flight_one_way_until_mended() {
+    let mut sim = toy_sim(1, 3, fixed(Duration::from_millis(5)));
+    sim.at(ms(1_002), Action::Cut(n(1), n(3)));
+    sim.at(ms(1_502), Action::Uncut(n(1), n(3)));
+    sim.run_until(ms(2_000)).unwrap();
+    assert_eq!(lines_of(&sim, "n1->n3 lost (cut)").len(), 1, "seq 100, in flight");
+    assert_eq!(lines_of(&sim, "n1->n3 dropped (cut)").len(), 50, "1 010 … 1 500 ms");
+    let got = toy(&sim, n(3)).seqs_from(n(1));
+    let expect: Vec<u64> = (0..=99).chain(151..=199).collect();
+    assert_eq!(got, expect);
+    assert_eq!(toy(&sim, n(1)).seqs_from(n(3)), (0..=199).collect::<Vec<_>>(), "3 -> 1 was never cut");
+}
+
+#[test]
+fn a_held_reliable_link_that_is_cut_loses_what_it_held() {
+    let mut sim = toy_sim(1, 2, fixed(Duration::from_millis(5)));
+    sim.run_until(ms(1_002)).unwrap();
+    sim.hold(n(1), n(2));
+    sim.run_until(ms(1_050)).unwrap();
+    sim.cut(n(1), n(2));
+    sim.uncut(n(1), n(2));
+    sim.release(n(1), n(2));
+    sim.run_until(ms(1_100)).unwrap();
+    assert_eq!(lines_of(&sim, "n1->n2 RELEASE (0 held)").len(), 1);
+    let got = toy(&sim, n(2)).seqs_from(n(1));
+    assert_eq!(got, (0..=99).chain(105..=109).collect::<Vec<_>>());
+}
+
+#[test]
+fn drop_kind_drops_the_next_messages_of_that_kind_on_that_link() {
+    let mut sim = toy_sim(1, 3, fixed(Duration::from_millis(5)));
+    sim.run_until(ms(1_001)).unwrap();
+    sim.drop_kind(n(1), n(2), "ping", 3);
+    sim.drop_kind(n(1), n(3), "pong", 3);
+    sim.run_until(ms(1_200)).unwrap();
+    assert_eq!(lines_of(&sim, "dropped (scripted drop)").len(), 3);
+    let expect: Vec<u64> = (0..=100).chain(104..=119).collect();
+    assert_eq!(toy(&sim, n(2)).seqs_from(n(1)), expect);
+    assert_eq!(toy(&sim, n(3)).seqs_from(n(1)), (0..=119).collect::<Vec<_>>(), "no such kind");
+    assert_eq!(toy(&sim, n(1)).seqs_from(n(2)), (0..=119).collect::<Vec<_>>(), "other direction");
+}
+
+#[test]
+fn slow_links_delay_beyond_the_configured_range_and_stay_fifo() {
+    let mut sim = toy_sim(4, 3, fixed(Duration::from_millis(1)));
+    let all: Vec<Link> = all_pairs(3).collect();
+    let extra = Duration::from_millis(50);
+    sim.at(ms(1_000), Action::Slow(all.clone(), extra));
+    sim.at(ms(2_000), Action::Unslow(all, extra));
+    sim.run_until(ms(1_500)).unwrap();
+    assert_eq!(sim.world().timely_since, None);
+    sim.run_until(ms(3_000)).unwrap();
+    let timely = sim.world().timely_since.expect("timely again");
+    assert!(timely > ms(2_000) && timely <= ms(2_051), "once the slowed messages landed: {timely}");
+    let d = deliveries(sim.world());
+    // Seq s is sent at 10·s ms.
+    let late = d.iter().filter(|x| x.0 > ms(10 * x.4 + 1)).count();
+    assert!(late > 400, "{late} late of {}", d.len());
+    assert!(d.iter().all(|x| x.0 <= ms(10 * x.4 + 51)));
+    assert!(d.iter().filter(|x| x.4 >= 210).all(|x| x.0 == ms(10 * x.4 + 1)), "normal after the slow period");
+    for (from, to) in all_pairs(3) {
+        assert_eq!(toy(&sim, to).seqs_from(from), (0..=299).collect::<Vec<_>>(), "{from}->{to} in order");
+    }
+}
+
+// ---- converge ----
+
+#[test]
+fn converge_cancels_faults_heals_resumes_and_restarts_everyone() {
+    let mut sim = toy_sim(2, 4, NetConfig::reliable(Duration::from_millis(1), Duration::from_millis(3)));
+    sim.at(ms(100), Action::Crash(n(1)));
+    sim.at(ms(100), Action::Pause(n(2)));
+    sim.at(ms(100), Action::Partition(vec![n(3)]));
+    sim.at(ms(100), Action::Cut(n(4), n(2)));
+    sim.at(ms(100), Action::Hold(n(4), n(1)));
+    sim.at(ms(100), Action::Slow(vec![(n(4), n(3))], Duration::from_millis(500)));
+    sim.at(ms(100), Action::DropKind(n(2), n(4), "ping", 1_000));
+    // Faults still to come, and a client request.
+    sim.at(ms(700), Action::Crash(n(4)));
+    sim.at(ms(700), Action::ClientGone(n(4), ClientId(1)));
+    sim.at(ms(700), Action::Request(n(4), ClientId(2), ToyReq::Count));
+    sim.run_until(ms(500)).unwrap();
+    sim.converge(Duration::from_millis(500)).unwrap();
+    let w = sim.world();
+    assert_eq!(w.now, ms(1_000));
+    assert!(w.slots.iter().all(|s| s.core.is_some() && !s.paused));
+    assert_eq!(w.slots.iter().map(|s| s.starts).collect::<Vec<_>>(), vec![2, 1, 1, 1], "only 1 was down");
+    assert_eq!(w.timely_since, Some(ms(500)));
+    assert!(lines_of(&sim, "n4 CRASH").is_empty(), "scheduled faults were cancelled");
+    assert!(!w.events.iter().any(|e| matches!(e.2, ToyEvent::ClientGone(_))));
+    assert_eq!(w.replies.len(), 1, "the request stayed");
+    // Every link carries pings again.
+    for (from, to) in all_pairs(4) {
+        assert!(deliveries(w).iter().any(|d| d.2 == from && d.1 == to && d.0 > ms(600)), "{from}->{to}");
+    }
+}
+
+// ---- fault plans with every kind ----
+
+fn everything_plan() -> FaultPlan {
+    let clients = (1..=5).map(|i| (n(i), ClientId(u64::from(i)))).collect();
+    FaultPlan::everything(5).with_clients(clients)
+}
+
+#[test]
+fn the_everything_plan_mixes_every_fault_kind() {
+    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+    for seed in 0..300 {
+        let schedule = everything_plan().generate::<Toy>(&mut SeededRng::new(seed), 5);
+        assert!(schedule.windows(2).all(|w| w[0].0 <= w[1].0), "seed {seed}: time order");
+        let count = |f: fn(&Action<Toy>) -> bool| schedule.iter().filter(|(_, a)| f(a)).count();
+        assert_eq!(count(|a| matches!(a, Action::Pause(_))), count(|a| matches!(a, Action::Resume(_))));
+        assert_eq!(count(|a| matches!(a, Action::Slow(..))), count(|a| matches!(a, Action::Unslow(..))));
+        assert_eq!(count(|a| matches!(a, Action::Crash(_))), count(|a| matches!(a, Action::Restart(_))));
+        // A majority goes down at one instant.
+        let mut at: BTreeMap<Instant, usize> = BTreeMap::new();
+        for (t, a) in &schedule {
+            if matches!(a, Action::Crash(_)) {
+                *at.entry(*t).or_default() += 1;
+            }
+        }
+        assert!(at.values().any(|c| *c >= 3), "seed {seed}: no majority down");
+        // But never everyone: the cluster never restarts cold.
+        let mut down = BTreeSet::new();
+        for (t, a) in &schedule {
+            match a {
+                Action::Crash(id) => {
+                    down.insert(*id);
+                }
+                Action::Restart(id) => {
+                    down.remove(id);
+                }
+                _ => {}
+            }
+            assert!(down.len() < 5, "seed {seed}: everyone down at {t}");
+        }
+        for (_, a) in &schedule {
+            let k = match a {
+                Action::Crash(_) => "crash",
+                Action::Restart(_) => "restart",
+                Action::Partition(_) => "partition",
+                Action::Heal => "heal",
+                Action::Pause(_) => "pause",
+                Action::Resume(_) => "resume",
+                Action::Slow(..) => "slow",
+                Action::Unslow(..) => "unslow",
+                Action::ClientGone(..) => "client gone",
+                other => panic!("unexpected {other:?}"),
+            };
+            *kinds.entry(k).or_default() += 1;
+        }
+    }
+    assert_eq!(kinds.len(), 9, "{kinds:?}");
+}
+
+fn everything_run(seed: u64) -> Sim<Toy> {
+    let mut sim = toy_sim(seed, 5, NetConfig::reliable(Duration::from_micros(100), Duration::from_millis(5)));
+    sim.random_faults(&everything_plan());
+    sim.run_until(ms(5_000)).unwrap();
+    sim.converge(Duration::from_secs(1)).unwrap();
+    sim
+}
+
+#[test]
+fn same_seed_same_trace_with_every_fault_kind() {
+    let a = everything_run(21);
+    let b = everything_run(21);
+    assert_eq!(a.trace(), b.trace());
+    assert_eq!(a.trace_hash(), b.trace_hash());
+    for kind in ["PAUSE", "RESUME", "SLOW", "PARTITION", "CRASH", "gone", "CONVERGE"] {
+        assert!(a.trace().iter().any(|l| l.contains(kind)), "no {kind} in the trace");
+    }
+    let hashes: BTreeSet<u64> = (0..6).map(|s| everything_run(s).trace_hash()).collect();
+    assert_eq!(hashes.len(), 6);
+    // After converging, everyone is up, running and pinging everyone.
+    assert!(a.world().slots.iter().all(|s| s.core.is_some() && !s.paused));
+}
+
+// ---- seeds ----
+
+#[test]
+fn seed_plans_run_regressions_first_then_the_shifted_range() {
+    let plan = |only, count, from| SeedPlan { only, count, from, keep_going: false };
+    assert_eq!(plan(None, None, 0).seeds(&[], 3), vec![0, 1, 2]);
+    assert_eq!(plan(None, None, 0).seeds(&[77, 1], 3), vec![77, 1, 0, 2], "no seed twice");
+    assert_eq!(plan(None, None, 1_000).seeds(&[5], 3), vec![5, 1_000, 1_001, 1_002]);
+    assert_eq!(plan(None, Some(2), 10).seeds(&[5], 3), vec![5, 10, 11]);
+    assert_eq!(plan(Some(42), Some(2), 10).seeds(&[5], 3), vec![42]);
+}
+
+/// A sweep whose closure maps its seed to another simulation seed (as
+/// sweeps that want their own seed space do) and fails for some of them.
+fn shifted_sweep(seed: u64) -> Result<(), SimError> {
+    let mut sim = toy_sim(seed + 10_000, 2, fixed(Duration::from_millis(1)));
+    let sim_seed = sim.seed();
+    sim.check(move |w| if sim_seed % 7 == 3 && w.now >= ms(5) { Err("boom".into()) } else { Ok(()) });
+    sim.run_until(ms(10))
+}
+
+#[test]
+fn a_failing_seed_is_reported_as_the_seed_that_reproduces_it() {
+    let report = SeedPlan::default().run(&[], 20, shifted_sweep).unwrap_err();
+    // 10 006 % 7 == 3: seed 6 fails, though its simulation seed is 10 006.
+    assert!(report.starts_with("seed 6 failed"), "{report}");
+    let printed: u64 = report
+        .split("SIM_SEED=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .expect("a SIM_SEED in the report");
+    assert_eq!(printed, 6);
+    // Fed back, it fails again; and so does the command's environment.
+    assert!(shifted_sweep(printed).is_err());
+    let again = SeedPlan { only: Some(printed), ..SeedPlan::default() }.run(&[], 20, shifted_sweep);
+    assert!(again.unwrap_err().starts_with("seed 6 failed"));
+    // The command names the test that ran.
+    assert!(report.contains("a_failing_seed_is_reported_as_the_seed_that_reproduces_it -- --exact"), "{report}");
+    assert!(report.contains("seed 10006"), "the simulation's own seed is shown too: {report}");
+}
+
+#[test]
+fn keep_going_reports_every_failing_seed() {
+    let plan = SeedPlan { keep_going: true, ..SeedPlan::default() };
+    let mut ran = 0;
+    let report = plan
+        .run(&[], 20, |s| {
+            ran += 1;
+            shifted_sweep(s)
+        })
+        .unwrap_err();
+    assert_eq!(ran, 20);
+    assert!(report.starts_with("seed 6 failed"), "{report}");
+    assert!(report.contains("2 seeds failed:\n  6: boom\n  13: boom"), "{report}");
+}
+
+#[test]
+fn regression_seeds_run_first_and_stop_the_sweep() {
+    if std::env::var_os("SIM_SEED").is_some() {
+        return;
+    }
+    let mut ran = Vec::new();
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        for_seeds_with(&[13], 5, |seed| {
+            ran.push(seed);
+            shifted_sweep(seed)
+        })
+    }));
+    assert!(result.is_err());
+    assert_eq!(ran, vec![13], "the pinned seed ran first and failed");
 }

@@ -567,6 +567,13 @@ impl Protocol for NtNode {
             return;
         }
         self.observe_epoch(now, msg.epoch);
+        if msg.epoch < self.max_epoch() && !matches!(msg.body, Body::AreYouAlive | Body::IAmAlive { .. }) {
+            // The sender is behind: it may be a holder the cluster
+            // regenerated without (false suspicion) that still grants with
+            // its old token. Our answer carries the newer epoch; it drops
+            // its token on reading it (a probe, answered once).
+            self.send(from, Body::AreYouAlive);
+        }
         match msg.body {
             Body::Hello { .. } | Body::HelloAck { .. } => {}
             Body::Request { requester, seq, hops } => self.on_request(now, requester, seq, hops),

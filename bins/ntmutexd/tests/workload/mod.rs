@@ -3,7 +3,7 @@
 //! message-count measurements. (Each includer uses a subset.)
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use ftcore::{ClientId, NodeId};
@@ -42,11 +42,21 @@ pub const HEAVY: Load = Load { hold: (1, 8), think: (0, 5) };
 
 /// `n` sites with `k` predecessors per COMMIT, no clients yet.
 pub fn sites(seed: u64, n: u32, k: usize) -> Sim<NtNode> {
-    Sim::new(seed, n, net(), cfg(k))
+    sites_on(seed, n, k, net())
+}
+
+/// `sites` on another network.
+pub fn sites_on(seed: u64, n: u32, k: usize, net: NetConfig) -> Sim<NtNode> {
+    Sim::new(seed, n, net, cfg(k))
 }
 
 pub fn cluster(seed: u64, n: u32, k: usize, load: Load) -> Sim<NtNode> {
-    let mut sim = sites(seed, n, k);
+    cluster_on(seed, n, k, load, net())
+}
+
+/// `cluster` on another network.
+pub fn cluster_on(seed: u64, n: u32, k: usize, load: Load, net: NetConfig) -> Sim<NtNode> {
+    let mut sim = sites_on(seed, n, k, net);
     sim.clients(Box::new(move |_, node, client, reply, rng| {
         let ms = |rng: &mut timer::SeededRng, (lo, hi): (u64, u64)| Duration::from_millis(rng.range_inclusive(lo, hi));
         match reply {
@@ -89,6 +99,74 @@ pub fn safety(max_fence: std::rc::Rc<std::cell::Cell<u128>>) -> impl FnMut(&Worl
                     return Err(format!("{node} granted fence {fence:#x} after {:#x}", max_fence.get()));
                 }
                 max_fence.set(*fence);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The lock and fence invariants of the stage before leases
+/// (reliability.md, "Invariants by stage"), after every step.
+///
+/// Always (pauses, partitions and slow links included): no fence is granted
+/// twice, no two tokens share an epoch, and a new token's first fence
+/// exceeds every fence granted before it was created.
+///
+/// While the failure detector is accurate — `accurate_after` is `Some(g)`
+/// and for `g` no pause, partition, cut, hold or slow link has been in
+/// effect (`World::timely_for`) — also mutual exclusion, one token, and
+/// global fence order (each grant above every earlier one). `None`: the
+/// run's delays themselves exceed `t_msg`, so it never is.
+pub fn staged_safety(accurate_after: Option<Duration>) -> impl FnMut(&World<NtNode>) -> Result<(), String> {
+    let mut granted: BTreeSet<u128> = BTreeSet::new();
+    let mut max_fence = 0u128;
+    // Epoch of each token created → the largest fence granted before it.
+    let mut created: BTreeMap<u64, (Instant, NodeId, u128)> = BTreeMap::new();
+    let mut first_granted: BTreeSet<u64> = BTreeSet::new();
+    move |w| {
+        let accurate = accurate_after.is_some_and(|g| w.timely_for(g));
+        for (t, node, e) in w.step_events() {
+            let new_epoch = match e {
+                NtEvent::Regenerated { epoch } => Some(*epoch),
+                NtEvent::Joined { bootstrap: true } => w.core(*node).and_then(|c| c.token_epoch()),
+                _ => None,
+            };
+            if let Some(epoch) = new_epoch {
+                if let Some((t0, n0, _)) = created.insert(epoch, (*t, *node, max_fence)) {
+                    return Err(format!("{node} created a token of epoch {epoch:#x}, as {n0} did at {t0}"));
+                }
+            }
+            if let NtEvent::Lock(LockEvent::Granted { fence, .. }) = e {
+                let fence = *fence;
+                if !granted.insert(fence) {
+                    return Err(format!("{node} granted fence {fence:#x} a second time"));
+                }
+                let (epoch, _) = lockservice::fence_parts(fence);
+                if first_granted.insert(epoch) {
+                    if let Some((t0, n0, before)) = created.get(&epoch) {
+                        if fence <= *before {
+                            return Err(format!(
+                                "{node} granted fence {fence:#x}, the first of the token {n0} created at {t0}, \
+                                 not above {before:#x} granted before it was created"
+                            ));
+                        }
+                    }
+                }
+                if accurate && fence <= max_fence {
+                    return Err(format!("{node} granted fence {fence:#x} after {max_fence:#x} (detector accurate)"));
+                }
+                max_fence = max_fence.max(fence);
+            }
+        }
+        if accurate {
+            let holders: Vec<NodeId> = w.live().filter(|(_, c)| c.holder().is_some()).map(|(id, _)| id).collect();
+            if holders.len() > 1 {
+                return Err(format!("mutual exclusion violated (detector accurate): {holders:?} hold the lock"));
+            }
+            let tokens: Vec<(NodeId, Option<u64>)> =
+                w.live().filter(|(_, c)| c.has_token()).map(|(id, c)| (id, c.token_epoch())).collect();
+            if tokens.len() > 1 {
+                return Err(format!("more than one token (detector accurate): {tokens:?}"));
             }
         }
         Ok(())

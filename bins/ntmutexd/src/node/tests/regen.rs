@@ -310,7 +310,12 @@ fn epoch_stale_token_is_discarded_and_a_site_without_position_searches_m3() {
     let newer = proposal(2, 2);
     see_epoch(&mut s, newer);
     let out = deliver(&mut s, at(1), 1, token(E, 3, 2));
-    let mut expected = vec![ev(NtEvent::StaleToken { epoch: E }), ev(NtEvent::RecoveryStarted { mech: Mech::M3 })];
+    // The sender is behind: it is told the newer epoch at once.
+    let mut expected = vec![
+        send_e(1, newer, Body::AreYouAlive),
+        ev(NtEvent::StaleToken { epoch: E }),
+        ev(NtEvent::RecoveryStarted { mech: Mech::M3 }),
+    ];
     expected.extend([1, 2, 4].map(|i| send_e(i, newer, Body::SearchQueue { accesses: 0 })));
     assert_eq!(out, expected);
     assert_eq!(s.token, None);
@@ -323,7 +328,11 @@ fn epoch_stale_token_at_a_site_with_position_searches_m2() {
     let newer = proposal(2, 2);
     see_epoch(&mut s, newer);
     let out = deliver(&mut s, at(1), 2, token(E, 3, 2));
-    let mut expected = vec![ev(NtEvent::StaleToken { epoch: E }), ev(NtEvent::RecoveryStarted { mech: Mech::M2 })];
+    let mut expected = vec![
+        send_e(2, newer, Body::AreYouAlive),
+        ev(NtEvent::StaleToken { epoch: E }),
+        ev(NtEvent::RecoveryStarted { mech: Mech::M2 }),
+    ];
     expected.extend([1, 2, 4].map(|i| send_e(i, newer, Body::SearchPrev { position: 2 })));
     assert_eq!(out, expected);
     assert_eq!(s.token, None);
@@ -353,6 +362,20 @@ fn epoch_a_recovered_fresh_node_refuses_tokens_at_or_below_what_it_recovered() {
     let p = proposal(2, 1);
     let out = deliver_msg(&mut s, at(2), 1, INC, Msg { epoch: 0, body: token(p, 0, 2) });
     assert_eq!(s.token, Some(Token { epoch: p, counter: 0 }), "{out:?}");
+}
+
+#[test]
+fn epoch_a_message_from_a_site_behind_is_answered_with_the_newer_epoch() {
+    // A holder the cluster regenerated without may never be contacted by
+    // the new queue: whoever hears from it tells it (it drops its token on
+    // reading the answer).
+    let mut s = site(4, 3, 2);
+    let newer = proposal(2, 2);
+    see_epoch(&mut s, newer);
+    let out = deliver(&mut s, at(1), 1, Body::Unlink { seq: 4 });
+    assert_eq!(out, vec![send_e(1, newer, Body::AreYouAlive)]);
+    // Probes and their answers are not answered again (no ping-pong).
+    assert_eq!(deliver(&mut s, at(2), 1, Body::IAmAlive { position: None, next: None }), vec![]);
 }
 
 #[test]
