@@ -65,8 +65,11 @@ pub type ClientBehaviour<P> =
 pub enum Action<P: Protocol> {
     /// Crash-stop the node (its in-flight outgoing messages still arrive).
     Crash(NodeId),
-    /// Restart a crashed node as a new incarnation.
+    /// Restart a crashed node as a new incarnation, with what it stored.
     Restart(NodeId),
+    /// Replace a crashed node's disk by a new one: it restarts as a fresh
+    /// node (nothing stored).
+    WipeDisk(NodeId),
     /// Cut the network between these nodes and the rest.
     Partition(Vec<NodeId>),
     /// Remove every partition.
@@ -646,6 +649,13 @@ impl<P: Protocol> Sim<P> {
             return;
         }
         match action {
+            Action::WipeDisk(id) => {
+                let slot = &mut self.world.slots[id.0 as usize - 1];
+                if slot.core.is_none() {
+                    slot.disk = None;
+                    self.log(|| format!("{now} {id} WIPE DISK"));
+                }
+            }
             Action::Crash(id) => {
                 let slot = &mut self.world.slots[id.0 as usize - 1];
                 if let Some(core) = slot.core.take() {
