@@ -319,12 +319,29 @@ const MAJORITY_DOWN_REGRESSIONS: &[u64] = &[30, 186, 240, 283, 378];
 /// one always runs.
 #[test]
 fn sweep_seeds() {
-    for_seeds(10, |seed| {
-        let n = 4 + (seed % 5) as u32;
-        let plan = FaultPlan { crashes: 6, majority_downs: 0, ..everything(n) };
-        run_faulty(seed, n, 3, plan).map(|_| ())
-    });
+    for_seeds(10, sweep_seed);
 }
+
+fn sweep_seed(seed: u64) -> Result<(), SimError> {
+    let n = 4 + (seed % 5) as u32;
+    let plan = FaultPlan { crashes: 6, majority_downs: 0, ..everything(n) };
+    run_faulty(seed, n, 3, plan).map(|_| ())
+}
+
+/// Seeds of `sweep_seeds` that FAIL (the first 300 seeds were swept): 105
+/// (N = 4) — n4 collects acks for proposal 0x1803 during a slow period,
+/// is paused, and meanwhile n3 regenerates 0x2002 and grants; on resume n4
+/// handles its overdue regeneration timer first (as a paused process
+/// does) and completes 0x1803 from its old state, granting 0x180300000001
+/// after 0x20020000001c: the concurrent-regeneration bug of
+/// `regeneration_race_with_delays_up_to_twice_t_msg`, reached by a pause.
+#[test]
+#[ignore = "fails until a regeneration cannot complete below a completed one"]
+fn sweep_known_failures() {
+    for_seeds_with(SWEEP_FAILING, 0, sweep_seed);
+}
+
+const SWEEP_FAILING: &[u64] = &[105];
 
 /// Messages per recovery, by mechanism (printed; M1 is bounded by the spec:
 /// at most k + 3, no broadcast).
