@@ -150,6 +150,8 @@ pub struct World<P: Protocol> {
     /// effect and every message delayed by one has landed; `None` while one
     /// is. See [`World::timely_for`].
     pub timely_since: Option<Instant>,
+    /// Whether any of those has happened yet.
+    disturbed_ever: bool,
 }
 
 impl<P: Protocol> World<P> {
@@ -190,7 +192,7 @@ impl<P: Protocol> World<P> {
     /// last disturbance (e.g. `suspect_after + 2·t_msg`). Crashes do not
     /// count: they do not fool a detector.
     pub fn timely_for(&self, grace: Duration) -> bool {
-        self.timely_since.is_some_and(|t| self.now >= t + grace)
+        self.timely_since.is_some_and(|t| !self.disturbed_ever || self.now >= t + grace)
     }
 }
 
@@ -318,6 +320,7 @@ impl<P: Protocol> Sim<P> {
                 sent_by_kind: BTreeMap::new(),
                 step_events_from: 0,
                 timely_since: Some(Instant::ZERO),
+                disturbed_ever: false,
             },
             net: Network::new(net),
             config,
@@ -821,6 +824,7 @@ impl<P: Protocol> Sim<P> {
     /// Recomputes [`World::timely_since`].
     fn refresh_timely(&mut self) {
         let disturbed = self.net.disturbed() || !self.replay.is_empty() || self.world.slots.iter().any(|s| s.paused);
+        self.world.disturbed_ever |= disturbed;
         self.world.timely_since = match (disturbed, self.world.timely_since) {
             (true, _) => None,
             (false, Some(t)) => Some(t),
@@ -1013,7 +1017,7 @@ fn rerun_command(seed: u64) -> String {
         }
     }
     if let Some(test) = std::thread::current().name().filter(|n| *n != "main") {
-        cmd.push_str(&format!(" {test} -- --exact"));
+        cmd.push_str(&format!(" {test} -- --exact --include-ignored"));
     }
     cmd
 }

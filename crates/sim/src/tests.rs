@@ -719,7 +719,10 @@ fn a_paused_node_queues_its_inputs_and_on_resume_fires_overdue_timers_then_repla
             Ok(())
         }
     });
+    sim.run_until(ms(1_000)).unwrap();
+    assert!(sim.world().timely_for(Duration::from_secs(5)), "timely from the start until disturbed");
     sim.run_until(ms(1_400)).unwrap();
+    assert!(!sim.world().timely_for(Duration::ZERO));
     assert!(sim.world().is_paused(n(3)));
     assert!(sim.world().is_up(n(3)), "paused is not down");
     assert_eq!(sim.world().timely_since, None);
@@ -728,6 +731,7 @@ fn a_paused_node_queues_its_inputs_and_on_resume_fires_overdue_timers_then_repla
     let w = sim.world();
     assert!(!w.is_paused(n(3)));
     assert_eq!(w.timely_since, Some(ms(1_502)));
+    assert!(w.timely_for(Duration::from_millis(498)) && !w.timely_for(Duration::from_millis(499)));
     // It sent nothing while paused: 1 gets seq 100 at 1 005 ms, then 101 — sent on resume.
     let from3: Vec<_> = deliveries(w).into_iter().filter(|d| d.1 == n(1) && d.2 == n(3)).map(|d| (d.0, d.4)).collect();
     let i = from3.iter().position(|d| d.1 == 100).unwrap();
@@ -1026,7 +1030,10 @@ fn a_failing_seed_is_reported_as_the_seed_that_reproduces_it() {
     let again = SeedPlan { only: Some(printed), ..SeedPlan::default() }.run(&[], 20, shifted_sweep);
     assert!(again.unwrap_err().starts_with("seed 6 failed"));
     // The command names the test that ran.
-    assert!(report.contains("a_failing_seed_is_reported_as_the_seed_that_reproduces_it -- --exact"), "{report}");
+    assert!(
+        report.contains("a_failing_seed_is_reported_as_the_seed_that_reproduces_it -- --exact --include-ignored"),
+        "{report}"
+    );
     assert!(report.contains("seed 10006"), "the simulation's own seed is shown too: {report}");
 }
 
