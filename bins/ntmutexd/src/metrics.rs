@@ -72,6 +72,9 @@ pub fn record(e: &NtEvent, m: &Metrics) {
         // exact value.
         NtEvent::Epoch(e) => metrics::gauge!(m.name("epoch")).set(*e as f64),
         NtEvent::Entered { .. } => {}
+        NtEvent::NewLife { inc } => {
+            tracing::warn!(incarnation = inc.0, "a peer knew a newer life of this node (clock behind?): moved past it");
+        }
         NtEvent::StateRecovered { max } => {
             tracing::warn!(recovered_max = max, "fresh state recovered from the peers' answers");
         }

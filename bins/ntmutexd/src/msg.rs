@@ -1,7 +1,7 @@
 //! What ntmutexd puts on the wire between sites.
 
 use durable::promise::{Refusal, Values};
-use ftcore::{message_kinds, Message, NodeId};
+use ftcore::{message_kinds, Incarnation, Message, NodeId};
 use serde::{Deserialize, Serialize};
 
 /// Every message carries the sender's `max_epoch`: a site that learns of a
@@ -155,6 +155,12 @@ pub enum Body {
         /// The request.
         seq: u64,
     },
+    /// "Your message came from a life older than the one I know of you":
+    /// the receiver moves to a life above `known`.
+    Behind {
+        /// The newest life of the receiver that the sender knows.
+        known: Incarnation,
+    },
     /// Graceful leave of the holder: everyone sets `last` to `root`.
     NewRoot {
         /// The new root.
@@ -197,6 +203,7 @@ message_kinds!(Body {
     DeadEnd => "dead_end",
     NewRoot => "new_root",
     Skip => "skip",
+    Behind => "behind",
 });
 
 impl Message for Msg {

@@ -40,6 +40,14 @@ pub enum HbMsg {
         /// The life that was excluded.
         your_inc: Incarnation,
     },
+    /// "Your message came from a life older than the one I know of you
+    /// (`known`)": the sender's clock is behind its previous start, or its
+    /// disk was replaced. It moves past `known` instead of being ignored
+    /// for ever (foundation.md, Durable state).
+    Behind {
+        /// The newest life of the receiver of this message that the sender knows.
+        known: Incarnation,
+    },
 }
 
 message_kinds!(HbMsg {
@@ -48,6 +56,7 @@ message_kinds!(HbMsg {
     Report => "report",
     View => "view",
     Excluded => "excluded",
+    Behind => "behind",
 });
 
 /// What the ring tells metrics, logs and invariant checkers.

@@ -20,6 +20,7 @@
 //! so a healed partition or a restarted member that nobody contacts still
 //! finds its way back.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ftcore::{EventSink, Incarnation, MsgSink, NodeId};
@@ -95,6 +96,14 @@ pub struct HbRing {
     /// predecessor's first heartbeat can arrive just before the news that
     /// the old one died; then the ring was already whole.
     last_heartbeat: Option<(NodeId, Instant)>,
+    /// When each peer was last told it is `Behind` (at most once per
+    /// heartbeat period: a stale sender's every message would otherwise be
+    /// answered).
+    behind_told: BTreeMap<NodeId, Instant>,
+    /// When this node last moved to a new life: `Excluded` and `Behind`
+    /// move it at most once per `suspect_after` (a storm of late notices
+    /// about one life must not churn through many).
+    last_rejoin: Option<Instant>,
 }
 
 impl HbRing {
@@ -117,6 +126,8 @@ impl HbRing {
             succ: None,
             repair_since: None,
             last_heartbeat: None,
+            behind_told: BTreeMap::new(),
+            last_rejoin: None,
         };
         ring.timers.set(Timer::Probe, now + cfg.probe_every);
         ring.neighbours_changed(now, out);
@@ -145,6 +156,14 @@ impl HbRing {
             Observation::Unknown => Contact::Drop,
             Observation::Stale => {
                 out.event(HbEvent::StaleMessage { from, inc });
+                let known = self.view.liveness(from).map(|l| l.incarnation).filter(|_| from != self.view.me());
+                if let Some(known) = known {
+                    let due = self.behind_told.get(&from).is_none_or(|t| now >= *t + self.cfg.heartbeat);
+                    if due {
+                        self.behind_told.insert(from, now);
+                        out.send(from, HbMsg::Behind { known });
+                    }
+                }
                 Contact::Drop
             }
             Observation::Excluded => {
@@ -173,15 +192,26 @@ impl HbRing {
 
     /// A heartbeat-ring message from `from` in life `inc`.
     pub fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: HbMsg, out: &mut impl HbOut) {
-        if let HbMsg::Excluded { your_inc } = msg {
-            // Heeded whatever the sender's standing, and never answered:
-            // two nodes that excluded each other would otherwise bounce
-            // Excluded back and forth forever. A late one about a life
-            // already left behind changes nothing.
-            if your_inc == self.view.my_incarnation() && self.view.liveness(from).is_some() {
-                self.rejoin(now, out);
+        match msg {
+            // Heeded only from a sender in the life we know of it or a newer
+            // one (a notice from a stale life of the sender is no evidence
+            // about us), at most once per `suspect_after`, and
+            // never answered: two nodes that excluded each other would
+            // otherwise bounce Excluded back and forth forever.
+            HbMsg::Excluded { your_inc } => {
+                // A late one about a life already left behind changes nothing.
+                if your_inc == self.view.my_incarnation() && self.sender_is_current(from, inc) {
+                    self.rejoin_above(now, your_inc, out);
+                }
+                return;
             }
-            return;
+            HbMsg::Behind { known } => {
+                if known >= self.view.my_incarnation() && self.sender_is_current(from, inc) {
+                    self.rejoin_above(now, known, out);
+                }
+                return;
+            }
+            _ => {}
         }
         if self.on_contact(now, from, inc, out) == Contact::Drop {
             return;
@@ -212,7 +242,7 @@ impl HbRing {
                     self.apply_view_entry(now, about, liveness, out);
                 }
             }
-            HbMsg::Excluded { .. } => {} // handled above
+            HbMsg::Excluded { .. } | HbMsg::Behind { .. } => {} // handled above
         }
     }
 
@@ -266,7 +296,7 @@ impl HbRing {
     fn apply_report(&mut self, now: Instant, about: NodeId, liveness: Liveness, out: &mut impl HbOut) {
         if about == self.view.me() {
             if liveness.status == Status::Dead && liveness.incarnation >= self.view.my_incarnation() {
-                self.rejoin(now, out);
+                self.start_new_life(now, liveness.incarnation, out);
             }
             return;
         }
@@ -294,10 +324,27 @@ impl HbRing {
         }
     }
 
-    /// This node's current life was declared dead: start a new one and
-    /// announce it.
-    fn rejoin(&mut self, now: Instant, out: &mut impl HbOut) {
-        let inc = self.view.rejoin();
+    /// Whether `inc` is the life of `from` this node knows (alive or
+    /// excluded) or a newer one — not an older, stale life. Two nodes that
+    /// excluded each other must still heed each other's `Excluded`; a stale
+    /// life's (a node whose clock is behind) must change nothing.
+    fn sender_is_current(&self, from: NodeId, inc: Incarnation) -> bool {
+        self.view.liveness(from).is_some_and(|l| inc >= l.incarnation)
+    }
+
+    /// This node's life `at_least` was declared dead or is behind a peer's
+    /// knowledge: start a new one above it and announce it (rate-limited).
+    fn rejoin_above(&mut self, now: Instant, at_least: Incarnation, out: &mut impl HbOut) {
+        if self.last_rejoin.is_some_and(|t| now < t + self.cfg.suspect_after) {
+            return;
+        }
+        self.start_new_life(now, at_least, out);
+    }
+
+    /// Moves to a life above `at_least` and announces it.
+    fn start_new_life(&mut self, now: Instant, at_least: Incarnation, out: &mut impl HbOut) {
+        self.last_rejoin = Some(now);
+        let inc = self.view.rejoin_above(at_least);
         out.event(HbEvent::Rejoined { inc });
         self.gossip(self.view.me(), Liveness::alive(inc), out);
         self.neighbours_changed(now, out);

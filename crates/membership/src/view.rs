@@ -247,6 +247,19 @@ impl RingView {
         inc
     }
 
+    /// Moves the local node to a life above `known` (a peer knows a life
+    /// of ours at least that new: our clock was behind, or our disk was
+    /// replaced). Returns the new incarnation; unchanged if already above.
+    pub fn rejoin_above(&mut self, known: Incarnation) -> Incarnation {
+        let mine = self.states[self.me].incarnation;
+        if mine > known {
+            return mine;
+        }
+        let inc = known.next();
+        self.set(self.me, Liveness::alive(inc));
+        inc
+    }
+
     /// Number of configured members.
     pub fn len(&self) -> usize {
         self.ids.len()

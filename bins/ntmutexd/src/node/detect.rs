@@ -102,7 +102,12 @@ impl NtNode {
     /// Tracks peers' lives; returns false for a message from an older life.
     pub(super) fn observe_life(&mut self, now: Instant, from: NodeId, inc: Incarnation) -> bool {
         let known = self.peer_inc.get(&from).copied();
-        if known.is_some_and(|k| inc < k) {
+        if let Some(k) = known.filter(|k| inc < *k) {
+            // An older life: ignored, but told the life we know, so that a
+            // site whose clock is behind its previous start (and whose
+            // disk was replaced) moves past it instead of being ignored
+            // for ever.
+            self.send(from, Body::Behind { known: k });
             return false;
         }
         self.peer_inc.insert(from, inc);

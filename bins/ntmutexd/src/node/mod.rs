@@ -184,6 +184,11 @@ pub enum NtEvent {
         /// The old epoch.
         epoch: u64,
     },
+    /// This site moved to a new life (a peer knew a newer one of it).
+    NewLife {
+        /// The new life.
+        inc: Incarnation,
+    },
     /// A fresh node (new disk) recovered what its peers stored.
     StateRecovered {
         /// The highest value answered; tokens at or below it are refused.
@@ -533,6 +538,10 @@ impl Protocol for NtNode {
             self.out.event(NtEvent::Refused { from, reason });
             return;
         }
+        if let Body::Behind { known } = msg.body {
+            self.on_behind(now, from, inc, known);
+            return;
+        }
         let running = self.phase == Phase::Running;
         if running
             && matches!(msg.body, Body::Hello { .. } | Body::HelloAck { .. })
@@ -575,7 +584,7 @@ impl Protocol for NtNode {
             self.send(from, Body::AreYouAlive);
         }
         match msg.body {
-            Body::Hello { .. } | Body::HelloAck { .. } => {}
+            Body::Hello { .. } | Body::HelloAck { .. } | Body::Behind { .. } => {}
             Body::Request { requester, seq, hops } => self.on_request(now, requester, seq, hops),
             Body::DirectRequest { requester, seq, hops } => {
                 self.on_link_request(now, requester, seq, hops, LinkKind::Direct)

@@ -118,4 +118,36 @@ impl NtNode {
             self.finish_join(now, bootstrap);
         }
     }
+
+    /// A peer knows a life of ours at least as new as `known`: our clock
+    /// was behind our previous start and nothing stored said so (a new
+    /// disk). Move to a life above it — a new life, which knows nothing —
+    /// and start the handshake again (the driver stores the new life before
+    /// anything is sent). A notice from a stale life of the sender, or about
+    /// a life already left behind, changes nothing.
+    pub(super) fn on_behind(&mut self, now: Instant, from: NodeId, inc: Incarnation, known: Incarnation) {
+        if known < self.inc || self.peer_inc.get(&from).is_some_and(|k| inc < *k) {
+            return;
+        }
+        self.inc = known.next();
+        self.out.event(NtEvent::NewLife { inc: self.inc });
+        if self.token.is_some() {
+            self.drop_token(now, "this node moved to a new life");
+        }
+        self.locks.lose(now, "this node moved to a new life", &mut self.out);
+        self.position = None;
+        self.preds.clear();
+        self.next = None;
+        self.monitored = None;
+        self.request = None;
+        self.recovery = Recovery::Idle;
+        self.bootstrap_search = false;
+        for t in [Timer::CommitWait, Timer::AliveCheck, Timer::Window, Timer::Provisional] {
+            self.timers.cancel(t);
+        }
+        self.phase = Phase::Joining { fresh: BTreeSet::from([self.me]), running_seen: false, deferred: Vec::new() };
+        self.last = Last::Unknown;
+        self.hello_all();
+        self.timers.set(Timer::Join, now + self.cfg.t_msg * 2);
+    }
 }

@@ -572,7 +572,13 @@ fn view_merge_reports_only_what_changed() {
     );
     // 4's previous life is now stale.
     r.handle_message(at(50), n(4), inc(4), heartbeat(d));
-    assert_eq!(r.drain(), vec![ev(HbEvent::StaleMessage { from: n(4), inc: inc(4) })]);
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::StaleMessage { from: n(4), inc: inc(4) }),
+            send(4, HbMsg::Behind { known: Incarnation(1040) })
+        ]
+    );
 }
 
 #[test]
@@ -590,10 +596,21 @@ fn view_saying_this_life_is_dead_makes_the_node_rejoin() {
 fn message_from_an_older_life_is_ignored() {
     let mut r = ring();
     meet(&mut r, 1, at(10));
-    let before = r.clone();
+    let before = r.view().clone();
     r.handle_message(at(100), n(1), Incarnation(9), heartbeat(r.view().digest()));
+    // Not even a sign of life; the sender is told the life we know, so it
+    // can move past it (its clock may be behind its previous start).
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::StaleMessage { from: n(1), inc: Incarnation(9) }),
+            send(1, HbMsg::Behind { known: Incarnation(10) })
+        ]
+    );
+    assert_eq!(r.view(), &before, "not even a sign of life");
+    // At most once per heartbeat period.
+    r.handle_message(at(101), n(1), Incarnation(9), heartbeat(r.view().digest()));
     assert_eq!(r.drain(), vec![ev(HbEvent::StaleMessage { from: n(1), inc: Incarnation(9) })]);
-    assert_eq!(r, before, "not even a sign of life");
 }
 
 #[test]
@@ -653,6 +670,36 @@ fn excluded_is_heeded_from_any_member_and_never_answered() {
 }
 
 #[test]
+fn behind_moves_this_node_past_the_life_a_peer_knows() {
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    // Our clock was behind our previous start: n1 knows life 500 of us.
+    r.handle_message(at(20), n(1), inc(1), HbMsg::Behind { known: Incarnation(500) });
+    assert_eq!(r.drain(), vec![ev(HbEvent::Rejoined { inc: Incarnation(501) }), send(3, report(2, alive(501)))]);
+    assert_eq!(r.incarnation(), Incarnation(501));
+    // A second notice within suspect_after changes nothing (rate limit);
+    // one about a life we are already past changes nothing either.
+    r.handle_message(at(30), n(1), inc(1), HbMsg::Behind { known: Incarnation(600) });
+    r.handle_message(at(300), n(1), inc(1), HbMsg::Behind { known: Incarnation(400) });
+    assert_eq!(r.drain(), vec![]);
+    // From a stale life of the sender: no evidence about us.
+    r.handle_message(at(400), n(1), Incarnation(9), HbMsg::Behind { known: Incarnation(700) });
+    assert!(!r.drain().iter().any(|o| matches!(o, Output::Event(HbEvent::Rejoined { .. }))));
+    assert_eq!(r.incarnation(), Incarnation(501));
+}
+
+#[test]
+fn excluded_from_a_stale_life_of_the_sender_changes_nothing() {
+    // A node whose clock is behind sends Excluded from an old life of its
+    // own: a healthy neighbour must not change life for it.
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    r.handle_message(at(20), n(1), Incarnation(9), HbMsg::Excluded { your_inc: MY_INC });
+    assert!(!r.drain().iter().any(|o| matches!(o, Output::Event(HbEvent::Rejoined { .. }))));
+    assert_eq!(r.incarnation(), MY_INC);
+}
+
+#[test]
 fn message_from_a_restarted_node_is_a_new_life() {
     let mut r = ring();
     meet(&mut r, 1, at(10));
@@ -674,7 +721,13 @@ fn message_from_a_restarted_node_is_a_new_life() {
     );
     // Its previous life is stale from now on.
     r.handle_message(at(30), n(1), inc(1), heartbeat(d));
-    assert_eq!(r.drain(), vec![ev(HbEvent::StaleMessage { from: n(1), inc: inc(1) })]);
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::StaleMessage { from: n(1), inc: inc(1) }),
+            send(1, HbMsg::Behind { known: Incarnation(1010) })
+        ]
+    );
 }
 
 #[test]
@@ -792,7 +845,13 @@ fn on_contact_classifies_every_kind_of_sender() {
     assert_eq!(r.timers.get(Timer::WatchPred), Some(at(253)));
     // An older life.
     assert_eq!(r.on_contact(at(4), n(1), Incarnation(9)), Contact::Drop);
-    assert_eq!(r.drain(), vec![ev(HbEvent::StaleMessage { from: n(1), inc: Incarnation(9) })]);
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::StaleMessage { from: n(1), inc: Incarnation(9) }),
+            send(1, HbMsg::Behind { known: Incarnation(10) })
+        ]
+    );
     assert_eq!(r.timers.get(Timer::WatchPred), Some(at(253)));
     // An excluded life.
     r.handle_message(at(5), n(1), inc(1), report(4, dead(40)));

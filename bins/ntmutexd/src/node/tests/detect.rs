@@ -139,12 +139,30 @@ fn restart_a_newer_life_of_the_monitored_predecessor_starts_recovery() {
 }
 
 #[test]
-fn restart_a_message_from_an_older_life_is_ignored() {
+fn restart_a_message_from_an_older_life_is_ignored_and_told_the_life_known() {
     let mut s = site(4, 2, 2);
     s.peer_inc.insert(n(3), Incarnation(2));
     let before = s.clone();
-    assert_eq!(deliver_msg(&mut s, at(1), 3, INC, Msg { epoch: proposal(9, 3), body: request(3, 1, 0) }), vec![]);
+    // Ignored (nothing changes), but the sender is told which life of it we
+    // know, so that a site whose clock is behind moves past it.
+    let out = deliver_msg(&mut s, at(1), 3, INC, Msg { epoch: proposal(9, 3), body: request(3, 1, 0) });
+    assert_eq!(out, vec![send(3, Body::Behind { known: Incarnation(2) })]);
     assert_eq!(s, before);
+}
+
+#[test]
+fn behind_moves_a_site_to_a_new_life_above_the_one_known() {
+    let mut s = busy_holder(3, 2, 2);
+    let out = deliver(&mut s, at(5), 1, Body::Behind { known: Incarnation(7) });
+    assert_eq!(s.incarnation(), Incarnation(8));
+    assert_eq!(out[0], ev(NtEvent::NewLife { inc: Incarnation(8) }));
+    // A new life knows nothing: the holder's client lost the lock, and the
+    // handshake starts again.
+    assert!(out.contains(&ev(NtEvent::TokenSuperseded { epoch: E })));
+    assert!(out.contains(&send(1, Body::Hello { nonce: s.nonce })));
+    assert_eq!((s.token, s.last, s.is_running()), (None, Last::Unknown, false));
+    // About a life already left behind: nothing.
+    assert_eq!(deliver(&mut s, at(6), 1, Body::Behind { known: Incarnation(7) }), vec![]);
 }
 
 #[test]
