@@ -381,8 +381,12 @@ impl PromiseNode {
         }
     }
 
-    /// Drops the own proposal once its deadline has passed; returns it.
+    /// Forgets what has run out: a promise window, and the own proposal
+    /// once its deadline has passed (returned).
     fn expire(&mut self, now: Instant) -> Option<u64> {
+        if self.given.is_some_and(|g| now >= g.until) {
+            self.given = None;
+        }
         if self.proposal.as_ref().is_some_and(|p| now >= p.deadline) {
             return self.drop_own();
         }
@@ -561,6 +565,12 @@ impl PromiseNode {
         Ok(value)
     }
 
+    /// The proposal timer fired (at or after the deadline, possibly late):
+    /// abandons the live proposal if its deadline has passed.
+    pub fn on_deadline(&mut self, now: Instant) -> Option<u64> {
+        self.expire(now)
+    }
+
     /// The core gives up its live proposal (a veto of its own rules, or its
     /// deadline timer fired). Returns the abandoned value.
     pub fn abandon(&mut self, now: Instant) -> Option<u64> {
@@ -627,6 +637,7 @@ impl PromiseNode {
             Some((max, in_use)) => {
                 self.stored.recover(max, in_use);
                 self.dirty = true;
+                self.recovery = Recovery::default();
                 RoundStep::Recovered { max: self.stored.recovered_max() }
             }
             None => RoundStep::Send,
