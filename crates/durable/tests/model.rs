@@ -5,18 +5,26 @@
 //! traffic raise the others' thresholds. Faults: crash and restart (the
 //! disk survives, memory and windows do not), restart with a wiped disk
 //! (a fresh node that must recover through the handshake), pauses, messages
-//! delayed past every window (a message may be delivered at any later
-//! step, or never), and false suspicion (any node may propose at any time).
+//! delayed past every window (delivered at any later step, or never: loss),
+//! and false suspicion (any node may propose at any time).
 //!
-//! Time is a bounded discrete global clock advanced by `Tick`; a node that
-//! takes no step while it ticks is paused, and a timer "fires" whenever its
-//! node next acts after the deadline (the component checks deadlines
-//! against the time it is given). One tick is 1 ms, W = lease = 2 ms and
-//! ρ = 0: every node reads the global clock, so drift is not modelled (the
-//! `W·(1±ρ)` arithmetic is unit-tested in `timer::lease` and `promise`).
+//! Time is a bounded discrete global clock advanced by `Tick`. A node that
+//! takes no step while it ticks is paused; the proposal timer (`Expire`)
+//! fires at any step at or after its deadline, and the component also
+//! checks deadlines against the time each input brings. One tick is 1 ms,
+//! W = lease = 1 tick and ρ = 0: every node reads the global clock, so
+//! drift is not modelled (the `W·(1±ρ)` arithmetic is unit-tested in
+//! `timer::lease` and `promise`).
+//!
+//! To stay small: a message to a crashed node waits for its next life,
+//! messages whose delivery can no longer do anything are dropped
+//! ([`prune`]), refusals carry no durations (retry times are not
+//! modelled: false suspicion covers every start time), and in the default
+//! bounds node 1 only answers (every two proposers still meet a third).
 //!
 //! Every mutation test switches one safety rule off and asserts that the
-//! checker finds a counterexample, so the passing check is not vacuous.
+//! checker finds a token invariant broken, so the passing check is not
+//! vacuous.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant as WallInstant};
@@ -192,7 +200,9 @@ struct State {
     // Ghost history.
     created: BTreeSet<u64>,
     max_fence: (u64, u64),
-    wiped: bool,
+    /// The node whose disk was wiped, if any.
+    wiped: Option<u8>,
+    /// The wiped node recovered and created a token.
     created_after_wipe: bool,
     dup_epoch: bool,
     fence_regress: bool,
@@ -346,7 +356,7 @@ impl Model for PromiseModel {
             wipes: self.bounds.wipes,
             created: BTreeSet::new(),
             max_fence: (0, 0),
-            wiped: false,
+            wiped: None,
             created_after_wipe: false,
             dup_epoch: false,
             fence_regress: false,
@@ -449,7 +459,7 @@ impl Model for PromiseModel {
                     s.fence_regress = true;
                 }
                 s.max_fence = s.max_fence.max((epoch, 1));
-                s.created_after_wipe |= s.wiped;
+                s.created_after_wipe |= s.wiped == Some(i);
                 for to in (0..N as u8).filter(|t| *t != i) {
                     Self::send(&mut s, Msg::InUse { to, value: epoch });
                 }
@@ -473,7 +483,7 @@ impl Model for PromiseModel {
             }
             Action::RestartWiped(i) => {
                 s.wipes -= 1;
-                s.wiped = true;
+                s.wiped = Some(i);
                 let disk = (self.mutation == Some(Mutation::NoRecovery)).then(|| Promises::recovered_with(0));
                 s.nodes[usize::from(i)].disk = disk.clone();
                 self.start_life(&mut s, i, disk);
@@ -508,7 +518,7 @@ impl Model for PromiseModel {
             Property::always("a new token's first fence exceeds every earlier fence", |_, s: &State| !s.fence_regress),
             Property::always("no promise at or below one of an earlier life", |_, s: &State| !s.promise_regress),
             Property::sometimes("a token is created", |_, s: &State| !s.created.is_empty()),
-            Property::sometimes("a token is created after a wiped disk", |_, s: &State| s.created_after_wipe),
+            Property::sometimes("a wiped node recovers and creates a token", |_, s: &State| s.created_after_wipe),
         ]
     }
 }
@@ -603,18 +613,10 @@ fn unslotted_proposals_are_safe_with_tie_refusal() {
 }
 
 #[test]
-#[ignore = "bigger bounds: minutes"]
+#[ignore = "bigger bounds: 7.3 M states, about 90 s and 3 GB"]
 fn promise_rules_hold_exhaustively_bigger() {
-    assert_safe(Bounds {
-        clock: 3,
-        proposals: 2,
-        middle_proposes: true,
-        crashes: 2,
-        wipes: 1,
-        hello_rounds: 1,
-        grants: 2,
-        slotted: true,
-    });
+    // Node 1 proposing too does not finish in minutes on a 2-core machine.
+    assert_safe(Bounds { clock: 3, grants: 2, ..Bounds::fast() });
 }
 
 #[test]
