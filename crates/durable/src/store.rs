@@ -628,8 +628,12 @@ mod tests {
         assert!(matches!(e, StoreError::Dir { action: "create", .. }), "{e:?}");
         assert_eq!(e.exit_status(), 2);
         assert!(e.to_string().starts_with("key 'state_dir': cannot create"), "{e}");
+        // Below a file: refused even to root.
+        let e = StateDir::open(file.join("state"), "testd").unwrap_err();
+        assert!(matches!(e, StoreError::Dir { action: "create", .. }), "{e:?}");
 
-        // A read-only directory, with and without a lock file from an earlier life.
+        // A read-only directory, with and without a lock file from an earlier
+        // life (root is not stopped by modes: then only that it does not panic).
         let ro = tmp.path().join("ro");
         StateDir::open(&ro, "testd").unwrap();
         std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o500)).unwrap();

@@ -16,6 +16,7 @@ use crate::config::{self, CommonArgs, Config, DaemonConfig, EXIT_CONFIG};
 use crate::driver::{Driver, EventHook, StatusHook};
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
+use crate::state::{self, Started};
 use crate::{client_api, logging};
 
 /// Exit status for a failure at run time (a port already taken, …).
@@ -35,8 +36,8 @@ pub enum TransportKind {
 pub struct CoreContext {
     /// This node.
     pub me: NodeId,
-    /// This life: the start time in milliseconds since the Unix epoch, so
-    /// every restart is a newer life.
+    /// This life: `max(wall-clock ms, stored + 1)`, already stored in
+    /// `state_dir`, so every restart is a newer life.
     pub incarnation: Incarnation,
     /// The configured members in ring order.
     pub membership: Membership,
@@ -44,6 +45,8 @@ pub struct CoreContext {
     pub now: Instant,
     /// Seed for the core's own random draws.
     pub seed: u64,
+    /// Started with `--new-cluster` (foundation.md, Fresh nodes).
+    pub new_cluster: bool,
 }
 
 /// Builds a daemon's protocol core from its config.
@@ -100,6 +103,24 @@ pub fn run<D: DaemonConfig, P: Protocol + Send + 'static>(args: &CommonArgs, spe
             return ExitCode::from(EXIT_CONFIG as u8);
         }
     };
+    // Durable state before any socket: the directory's lock, the state file
+    // and this life's incarnation, stored before the node speaks.
+    let wall_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let state = match state::start::<CoreState>(cfg.common.state_dir(), D::NAME, wall_ms) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("{}: {e}", D::NAME);
+            return ExitCode::from(if e.is_config_problem() { EXIT_CONFIG as u8 } else { EXIT_RUNTIME });
+        }
+    };
+    tracing::info!(
+        state_file = %state.dir.state_file().display(),
+        incarnation = state.incarnation,
+        stored = ?state.stored_incarnation,
+        new_cluster = args.new_cluster,
+        "state loaded and incarnation stored"
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -107,7 +128,7 @@ pub fn run<D: DaemonConfig, P: Protocol + Send + 'static>(args: &CommonArgs, spe
             return ExitCode::from(EXIT_RUNTIME);
         }
     };
-    match runtime.block_on(serve(cfg, key, spec)) {
+    match runtime.block_on(serve(cfg, key, spec, state, args.new_cluster)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -117,10 +138,17 @@ pub fn run<D: DaemonConfig, P: Protocol + Send + 'static>(args: &CommonArgs, spe
     }
 }
 
+/// The core's part of the state file: kept as it was found until cores
+/// store state of their own.
+type CoreState = toml::Table;
+
 async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     cfg: Config<D>,
     key: Option<ClusterKey>,
     spec: DaemonSpec<D, P>,
+    // Holds the state directory's lock until the daemon exits.
+    state: Started<CoreState>,
+    new_cluster: bool,
 ) -> anyhow::Result<()> {
     let common = &cfg.common;
     let me = common.node();
@@ -130,8 +158,7 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     let metrics = Metrics::install(spec.metrics_prefix, common.metrics_addr())?;
 
     let clock = RealClock::new();
-    let start_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(1);
-    let incarnation = Incarnation(start_ms.max(1));
+    let incarnation = Incarnation(state.incarnation);
     metrics.incarnation(incarnation.0);
 
     let membership = common.membership();
@@ -158,8 +185,14 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     .await
     .map_err(|e| anyhow::anyhow!("cannot listen for clients on {}: {e}", common.client_addr()))?;
 
-    let ctx =
-        CoreContext { me, incarnation, membership, now: clock.now(), seed: incarnation.0 ^ (u64::from(me.0) << 48) };
+    let ctx = CoreContext {
+        me,
+        incarnation,
+        membership,
+        now: clock.now(),
+        seed: incarnation.0 ^ (u64::from(me.0) << 48),
+        new_cluster,
+    };
     let core = (spec.build)(&cfg, ctx).map_err(|e| anyhow::anyhow!("cannot start the protocol: {e}"))?;
 
     let shutdown = CancellationToken::new();
@@ -196,6 +229,7 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     .await;
     stop.cancel();
     let _ = client_task.await;
+    drop(state);
     Ok(())
 }
 

@@ -1,11 +1,12 @@
 //! Daemon plumbing shared by every ftcoord daemon: configuration
 //! ([`config`]), logging ([`logging`]), metrics ([`metrics`]), the systemd
 //! notify protocol ([`notify`]), the client API server ([`client_api`]), the
-//! driver loop that owns a protocol core ([`driver`]), and the whole
-//! daemon's life from arguments to exit status ([`daemon`]).
+//! driver loop that owns a protocol core ([`driver`]), the node's durable
+//! state at start-up ([`state`]), and the whole daemon's life from arguments
+//! to exit status ([`daemon`]).
 //!
 //! Daemon crates depend on this; it depends on the protocol-agnostic crates
-//! (`wire`, `timer`, `membership`, `ftcore`) and never on a daemon.
+//! (`wire`, `timer`, `membership`, `ftcore`, `durable`) and never on a daemon.
 #![forbid(unsafe_code)]
 
 pub mod client_api;
@@ -15,3 +16,4 @@ pub mod driver;
 pub mod logging;
 pub mod metrics;
 pub mod notify;
+pub mod state;
