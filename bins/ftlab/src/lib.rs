@@ -273,6 +273,11 @@ impl Cluster {
         self.wait_ready(id)
     }
 
+    /// Node `id`'s process id, while it is started.
+    pub fn pid(&self, id: u32) -> Option<u32> {
+        self.procs[id as usize - 1].as_ref().map(Child::id)
+    }
+
     /// Whether node `id`'s process is running.
     pub fn is_running(&mut self, id: u32) -> bool {
         self.procs[id as usize - 1].as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))

@@ -15,8 +15,7 @@ fn hbringd(args: &[&str]) -> (i32, String, String) {
 fn help_lists_the_common_flags() {
     let (code, out, _) = hbringd(&["--help"]);
     assert_eq!(code, 0);
-    for flag in
-    [
+    for flag in [
         "--config",
         "--node-id",
         "--listen",

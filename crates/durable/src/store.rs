@@ -221,13 +221,14 @@ impl StateDir {
             f.rewind()?;
             f.write_all(format!("{}\n", std::process::id()).as_bytes())
         };
-        write_pid(&mut lock).map_err(|e| StoreError::Dir { path: lock_path, action: "write the PID into", source: e })?;
+        write_pid(&mut lock).map_err(|e| StoreError::Dir {
+            path: lock_path,
+            action: "write the PID into",
+            source: e,
+        })?;
 
         // The lock file may predate a chmod: prove that new files can be made.
-        tempfile::Builder::new()
-            .prefix(".probe.")
-            .tempfile_in(&path)
-            .map_err(|e| dir_err("create files in", e))?;
+        tempfile::Builder::new().prefix(".probe.").tempfile_in(&path).map_err(|e| dir_err("create files in", e))?;
 
         let dir = StateDir { path, daemon: daemon.to_owned(), _lock: lock };
         dir.remove_stale_temp_files();
@@ -360,9 +361,8 @@ fn check<'a>(bytes: &'a [u8], daemon: &str) -> Result<&'a str, Problem> {
         fields.split_whitespace().find_map(|kv| kv.split_once('=').filter(|(k, _)| *k == key).map(|(_, v)| v))
     };
     // The version first: a newer format may have changed everything after it.
-    let version: u64 = field("version")
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| corrupt("the header has no valid version"))?;
+    let version: u64 =
+        field("version").and_then(|v| v.parse().ok()).ok_or_else(|| corrupt("the header has no valid version"))?;
     if version > u64::from(FORMAT_VERSION) {
         return Err(Problem::Future(version));
     }
@@ -401,7 +401,6 @@ pub fn next_incarnation(stored: Option<u64>, wall_clock_ms: u64) -> Result<u64, 
     };
     Ok(wall_clock_ms.max(after_stored))
 }
-
 
 #[cfg(test)]
 mod tests {
