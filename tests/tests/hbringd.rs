@@ -167,18 +167,20 @@ fn config_errors_exit_2_naming_the_problem() {
         p.display().to_string()
     };
     let peers = "[[peers]]\nid = 1\naddr = \"127.0.0.1:7101\"\n[[peers]]\nid = 2\naddr = \"127.0.0.1:7102\"\n";
+    // Every file names a state_dir, so that each fails for its own problem only.
+    let n1 = format!("node_id = 1\nstate_dir = \"{}\"\n", dir.path().join("state").display());
     let cases = [
-        ("unknown.toml", format!("node_id = 1\nheartbeat = 5\n{peers}"), "heartbeat"),
-        ("type.toml", format!("node_id = 1\n[timing]\nheartbeat_ms = \"fast\"\n{peers}"), "timing.heartbeat_ms"),
+        ("unknown.toml", format!("{n1}heartbeat = 5\n{peers}"), "heartbeat"),
+        ("type.toml", format!("{n1}[timing]\nheartbeat_ms = \"fast\"\n{peers}"), "timing.heartbeat_ms"),
         (
             "dup.toml",
-            "node_id = 1\n[[peers]]\nid = 1\naddr = \"127.0.0.1:7101\"\n[[peers]]\nid = 1\naddr = \"127.0.0.1:7102\"\n"
-                .to_string(),
+            format!("{n1}[[peers]]\nid = 1\naddr = \"127.0.0.1:7101\"\n[[peers]]\nid = 1\naddr = \"127.0.0.1:7102\"\n"),
             "more than once",
         ),
-        ("self.toml", format!("node_id = 3\n{peers}"), "3"),
-        ("key.toml", format!("node_id = 1\ncluster_key_file = \"/nonexistent/key\"\n{peers}"), "cluster_key_file"),
-        ("clash.toml", format!("node_id = 1\nclient_listen = \"127.0.0.1:7101\"\n{peers}"), "client_listen"),
+        ("self.toml", format!("{}\n{peers}", n1.replace("node_id = 1", "node_id = 3")), "3"),
+        ("key.toml", format!("{n1}cluster_key_file = \"/nonexistent/key\"\n{peers}"), "cluster_key_file"),
+        ("clash.toml", format!("{n1}client_listen = \"127.0.0.1:7101\"\n{peers}"), "client_listen"),
+        ("nostate.toml", format!("node_id = 1\n{peers}"), "state_dir"),
     ];
     for (name, body, needle) in cases {
         let path = write(name, &body);
@@ -188,7 +190,7 @@ fn config_errors_exit_2_naming_the_problem() {
         assert!(!stderr.contains("panicked"), "{name}: {stderr}");
     }
     // An unknown key from the environment names the variable.
-    let ok = write("ok.toml", &format!("node_id = 1\n{peers}"));
+    let ok = write("ok.toml", &format!("{n1}{peers}"));
     let (code, _, stderr) = run_once("hbringd", &["--config", &ok], &[("HBRINGD_TIMNG__HEARTBEAT_MS", "5")]).unwrap();
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("environment variable HBRINGD_TIMNG"), "{stderr}");

@@ -594,9 +594,10 @@ fn config_errors_exit_2_naming_the_key() {
         ),
         ("unknown.toml", "kk = 3\n", "kk"),
     ];
+    let n1 = format!("node_id = 1\nstate_dir = \"{}\"\n", dir.path().join("state").display());
     for (name, body, key) in cases {
         let path = dir.path().join(name);
-        std::fs::write(&path, format!("node_id = 1\n{body}\n{peers}")).unwrap();
+        std::fs::write(&path, format!("{n1}{body}\n{peers}")).unwrap();
         let (code, _, stderr) = run_once("ntmutexd", &["--config", &path.display().to_string()], &[]).unwrap();
         assert_eq!(code, 2, "{name}: {stderr}");
         assert!(stderr.contains(key), "{name}: stderr should name '{key}': {stderr}");
@@ -604,7 +605,7 @@ fn config_errors_exit_2_naming_the_key() {
     }
     // The same checks reach environment overrides.
     let ok = dir.path().join("ok.toml");
-    std::fs::write(&ok, format!("node_id = 1\n{peers}")).unwrap();
+    std::fs::write(&ok, format!("{n1}{peers}")).unwrap();
     let ok = ok.display().to_string();
     let (code, _, stderr) = run_once("ntmutexd", &["--config", &ok], &[("NTMUTEXD_K", "0")]).unwrap();
     assert_eq!(code, 2, "{stderr}");

@@ -69,6 +69,10 @@ pub struct Endpoints {
 }
 
 /// A cluster of one daemon's processes, killed when dropped.
+///
+/// Each node keeps its durable state in `<dir>/state/node<id>`. When that
+/// `state` directory did not exist yet (a new cluster), each node's first
+/// start passes `--new-cluster`; later starts (restarts) never do.
 #[derive(Debug)]
 pub struct Cluster {
     daemon: String,
@@ -77,6 +81,10 @@ pub struct Cluster {
     _scratch: Option<tempfile::TempDir>,
     nodes: Vec<Endpoints>,
     procs: Vec<Option<Child>>,
+    /// Whether `dir` held no state when configured.
+    new_cluster: bool,
+    /// Whether each node has been started (by this value) before.
+    started: Vec<bool>,
 }
 
 impl Cluster {
@@ -123,14 +131,36 @@ impl Cluster {
             .collect();
         let peers: String =
             nodes.iter().map(|e| format!("[[peers]]\nid = {}\naddr = \"{}\"\n\n", e.id, e.peer)).collect();
+        let new_cluster = !dir.join("state").exists();
         for e in &nodes {
+            let state_dir = toml_string(&state_dir_in(&dir, e.id))?;
             let toml = format!(
-                "node_id = {}\nlisten = \"{}\"\nclient_listen = \"{}\"\nmetrics_listen = \"{}\"\n{extra}\n\n{peers}",
+                "node_id = {}\nlisten = \"{}\"\nclient_listen = \"{}\"\nmetrics_listen = \"{}\"\nstate_dir = {state_dir}\n\
+                 {extra}\n\n{peers}",
                 e.id, e.peer, e.client, e.metrics
             );
             std::fs::write(dir.join(format!("node{}.toml", e.id)), toml)?;
         }
-        Ok(Cluster { daemon: daemon.to_string(), dir, _scratch: scratch, procs: (0..n).map(|_| None).collect(), nodes })
+        Ok(Cluster {
+            daemon: daemon.to_string(),
+            dir,
+            _scratch: scratch,
+            procs: (0..n).map(|_| None).collect(),
+            nodes,
+            new_cluster,
+            started: vec![false; n],
+        })
+    }
+
+    /// The state directory of node `id` (`<dir>/state/node<id>`).
+    pub fn state_dir(&self, id: u32) -> PathBuf {
+        state_dir_in(&self.dir, id)
+    }
+
+    /// Whether the cluster's directory held no state when it was configured,
+    /// so that first starts pass `--new-cluster`.
+    pub fn is_new_cluster(&self) -> bool {
+        self.new_cluster
     }
 
     /// The config file of node `id`.
@@ -174,15 +204,18 @@ impl Cluster {
         self.spawn_with_env(id, &[])
     }
 
-    /// Starts node `id` with extra environment variables.
+    /// Starts node `id` with extra environment variables. Its first start
+    /// in a new cluster passes `--new-cluster`.
     pub fn spawn_with_env(&mut self, id: u32, env: &[(&str, &str)]) -> Result<()> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.dir.as_path().join(format!("node{id}.log")))?;
+        let first = !std::mem::replace(&mut self.started[id as usize - 1], true);
         let child = Command::new(bin(&self.daemon)?)
             .arg("--config")
             .arg(self.config_path(id))
+            .args((self.new_cluster && first).then_some("--new-cluster"))
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
@@ -240,6 +273,11 @@ impl Cluster {
         self.wait_ready(id)
     }
 
+    /// Node `id`'s process id, while it is started.
+    pub fn pid(&self, id: u32) -> Option<u32> {
+        self.procs[id as usize - 1].as_ref().map(Child::id)
+    }
+
     /// Whether node `id`'s process is running.
     pub fn is_running(&mut self, id: u32) -> bool {
         self.procs[id as usize - 1].as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
@@ -269,6 +307,27 @@ impl Drop for Cluster {
             self.kill(id);
         }
     }
+}
+
+/// `<dir>/state/node<id>`.
+fn state_dir_in(dir: &Path, id: u32) -> PathBuf {
+    dir.join("state").join(format!("node{id}"))
+}
+
+/// `path` as a TOML basic string.
+fn toml_string(path: &Path) -> Result<String> {
+    let s = path.to_str().ok_or_else(|| anyhow!("{} is not UTF-8", path.display()))?;
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    Ok(out)
 }
 
 /// GETs `/metrics` from `addr`.
@@ -318,6 +377,25 @@ mod tests {
         assert_eq!(metric_value(text, "x_total{reason=\"b\"}"), Some(4.0));
         assert_eq!(metric_value(text, "y"), Some(1.5));
         assert_eq!(metric_value(text, "x_total"), None);
+    }
+
+    #[test]
+    fn toml_strings_are_escaped() {
+        assert_eq!(toml_string(Path::new("/tmp/a b")).unwrap(), "\"/tmp/a b\"");
+        assert_eq!(toml_string(Path::new("/tmp/a\"b\\c\n")).unwrap(), "\"/tmp/a\\\"b\\\\c\\u000A\"");
+    }
+
+    #[test]
+    fn configs_name_a_state_dir_per_node_and_new_clusters_are_recognised() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Cluster::configure_in("ntmutexd", 2, "", Some(dir.path().to_path_buf())).unwrap();
+        assert!(c.is_new_cluster());
+        let cfg = std::fs::read_to_string(c.config_path(2)).unwrap();
+        assert!(cfg.contains(&format!("state_dir = \"{}\"", dir.path().join("state/node2").display())), "{cfg}");
+        assert_eq!(c.state_dir(1), dir.path().join("state/node1"));
+        std::fs::create_dir_all(c.state_dir(1)).unwrap();
+        let again = Cluster::configure_in("ntmutexd", 2, "", Some(dir.path().to_path_buf())).unwrap();
+        assert!(!again.is_new_cluster());
     }
 
     #[test]

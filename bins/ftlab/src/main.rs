@@ -19,8 +19,10 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Write configs for N nodes of DAEMON, start them, print their
-    /// endpoints and a Prometheus file_sd targets file; Ctrl-C stops them.
+    /// Write configs for N nodes of DAEMON (each its own state_dir under
+    /// DIR/state), start them, print their endpoints and a Prometheus file_sd
+    /// targets file; Ctrl-C stops them. The first start of a new DIR passes
+    /// --new-cluster; starting again on the same DIR does not.
     Up {
         /// Which daemon (its binary must be built: `cargo build --workspace --bins`).
         daemon: String,

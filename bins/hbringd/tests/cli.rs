@@ -15,9 +15,16 @@ fn hbringd(args: &[&str]) -> (i32, String, String) {
 fn help_lists_the_common_flags() {
     let (code, out, _) = hbringd(&["--help"]);
     assert_eq!(code, 0);
-    for flag in
-        ["--config", "--node-id", "--listen", "--client-listen", "--metrics-listen", "--log-format", "--check-config"]
-    {
+    for flag in [
+        "--config",
+        "--node-id",
+        "--listen",
+        "--client-listen",
+        "--metrics-listen",
+        "--log-format",
+        "--check-config",
+        "--new-cluster",
+    ] {
         assert!(out.contains(flag), "--help lacks {flag}:\n{out}");
     }
 }
@@ -43,7 +50,11 @@ fn flags_override_the_file() {
     let cfg = dir.join("c.toml");
     std::fs::write(
         &cfg,
-        "node_id = 1\n[[peers]]\nid = 1\naddr = \"127.0.0.1:7101\"\n[[peers]]\nid = 2\naddr = \"127.0.0.1:7102\"\n",
+        format!(
+            "node_id = 1\nstate_dir = \"{}\"\n[[peers]]\nid = 1\naddr = \"127.0.0.1:7101\"\n\
+             [[peers]]\nid = 2\naddr = \"127.0.0.1:7102\"\n",
+            dir.join("state").display()
+        ),
     )
     .unwrap();
     let (code, out, err) = hbringd(&["--config", cfg.to_str().unwrap(), "--node-id", "2", "--check-config"]);

@@ -61,6 +61,12 @@ pub struct CommonArgs {
     /// Validate the configuration, print the effective config and exit.
     #[arg(long)]
     pub check_config: bool,
+    /// The first start of a new cluster only (like etcd's
+    /// `initial-cluster-state = new`): a node with no state file may then
+    /// recover from a majority that has no epoch or term in use yet, instead
+    /// of waiting for every peer. Never on a restart. Not a config key.
+    #[arg(long)]
+    pub new_cluster: bool,
 }
 
 /// The keys every daemon shares. After [`load`] it has passed
@@ -81,7 +87,8 @@ pub struct CommonConfig {
     /// Shared key authenticating peer frames (32 raw bytes or 64 hex digits,
     /// mode 0600 or stricter). Unset: peer traffic is unauthenticated.
     pub cluster_key_file: Option<PathBuf>,
-    /// Where a protocol keeps durable state (tokenwatchd).
+    /// Where this node keeps its durable state (locked, one directory per
+    /// node, never shared; created 0700 if missing). Required.
     pub state_dir: Option<PathBuf>,
     /// Log line format; default text.
     pub log_format: LogFormat,
@@ -96,7 +103,7 @@ pub struct CommonConfig {
 }
 
 impl Default for CommonConfig {
-    /// Defaults for every key; `node_id` and `peers` have no usable default.
+    /// Defaults for every key; `node_id`, `peers` and `state_dir` have no usable default.
     fn default() -> Self {
         CommonConfig {
             node_id: 0,
@@ -287,6 +294,14 @@ impl CommonConfig {
         self.resolve_metrics().unwrap_or_else(|e| panic!("unvalidated config: {e}"))
     }
 
+    /// The durable state directory.
+    ///
+    /// # Panics
+    /// If `state_dir` is unset, which [`load`] rules out.
+    pub fn state_dir(&self) -> &Path {
+        self.state_dir.as_deref().unwrap_or_else(|| panic!("unvalidated config: state_dir unset"))
+    }
+
     /// The configured members in ring order.
     ///
     /// # Panics
@@ -316,6 +331,9 @@ impl CommonConfig {
         }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log_level) {
             return Err(ConfigError::new("log_level", format!("not a valid tracing filter ({e})")));
+        }
+        if self.state_dir.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+            return Err(ConfigError::new("state_dir", "must not be empty"));
         }
         if let Some(path) = &self.cluster_key_file {
             // The same loader the transport uses later, so the two never disagree.
@@ -550,6 +568,13 @@ pub fn load_from<D: DaemonConfig>(figment: &Figment) -> Result<Config<D>, Config
         ));
     }
     common.validate().map_err(|e| origins.locate(&input, e))?;
+    if common.state_dir.is_none() {
+        let var = format!("{}STATE_DIR", origins.env_prefix);
+        return Err(ConfigError::new(
+            "state_dir",
+            format!("missing: set state_dir (this node's own durable state directory) in the config file or {var}"),
+        ));
+    }
     daemon.validate(&common).map_err(|e| origins.locate(&input, e))?;
     let config = Config { common, daemon };
     // --check-config must be able to print what was accepted (TOML has no u64 beyond i64::MAX).
@@ -893,9 +918,9 @@ id = 3
 addr = "127.0.0.1:7103"
 "#;
 
-    /// A config file: `top` (top-level keys), three peers, then `tables`.
+    /// A config file: `top` (top-level keys), `state_dir`, three peers, then `tables`.
     fn file(top: &str, tables: &str) -> String {
-        format!("node_id = 1\n{top}\n{PEERS}\n{tables}")
+        format!("node_id = 1\n{top}\nstate_dir = \"/var/lib/ftcoord/testd\"\n{PEERS}\n{tables}")
     }
 
     /// Runs `f` in a figment jail (a temporary cwd and restored env vars, one jail at a time).
@@ -938,7 +963,8 @@ addr = "127.0.0.1:7103"
                 Limits { max_frame_bytes: 65536, send_queue_len: 1024, max_connections: 256, max_clients: 1024 }
             );
             assert_eq!((c.listen, c.client_listen, c.metrics_listen), (None, None, None));
-            assert_eq!((&c.cluster_key_file, &c.state_dir), (&None, &None));
+            assert_eq!(c.cluster_key_file, None);
+            assert_eq!(c.state_dir(), Path::new("/var/lib/ftcoord/testd"));
             assert_eq!(c.listen_addr(), "127.0.0.1:7101".parse().unwrap());
             assert_eq!(c.client_addr(), "127.0.0.1:7201".parse().unwrap());
             assert_eq!(c.metrics_addr(), "127.0.0.1:9101".parse().unwrap());
@@ -957,7 +983,6 @@ listen = "0.0.0.0:7101"
 client_listen = "127.0.0.1:8000"
 log_format = "json"
 log_level = "debug,wire=trace"
-state_dir = "/var/lib/ftcoord/testd"
 grant_ttl_ms = 5000
 algorithm = "queue""#;
             let tables = r#"
@@ -1051,7 +1076,9 @@ command = "echo"
         jailed(|jail| {
             jail.set_env("TESTD_NODE_ID", 1);
             jail.set_env("TESTD_PEERS", r#"[{id = 1, addr = "127.0.0.1:7101"}]"#);
+            jail.set_env("TESTD_STATE_DIR", "/var/lib/x");
             let cfg = load::<TestD>(&CommonArgs::default())?;
+            assert_eq!(cfg.common.state_dir(), Path::new("/var/lib/x"));
             assert_eq!(cfg.common.peers, vec![PeerConfig { id: 1, addr: "127.0.0.1:7101".parse().unwrap() }]);
             Ok(())
         });
@@ -1079,6 +1106,7 @@ command = "echo"
             "--log-format",
             "json",
             "--check-config",
+            "--new-cluster",
         ])
         .unwrap();
         let a = cli.common;
@@ -1087,6 +1115,8 @@ command = "echo"
         assert_eq!(a.listen, Some("10.0.0.4:7101".parse().unwrap()));
         assert_eq!(a.log_format, Some(LogFormat::Json));
         assert!(a.check_config);
+        assert!(a.new_cluster);
+        assert!(!Cli::try_parse_from(["testd"]).unwrap().common.new_cluster);
         assert!(Cli::try_parse_from(["testd", "--log-format", "xml"]).is_err());
     }
 
@@ -1106,6 +1136,26 @@ command = "echo"
 
             let e = load::<TestD>(&CommonArgs { node_id: Some(0), ..args() }).unwrap_err();
             assert_err(&e, "node_id", Some("command-line flag --node-id"), "must be > 0");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn state_dir_is_required_and_not_empty() {
+        jailed(|jail| {
+            let e = load_err(jail, &format!("node_id = 1\n{PEERS}"));
+            assert_err(&e, "state_dir", None, "missing");
+            assert!(e.message.contains("TESTD_STATE_DIR"), "{e}");
+
+            let e = load_err(jail, &format!("node_id = 1\nstate_dir = \"\"\n{PEERS}"));
+            assert_err(&e, "state_dir", Some("testd.toml"), "must not be empty");
+
+            jail.set_env("TESTD_STATE_DIR", "/srv/state");
+            let cfg = load_file(jail, &format!("node_id = 1\n{PEERS}"))?;
+            assert_eq!(cfg.common.state_dir(), Path::new("/srv/state"));
+            jail.set_env("TESTD_STATE_DIR", "");
+            let e = load_err(jail, &file("", ""));
+            assert_err(&e, "state_dir", Some("environment variable TESTD_STATE_DIR"), "must not be empty");
             Ok(())
         });
     }
@@ -1404,7 +1454,7 @@ command = "echo"
     fn effective_toml_round_trips() {
         jailed(|jail| {
             jail.set_env("TESTD_RETRY__ATTEMPTS", 5);
-            let top = "cluster_id = 3\ngrant_ttl_ms = 900\nstate_dir = \"/var/lib/x\"";
+            let top = "cluster_id = 3\ngrant_ttl_ms = 900";
             let tables = "[timing]\nheartbeat_ms = 25\n\n[services.echo]\ncommand = \"echo\"\n";
             let cfg = load_file(jail, &file(top, tables))?;
             let text = effective_toml(&cfg);

@@ -15,6 +15,7 @@ use crate::config::{self, CommonArgs, Config, DaemonConfig, EXIT_CONFIG};
 use crate::driver::{Driver, EventHook};
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
+use crate::state::{self, NodeState, Started};
 use crate::{client_api, logging};
 
 /// Exit status for a failure at run time (a port already taken, …).
@@ -86,6 +87,24 @@ pub fn run<D: DaemonConfig, P: Protocol + Send + 'static>(args: &CommonArgs, spe
             return ExitCode::from(EXIT_CONFIG as u8);
         }
     };
+    // Durable state before any socket: the directory's lock, the state file
+    // and this life's incarnation, stored before the node speaks.
+    let wall_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let state = match state::start::<P::Durable>(cfg.common.state_dir(), D::NAME, wall_ms) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("{}: {e}", D::NAME);
+            return ExitCode::from(if e.is_config_problem() { EXIT_CONFIG as u8 } else { EXIT_RUNTIME });
+        }
+    };
+    tracing::info!(
+        state_file = %state.dir.state_file().display(),
+        incarnation = state.incarnation,
+        stored = ?state.stored_incarnation,
+        new_cluster = args.new_cluster,
+        "state loaded and incarnation stored"
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -93,7 +112,7 @@ pub fn run<D: DaemonConfig, P: Protocol + Send + 'static>(args: &CommonArgs, spe
             return ExitCode::from(EXIT_RUNTIME);
         }
     };
-    match runtime.block_on(serve(cfg, key, spec)) {
+    match runtime.block_on(serve(cfg, key, spec, state, args.new_cluster)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -107,6 +126,9 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     cfg: Config<D>,
     key: Option<ClusterKey>,
     spec: DaemonSpec<D, P>,
+    // Holds the state directory's lock until the daemon exits.
+    state: Started<P::Durable>,
+    new_cluster: bool,
 ) -> anyhow::Result<()> {
     let common = &cfg.common;
     let me = common.node();
@@ -117,8 +139,7 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     (spec.declare)(&metrics);
 
     let clock = RealClock::new();
-    let start_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(1);
-    let incarnation = Incarnation(start_ms.max(1));
+    let incarnation = Incarnation(state.incarnation);
     metrics.incarnation(incarnation.0);
 
     let membership = common.membership();
@@ -145,6 +166,7 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     .await
     .map_err(|e| anyhow::anyhow!("cannot listen for clients on {}: {e}", common.client_addr()))?;
 
+    let Started { dir, core: stored_core, .. } = state;
     let ctx = Context {
         me,
         incarnation,
@@ -152,8 +174,8 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
         now: clock.now(),
         seed: incarnation.0 ^ (u64::from(me.0) << 48),
         config: (spec.core_config)(&cfg),
-        stored: None,
-        new_cluster: false,
+        stored: stored_core.clone(),
+        new_cluster,
     };
     let core = P::start(ctx).map_err(|e| anyhow::anyhow!("cannot start the protocol: {e}"))?;
 
@@ -186,10 +208,13 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
         notifier,
         shutdown,
         leave_grace,
-        // The state directory comes with the durable-state work; until then
-        // nothing is stored.
-        persist: Box::new(|_, _| Ok(())),
-        stored: (incarnation, None),
+        // The directory (and its lock) lives as long as the driver: the
+        // core's Persist outputs and any new life are written here, fsynced,
+        // before what follows them is sent.
+        persist: Box::new(move |inc, core| {
+            dir.store(&NodeState { incarnation: inc.0, core: core.cloned() }).map_err(|e| e.to_string())
+        }),
+        stored: (incarnation, stored_core),
     }
     .run()
     .await

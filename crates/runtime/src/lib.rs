@@ -1,8 +1,9 @@
 //! Daemon plumbing shared by every ftcoord daemon: configuration
 //! ([`config`]), logging ([`logging`]), metrics ([`metrics`]), the systemd
 //! notify protocol ([`notify`]), the client API server ([`client_api`]), the
-//! driver loop that owns a protocol core ([`driver`]), and the whole
-//! daemon's life from arguments to exit status ([`daemon`]).
+//! driver loop that owns a protocol core ([`driver`]), the node's durable
+//! state at start-up ([`state`]), and the whole daemon's life from arguments
+//! to exit status ([`daemon`]).
 //!
 //! Daemon crates depend on this; it depends on the protocol-agnostic crates
 //! (`wire`, `timer`, `membership`, `ftcore`, `client`, `durable`) and never
@@ -16,3 +17,4 @@ pub mod driver;
 pub mod logging;
 pub mod metrics;
 pub mod notify;
+pub mod state;

@@ -36,7 +36,7 @@ fn encoding_is_round_times_1024_plus_slot() {
     assert_eq!(slot_of(3 * 1024 + 2), 2);
     assert_eq!(encode(0, 1024), None);
     assert_eq!(encode(MAX_ROUND + 1, 0), None);
-    assert_eq!(encode(MAX_ROUND, 1023), Some(u64::MAX));
+    assert_eq!(encode(MAX_ROUND, 1023), Some(i64::MAX as u64), "every value fits a signed 64-bit integer");
 }
 
 #[test]

@@ -5,8 +5,11 @@
 pub const SLOT_BITS: u32 = 10;
 /// Number of slots, hence the most configured nodes a slotted cluster has.
 pub const SLOTS: u64 = 1 << SLOT_BITS;
-/// The highest round a value can carry.
-pub const MAX_ROUND: u64 = u64::MAX >> SLOT_BITS;
+/// The highest round a value can carry. Values stay below 2⁶³, so that
+/// every stored value fits the state file's integers (TOML's are signed
+/// 64-bit): a peer's value above that is absurd and refused, never stored
+/// (a node that could not store a promise would have to stop).
+pub const MAX_ROUND: u64 = (i64::MAX as u64) >> SLOT_BITS;
 
 /// `round·2¹⁰ + slot`, or `None` if the slot or the round is out of range.
 pub fn encode(round: u64, slot: u16) -> Option<u64> {
