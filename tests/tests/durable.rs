@@ -68,7 +68,7 @@ fn lock_through(c: &Cluster, id: u32, timeout: &str) -> (i32, String) {
 
 /// The last line of node `id`'s log that reports the loaded state.
 fn last_state_line(c: &Cluster, id: u32) -> String {
-    c.log(id).lines().filter(|l| l.contains("state loaded")).last().unwrap_or_default().to_string()
+    c.log(id).lines().rfind(|l| l.contains("state loaded")).unwrap_or_default().to_string()
 }
 
 #[test]
