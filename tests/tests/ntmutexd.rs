@@ -661,3 +661,82 @@ fn restarted_node_does_not_suspect_live_peers() {
     assert_eq!(regenerations, 1.0, "a live idle token was regenerated\n{all}");
     assert!(!all.contains("token superseded"), "a live holder lost its token\n{all}");
 }
+
+/// One `ftctl lock` through node `id` that records its hold in `file`.
+fn recorded_grant(c: &Cluster, id: u32, file: &Path, who: &str) {
+    let (code, stderr) = run(ftctl_lock(c, id, "20s", &recording_script(who, file, "")));
+    assert_eq!(code, 0, "lock through node {id}: {stderr}\n{}", logs(c, &[1, 2, 3]));
+}
+
+fn epoch_of(c: &Cluster, id: u32) -> u64 {
+    status(c, id).and_then(|s| detail(&s, "epoch")).and_then(|e| e.parse().ok()).unwrap_or(0)
+}
+
+/// Durable state (foundation.md): SIGKILL of every node, twice, and a
+/// restart of all at once; every fence granted after a cold restart exceeds
+/// every fence granted before it (the clients' own records say so).
+#[test]
+fn fences_never_repeat_across_cold_restarts_of_every_node() {
+    let _serial = serial();
+    let mut c = Cluster::start("ntmutexd", 3, TIMING).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("holds.log");
+    for round in 0..3 {
+        for id in 1..=3 {
+            recorded_grant(&c, id, &file, &format!("r{round}n{id}"));
+        }
+        if round < 2 {
+            for id in 1..=3 {
+                c.kill(id);
+            }
+            for id in 1..=3 {
+                c.restart(id).unwrap();
+            }
+        }
+    }
+    let holds = parse_holds(&read(&file));
+    assert_eq!(holds.len(), 9, "{holds:?}");
+    check_exclusion_and_fences(&holds, &logs(&c, &[1, 2, 3]));
+    eprintln!("fences across two cold restarts: {:?}", holds.iter().map(|h| h.fence).collect::<Vec<_>>());
+}
+
+/// A majority restarts while the old holder is stopped (SIGSTOP: to the
+/// others it is gone, to itself nothing happened): the restarted majority
+/// makes a new token above everything stored; the old holder, resumed,
+/// learns the newer epoch before it grants again.
+#[test]
+fn fences_keep_increasing_when_a_majority_restarts_while_the_old_holder_is_stopped() {
+    let _serial = serial();
+    let mut c = Cluster::start("ntmutexd", 3, TIMING).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("holds.log");
+    recorded_grant(&c, 1, &file, "a1");
+    recorded_grant(&c, 3, &file, "a3");
+    assert!(wait_until(Duration::from_secs(5), || has_token(&c, 3)), "{}", logs(&c, &[1, 2, 3]));
+    let old_epoch = epoch_of(&c, 3);
+    let pid3 = c.pid(3).unwrap().to_string();
+    assert!(Command::new("kill").args(["-STOP", &pid3]).status().unwrap().success());
+    for id in [1, 2] {
+        c.kill(id);
+    }
+    for id in [1, 2] {
+        c.restart(id).unwrap();
+    }
+    recorded_grant(&c, 1, &file, "b1");
+    recorded_grant(&c, 2, &file, "b2");
+    let new_epoch = epoch_of(&c, 1);
+    assert!(new_epoch > old_epoch, "a new token: epoch {new_epoch} after {old_epoch}");
+    assert!(Command::new("kill").args(["-CONT", &pid3]).status().unwrap().success());
+    // Resumed, the old holder hears from the others (late answers, probes)
+    // and drops its token for the newer epoch.
+    assert!(
+        wait_until(Duration::from_secs(10), || epoch_of(&c, 3) >= new_epoch && !has_token(&c, 3)),
+        "the old holder never learnt epoch {new_epoch}\n{}",
+        logs(&c, &[1, 2, 3])
+    );
+    recorded_grant(&c, 3, &file, "c3");
+    recorded_grant(&c, 1, &file, "c1");
+    let holds = parse_holds(&read(&file));
+    assert_eq!(holds.len(), 6, "{holds:?}");
+    check_exclusion_and_fences(&holds, &logs(&c, &[1, 2, 3]));
+}
