@@ -18,6 +18,34 @@ use crate::notify::Notifier;
 use crate::state::{self, NodeState, Started};
 use crate::{client_api, logging};
 
+/// Why a daemon stopped at run time (exit status 1).
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The metrics exporter could not start.
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::MetricsError),
+    /// The peer transport could not bind.
+    #[error("cannot listen for peers: {0}")]
+    Transport(#[from] wire::TransportError),
+    /// The client API could not bind.
+    #[error("cannot listen for clients on {addr}: {source}")]
+    ClientListen {
+        /// The configured `client_listen`.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The core refused its settings.
+    #[error("cannot start the protocol: {0}")]
+    Core(String),
+    /// The node's state could not be stored (it must not go on speaking).
+    #[error("cannot store the node's state: {0}")]
+    Store(String),
+    /// The signal handlers could not be installed.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+}
+
 /// Exit status for a failure at run time (a port already taken, …).
 pub const EXIT_RUNTIME: u8 = 1;
 
@@ -115,8 +143,8 @@ pub fn run<D: DaemonConfig, P: Protocol + Send + 'static>(args: &CommonArgs, spe
     match runtime.block_on(serve(cfg, key, spec, state, args.new_cluster)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
-            eprintln!("{}: {e:#}", D::NAME);
+            tracing::error!("{e}");
+            eprintln!("{}: {e}", D::NAME);
             ExitCode::from(EXIT_RUNTIME)
         }
     }
@@ -129,7 +157,7 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     // Holds the state directory's lock until the daemon exits.
     state: Started<P::Durable>,
     new_cluster: bool,
-) -> anyhow::Result<()> {
+) -> Result<(), DaemonError> {
     let common = &cfg.common;
     let me = common.node();
     if key.is_none() {
@@ -164,7 +192,7 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
         stop.clone(),
     )
     .await
-    .map_err(|e| anyhow::anyhow!("cannot listen for clients on {}: {e}", common.client_addr()))?;
+    .map_err(|source| DaemonError::ClientListen { addr: common.client_addr(), source })?;
 
     let Started { dir, core: stored_core, .. } = state;
     let ctx = Context {
@@ -177,7 +205,7 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
         stored: stored_core.clone(),
         new_cluster,
     };
-    let core = P::start(ctx).map_err(|e| anyhow::anyhow!("cannot start the protocol: {e}"))?;
+    let core = P::start(ctx).map_err(|e| DaemonError::Core(e.to_string()))?;
 
     let shutdown = CancellationToken::new();
     spawn_signal_handler(shutdown.clone())?;
@@ -218,17 +246,17 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     }
     .run()
     .await
-    .map_err(|e| anyhow::anyhow!("cannot store the node's state: {e}"))?;
+    .map_err(DaemonError::Store)?;
     stop.cancel();
     let _ = client_task.await;
     Ok(())
 }
 
 /// SIGTERM or SIGINT cancel `token` (a second signal exits at once).
-fn spawn_signal_handler(token: CancellationToken) -> anyhow::Result<()> {
+fn spawn_signal_handler(token: CancellationToken) -> Result<(), DaemonError> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate()).map_err(DaemonError::Signals)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?;
     tokio::spawn(async move {
         let mut seen = false;
         loop {
