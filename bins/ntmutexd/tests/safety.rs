@@ -1,0 +1,299 @@
+//! Every (safety) rule of ntmutexd defended by a scenario that fails
+//! without it (reliability.md: "Every (safety) rule has a simulated or
+//! real-process scenario … that fails when the rule is disabled").
+//!
+//! Each rule has a switch in [`NtMutations`] (off in production) and a
+//! scenario `fn(NtMutations) -> Result<(), SimError>` judged from outside:
+//! the clients' grants, fences and replies (`staged_safety`,
+//! `client_exclusion`) and liveness (every live client served again). Per
+//! rule, `<rule>_holds` runs the scenario with every rule on and
+//! `<rule>_is_needed` with that one rule off, and expects it to fail. The
+//! table is docs/safety-rules.md; scripts/safety-audit.sh reruns it.
+
+mod workload;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use ftcore::{ClientId, NodeId, Protocol};
+use lockservice::{LockReply, LockRequest};
+use ntmutexd::{NtConfig, NtEvent, NtMutations, NtNode};
+use sim::{Action, FaultPlan, NetConfig, Sim, SimError, World};
+use timer::Instant;
+use workload::*;
+
+// ---------------------------------------------------------------- harness
+
+const NONE: NtMutations = NtMutations {
+    no_lock_lost: false,
+    no_provisional_commit: false,
+    no_commit_cascade: false,
+    pass_to_suspected_next: false,
+    forward_to_suspected_last: false,
+    restart_knows_last: false,
+    no_probes: false,
+    no_epoch_slot: false,
+    no_election: false,
+    no_hop_limit: false,
+    keep_seq_on_m3: false,
+    no_incarnation_check: false,
+    minority_bootstrap: false,
+    regen_with_majority_only: false,
+    accept_second_token: false,
+    ack_before_store: false,
+    accept_ties: false,
+    no_promise_window: false,
+    no_restart_window: false,
+    unrecovered_takes_token: false,
+    no_behind_answer: false,
+};
+
+fn config(k: usize, m: NtMutations) -> NtConfig {
+    NtConfig { mutations: m, ..cfg(k) }
+}
+
+/// `n` sites, no clients.
+fn bare(seed: u64, n: u32, k: usize, net: NetConfig, m: NtMutations) -> Sim<NtNode> {
+    Sim::new(seed, n, net, config(k, m))
+}
+
+/// `n` sites whose clients loop acquire → hold → release (as
+/// `workload::cluster_on`), with `m` switched off.
+fn looping(seed: u64, n: u32, k: usize, load: Load, net: NetConfig, m: NtMutations) -> Sim<NtNode> {
+    let mut sim = bare(seed, n, k, net, m);
+    sim.clients(Box::new(move |_, node, client, reply, rng| {
+        let ms = |rng: &mut timer::SeededRng, (lo, hi): (u64, u64)| Duration::from_millis(rng.range_inclusive(lo, hi));
+        match reply {
+            LockReply::Granted { .. } => {
+                vec![(ms(rng, load.hold), Action::Request(node, client, LockRequest::Release))]
+            }
+            LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
+                vec![(ms(rng, load.think), acquire(node, client))]
+            }
+            LockReply::Refused { .. } => vec![],
+        }
+    }));
+    for i in 1..=n {
+        sim.at(Instant::from_millis(50 + u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
+    }
+    sim
+}
+
+/// As sim.rs: how long after a fault ends the detector counts as accurate.
+fn accurate_after() -> Duration {
+    let c = cfg(1);
+    5 * c.suspect_after + 2 * c.t_msg
+}
+
+fn keep_clients_coming(sim: &mut Sim<NtNode>, n: u32, from: Instant, until: Instant) {
+    let mut t = from;
+    while t < until {
+        for i in 1..=n {
+            sim.at(t, acquire(NodeId(i), ClientId(u64::from(i))));
+        }
+        t = t + Duration::from_millis(400);
+    }
+}
+
+/// Liveness: after `since`, every live site's client was granted again.
+fn everyone_served_since(w: &World<NtNode>, since: Instant) -> Result<(), String> {
+    let served: BTreeSet<NodeId> = grants(w).into_iter().filter(|(t, _, _)| *t >= since).map(|(_, n, _)| n).collect();
+    let starved: Vec<NodeId> = w.live().map(|(id, _)| id).filter(|id| !served.contains(id)).collect();
+    if starved.is_empty() {
+        return Ok(());
+    }
+    let states: Vec<String> = w
+        .live()
+        .map(|(id, c)| {
+            let s = c.status();
+            let d: Vec<String> = s.details.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("{id}: {} {}", s.role, d.join(" "))
+        })
+        .collect();
+    Err(format!("live sites never served after {since}: {starved:?}\n  {}", states.join("\n  ")))
+}
+
+/// Mutual exclusion as the clients see it, from their replies alone: a
+/// client holds from `Granted` until `Released` or `LockLost` (or its
+/// site crashes). Checked while the detector is accurate (`grace` after
+/// the last fault), as reliability.md's stage before leases says.
+fn client_exclusion(grace: Duration) -> impl FnMut(&World<NtNode>) -> Result<(), String> {
+    let mut seen = 0usize;
+    let mut holding: BTreeMap<(NodeId, ClientId), u128> = BTreeMap::new();
+    move |w| {
+        for (_, node, client, reply) in &w.replies[seen..] {
+            match reply {
+                LockReply::Granted { fence } => {
+                    holding.insert((*node, *client), *fence);
+                }
+                LockReply::Released | LockReply::LockLost { .. } => {
+                    holding.remove(&(*node, *client));
+                }
+                _ => {}
+            }
+        }
+        seen = w.replies.len();
+        holding.retain(|(node, _), _| w.is_up(*node));
+        if w.timely_for(grace) && holding.len() > 1 {
+            return Err(format!("clients hold the lock at once (detector accurate): {holding:x?}"));
+        }
+        Ok(())
+    }
+}
+
+/// The random every-fault run of sim.rs (`run_faulty`): faults, then
+/// converge; staged invariants throughout, everyone served, one token.
+fn run_faulty(seed: u64, n: u32, k: usize, plan: FaultPlan, m: NtMutations) -> Result<Sim<NtNode>, SimError> {
+    let mut sim = looping(seed, n, k, HEAVY, net(), m);
+    sim.check(staged_safety(Some(accurate_after())));
+    sim.random_faults(&plan);
+    let end = plan.end + Duration::from_secs(3);
+    keep_clients_coming(&mut sim, n, Instant::from_millis(500), end + Duration::from_secs(3));
+    sim.run_until(end)?;
+    let settled = sim.now() + Duration::from_millis(500);
+    sim.converge(Duration::from_secs(3))?;
+    everyone_served_since(sim.world(), settled).map_err(|m| sim.error(m))?;
+    let tokens: Vec<NodeId> = sim.world().live().filter(|(_, c)| c.has_token()).map(|(id, _)| id).collect();
+    if tokens.len() > 1 {
+        return Err(sim.error(format!("{} tokens after converging: {tokens:?}", tokens.len())));
+    }
+    Ok(sim)
+}
+
+/// sim.rs's `everything`: every fault kind, timed for ntmutexd.
+fn everything(n: u32) -> FaultPlan {
+    let clients = (1..=n).map(|i| (NodeId(i), ClientId(u64::from(i)))).collect();
+    FaultPlan {
+        start: Instant::from_millis(400),
+        end: Instant::from_millis(4_000),
+        pause_len: (Duration::from_millis(10), Duration::from_millis(400)),
+        slow_extra: 6 * T_MSG,
+        ..FaultPlan::everything(n).with_clients(clients)
+    }
+}
+
+/// Runs `run` for each seed; the first failure.
+fn seeds(seeds: impl IntoIterator<Item = u64>, mut run: impl FnMut(u64) -> Result<(), SimError>) -> Result<(), SimError> {
+    for s in seeds {
+        run(s)?;
+    }
+    Ok(())
+}
+
+fn holds(r: Result<(), SimError>) {
+    if let Err(e) = r {
+        panic!("the scenario fails with every rule on:\n{e}");
+    }
+}
+
+fn is_needed(r: Result<(), SimError>) {
+    match r {
+        Ok(()) => panic!("the scenario passes with the rule switched off: it does not defend the rule"),
+        Err(e) => eprintln!("without the rule: {}", e.message.lines().next().unwrap_or("")),
+    }
+}
+
+/// Steps until some live site holds the token.
+fn find_holder(sim: &mut Sim<NtNode>) -> Result<NodeId, SimError> {
+    for _ in 0..2000 {
+        if let Some((id, _)) = sim.world().live().find(|(_, c)| c.has_token()) {
+            return Ok(id);
+        }
+        sim.run_for(Duration::from_micros(100))?;
+    }
+    Err(sim.error("no token holder"))
+}
+
+// ---------------------------------------------------------- exploration
+
+fn all_single() -> Vec<(&'static str, NtMutations)> {
+    macro_rules! one {
+        ($($f:ident),*) => { vec![$((stringify!($f), NtMutations { $f: true, ..NONE })),*] };
+    }
+    one!(
+        no_lock_lost,
+        no_provisional_commit,
+        no_commit_cascade,
+        pass_to_suspected_next,
+        forward_to_suspected_last,
+        restart_knows_last,
+        no_probes,
+        no_epoch_slot,
+        no_election,
+        no_hop_limit,
+        keep_seq_on_m3,
+        no_incarnation_check,
+        minority_bootstrap,
+        regen_with_majority_only,
+        accept_second_token,
+        ack_before_store,
+        accept_ties,
+        no_promise_window,
+        no_restart_window,
+        unrecovered_takes_token,
+        no_behind_answer
+    )
+}
+
+/// Which generic scenarios each mutation breaks (a survey, printed; used
+/// to choose the scenarios below). `SAFETY_SURVEY_SEEDS` widens it.
+#[test]
+#[ignore = "survey: runs every mutation against the random scenarios (minutes)"]
+fn survey() {
+    let count: u64 = std::env::var("SAFETY_SURVEY_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let only = std::env::var("SAFETY_SURVEY_ONLY").ok();
+    for (name, m) in all_single() {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        let mut found = Vec::new();
+        let r = seeds(0..count, |s| {
+            let n = 3 + (s % 6) as u32;
+            run_faulty(s, n, 2, FaultPlan { majority_downs: 0, ..everything(n) }, m).map(|_| ())
+        });
+        if let Err(e) = r {
+            found.push(format!("every_fault seed {}: {}", e.seed, e.message.lines().next().unwrap_or("")));
+        }
+        let r = seeds(0..count, |s| {
+            let n = 3 + (s % 6) as u32;
+            run_faulty(s, n, 2, everything(n), m).map(|_| ())
+        });
+        if let Err(e) = r {
+            found.push(format!("majority_down seed {}: {}", e.seed, e.message.lines().next().unwrap_or("")));
+        }
+        let r = seeds(0..count, |s| regen_race(s, m));
+        if let Err(e) = r {
+            found.push(format!("regen_race seed {}: {}", e.seed, e.message.lines().next().unwrap_or("")));
+        }
+        let r = seeds(0..count / 2, |s| contention(s, m));
+        if let Err(e) = r {
+            found.push(format!("contention seed {}: {}", e.seed, e.message.lines().next().unwrap_or("")));
+        }
+        eprintln!("SURVEY {name}: {}", if found.is_empty() { "nothing".to_string() } else { found.join(" | ") });
+    }
+}
+
+/// Delays uniform up to `2·t_msg` with crashes (sim.rs's regeneration-race
+/// sweep): only the invariants that hold always are checked.
+fn regen_race(seed: u64, m: NtMutations) -> Result<(), SimError> {
+    let n = 4;
+    let net = NetConfig::reliable(Duration::from_micros(200), 2 * T_MSG);
+    let mut sim = looping(seed, n, 2, HEAVY, net, m);
+    sim.check(staged_safety(None));
+    sim.random_faults(&FaultPlan::default());
+    keep_clients_coming(&mut sim, n, Instant::from_millis(500), Instant::from_millis(4_000));
+    sim.run_until(Instant::from_millis(4_000))
+}
+
+/// Failure-free contention: the staged invariants, no recovery ever
+/// started (invariant 6), everyone served.
+fn contention(seed: u64, m: NtMutations) -> Result<(), SimError> {
+    let mut sim = looping(seed, 5, 3, HEAVY, net(), m);
+    sim.check(staged_safety(Some(Duration::ZERO)));
+    sim.run_until(Instant::from_millis(2_000))?;
+    let w = sim.world();
+    if let Some(e) = w.events.iter().find(|(_, _, e)| matches!(e, NtEvent::RecoveryStarted { .. })) {
+        return Err(sim.error(format!("a failure-free run started a recovery: {e:?}")));
+    }
+    everyone_served_since(w, Instant::from_millis(1_500)).map_err(|m| sim.error(m))
+}
