@@ -173,7 +173,10 @@ fn everything(n: u32) -> FaultPlan {
 }
 
 /// Runs `run` for each seed; the first failure.
-fn seeds(seeds: impl IntoIterator<Item = u64>, mut run: impl FnMut(u64) -> Result<(), SimError>) -> Result<(), SimError> {
+fn seeds(
+    seeds: impl IntoIterator<Item = u64>,
+    mut run: impl FnMut(u64) -> Result<(), SimError>,
+) -> Result<(), SimError> {
     for s in seeds {
         run(s)?;
     }
@@ -296,4 +299,187 @@ fn contention(seed: u64, m: NtMutations) -> Result<(), SimError> {
         return Err(sim.error(format!("a failure-free run started a recovery: {e:?}")));
     }
     everyone_served_since(w, Instant::from_millis(1_500)).map_err(|m| sim.error(m))
+}
+
+// ------------------------------------------------------------- scenarios
+
+/// Clients that hold until told `LockLost` (their first grant) at the sites
+/// in `forever`, and loop acquire → hold → release elsewhere.
+fn stubborn(seed: u64, n: u32, forever: &'static [u32], m: NtMutations) -> Sim<NtNode> {
+    let mut sim = bare(seed, n, 2, net(), m);
+    // Sites whose client was told LockLost: it releases its later grants.
+    let mut told: BTreeSet<NodeId> = BTreeSet::new();
+    sim.clients(Box::new(move |_, node, client, reply, rng| {
+        let ms = |rng: &mut timer::SeededRng, lo, hi| Duration::from_millis(rng.range_inclusive(lo, hi));
+        if matches!(reply, LockReply::LockLost { .. }) {
+            told.insert(node);
+        }
+        match reply {
+            LockReply::Granted { .. } if forever.contains(&node.0) && !told.contains(&node) => vec![],
+            LockReply::Granted { .. } => vec![(ms(rng, 1, 8), Action::Request(node, client, LockRequest::Release))],
+            LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
+                vec![(ms(rng, 0, 5), acquire(node, client))]
+            }
+            LockReply::Refused { .. } => vec![],
+        }
+    }));
+    sim
+}
+
+/// False suspicion of a holder whose client holds on: the holder is cut
+/// off, the others regenerate and are served; after the heal the stale
+/// holder must tell its client `LockLost` before the detector counts as
+/// accurate again, or two clients hold at once by their own replies.
+fn stale_holder_told_lock_lost(m: NtMutations) -> Result<(), SimError> {
+    let mut sim = stubborn(1, 3, &[1], m);
+    sim.check(client_exclusion(accurate_after()));
+    sim.check(staged_safety(Some(accurate_after())));
+    sim.at(Instant::from_millis(300), acquire(NodeId(1), ClientId(1)));
+    sim.run_until(Instant::from_millis(400))?;
+    if sim.world().core(NodeId(1)).and_then(|c| c.holder()).is_none() {
+        return Err(sim.error("site 1's client was not granted"));
+    }
+    sim.after(Duration::ZERO, Action::Partition(vec![NodeId(1)]));
+    sim.after(Duration::from_millis(10), acquire(NodeId(2), ClientId(2)));
+    sim.after(Duration::from_millis(10), acquire(NodeId(3), ClientId(3)));
+    sim.after(Duration::from_millis(600), Action::Heal);
+    sim.run_until(Instant::from_millis(2_500))?;
+    let told =
+        sim.world().replies.iter().any(|(_, n, _, r)| *n == NodeId(1) && matches!(r, LockReply::LockLost { .. }));
+    if !told {
+        return Err(sim.error("the stale holder's client was never told LockLost"));
+    }
+    everyone_served_since(sim.world(), Instant::from_millis(1_500)).map_err(|m| sim.error(m))
+}
+
+#[test]
+fn lock_lost_holds() {
+    holds(stale_holder_told_lock_lost(NONE));
+}
+
+#[test]
+fn lock_lost_is_needed() {
+    is_needed(stale_holder_told_lock_lost(NtMutations { no_lock_lost: true, ..NONE }));
+}
+
+/// Runs until `site` has sent one more message of `kind` than `before`
+/// counts (the whole cluster's count of that kind).
+fn run_until_sent(sim: &mut Sim<NtNode>, kind: &str, before: u64, limit: Instant) -> Result<(), SimError> {
+    while sim.world().sent_by_kind.get(kind).copied().unwrap_or(0) <= before {
+        if sim.now() >= limit {
+            return Err(sim.error(format!("no {kind} sent by {limit}")));
+        }
+        sim.run_for(Duration::from_micros(50))?;
+    }
+    Ok(())
+}
+
+/// A promise acked and then forgotten by a crash: N = 3, the holder (site
+/// 1) crashes; site 3 regenerates epoch (2, slot 2) with site 2's ack, and
+/// site 2 crashes right after acking; site 3 grants, then crashes. Sites 1
+/// and 2 come back; site 1 proposes (2, slot 0), below site 3's epoch. A
+/// site 2 that stored its promise refuses it (site 1 jumps above);
+/// one that forgot it acks, and the new token's first fence is below
+/// fences granted before it was created.
+fn promise_survives_a_crash(m: NtMutations) -> Result<(), SimError> {
+    let mut sim = stubborn(2, 3, &[], m);
+    sim.check(staged_safety(Some(accurate_after())));
+    sim.run_until(Instant::from_millis(400))?;
+    let holder = find_holder(&mut sim)?;
+    if holder != NodeId(1) {
+        return Err(sim.error(format!("expected the root to hold the first token, {holder} does")));
+    }
+    sim.after(Duration::ZERO, Action::Crash(NodeId(1)));
+    sim.after(Duration::ZERO, acquire(NodeId(3), ClientId(3)));
+    let acks = sim.world().sent_by_kind.get("regenerate_ack").copied().unwrap_or(0);
+    run_until_sent(&mut sim, "regenerate_ack", acks, Instant::from_millis(1_000))?;
+    sim.after(Duration::ZERO, Action::Crash(NodeId(2)));
+    // Site 3's client is granted with the new epoch.
+    let t = sim.now() + Duration::from_millis(300);
+    while !grants(sim.world()).iter().any(|(_, n, _)| *n == NodeId(3)) {
+        if sim.now() >= t {
+            return Err(sim.error("site 3 was not granted after regenerating"));
+        }
+        sim.run_for(Duration::from_micros(100))?;
+    }
+    sim.after(Duration::from_millis(5), Action::Crash(NodeId(3)));
+    sim.after(Duration::from_millis(20), Action::Restart(NodeId(2)));
+    sim.after(Duration::from_millis(20), Action::Restart(NodeId(1)));
+    sim.after(Duration::from_millis(300), acquire(NodeId(1), ClientId(1)));
+    sim.after(Duration::from_millis(300), acquire(NodeId(2), ClientId(2)));
+    let since = sim.now() + Duration::from_millis(300);
+    sim.run_for(Duration::from_millis(1_500))?;
+    everyone_served_since(sim.world(), since).map_err(|m| sim.error(m))
+}
+
+#[test]
+fn promise_stored_before_ack_holds() {
+    holds(promise_survives_a_crash(NONE));
+}
+
+#[test]
+fn promise_stored_before_ack_is_needed() {
+    is_needed(promise_survives_a_crash(NtMutations { ack_before_store: true, ..NONE }));
+}
+
+/// The every-fault sweep of sim.rs (no majority down) for one seed.
+fn every_fault(seed: u64, m: NtMutations) -> Result<(), SimError> {
+    let n = 3 + (seed % 6) as u32;
+    run_faulty(seed, n, 2, FaultPlan { majority_downs: 0, ..everything(n) }, m).map(|_| ())
+}
+
+/// The every-fault sweep of sim.rs, a majority-down episode included.
+fn every_fault_majority_down(seed: u64, m: NtMutations) -> Result<(), SimError> {
+    let n = 3 + (seed % 6) as u32;
+    run_faulty(seed, n, 2, everything(n), m).map(|_| ())
+}
+
+/// sim.rs's regression seeds of the stale-token bug (210, 258, 450) and
+/// seed 0, which the survey found.
+fn behind_sender_answered(m: NtMutations) -> Result<(), SimError> {
+    seeds([0, 210, 258, 450], |s| every_fault(s, m))
+}
+
+#[test]
+fn sender_behind_answered_holds() {
+    holds(behind_sender_answered(NONE));
+}
+
+#[test]
+fn sender_behind_answered_is_needed() {
+    is_needed(every_fault(0, NtMutations { no_behind_answer: true, ..NONE }));
+}
+
+/// Every-fault seeds 36 (no majority down) and 1 (majority down), found by
+/// the survey.
+fn regen_towards_live_sites(m: NtMutations) -> Result<(), SimError> {
+    every_fault(36, m)?;
+    every_fault_majority_down(1, m)
+}
+
+#[test]
+fn regen_acks_from_every_live_site_holds() {
+    holds(regen_towards_live_sites(NONE));
+}
+
+#[test]
+fn regen_acks_from_every_live_site_is_needed() {
+    let m = NtMutations { regen_with_majority_only: true, ..NONE };
+    is_needed(every_fault(36, m));
+    is_needed(every_fault_majority_down(1, m));
+}
+
+/// Failure-free contention (seeds 0..3): no recovery ever starts.
+fn provisional_commits(m: NtMutations) -> Result<(), SimError> {
+    seeds(0..3, |s| contention(s, m))
+}
+
+#[test]
+fn provisional_commit_holds() {
+    holds(provisional_commits(NONE));
+}
+
+#[test]
+fn provisional_commit_is_needed() {
+    is_needed(provisional_commits(NtMutations { no_provisional_commit: true, ..NONE }));
 }
