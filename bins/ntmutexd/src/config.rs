@@ -79,6 +79,7 @@ impl NtmutexdConfig {
                 max_hold: (self.max_hold_ms > 0).then(|| Duration::from_millis(self.max_hold_ms)),
                 revoke_grace: Duration::from_millis(self.revoke_grace_ms),
             },
+            mutations: Default::default(),
         }
     }
 }

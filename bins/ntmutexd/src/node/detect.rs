@@ -23,6 +23,9 @@ impl NtNode {
 
     pub(super) fn on_probe(&mut self, now: Instant) {
         let suspected: Vec<NodeId> = self.suspected.iter().copied().collect();
+        if self.cfg.mutations.no_probes {
+            return;
+        }
         for s in &suspected {
             self.send(*s, Body::AreYouAlive);
         }
@@ -102,7 +105,7 @@ impl NtNode {
     /// Tracks peers' lives; returns false for a message from an older life.
     pub(super) fn observe_life(&mut self, now: Instant, from: NodeId, inc: Incarnation) -> bool {
         let known = self.peer_inc.get(&from).copied();
-        if let Some(k) = known.filter(|k| inc < *k) {
+        if let Some(k) = known.filter(|k| inc < *k && !self.cfg.mutations.no_incarnation_check) {
             // An older life: ignored, but told the life we know, so that a
             // site whose clock is behind its previous start (and whose
             // disk was replaced) moves past it instead of being ignored

@@ -58,6 +58,68 @@ pub struct NtConfig {
     pub drift_ppm: u32,
     /// The local lock service.
     pub locks: LocksConfig,
+    /// Rules switched off on purpose, for mutation tests only
+    /// (`tests/safety.rs`, docs/safety-rules.md). Production leaves it at
+    /// `Default` (every rule on).
+    #[doc(hidden)]
+    pub mutations: NtMutations,
+}
+
+/// (safety) rules a mutation test may switch off, to show that a scenario
+/// notices (docs/safety-rules.md). For mutation tests only: the daemon
+/// leaves this at `Default` (everything false: every rule on).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NtMutations {
+    /// A holder that learns of a newer epoch drops its token without
+    /// telling its client `LockLost`.
+    pub no_lock_lost: bool,
+    /// A site without a position that sets `next` sends no provisional Commit.
+    pub no_provisional_commit: bool,
+    /// A site that gains or changes its position does not cascade a Commit
+    /// to its `next`.
+    pub no_commit_cascade: bool,
+    /// The token is passed to `next` even when `next` is suspected.
+    pub pass_to_suspected_next: bool,
+    /// Requests are forwarded to a suspected `last` (no `DeadEnd`).
+    pub forward_to_suspected_last: bool,
+    /// A new life of a running cluster assumes the configured root as its
+    /// `last` instead of starting with `last` unknown.
+    pub restart_knows_last: bool,
+    /// Suspected peers are never probed.
+    pub no_probes: bool,
+    /// Every proposer proposes in slot 0 (equal epochs possible).
+    pub no_epoch_slot: bool,
+    /// M3.b: no election, every candidate goes on as if elected.
+    pub no_election: bool,
+    /// No hop limit on forwarded requests.
+    pub no_hop_limit: bool,
+    /// M3 keeps the request's sequence number.
+    pub keep_seq_on_m3: bool,
+    /// Messages from an older life of a peer are handled.
+    pub no_incarnation_check: bool,
+    /// A joining minority that heard of no running cluster bootstraps.
+    pub minority_bootstrap: bool,
+    /// A regeneration completes with a majority's acks, without waiting for
+    /// every non-suspected site.
+    pub regen_with_majority_only: bool,
+    /// A second token is installed over the one held.
+    pub accept_second_token: bool,
+    /// A promise is acked without being stored first (it is written with
+    /// the next write, if any).
+    pub ack_before_store: bool,
+    /// The promise component promises ties (`promise::Mutations::accept_ties`).
+    pub accept_ties: bool,
+    /// No promise window: a site that promised accepts higher proposals of
+    /// others at once (`promise::Config::promise_window = false`).
+    pub no_promise_window: bool,
+    /// No restart window (`promise::Mutations::no_restart_window`).
+    pub no_restart_window: bool,
+    /// An unrecovered fresh node asks for and accepts a token.
+    pub unrecovered_takes_token: bool,
+    /// A site that hears from a site behind its epoch does not answer it
+    /// with the newer epoch.
+    pub no_behind_answer: bool,
 }
 
 impl NtConfig {
@@ -391,6 +453,11 @@ impl NtNode {
             lease: cfg.lease,
             drift_ppm: cfg.drift_ppm,
             new_cluster,
+            promise_window: !cfg.mutations.no_promise_window,
+            mutations: promise::Mutations {
+                no_restart_window: cfg.mutations.no_restart_window,
+                accept_ties: cfg.mutations.accept_ties,
+            },
             ..promise::Config::new(members.clone(), me, cfg.lease)
         };
         let promise = PromiseNode::new(pcfg, stored.and_then(|s| s.promises), now)?;
@@ -576,7 +643,10 @@ impl Protocol for NtNode {
             return;
         }
         self.observe_epoch(now, msg.epoch);
-        if msg.epoch < self.max_epoch() && !matches!(msg.body, Body::AreYouAlive | Body::IAmAlive { .. }) {
+        if msg.epoch < self.max_epoch()
+            && !matches!(msg.body, Body::AreYouAlive | Body::IAmAlive { .. })
+            && !self.cfg.mutations.no_behind_answer
+        {
             // The sender is behind: it may be a holder the cluster
             // regenerated without (false suspicion) that still grants with
             // its old token. Our answer carries the newer epoch; it drops

@@ -32,7 +32,7 @@ impl NtNode {
     /// circling (a path can be longer than N while the queue moves, never
     /// that much longer).
     pub(super) fn circling(&self, hops: u32) -> bool {
-        hops as usize > 2 * self.members.len()
+        !self.cfg.mutations.no_hop_limit && hops as usize > 2 * self.members.len()
     }
 
     /// Does what the state calls for: grant locally, pass the token on,
@@ -64,7 +64,7 @@ impl NtNode {
                 continue;
             }
             if let Some((n, _)) = self.next {
-                if self.suspected.contains(&n) {
+                if self.suspected.contains(&n) && !self.cfg.mutations.pass_to_suspected_next {
                     // (safety) Never send the token to a suspected next:
                     // keep it; its successors reconnect by M1/M2.
                     self.next = None;
@@ -86,7 +86,7 @@ impl NtNode {
             && self.request.is_none()
             && self.recovery == Recovery::Idle
             && !self.leaving
-            && self.promise.stored().recovered()
+            && (self.promise.stored().recovered() || self.cfg.mutations.unrecovered_takes_token)
         {
             self.make_request(now);
         }
@@ -148,7 +148,7 @@ impl NtNode {
                 }
             }
             Last::Parent(p) => {
-                if self.suspected.contains(&p) {
+                if self.suspected.contains(&p) && !self.cfg.mutations.forward_to_suspected_last {
                     // (safety) Never forward to a suspected last.
                     self.send(requester, Body::DeadEnd { seq });
                 } else {
@@ -176,8 +176,10 @@ impl NtNode {
         match self.next {
             Some((n, _)) if n == who => {
                 self.next = Some((who, seq));
-                let c = self.commit_for(seq, None);
-                self.send(who, c);
+                if self.position.is_some() || !self.cfg.mutations.no_provisional_commit {
+                    let c = self.commit_for(seq, None);
+                    self.send(who, c);
+                }
             }
             Some((n, _)) if !self.suspected.contains(&n) => self.send(n, forward),
             _ => {
@@ -187,8 +189,12 @@ impl NtNode {
                     self.pass_token(who);
                 } else {
                     self.next = Some((who, seq));
-                    let c = self.commit_for(seq, None);
-                    self.send(who, c);
+                    // (safety) Without a position this is the provisional
+                    // Commit.
+                    if self.position.is_some() || !self.cfg.mutations.no_provisional_commit {
+                        let c = self.commit_for(seq, None);
+                        self.send(who, c);
+                    }
                 }
             }
         }
@@ -198,11 +204,12 @@ impl NtNode {
     pub(super) fn on_token(&mut self, now: Instant, from: NodeId, epoch: u64, counter: u64, pos: u64) {
         // A token below the newest epoch in use, or one that this site's
         // promises or recovery forbid, is dead.
-        let accepted = if epoch < self.max_epoch() || self.promise.check_token(epoch).is_err() {
-            None
-        } else {
-            self.promise.on_in_use(epoch, now).ok()
+        let forbidden = match self.promise.check_token(epoch) {
+            Err(promise::Refusal::Unrecovered) => !self.cfg.mutations.unrecovered_takes_token,
+            r => r.is_err(),
         };
+        let accepted =
+            if epoch < self.max_epoch() || forbidden { None } else { self.promise.on_in_use(epoch, now).ok() };
         let Some(in_use) = accepted else {
             self.out.event(NtEvent::StaleToken { epoch });
             // The token meant for us is dead: nobody before us holds one.
@@ -219,7 +226,7 @@ impl NtNode {
         if in_use.raised {
             self.epoch_raised(epoch);
         }
-        if self.token.is_some() {
+        if self.token.is_some() && !self.cfg.mutations.accept_second_token {
             // Cannot happen while the invariants hold; keep the one we have.
             tracing::error!(%from, epoch, "second token received; discarded");
             return;
@@ -242,7 +249,8 @@ impl NtNode {
         self.out.event(NtEvent::HasToken(true));
         self.recovery_done(now);
         self.bootstrap_search = false;
-        if let Some((n, seq)) = self.next {
+        if let Some((n, seq)) = self.next.filter(|_| !self.cfg.mutations.no_commit_cascade) {
+            // The position cascades down the chain.
             let c = self.commit_for(seq, None);
             self.send(n, c);
         }
@@ -291,7 +299,8 @@ impl NtNode {
         }
         // A Commit before the window closes cancels this site's M3.
         self.recovery_done(now);
-        if let Some((n, nseq)) = self.next {
+        if let Some((n, nseq)) = self.next.filter(|_| !self.cfg.mutations.no_commit_cascade) {
+            // (safety) The positions cascade down the chain.
             let c = self.commit_for(nseq, Some(origin));
             self.send(n, c);
         }

@@ -62,7 +62,9 @@ impl NtNode {
         // makes late Commits from the old chain get Unlink (the seed's rule
         // for M3.b losers, applied to every M3 so that no stale link
         // survives — a stale link can close a cycle of waiting sites).
-        self.seq += 1;
+        if !self.cfg.mutations.keep_seq_on_m3 {
+            self.seq += 1;
+        }
         self.request = Some(self.seq);
         self.start_search(now, Mech::M3, None);
     }
@@ -80,7 +82,7 @@ impl NtNode {
                 self.broadcast(Body::SearchQueue { accesses: self.accesses });
                 // A better candidate heard from recently (its SearchQueue
                 // came before our own search started): lose to it at once.
-                if let Some((a, id, until)) = self.best_candidate {
+                if let Some((a, id, until)) = self.best_candidate.filter(|_| !self.cfg.mutations.no_election) {
                     if until > now && id != self.me && beats(a, id, self.accesses, self.me) {
                         self.lose_election(now, id, started);
                         return;
@@ -110,7 +112,7 @@ impl NtNode {
         let a = self.answer();
         self.send(from, a);
         if let Recovery::Search { mech: Mech::M3, .. } = self.recovery {
-            if beats(accesses, from, self.accesses, self.me) {
+            if !self.cfg.mutations.no_election && beats(accesses, from, self.accesses, self.me) {
                 let started = self.recovery.started().unwrap_or(now);
                 self.lose_election(now, from, started);
             }

@@ -33,7 +33,8 @@ impl NtNode {
         // ntmutexd.md: a round above every round this site has stored or
         // seen, in its own slot (two proposers never propose equal epochs).
         let above = self.promise.stored().floor().max(self.promise.threshold());
-        let next = promise::round_of(above).checked_add(1).and_then(|r| promise::encode(r, self.promise.slot()));
+        let slot = if self.cfg.mutations.no_epoch_slot { 0 } else { self.promise.slot() };
+        let next = promise::round_of(above).checked_add(1).and_then(|r| promise::encode(r, slot));
         let proposed = match next {
             Some(v) => self.promise.propose_value(v, now),
             None => Err(Refusal::Invalid),
@@ -73,7 +74,9 @@ impl NtNode {
     /// majority (a falsely suspected minority) never creates a second token.
     pub(super) fn maybe_finish_regeneration(&mut self, now: Instant) {
         let Recovery::Regen { waiting, .. } = &self.recovery else { return };
-        if !waiting.is_empty() {
+        let majority_only = self.cfg.mutations.regen_with_majority_only
+            && self.promise.promisers().is_some_and(|p| p.len() >= self.promise.config().majority());
+        if !waiting.is_empty() && !majority_only {
             return;
         }
         match self.promise.use_proposal(now) {
@@ -116,7 +119,9 @@ impl NtNode {
         }
         match self.promise.on_proposal(from, epoch, now) {
             Ok(p) => {
-                self.persist();
+                if !self.cfg.mutations.ack_before_store {
+                    self.persist();
+                }
                 if p.abandoned_own.is_some() {
                     // A higher concurrent proposal wins; wait for its token.
                     self.retry_regeneration_at(now + self.commit_timeout());
@@ -198,6 +203,8 @@ impl NtNode {
         self.next = None;
         self.out.event(NtEvent::TokenSuperseded { epoch: t.epoch });
         self.out.event(NtEvent::HasToken(false));
-        self.locks.lose(now, why, &mut self.out);
+        if !self.cfg.mutations.no_lock_lost {
+            self.locks.lose(now, why, &mut self.out);
+        }
     }
 }

@@ -30,6 +30,10 @@ impl NtNode {
             // (safety) A new life of a running cluster knows nothing: it
             // answers DeadEnd and makes its first request through M3.
             self.last = Last::Unknown;
+            if self.cfg.mutations.restart_knows_last {
+                let root = *self.members.iter().min().expect("at least one member");
+                self.last = if root == self.me { Last::Root } else { Last::Parent(root) };
+            }
         }
         self.out.event(NtEvent::Joined { bootstrap });
         for (from, inc, msg) in deferred {
@@ -41,7 +45,7 @@ impl NtNode {
         let Phase::Joining { fresh, running_seen, .. } = &self.phase else { return };
         if *running_seen {
             self.finish_join(now, false);
-        } else if fresh.len() > self.members.len() / 2 {
+        } else if fresh.len() > self.members.len() / 2 || self.cfg.mutations.minority_bootstrap {
             self.finish_join(now, true);
         } else {
             // No majority heard from yet: keep asking (a minority must not

@@ -23,6 +23,7 @@ pub fn cfg(k: usize) -> NtConfig {
         lease: Duration::from_millis(50),
         drift_ppm: 1_000,
         locks: LocksConfig { max_queue: 64, max_hold: None, revoke_grace: Duration::from_millis(100) },
+        mutations: Default::default(),
     }
 }
 

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Reruns docs/safety-rules.md: for every (safety) rule of ntmutexd, the
+# scenario with every rule on (`<rule>_holds`) and with that rule switched
+# off (`<rule>_is_needed`, ignored tests included: those are the rules not
+# shown necessary yet). Prints one line per rule.
+#
+# Usage: scripts/safety-audit.sh            (from any directory)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+
+# Build first, so that a build error is not mistaken for a rule.
+cargo test -p ntmutexd --test safety --no-run --quiet
+# Failing tests are results here, not errors.
+cargo test -p ntmutexd --test safety -- --include-ignored --skip survey \
+    --test-threads 2 >"$log" 2>&1 || true
+
+result() { # test name -> ok | FAILED | missing
+    local line
+    line="$(grep -E "^test $1 \.\.\. " "$log" || true)"
+    case "$line" in
+    *" ok") echo ok ;;
+    *FAILED) echo FAILED ;;
+    *) echo missing ;;
+    esac
+}
+
+rules="$(grep -oE '^fn [a-z0-9_]+_is_needed\(' bins/ntmutexd/tests/safety.rs | sed -E 's/^fn (.*)_is_needed\(/\1/' || true)
+$(grep -oE '^ *[a-z0-9_]+_holds, [a-z0-9_]+_is_needed,' bins/ntmutexd/tests/safety.rs | sed -E 's/^ *([a-z0-9_]+)_holds,.*/\1/' || true)"
+
+shown=0
+total=0
+while read -r rule; do
+    [ -n "$rule" ] || continue
+    total=$((total + 1))
+    h="$(result "${rule}_holds")"
+    n="$(result "${rule}_is_needed")"
+    if [ "$h" = ok ] && [ "$n" = ok ]; then
+        verdict="PASS  (holds with the rule; fails without it)"
+        shown=$((shown + 1))
+    elif [ "$h" != ok ]; then
+        verdict="FAIL  (the scenario fails with every rule on: $h)"
+    else
+        verdict="FAIL  (not shown necessary: the scenario passes without the rule)"
+    fi
+    printf '%-34s %s\n' "$rule" "$verdict"
+done <<<"$rules"
+echo "$shown of $total rules shown necessary (docs/safety-rules.md)"
