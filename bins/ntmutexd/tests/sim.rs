@@ -259,7 +259,8 @@ fn messages_per_critical_section_light_load() {
 /// `a_falsely_suspected_holder_keeps_its_stale_token`.
 #[test]
 fn every_fault_kind_keeps_the_staged_invariants_and_serves_everyone() {
-    for_seeds(40, every_fault_kind_but_majority_down);
+    // 2701: the silent stale holder of seed 676 (sweep_regressions).
+    for_seeds_with(&[2701], 40, every_fault_kind_but_majority_down);
 }
 
 fn every_fault_kind_but_majority_down(seed: u64) -> Result<(), SimError> {
@@ -337,7 +338,12 @@ fn sweep_regressions() {
     for_seeds_with(SWEEP_FAILING, 0, sweep_seed);
 }
 
-const SWEEP_FAILING: &[u64] = &[105];
+/// 676 (found in the 3,000-seed sweep): a holder falsely suspected during
+/// a pause answered an old probe with `IAmAlive`, which unsuspected it
+/// without telling it the newer epoch (probes and their answers did not
+/// get the "sender is behind" answer), and it granted old-epoch fences for
+/// as long as nobody wrote to it.
+const SWEEP_FAILING: &[u64] = &[105, 676];
 
 /// Messages per recovery, by mechanism (printed; M1 is bounded by the spec:
 /// at most k + 3, no broadcast).

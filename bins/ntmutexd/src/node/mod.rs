@@ -644,13 +644,14 @@ impl Protocol for NtNode {
         }
         self.observe_epoch(now, msg.epoch);
         if msg.epoch < self.max_epoch()
-            && !matches!(msg.body, Body::AreYouAlive | Body::IAmAlive { .. })
+            && !matches!(msg.body, Body::AreYouAlive)
             && !self.cfg.mutations.no_behind_answer
         {
             // The sender is behind: it may be a holder the cluster
             // regenerated without (false suspicion) that still grants with
             // its old token. Our answer carries the newer epoch; it drops
-            // its token on reading it (a probe, answered once).
+            // its token on reading it (a probe, answered once; an
+            // AreYouAlive is not: our IAmAlive answer carries the epoch).
             self.send(from, Body::AreYouAlive);
         }
         match msg.body {

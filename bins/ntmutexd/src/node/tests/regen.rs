@@ -374,8 +374,17 @@ fn epoch_a_message_from_a_site_behind_is_answered_with_the_newer_epoch() {
     see_epoch(&mut s, newer);
     let out = deliver(&mut s, at(1), 1, Body::Unlink { seq: 4 });
     assert_eq!(out, vec![send_e(1, newer, Body::AreYouAlive)]);
-    // Probes and their answers are not answered again (no ping-pong).
-    assert_eq!(deliver(&mut s, at(2), 1, Body::IAmAlive { position: None, next: None }), vec![]);
+    // An answer to an old probe too (it unsuspects the sender, and the
+    // sender must learn the newer epoch); a probe is not answered twice:
+    // its IAmAlive already carries the epoch.
+    assert_eq!(
+        deliver(&mut s, at(2), 1, Body::IAmAlive { position: None, next: None }),
+        vec![send_e(1, newer, Body::AreYouAlive)]
+    );
+    assert_eq!(
+        deliver(&mut s, at(3), 1, Body::AreYouAlive),
+        vec![send_e(1, newer, Body::IAmAlive { position: None, next: None })]
+    );
 }
 
 #[test]
