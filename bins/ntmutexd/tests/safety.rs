@@ -551,3 +551,4 @@ not_shown! {
     unrecovered_no_token_holds, unrecovered_no_token_is_needed, unrecovered_takes_token;
 }
 
+
