@@ -550,5 +550,3 @@ not_shown! {
     promise_window_holds, promise_window_is_needed, no_promise_window;
     unrecovered_no_token_holds, unrecovered_no_token_is_needed, unrecovered_takes_token;
 }
-
-

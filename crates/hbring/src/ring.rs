@@ -295,7 +295,10 @@ impl HbRing {
 
     fn apply_report(&mut self, now: Instant, about: NodeId, liveness: Liveness, out: &mut impl HbOut) {
         if about == self.view.me() {
-            if liveness.status == Status::Dead && liveness.incarnation >= self.view.my_incarnation() {
+            if liveness.status == Status::Dead
+                && liveness.incarnation >= self.view.my_incarnation()
+                && liveness.incarnation.leaves_room()
+            {
                 self.start_new_life(now, liveness.incarnation, out);
             }
             return;
@@ -335,7 +338,7 @@ impl HbRing {
     /// This node's life `at_least` was declared dead or is behind a peer's
     /// knowledge: start a new one above it and announce it (rate-limited).
     fn rejoin_above(&mut self, now: Instant, at_least: Incarnation, out: &mut impl HbOut) {
-        if self.last_rejoin.is_some_and(|t| now < t + self.cfg.suspect_after) {
+        if !at_least.leaves_room() || self.last_rejoin.is_some_and(|t| now < t + self.cfg.suspect_after) {
             return;
         }
         self.start_new_life(now, at_least, out);

@@ -22,9 +22,20 @@ impl std::fmt::Display for NodeId {
 pub struct Incarnation(pub u64);
 
 impl Incarnation {
+    /// Lives stay below this: they are stored in the state file's signed
+    /// 64-bit integers (wall-clock milliseconds reach it in 292 million
+    /// years). A peer's claim of a life at or above it is refused, never
+    /// adopted: a node that could not store its life would have to stop.
+    pub const LIMIT: u64 = i64::MAX as u64;
+
     /// The next life of the same node.
     pub fn next(self) -> Incarnation {
         Incarnation(self.0.saturating_add(1))
+    }
+
+    /// Whether a node can move past this life and still store its own.
+    pub fn leaves_room(self) -> bool {
+        self.0 < Self::LIMIT - 1
     }
 }
 

@@ -682,6 +682,9 @@ fn behind_moves_this_node_past_the_life_a_peer_knows() {
     r.handle_message(at(30), n(1), inc(1), HbMsg::Behind { known: Incarnation(600) });
     r.handle_message(at(300), n(1), inc(1), HbMsg::Behind { known: Incarnation(400) });
     assert_eq!(r.drain(), vec![]);
+    // A life no node could store (a hostile value): refused.
+    r.handle_message(at(350), n(1), inc(1), HbMsg::Behind { known: Incarnation(u64::MAX - 1) });
+    assert_eq!(r.incarnation(), Incarnation(501));
     // From a stale life of the sender: no evidence about us.
     r.handle_message(at(400), n(1), Incarnation(9), HbMsg::Behind { known: Incarnation(700) });
     assert!(!r.drain().iter().any(|o| matches!(o, Output::Event(HbEvent::Rejoined { .. }))));
