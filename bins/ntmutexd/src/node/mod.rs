@@ -559,6 +559,20 @@ impl NtNode {
         Ok(())
     }
 
+    /// The sender is behind our epoch: it may be a holder the cluster
+    /// regenerated without (false suspicion) that still grants with its
+    /// old token, and nobody else may ever write to it. Our probe carries
+    /// the newer epoch; it drops its token on reading it. (An AreYouAlive is
+    /// not answered this way: our IAmAlive answer carries the epoch.)
+    fn tell_if_behind(&mut self, from: NodeId, msg: &Msg) {
+        if msg.epoch < self.max_epoch()
+            && !matches!(msg.body, Body::AreYouAlive)
+            && !self.cfg.mutations.no_behind_answer
+        {
+            self.send(from, Body::AreYouAlive);
+        }
+    }
+
     /// The highest epoch in use that this site knows of (`max_epoch`).
     pub fn max_epoch(&self) -> u64 {
         self.promise.stored().in_use()
@@ -620,6 +634,7 @@ impl Protocol for NtNode {
             // The start-up handshake and a fresh node's recovery rounds,
             // in every phase.
             Body::Hello { nonce } => {
+                self.tell_if_behind(from, &msg);
                 self.on_hello(from, nonce);
                 self.serve_and_route(now);
                 return;
@@ -627,6 +642,7 @@ impl Protocol for NtNode {
             Body::HelloAck { nonce, running, values } => {
                 // A new life starts with the cluster's epoch.
                 self.observe_epoch(now, msg.epoch);
+                self.tell_if_behind(from, &msg);
                 self.on_hello_ack(now, from, nonce, running, values);
                 self.serve_and_route(now);
                 return;
@@ -643,17 +659,7 @@ impl Protocol for NtNode {
             return;
         }
         self.observe_epoch(now, msg.epoch);
-        if msg.epoch < self.max_epoch()
-            && !matches!(msg.body, Body::AreYouAlive)
-            && !self.cfg.mutations.no_behind_answer
-        {
-            // The sender is behind: it may be a holder the cluster
-            // regenerated without (false suspicion) that still grants with
-            // its old token. Our answer carries the newer epoch; it drops
-            // its token on reading it (a probe, answered once; an
-            // AreYouAlive is not: our IAmAlive answer carries the epoch).
-            self.send(from, Body::AreYouAlive);
-        }
+        self.tell_if_behind(from, &msg);
         match msg.body {
             Body::Hello { .. } | Body::HelloAck { .. } | Body::Behind { .. } => {}
             Body::Request { requester, seq, hops } => self.on_request(now, requester, seq, hops),

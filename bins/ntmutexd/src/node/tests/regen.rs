@@ -388,6 +388,18 @@ fn epoch_a_message_from_a_site_behind_is_answered_with_the_newer_epoch() {
 }
 
 #[test]
+fn epoch_a_holder_answering_a_restarted_site_is_told_the_newer_epoch() {
+    // Seed 1747 of the majority-down sweep: a stale holder cut off during a
+    // regeneration answered the Hellos of sites that then restarted; its
+    // HelloAck carried the old epoch, and nobody else ever wrote to it.
+    let mut s = restarted(4, 3, 2, stored_in_use(proposal(3, 3)));
+    drain(&mut s);
+    let ack = Msg { epoch: E, body: Body::HelloAck { nonce: s.nonce, running: true, values: None } };
+    let out = deliver_msg(&mut s, at(1), 2, INC, ack);
+    assert_eq!(out[0], send_e(2, proposal(3, 3), Body::AreYouAlive));
+}
+
+#[test]
 fn peer_values_out_of_range_are_refused_and_change_nothing() {
     let mut s = holder(4, 1, 2);
     let before = s.clone();

@@ -130,7 +130,11 @@ fn startup_minority_of_fresh_answers_at_the_join_timer_asks_again_then_a_majorit
 fn startup_hello_is_answered_with_what_is_stored_in_every_phase() {
     let mut s = site(4, 2, 2);
     let out = deliver_msg(&mut s, at(1), 3, INC, Msg { epoch: 0, body: Body::Hello { nonce: 9 } });
-    assert_eq!(out, vec![send(3, Body::HelloAck { nonce: 9, running: true, values: values(E) })]);
+    // (The sender is behind our epoch: it is told, as by any message.)
+    assert_eq!(
+        out,
+        vec![send(3, Body::AreYouAlive), send(3, Body::HelloAck { nonce: 9, running: true, values: values(E) })]
+    );
     // A fresh node has promised nothing in this life: `None`.
     let mut f = fresh(4, 2, 2);
     drain(&mut f);
@@ -198,7 +202,11 @@ fn startup_clients_queued_while_joining_ask_along_the_new_tree() {
     assert_eq!(acquire(&mut s2, at(1), 1), vec![]);
     let nonce = s2.nonce;
     let out = deliver_msg(&mut s2, at(2), 1, INC, fresh_ack(nonce));
-    assert_eq!(out, vec![ev(NtEvent::Joined { bootstrap: true }), send(1, request(2, 1, 0))]);
+    // n1 answered from epoch 0, below ours: it is told the newer epoch.
+    assert_eq!(
+        out,
+        vec![send(1, Body::AreYouAlive), ev(NtEvent::Joined { bootstrap: true }), send(1, request(2, 1, 0))]
+    );
 }
 
 #[test]
