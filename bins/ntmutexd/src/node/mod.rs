@@ -120,6 +120,9 @@ pub struct NtMutations {
     /// A site that hears from a site behind its epoch does not answer it
     /// with the newer epoch.
     pub no_behind_answer: bool,
+    /// A holder that finds itself stalled does not ask the others for the
+    /// epoch in use.
+    pub no_stall_check: bool,
 }
 
 impl NtConfig {
@@ -290,6 +293,10 @@ enum Timer {
     Window,
     Provisional,
     Probe,
+    /// While holding the token: a wake-up every `suspect_after` that
+    /// notices when this site was stalled (paused, starved) long enough to
+    /// have been suspected.
+    HolderCheck,
 }
 
 /// Where requests go.
@@ -720,8 +727,24 @@ impl Protocol for NtNode {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        // A holder whose wake-up comes late was stalled (SIGSTOP, a VM or
+        // GC pause): the others may have suspected it and regenerated, and
+        // may never write to it again. It asks every peer; their answers
+        // carry the epoch in use, and a newer one ends its token before its
+        // next grant is acted on by anyone who has heard of the new epoch.
+        let stalled = self.token.is_some()
+            && !self.cfg.mutations.no_stall_check
+            && self.timers.get(Timer::HolderCheck).is_some_and(|d| now.saturating_since(d) > self.cfg.heartbeat);
+        if stalled {
+            self.broadcast(Body::AreYouAlive);
+        }
         while let Some(t) = self.timers.pop_expired(now) {
             match t {
+                Timer::HolderCheck => {
+                    if self.token.is_some() {
+                        self.timers.set(Timer::HolderCheck, now + self.cfg.suspect_after);
+                    }
+                }
                 Timer::Join => self.on_join_timer(now),
                 Timer::Recover => self.recovery_round(now),
                 Timer::CommitWait => self.on_commit_wait(now),

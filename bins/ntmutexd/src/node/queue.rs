@@ -247,6 +247,7 @@ impl NtNode {
         self.timers.cancel(Timer::CommitWait);
         self.timers.cancel(Timer::Provisional);
         self.out.event(NtEvent::HasToken(true));
+        self.timers.set(Timer::HolderCheck, now + self.cfg.suspect_after);
         self.recovery_done(now);
         self.bootstrap_search = false;
         if let Some((n, seq)) = self.next.filter(|_| !self.cfg.mutations.no_commit_cascade) {
