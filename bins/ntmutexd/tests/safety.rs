@@ -15,9 +15,9 @@ mod workload;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use ftcore::{ClientId, NodeId, Protocol};
+use ftcore::{ClientId, NodeId};
 use lockservice::{LockReply, LockRequest};
-use ntmutexd::{NtConfig, NtEvent, NtMutations, NtNode};
+use ntmutexd::{NtEvent, NtMutations, NtNode};
 use sim::{Action, FaultPlan, NetConfig, Sim, SimError, World};
 use timer::Instant;
 use workload::*;
@@ -49,71 +49,6 @@ const NONE: NtMutations = NtMutations {
     no_stall_check: false,
 };
 
-fn config(k: usize, m: NtMutations) -> NtConfig {
-    NtConfig { mutations: m, ..cfg(k) }
-}
-
-/// `n` sites, no clients.
-fn bare(seed: u64, n: u32, k: usize, net: NetConfig, m: NtMutations) -> Sim<NtNode> {
-    Sim::new(seed, n, net, config(k, m))
-}
-
-/// `n` sites whose clients loop acquire → hold → release (as
-/// `workload::cluster_on`), with `m` switched off.
-fn looping(seed: u64, n: u32, k: usize, load: Load, net: NetConfig, m: NtMutations) -> Sim<NtNode> {
-    let mut sim = bare(seed, n, k, net, m);
-    sim.clients(Box::new(move |_, node, client, reply, rng| {
-        let ms = |rng: &mut timer::SeededRng, (lo, hi): (u64, u64)| Duration::from_millis(rng.range_inclusive(lo, hi));
-        match reply {
-            LockReply::Granted { .. } => {
-                vec![(ms(rng, load.hold), Action::Request(node, client, LockRequest::Release))]
-            }
-            LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
-                vec![(ms(rng, load.think), acquire(node, client))]
-            }
-            LockReply::Refused { .. } => vec![],
-        }
-    }));
-    for i in 1..=n {
-        sim.at(Instant::from_millis(50 + u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
-    }
-    sim
-}
-
-/// As sim.rs: how long after a fault ends the detector counts as accurate.
-fn accurate_after() -> Duration {
-    let c = cfg(1);
-    5 * c.suspect_after + 2 * c.t_msg
-}
-
-fn keep_clients_coming(sim: &mut Sim<NtNode>, n: u32, from: Instant, until: Instant) {
-    let mut t = from;
-    while t < until {
-        for i in 1..=n {
-            sim.at(t, acquire(NodeId(i), ClientId(u64::from(i))));
-        }
-        t = t + Duration::from_millis(400);
-    }
-}
-
-/// Liveness: after `since`, every live site's client was granted again.
-fn everyone_served_since(w: &World<NtNode>, since: Instant) -> Result<(), String> {
-    let served: BTreeSet<NodeId> = grants(w).into_iter().filter(|(t, _, _)| *t >= since).map(|(_, n, _)| n).collect();
-    let starved: Vec<NodeId> = w.live().map(|(id, _)| id).filter(|id| !served.contains(id)).collect();
-    if starved.is_empty() {
-        return Ok(());
-    }
-    let states: Vec<String> = w
-        .live()
-        .map(|(id, c)| {
-            let s = c.status();
-            let d: Vec<String> = s.details.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!("{id}: {} {}", s.role, d.join(" "))
-        })
-        .collect();
-    Err(format!("live sites never served after {since}: {starved:?}\n  {}", states.join("\n  ")))
-}
-
 /// Mutual exclusion as the clients see it, from their replies alone: a
 /// client holds from `Granted` until `Released` or `LockLost` (or its
 /// site crashes). Checked while the detector is accurate (`grace` after
@@ -142,37 +77,6 @@ fn client_exclusion(grace: Duration) -> impl FnMut(&World<NtNode>) -> Result<(),
     }
 }
 
-/// The random every-fault run of sim.rs (`run_faulty`): faults, then
-/// converge; staged invariants throughout, everyone served, one token.
-fn run_faulty(seed: u64, n: u32, k: usize, plan: FaultPlan, m: NtMutations) -> Result<Sim<NtNode>, SimError> {
-    let mut sim = looping(seed, n, k, HEAVY, net(), m);
-    sim.check(staged_safety(Some(accurate_after())));
-    sim.random_faults(&plan);
-    let end = plan.end + Duration::from_secs(3);
-    keep_clients_coming(&mut sim, n, Instant::from_millis(500), end + Duration::from_secs(3));
-    sim.run_until(end)?;
-    let settled = sim.now() + Duration::from_millis(500);
-    sim.converge(Duration::from_secs(3))?;
-    everyone_served_since(sim.world(), settled).map_err(|m| sim.error(m))?;
-    let tokens: Vec<NodeId> = sim.world().live().filter(|(_, c)| c.has_token()).map(|(id, _)| id).collect();
-    if tokens.len() > 1 {
-        return Err(sim.error(format!("{} tokens after converging: {tokens:?}", tokens.len())));
-    }
-    Ok(sim)
-}
-
-/// sim.rs's `everything`: every fault kind, timed for ntmutexd.
-fn everything(n: u32) -> FaultPlan {
-    let clients = (1..=n).map(|i| (NodeId(i), ClientId(u64::from(i)))).collect();
-    FaultPlan {
-        start: Instant::from_millis(400),
-        end: Instant::from_millis(4_000),
-        pause_len: (Duration::from_millis(10), Duration::from_millis(400)),
-        slow_extra: 6 * T_MSG,
-        ..FaultPlan::everything(n).with_clients(clients)
-    }
-}
-
 /// Runs `run` for each seed; the first failure.
 fn seeds(
     seeds: impl IntoIterator<Item = u64>,
@@ -195,17 +99,6 @@ fn is_needed(r: Result<(), SimError>) {
         Ok(()) => panic!("the scenario passes with the rule switched off: it does not defend the rule"),
         Err(e) => eprintln!("without the rule: {}", e.message.lines().next().unwrap_or("")),
     }
-}
-
-/// Steps until some live site holds the token.
-fn find_holder(sim: &mut Sim<NtNode>) -> Result<NodeId, SimError> {
-    for _ in 0..2000 {
-        if let Some((id, _)) = sim.world().live().find(|(_, c)| c.has_token()) {
-            return Ok(id);
-        }
-        sim.run_for(Duration::from_micros(100))?;
-    }
-    Err(sim.error("no token holder"))
 }
 
 // ---------------------------------------------------------- exploration
@@ -253,14 +146,14 @@ fn survey() {
         let mut found = Vec::new();
         let r = seeds(0..count, |s| {
             let n = 3 + (s % 6) as u32;
-            run_faulty(s, n, 2, FaultPlan { majority_downs: 0, ..everything(n) }, m).map(|_| ())
+            run_faulty_with(s, n, 2, FaultPlan { majority_downs: 0, ..everything(n) }, m).map(|_| ())
         });
         if let Err(e) = r {
             found.push(format!("every_fault seed {}: {}", e.seed, e.message.lines().next().unwrap_or("")));
         }
         let r = seeds(0..count, |s| {
             let n = 3 + (s % 6) as u32;
-            run_faulty(s, n, 2, everything(n), m).map(|_| ())
+            run_faulty_with(s, n, 2, everything(n), m).map(|_| ())
         });
         if let Err(e) = r {
             found.push(format!("majority_down seed {}: {}", e.seed, e.message.lines().next().unwrap_or("")));
@@ -282,7 +175,7 @@ fn survey() {
 fn regen_race(seed: u64, m: NtMutations) -> Result<(), SimError> {
     let n = 4;
     let net = NetConfig::reliable(Duration::from_micros(200), 2 * T_MSG);
-    let mut sim = looping(seed, n, 2, HEAVY, net, m);
+    let mut sim = cluster_with(seed, n, 2, HEAVY, net, m);
     sim.check(staged_safety(None));
     sim.random_faults(&FaultPlan::default());
     keep_clients_coming(&mut sim, n, Instant::from_millis(500), Instant::from_millis(4_000));
@@ -292,7 +185,7 @@ fn regen_race(seed: u64, m: NtMutations) -> Result<(), SimError> {
 /// Failure-free contention: the staged invariants, no recovery ever
 /// started (invariant 6), everyone served.
 fn contention(seed: u64, m: NtMutations) -> Result<(), SimError> {
-    let mut sim = looping(seed, 5, 3, HEAVY, net(), m);
+    let mut sim = cluster_with(seed, 5, 3, HEAVY, net(), m);
     sim.check(staged_safety(Some(Duration::ZERO)));
     sim.run_until(Instant::from_millis(2_000))?;
     let w = sim.world();
@@ -307,7 +200,7 @@ fn contention(seed: u64, m: NtMutations) -> Result<(), SimError> {
 /// Clients that hold until told `LockLost` (their first grant) at the sites
 /// in `forever`, and loop acquire → hold → release elsewhere.
 fn stubborn(seed: u64, n: u32, forever: &'static [u32], m: NtMutations) -> Sim<NtNode> {
-    let mut sim = bare(seed, n, 2, net(), m);
+    let mut sim = sites_with(seed, n, 2, net(), m);
     // Sites whose client was told LockLost: it releases its later grants.
     let mut told: BTreeSet<NodeId> = BTreeSet::new();
     sim.clients(Box::new(move |_, node, client, reply, rng| {
@@ -387,7 +280,7 @@ fn promise_survives_a_crash(m: NtMutations) -> Result<(), SimError> {
     let mut sim = stubborn(2, 3, &[], m);
     sim.check(staged_safety(Some(accurate_after())));
     sim.run_until(Instant::from_millis(400))?;
-    let holder = find_holder(&mut sim)?;
+    let holder = find_holder(&mut sim, 2000)?;
     if holder != NodeId(1) {
         return Err(sim.error(format!("expected the root to hold the first token, {holder} does")));
     }
@@ -427,13 +320,13 @@ fn promise_stored_before_ack_is_needed() {
 /// The every-fault sweep of sim.rs (no majority down) for one seed.
 fn every_fault(seed: u64, m: NtMutations) -> Result<(), SimError> {
     let n = 3 + (seed % 6) as u32;
-    run_faulty(seed, n, 2, FaultPlan { majority_downs: 0, ..everything(n) }, m).map(|_| ())
+    run_faulty_with(seed, n, 2, FaultPlan { majority_downs: 0, ..everything(n) }, m).map(|_| ())
 }
 
 /// The every-fault sweep of sim.rs, a majority-down episode included.
 fn every_fault_majority_down(seed: u64, m: NtMutations) -> Result<(), SimError> {
     let n = 3 + (seed % 6) as u32;
-    run_faulty(seed, n, 2, everything(n), m).map(|_| ())
+    run_faulty_with(seed, n, 2, everything(n), m).map(|_| ())
 }
 
 /// sim.rs's regression seeds of the stale-token bug (210, 258, 450) and

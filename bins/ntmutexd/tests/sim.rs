@@ -14,90 +14,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ftcore::{ClientId, NodeId, Protocol};
-use ntmutexd::{Mech, NtEvent, NtNode};
-use sim::{for_seeds, for_seeds_with, Action, FaultPlan, NetConfig, Sim, SimError, World};
+use ntmutexd::{Mech, NtEvent};
+use sim::{for_seeds, for_seeds_with, Action, FaultPlan, NetConfig, SimError};
 use timer::Instant;
 use workload::*;
-
-fn keep_clients_coming(sim: &mut Sim<NtNode>, n: u32, until: Instant) {
-    let mut t = 500;
-    while Instant::from_millis(t) < until {
-        for i in 1..=n {
-            sim.at(Instant::from_millis(t), acquire(NodeId(i), ClientId(u64::from(i))));
-        }
-        t += 400;
-    }
-}
-
-/// Liveness: after `since`, every live site's client was granted again.
-fn everyone_served_since(w: &World<NtNode>, since: Instant) -> Result<(), String> {
-    let served: std::collections::BTreeSet<NodeId> =
-        grants(w).into_iter().filter(|(t, _, _)| *t >= since).map(|(_, n, _)| n).collect();
-    let starved: Vec<NodeId> = w.live().map(|(id, _)| id).filter(|id| !served.contains(id)).collect();
-    if starved.is_empty() {
-        Ok(())
-    } else {
-        let states: Vec<String> = w
-            .live()
-            .map(|(id, c)| {
-                let s = c.status();
-                let d: Vec<String> = s.details.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                format!("{id}: {} {}", s.role, d.join(" "))
-            })
-            .collect();
-        Err(format!("live sites never served after {since}: {starved:?}\n  {}", states.join("\n  ")))
-    }
-}
-
-/// How long after the last pause, partition or slow link ended (and its
-/// delayed messages landed) the failure detector counts as accurate again:
-/// a suspicion the fault caused has been raised (`suspect_after`), the
-/// probe that tells a wrongly suspected token holder of the newer epoch has
-/// been sent (every `4·suspect_after`, node.rs `probe_every`) and answered
-/// (`2·t_msg`). Until then a stale token may still grant (the stage before
-/// leases allows it).
-fn accurate_after() -> Duration {
-    let c = cfg(1);
-    5 * c.suspect_after + 2 * c.t_msg
-}
-
-/// Every fault the simulator has, timed for ntmutexd's `t_msg` (5 ms) and
-/// `suspect_after` (60 ms): pauses shorter and longer than `suspect_after`,
-/// slow links adding up to 6·`t_msg`, the clients of every site.
-fn everything(n: u32) -> FaultPlan {
-    let clients = (1..=n).map(|i| (NodeId(i), ClientId(u64::from(i)))).collect();
-    FaultPlan {
-        start: Instant::from_millis(400),
-        end: Instant::from_millis(4_000),
-        pause_len: (Duration::from_millis(10), Duration::from_millis(400)),
-        slow_extra: 6 * T_MSG,
-        ..FaultPlan::everything(n).with_clients(clients)
-    }
-}
-
-/// After converging: at most one token (a stale one has been retired).
-fn one_token(w: &World<NtNode>) -> Result<(), String> {
-    let tokens: Vec<(NodeId, Option<u64>)> =
-        w.live().filter(|(_, c)| c.has_token()).map(|(id, c)| (id, c.token_epoch())).collect();
-    if tokens.len() > 1 {
-        return Err(format!("{} tokens after converging: {tokens:?}", tokens.len()));
-    }
-    Ok(())
-}
-
-fn run_faulty(seed: u64, n: u32, k: usize, plan: FaultPlan) -> Result<Sim<NtNode>, SimError> {
-    let mut sim = cluster(seed, n, k, HEAVY);
-    sim.check(staged_safety(Some(accurate_after())));
-    sim.random_faults(&plan);
-    let end = plan.end + Duration::from_secs(3);
-    keep_clients_coming(&mut sim, n, end + Duration::from_secs(3));
-    sim.run_until(end)?;
-    let settled = sim.now() + Duration::from_millis(500);
-    sim.converge(Duration::from_secs(3))?;
-    everyone_served_since(sim.world(), settled).map_err(|m| sim.error(m))?;
-    one_token(sim.world()).map_err(|m| sim.error(m))?;
-    Ok(sim)
-}
 
 #[test]
 fn failure_free_contention_never_recovers_and_serves_everyone() {
@@ -390,17 +310,6 @@ fn messages_per_recovery_by_mechanism() {
     assert_eq!(mech, Mech::M3);
 }
 
-/// Holds the token at the end of `run`, stepping until somebody does.
-fn find_holder(sim: &mut Sim<NtNode>) -> Result<NodeId, SimError> {
-    for _ in 0..1000 {
-        if let Some((id, _)) = sim.world().live().find(|(_, c)| c.has_token()) {
-            return Ok(id);
-        }
-        sim.run_for(Duration::from_micros(100))?;
-    }
-    Err(sim.error("no token holder"))
-}
-
 /// False suspicion: the holder is cut off, the others regenerate without
 /// it. Mutual exclusion cannot hold while the detector is wrong; fences
 /// still order every grant of one token, regenerations only raise epochs,
@@ -411,7 +320,7 @@ fn false_suspicion_of_the_holder_keeps_fences_ordered_and_one_token_after_healin
     for_seeds(30, |seed| {
         let mut sim = cluster(seed, 5, 2, HEAVY);
         sim.run_until(Instant::from_millis(700))?;
-        let holder = find_holder(&mut sim)?;
+        let holder = find_holder(&mut sim, 1000)?;
         sim.after(Duration::ZERO, Action::Partition(vec![holder]));
         sim.after(Duration::from_millis(800), Action::Heal);
         let cut = sim.now();
@@ -428,14 +337,7 @@ fn false_suspicion_of_the_holder_keeps_fences_ordered_and_one_token_after_healin
                 }
             }
         }
-        let regens: Vec<u64> = w
-            .events
-            .iter()
-            .filter_map(|(_, _, e)| match e {
-                NtEvent::Regenerated { epoch } => Some(*epoch),
-                _ => None,
-            })
-            .collect();
+        let regens = regenerated_epochs(w);
         if regens.windows(2).any(|p| p[1] <= p[0]) {
             return Err(sim.error(format!("regenerated epochs not increasing: {regens:?}")));
         }
@@ -462,7 +364,7 @@ fn graceful_leave_of_the_holder_hands_the_token_on() {
         let mut sim = cluster(seed, 5, 2, HEAVY);
         sim.check(safety(Default::default()));
         sim.run_until(Instant::from_millis(700))?;
-        let holder = find_holder(&mut sim)?;
+        let holder = find_holder(&mut sim, 1000)?;
         sim.after(Duration::ZERO, Action::Shutdown(holder));
         sim.run_for(Duration::from_millis(100))?;
         if !sim.world().core(holder).is_some_and(|c| c.is_left()) {
@@ -523,7 +425,7 @@ fn delays_beyond_t_msg(seed: u64, net: NetConfig) -> Result<(), SimError> {
     let mut sim = cluster_on(seed, n, 2, HEAVY, net);
     sim.check(staged_safety(None));
     sim.random_faults(&FaultPlan::default());
-    keep_clients_coming(&mut sim, n, Instant::from_millis(6_000));
+    keep_clients_coming(&mut sim, n, Instant::from_millis(500), Instant::from_millis(6_000));
     sim.run_until(Instant::from_millis(6_000))
 }
 
@@ -570,7 +472,7 @@ fn cold_restarts(seed: u64, wipe: bool) -> Result<(), SimError> {
     let n = 3 + (seed % 3) as u32;
     let mut sim = cluster(seed, n, 2, HEAVY);
     sim.check(staged_safety(Some(Duration::ZERO)));
-    keep_clients_coming(&mut sim, n, Instant::from_millis(6_000));
+    keep_clients_coming(&mut sim, n, Instant::from_millis(500), Instant::from_millis(6_000));
     for (down, up) in [(900, 960), (2_200, 2_300)] {
         for i in 1..=n {
             sim.at(Instant::from_millis(down), Action::Crash(NodeId(i)));
@@ -585,15 +487,7 @@ fn cold_restarts(seed: u64, wipe: bool) -> Result<(), SimError> {
     everyone_served_since(sim.world(), Instant::from_millis(3_000)).map_err(|m| sim.error(m))?;
     // Every token after a cold restart came from a promise round above all
     // that was stored: its epoch exceeds every earlier one.
-    let epochs: Vec<u64> = sim
-        .world()
-        .events
-        .iter()
-        .filter_map(|(_, _, e)| match e {
-            NtEvent::Regenerated { epoch } => Some(*epoch),
-            _ => None,
-        })
-        .collect();
+    let epochs = regenerated_epochs(sim.world());
     if epochs.len() < 3 || epochs.windows(2).any(|w| w[1] <= w[0]) {
         return Err(sim.error(format!("tokens created with epochs {epochs:?}: expected 3+, increasing")));
     }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use ftcore::{ClientId, NodeId};
 use lockservice::{LockEvent, LockReply, LockRequest, LocksConfig};
-use ntmutexd::{Mech, NtConfig, NtEvent, NtNode};
-use sim::{Action, NetConfig, Sim, World};
+use ntmutexd::{Mech, NtConfig, NtEvent, NtMutations, NtNode};
+use sim::{Action, FaultPlan, NetConfig, Sim, SimError, World};
 use timer::Instant;
 
 pub const T_MSG: Duration = Duration::from_millis(5);
@@ -48,7 +48,12 @@ pub fn sites(seed: u64, n: u32, k: usize) -> Sim<NtNode> {
 
 /// `sites` on another network.
 pub fn sites_on(seed: u64, n: u32, k: usize, net: NetConfig) -> Sim<NtNode> {
-    Sim::new(seed, n, net, cfg(k))
+    sites_with(seed, n, k, net, NtMutations::default())
+}
+
+/// `sites_on` with the rules in `m` switched off (tests/safety.rs).
+pub fn sites_with(seed: u64, n: u32, k: usize, net: NetConfig, m: NtMutations) -> Sim<NtNode> {
+    Sim::new(seed, n, net, NtConfig { mutations: m, ..cfg(k) })
 }
 
 pub fn cluster(seed: u64, n: u32, k: usize, load: Load) -> Sim<NtNode> {
@@ -57,7 +62,12 @@ pub fn cluster(seed: u64, n: u32, k: usize, load: Load) -> Sim<NtNode> {
 
 /// `cluster` on another network.
 pub fn cluster_on(seed: u64, n: u32, k: usize, load: Load, net: NetConfig) -> Sim<NtNode> {
-    let mut sim = sites_on(seed, n, k, net);
+    cluster_with(seed, n, k, load, net, NtMutations::default())
+}
+
+/// `cluster_on` with the rules in `m` switched off (tests/safety.rs).
+pub fn cluster_with(seed: u64, n: u32, k: usize, load: Load, net: NetConfig, m: NtMutations) -> Sim<NtNode> {
+    let mut sim = sites_with(seed, n, k, net, m);
     sim.clients(Box::new(move |_, node, client, reply, rng| {
         let ms = |rng: &mut timer::SeededRng, (lo, hi): (u64, u64)| Duration::from_millis(rng.range_inclusive(lo, hi));
         match reply {
@@ -74,6 +84,118 @@ pub fn cluster_on(seed: u64, n: u32, k: usize, load: Load, net: NetConfig) -> Si
         sim.at(Instant::from_millis(50 + u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
     }
     sim
+}
+
+/// Every site's client asks again every 400 ms from `from` until `until`
+/// (restarted sites get their client back; one already waiting or holding
+/// is refused, changing nothing).
+pub fn keep_clients_coming(sim: &mut Sim<NtNode>, n: u32, from: Instant, until: Instant) {
+    let mut t = from;
+    while t < until {
+        for i in 1..=n {
+            sim.at(t, acquire(NodeId(i), ClientId(u64::from(i))));
+        }
+        t = t + Duration::from_millis(400);
+    }
+}
+
+/// Liveness: after `since`, every live site's client was granted again.
+pub fn everyone_served_since(w: &World<NtNode>, since: Instant) -> Result<(), String> {
+    let served: BTreeSet<NodeId> = grants(w).into_iter().filter(|(t, _, _)| *t >= since).map(|(_, n, _)| n).collect();
+    let starved: Vec<NodeId> = w.live().map(|(id, _)| id).filter(|id| !served.contains(id)).collect();
+    if starved.is_empty() {
+        return Ok(());
+    }
+    let states: Vec<String> = w
+        .live()
+        .map(|(id, c)| {
+            let s = ftcore::Protocol::status(c);
+            let d: Vec<String> = s.details.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("{id}: {} {}", s.role, d.join(" "))
+        })
+        .collect();
+    Err(format!("live sites never served after {since}: {starved:?}\n  {}", states.join("\n  ")))
+}
+
+/// How long after the last pause, partition or slow link ended (and its
+/// delayed messages landed) the failure detector counts as accurate again:
+/// a suspicion the fault caused has been raised (`suspect_after`), the
+/// probe that tells a wrongly suspected token holder of the newer epoch has
+/// been sent (every `4·suspect_after`, node.rs `probe_every`) and answered
+/// (`2·t_msg`). Until then a stale token may still grant (the stage before
+/// leases allows it).
+pub fn accurate_after() -> Duration {
+    let c = cfg(1);
+    5 * c.suspect_after + 2 * c.t_msg
+}
+
+/// Every fault the simulator has, timed for ntmutexd's `t_msg` (5 ms) and
+/// `suspect_after` (60 ms): pauses shorter and longer than `suspect_after`,
+/// slow links adding up to 6·`t_msg`, the clients of every site.
+pub fn everything(n: u32) -> FaultPlan {
+    let clients = (1..=n).map(|i| (NodeId(i), ClientId(u64::from(i)))).collect();
+    FaultPlan {
+        start: Instant::from_millis(400),
+        end: Instant::from_millis(4_000),
+        pause_len: (Duration::from_millis(10), Duration::from_millis(400)),
+        slow_extra: 6 * T_MSG,
+        ..FaultPlan::everything(n).with_clients(clients)
+    }
+}
+
+/// After converging: at most one token (a stale one has been retired).
+pub fn one_token(w: &World<NtNode>) -> Result<(), String> {
+    let tokens: Vec<(NodeId, Option<u64>)> =
+        w.live().filter(|(_, c)| c.has_token()).map(|(id, c)| (id, c.token_epoch())).collect();
+    if tokens.len() > 1 {
+        return Err(format!("{} tokens after converging: {tokens:?}", tokens.len()));
+    }
+    Ok(())
+}
+
+/// The random run: `plan`'s faults under heavy load with the staged
+/// invariants checked after every step, then `converge`; every live site
+/// served again and one token left. `m`: rules switched off.
+pub fn run_faulty_with(seed: u64, n: u32, k: usize, plan: FaultPlan, m: NtMutations) -> Result<Sim<NtNode>, SimError> {
+    let mut sim = cluster_with(seed, n, k, HEAVY, net(), m);
+    sim.check(staged_safety(Some(accurate_after())));
+    sim.random_faults(&plan);
+    let end = plan.end + Duration::from_secs(3);
+    keep_clients_coming(&mut sim, n, Instant::from_millis(500), end + Duration::from_secs(3));
+    sim.run_until(end)?;
+    let settled = sim.now() + Duration::from_millis(500);
+    sim.converge(Duration::from_secs(3))?;
+    everyone_served_since(sim.world(), settled).map_err(|m| sim.error(m))?;
+    one_token(sim.world()).map_err(|m| sim.error(m))?;
+    Ok(sim)
+}
+
+/// `run_faulty_with`, every rule on.
+pub fn run_faulty(seed: u64, n: u32, k: usize, plan: FaultPlan) -> Result<Sim<NtNode>, SimError> {
+    run_faulty_with(seed, n, k, plan, NtMutations::default())
+}
+
+/// Steps (0.1 ms at a time, at most `steps`) until some live site holds
+/// the token.
+pub fn find_holder(sim: &mut Sim<NtNode>, steps: u32) -> Result<NodeId, SimError> {
+    for _ in 0..steps {
+        if let Some((id, _)) = sim.world().live().find(|(_, c)| c.has_token()) {
+            return Ok(id);
+        }
+        sim.run_for(Duration::from_micros(100))?;
+    }
+    Err(sim.error("no token holder"))
+}
+
+/// The epochs of the tokens created, in order.
+pub fn regenerated_epochs(w: &World<NtNode>) -> Vec<u64> {
+    w.events
+        .iter()
+        .filter_map(|(_, _, e)| match e {
+            NtEvent::Regenerated { epoch } => Some(*epoch),
+            _ => None,
+        })
+        .collect()
 }
 
 pub fn acquire(node: NodeId, client: ClientId) -> Action<NtNode> {
