@@ -18,6 +18,9 @@ pub fn declare(m: &Metrics) {
     ] {
         metrics::counter!(m.name(c)).increment(0);
     }
+    for reason in ["non_member", "epoch", "value"] {
+        metrics::counter!(m.name("messages_refused_total"), "reason" => reason).increment(0);
+    }
     for mech in ["m1", "m2", "m3"] {
         metrics::counter!(m.name("recoveries_total"), "mechanism" => mech).increment(0);
     }

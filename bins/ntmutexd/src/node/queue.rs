@@ -202,14 +202,15 @@ impl NtNode {
     }
 
     pub(super) fn on_token(&mut self, now: Instant, from: NodeId, epoch: u64, counter: u64, pos: u64) {
-        // A token below the newest epoch in use, or one that this site's
-        // promises or recovery forbid, is dead.
+        // A token that this site's promises or recovery forbid is dead:
+        // below the threshold (which covers the newest epoch in use, and
+        // `on_in_use` refuses it too), at or below what a fresh node
+        // recovered, or at an unrecovered node.
         let forbidden = match self.promise.check_token(epoch) {
             Err(promise::Refusal::Unrecovered) => !self.cfg.mutations.unrecovered_takes_token,
             r => r.is_err(),
         };
-        let accepted =
-            if epoch < self.max_epoch() || forbidden { None } else { self.promise.on_in_use(epoch, now).ok() };
+        let accepted = if forbidden { None } else { self.promise.on_in_use(epoch, now).ok() };
         let Some(in_use) = accepted else {
             self.out.event(NtEvent::StaleToken { epoch });
             // The token meant for us is dead: nobody before us holds one.
@@ -224,7 +225,7 @@ impl NtNode {
         // The epoch is stored as in use before the token grants anything.
         self.persist();
         if in_use.raised {
-            self.epoch_raised(epoch);
+            self.out.event(NtEvent::Epoch(epoch));
         }
         if self.token.is_some() && !self.cfg.mutations.accept_second_token {
             // Cannot happen while the invariants hold; keep the one we have.

@@ -15,12 +15,6 @@ use durable::promise::{self, Failure, InUse, Refusal, Step, UseError};
 use super::*;
 
 impl NtNode {
-    /// A new highest epoch in use: the gauge, and the end of any bootstrap
-    /// search (a token exists).
-    pub(super) fn epoch_raised(&mut self, epoch: u64) {
-        self.out.event(NtEvent::Epoch(epoch));
-    }
-
     /// Phase one: propose the next epoch above everything this site has
     /// stored or heard, to every site (suspected ones included).
     pub(super) fn start_regeneration(&mut self, now: Instant, mech: Mech, started: Instant) {
@@ -32,7 +26,8 @@ impl NtNode {
         }
         // ntmutexd.md: a round above every round this site has stored or
         // seen, in its own slot (two proposers never propose equal epochs).
-        let above = self.promise.stored().floor().max(self.promise.threshold());
+        // The floor covers every promise, proposal and epoch in use.
+        let above = self.promise.stored().floor();
         let slot = if self.cfg.mutations.no_epoch_slot { 0 } else { self.promise.slot() };
         let next = promise::round_of(above).checked_add(1).and_then(|r| promise::encode(r, slot));
         let proposed = match next {
@@ -83,7 +78,7 @@ impl NtNode {
             Ok(epoch) => {
                 // Stored as in use before the token grants anything.
                 self.persist();
-                self.epoch_raised(epoch);
+                self.out.event(NtEvent::Epoch(epoch));
                 // The regenerator heads the queue. Its `last` must still
                 // lead to the tail: itself if nobody is queued behind it,
                 // else the most recent requester it knows (kept) or its next.
@@ -184,7 +179,7 @@ impl NtNode {
             self.retry_regeneration_at(now + self.commit_timeout());
         }
         if raised {
-            self.epoch_raised(epoch);
+            self.out.event(NtEvent::Epoch(epoch));
         }
         if let Some(t) = self.token {
             if t.epoch < epoch {
