@@ -40,6 +40,67 @@ pub const CLIENT_MAGIC: [u8; 4] = *b"FTCL";
 /// Length of a client frame's header: magic, version, kind.
 pub const CLIENT_HEADER_LEN: usize = 7;
 
+/// The first kind of the range reserved for the transports' own frames
+/// ([`Control`]): message enums number their kinds from 0
+/// (`ftcore::message_kinds!`) and never reach it.
+pub const CONTROL_KIND_BASE: u16 = 0xFF00;
+
+/// A transport's own frame, never seen by a protocol core. Sent in the
+/// same envelope as messages (header, payload, MAC), so it is checked and
+/// authenticated the same way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Control {
+    /// Opens a link: a TCP connector's first frame on every connection; a
+    /// UDP sender's request for the receiver's current life.
+    Hello {
+        /// Echoed by the answer (UDP), so that a replayed answer is not
+        /// taken for a fresh one.
+        nonce: u64,
+    },
+    /// The answer to a UDP [`Control::Hello`], from the receiver's current
+    /// life (the header names it).
+    HelloAck {
+        /// The Hello's nonce.
+        nonce: u64,
+    },
+    /// Sent on a link idle for a third of `peer_idle_timeout_ms`, so that a
+    /// silent link means a dead one.
+    Keepalive,
+}
+
+impl Control {
+    /// This frame's kind (in the reserved range).
+    pub fn kind(&self) -> u16 {
+        CONTROL_KIND_BASE
+            + match self {
+                Control::Hello { .. } => 0,
+                Control::HelloAck { .. } => 1,
+                Control::Keepalive => 2,
+            }
+    }
+
+    /// The name of a control kind, `None` outside the reserved range's
+    /// used part.
+    pub fn kind_name(kind: u16) -> Option<&'static str> {
+        match kind.checked_sub(CONTROL_KIND_BASE)? {
+            0 => Some("hello"),
+            1 => Some("hello_ack"),
+            2 => Some("keepalive"),
+            _ => None,
+        }
+    }
+}
+
+/// What a peer frame carries: a protocol message or a transport's own
+/// [`Control`] frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body<M> {
+    /// For the protocol core.
+    Msg(M),
+    /// For the transport.
+    Control(Control),
+}
+
 /// Why a frame was refused; [`label`](Self::label) is its metric label
 /// (`…_frames_rejected_total{reason}`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -216,7 +277,28 @@ impl<M: Message> PeerCodec<M> {
         challenge: &[u8; CHALLENGE_LEN],
         msg: &M,
     ) -> Result<Bytes, EncodeError> {
-        let payload = codec::encode(msg)?;
+        self.encode_payload(inc, seq, challenge, msg.kind(), &codec::encode(msg)?)
+    }
+
+    /// Builds a transport's own frame, like [`encode`](Self::encode).
+    pub fn encode_control(
+        &self,
+        inc: Incarnation,
+        seq: u64,
+        challenge: &[u8; CHALLENGE_LEN],
+        control: &Control,
+    ) -> Result<Bytes, EncodeError> {
+        self.encode_payload(inc, seq, challenge, control.kind(), &codec::encode(control)?)
+    }
+
+    fn encode_payload(
+        &self,
+        inc: Incarnation,
+        seq: u64,
+        challenge: &[u8; CHALLENGE_LEN],
+        kind: u16,
+        payload: &[u8],
+    ) -> Result<Bytes, EncodeError> {
         let tag_len = if self.key.is_some() { TAG_LEN } else { 0 };
         let size = HEADER_LEN + payload.len() + tag_len;
         if size > self.max_frame {
@@ -228,22 +310,36 @@ impl<M: Message> PeerCodec<M> {
             sender: self.me,
             incarnation: inc,
             seq,
-            kind: msg.kind(),
+            kind,
         }
         .encode();
         let mut out = BytesMut::with_capacity(size);
         out.put_slice(&header);
-        out.put_slice(&payload);
+        out.put_slice(payload);
         if let Some(key) = &self.key {
-            out.put_slice(&key.tag(challenge, &header, &payload));
+            out.put_slice(&key.tag(challenge, &header, payload));
         }
         Ok(out.freeze())
     }
 
-    /// Checks a frame and decodes its message. Checks, in order: length,
-    /// magic, version, cluster, sender, MAC flag, MAC, kind, payload, and
-    /// that the payload is of the kind the header announces. Never panics.
+    /// Checks a frame that must carry a protocol message (a control frame
+    /// is refused as an unknown kind); see [`decode_any`](Self::decode_any).
     pub fn decode(&self, frame: &[u8], challenge: &[u8; CHALLENGE_LEN]) -> Result<Received<M>, Rejected> {
+        let got = self.decode_any(frame, challenge)?;
+        match got.msg {
+            Body::Msg(msg) => Ok(Received { from: got.from, inc: got.inc, seq: got.seq, msg }),
+            Body::Control(c) => Err(Rejected::new(
+                RejectReason::UnknownKind,
+                format!("expected a message, got a transport control frame (kind {})", c.kind()),
+            )),
+        }
+    }
+
+    /// Checks a frame and decodes what it carries. Checks, in order:
+    /// length, magic, version, cluster, sender, MAC flag, MAC, kind,
+    /// payload, and that the payload is of the kind the header announces.
+    /// Never panics.
+    pub fn decode_any(&self, frame: &[u8], challenge: &[u8; CHALLENGE_LEN]) -> Result<Received<Body<M>>, Rejected> {
         if frame.len() > self.max_frame {
             return Err(Rejected::new(
                 RejectReason::Oversized,
@@ -292,9 +388,32 @@ impl<M: Message> PeerCodec<M> {
                 ))
             }
         };
-        let msg = decode_payload::<M>(h.kind, payload)?;
+        let msg = if h.kind >= CONTROL_KIND_BASE {
+            Body::Control(decode_control(h.kind, payload)?)
+        } else {
+            Body::Msg(decode_payload::<M>(h.kind, payload)?)
+        };
         Ok(Received { from: h.sender, inc: h.incarnation, seq: h.seq, msg })
     }
+}
+
+/// Decodes a control payload announced as `kind`, like [`decode_payload`].
+fn decode_control(kind: u16, payload: &[u8]) -> Result<Control, Rejected> {
+    let Some(name) = Control::kind_name(kind) else {
+        return Err(Rejected::new(
+            RejectReason::UnknownKind,
+            format!("expected a known message or control kind, got kind {kind}"),
+        ));
+    };
+    let c: Control = codec::decode(payload)
+        .map_err(|e| Rejected::new(RejectReason::Decode, format!("payload of kind {kind} ({name}): {e}")))?;
+    if c.kind() != kind {
+        return Err(Rejected::new(
+            RejectReason::Decode,
+            format!("expected a payload of kind {kind} ({name}) as the header says, got kind {}", c.kind()),
+        ));
+    }
+    Ok(c)
 }
 
 /// Decodes a payload announced as `kind`: the kind must exist, the bytes

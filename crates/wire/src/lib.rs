@@ -31,8 +31,8 @@ pub mod transport;
 pub use auth::{ClusterKey, KeyError, ReplayError, ReplayWindow};
 pub use codec::CodecError;
 pub use frame::{
-    ClientCodec, EncodeError, LengthPrefixed, PeerCodec, Received, RejectReason, Rejected, StreamError,
-    DEFAULT_MAX_FRAME,
+    Body, ClientCodec, Control, EncodeError, LengthPrefixed, PeerCodec, Received, RejectReason, Rejected, StreamError,
+    CONTROL_KIND_BASE, DEFAULT_MAX_FRAME,
 };
 pub use header::{Header, HeaderError};
 pub use transport::{Incoming, SendError, TcpTransport, Transport, TransportConfig, TransportError, UdpTransport};

@@ -354,3 +354,36 @@ fn client_codec_refuses_oversized_outgoing() {
     ));
     assert!(buf.is_empty());
 }
+
+#[test]
+fn control_frames_round_trip_authenticated_and_never_reach_a_core() {
+    let k = Some(key(5));
+    let (a, b) = (codec(1, k.clone()), codec(2, k));
+    for c in [Control::Hello { nonce: 9 }, Control::HelloAck { nonce: u64::MAX }, Control::Keepalive] {
+        let f = a.encode_control(Incarnation(4), 3, &CH, &c).unwrap();
+        let got = b.decode_any(&f, &CH).unwrap();
+        assert_eq!((got.from, got.inc, got.seq, got.msg), (NodeId(1), Incarnation(4), 3, Body::Control(c)));
+        // Over another challenge the MAC fails, like a message's.
+        assert_eq!(b.decode_any(&f, &[0; 16]).unwrap_err().reason, RejectReason::Auth);
+        // Where a message is required, a control frame is an unknown kind.
+        let r = rejected(b.decode(&f, &CH));
+        assert_eq!(r.reason, RejectReason::UnknownKind);
+        assert_eq!(r.detail, format!("expected a message, got a transport control frame (kind {})", c.kind()));
+    }
+    let msg = b.decode_any(&a.encode(Incarnation(4), 0, &CH, &data()).unwrap(), &CH).unwrap();
+    assert_eq!(msg.msg, Body::Msg(data()));
+}
+
+#[test]
+fn unused_control_kinds_and_mismatched_control_payloads_are_refused() {
+    let b = codec(2, None);
+    let r = b.decode_any(&raw(header(CONTROL_KIND_BASE + 3), &[], None), &CH).unwrap_err();
+    assert_eq!(
+        (r.reason, r.detail.as_str()),
+        (RejectReason::UnknownKind, "expected a known message or control kind, got kind 65283")
+    );
+    // A Keepalive's payload announced as a Hello.
+    let payload = crate::codec::encode(&Control::Keepalive).unwrap();
+    let r = b.decode_any(&raw(header(CONTROL_KIND_BASE), &payload, None), &CH).unwrap_err();
+    assert_eq!(r.reason, RejectReason::Decode);
+}
