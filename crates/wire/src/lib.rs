@@ -35,4 +35,7 @@ pub use frame::{
     CONTROL_KIND_BASE, DEFAULT_MAX_FRAME,
 };
 pub use header::{Header, HeaderError};
-pub use transport::{Incoming, SendError, TcpTransport, Transport, TransportConfig, TransportError, UdpTransport};
+pub use transport::{
+    accept_with_backoff, Closed, Incoming, LinkStats, LogLimiter, SendError, TcpTransport, Transport, TransportConfig,
+    TransportError, UdpTransport,
+};

@@ -9,13 +9,26 @@
 //!
 //! - [`TcpTransport`] (ringd, ntmutexd, electd): one outbound connection
 //!   per peer for sending, fed by a bounded queue and re-established with
-//!   exponential backoff; inbound connections (up to `max_connections`)
-//!   for receiving. Replay guard: the acceptor opens every connection by
-//!   writing a fresh 16-byte random challenge; the connector MACs every
-//!   frame over it and numbers frames 0, 1, 2, …; the acceptor refuses any
-//!   other number. The exchange happens with or without a key, so both
-//!   configurations run one code path. A rejected frame closes its
-//!   connection; the listener keeps serving the others.
+//!   exponential backoff; inbound connections for receiving. Replay guard:
+//!   the acceptor opens every connection by writing a fresh 16-byte random
+//!   challenge; the connector MACs every frame over it and numbers frames
+//!   0, 1, 2, …; the acceptor refuses any other number. The exchange
+//!   happens with or without a key, so both configurations run one code
+//!   path. Limits (foundation.md, Joining, handshakes and limits):
+//!   - a connector's first frame is a [`Control::Hello`]; a connection
+//!     without a valid first frame within `handshake_timeout` is closed;
+//!   - until then it holds one of `max_connections` slots, `N − 1` of which
+//!     only connections from members' addresses may take;
+//!   - once authenticated it is its member's one link: a newer connection
+//!     from the same member replaces it, after its frames are delivered;
+//!   - senders write a [`Control::Keepalive`] after `idle_timeout / 3`
+//!     without traffic, and a link silent for `idle_timeout` is closed;
+//!     TCP keepalive is on;
+//!   - a full send queue tears its link down ([`SendError::QueueFull`]);
+//!   - accept errors pause the listener ([`accept_with_backoff`]).
+//!
+//!   A rejected frame closes its connection; the listener keeps serving
+//!   the others. Every refusal is counted in [`LinkStats`].
 //! - [`UdpTransport`] (tokenwatchd): one socket; datagrams are numbered by
 //!   a per-transport counter and MAC'd over an all-zero challenge; the
 //!   receiver keeps a [`ReplayWindow`] per sender.
@@ -23,9 +36,13 @@
 //! Dropping a transport stops all its tasks and closes its sockets.
 
 use std::{
+    collections::HashMap,
     io::Read,
-    net::SocketAddr,
-    sync::atomic::{AtomicU64, Ordering},
+    net::{IpAddr, SocketAddr},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
     time::Duration,
 };
 
@@ -34,6 +51,8 @@ use membership::{Incarnation, Membership, MembershipError, NodeId};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
+#[allow(unused_imports)] // for the docs
+use crate::{auth::ReplayWindow, frame::Control};
 use crate::{
     auth::{ClusterKey, CHALLENGE_LEN, TAG_LEN},
     frame::{EncodeError, PeerCodec, RejectReason, Rejected, DEFAULT_MAX_FRAME},
@@ -58,7 +77,8 @@ pub enum Incoming<M> {
         /// The message.
         msg: M,
     },
-    /// A frame was refused (its TCP connection has been closed).
+    /// A frame was refused (its TCP connection has been closed). Sent only
+    /// when the channel has room; otherwise counted in [`LinkStats`].
     Rejected {
         /// The metric label.
         reason: RejectReason,
@@ -73,8 +93,11 @@ pub enum Incoming<M> {
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
     /// The peer's send queue (TCP) or the socket buffer (UDP) is full; the
-    /// message was dropped.
-    #[error("send queue for {0} is full; message dropped")]
+    /// message was dropped. On TCP the link is torn down with it (what was
+    /// queued is dropped, the connection closed, a new one opened), so the
+    /// receiver sees the loss as a connection break: the caller tells its
+    /// core the peer was unreachable.
+    #[error("send queue for {0} is full; message dropped and link torn down")]
     QueueFull(NodeId),
     /// Not a configured peer (this node itself included: cores never send
     /// to themselves).
@@ -152,13 +175,33 @@ pub struct TransportConfig {
     pub backoff_min: Duration,
     /// Largest reconnect delay (TCP).
     pub backoff_max: Duration,
-    /// Most inbound connections served at once (TCP); more are closed.
+    /// Most inbound connections that have not authenticated yet (TCP);
+    /// more are closed. `N − 1` of them are kept for connections from
+    /// members' addresses, so other sources hold at most
+    /// `max_connections − (N − 1)` (at least one); each member's
+    /// authenticated link (one at a time) comes on top.
     pub max_connections: usize,
+    /// An inbound connection without a valid first frame by then is closed
+    /// (`limits.handshake_timeout_ms`); also bounds a connector's wait for
+    /// the challenge.
+    pub handshake_timeout: Duration,
+    /// An authenticated link silent this long is closed
+    /// (`limits.peer_idle_timeout_ms`); senders write a keepalive after a
+    /// third of it without traffic.
+    pub idle_timeout: Duration,
+    /// Pause after an accept error such as EMFILE (`limits.accept_backoff_ms`).
+    pub accept_backoff: Duration,
+    /// Counters of what the transport refused or closed, read by the
+    /// runtime into metrics, and the rate limit of its log lines
+    /// ([`LinkStats::new`] with `limits.log_burst_per_s`).
+    pub stats: Arc<LinkStats>,
 }
 
 impl TransportConfig {
     /// A config with defaults: no key, 64 KiB frames, 1024-message queues,
-    /// backoff 50 ms to 5 s, 64 inbound connections.
+    /// backoff 50 ms to 5 s, 64 inbound connections, and foundation.md's
+    /// `[limits]` defaults (handshake 1 s, idle 30 s, accept backoff
+    /// 100 ms, one log line per second per reason and source).
     pub fn new(me: NodeId, listen: SocketAddr, members: Membership, cluster: u32) -> Self {
         TransportConfig {
             me,
@@ -171,6 +214,10 @@ impl TransportConfig {
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(5),
             max_connections: 64,
+            handshake_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(30),
+            accept_backoff: Duration::from_millis(100),
+            stats: Arc::default(),
         }
     }
 
@@ -185,6 +232,15 @@ impl TransportConfig {
         }
         if self.queue_len == 0 || self.max_connections == 0 {
             return Err(TransportError::Config("queue_len and max_connections must be at least 1".into()));
+        }
+        if self.handshake_timeout.is_zero() || self.accept_backoff.is_zero() {
+            return Err(TransportError::Config("handshake_timeout and accept_backoff must be above zero".into()));
+        }
+        if self.idle_timeout < Duration::from_millis(3) {
+            return Err(TransportError::Config(format!(
+                "idle_timeout must be at least 3 ms (a keepalive every third of it), got {:?}",
+                self.idle_timeout
+            )));
         }
         if self.backoff_min.is_zero() || self.backoff_min > self.backoff_max {
             return Err(TransportError::Config(format!(
@@ -223,8 +279,173 @@ pub(crate) fn fresh_challenge() -> [u8; CHALLENGE_LEN] {
     }
 }
 
-/// Reports a rejected frame to the owner (waiting if its channel is full).
-pub(crate) async fn report<M>(incoming: &mpsc::Sender<Incoming<M>>, r: Rejected, remote: SocketAddr) {
+/// Reports a rejected frame to the owner without waiting: a flood of bad
+/// frames must not hold up the channel valid peers' messages use. When the
+/// channel is full the rejection is counted in `stats` instead (the
+/// runtime adds those to the same counter), and logged here, rate-limited.
+pub(crate) fn report<M>(incoming: &mpsc::Sender<Incoming<M>>, stats: &LinkStats, r: Rejected, remote: SocketAddr) {
     debug!(%remote, reason = r.reason.label(), detail = %r.detail, "peer frame rejected");
-    let _ = incoming.send(Incoming::Rejected { reason: r.reason, detail: r.detail, remote }).await;
+    if let Err(mpsc::error::TrySendError::Full(Incoming::Rejected { reason, detail, remote })) =
+        incoming.try_send(Incoming::Rejected { reason: r.reason, detail: r.detail, remote })
+    {
+        stats.unreported(reason);
+        if stats.log.allow(reason.label(), remote.ip()) {
+            warn!(%remote, reason = reason.label(), "peer frame rejected: {detail}");
+        }
+    }
+}
+
+/// What a listener refused or closed, by reason: the runtime exports these
+/// as `<p>_connections_closed_total{listener, reason}` and adds the
+/// unreported rejections to `<p>_frames_rejected_total{reason}`.
+#[derive(Debug, Default)]
+pub struct LinkStats {
+    closed: [AtomicU64; Closed::ALL.len()],
+    unreported: [AtomicU64; RejectReason::ALL.len()],
+    /// Rate limit for this listener's log lines.
+    pub log: LogLimiter,
+}
+
+/// Why a listener closed (or never served) a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Closed {
+    /// Every slot was taken.
+    NoSlot,
+    /// No valid first frame within `handshake_timeout_ms`.
+    HandshakeTimeout,
+    /// An authenticated link was silent for `peer_idle_timeout_ms`.
+    IdleTimeout,
+    /// A newer authenticated connection from the same member replaced it.
+    Replaced,
+    /// `accept` failed (EMFILE, ENFILE, …); the listener paused.
+    AcceptError,
+    /// A full send queue: the outgoing link was torn down.
+    QueueFull,
+    /// A client left `client_credit` replies unread and its socket stopped
+    /// taking bytes.
+    NotReading,
+}
+
+impl Closed {
+    /// Every reason, in label order.
+    pub const ALL: [Closed; 7] = [
+        Closed::NoSlot,
+        Closed::HandshakeTimeout,
+        Closed::IdleTimeout,
+        Closed::Replaced,
+        Closed::AcceptError,
+        Closed::QueueFull,
+        Closed::NotReading,
+    ];
+
+    /// The metric label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Closed::NoSlot => "no_slot",
+            Closed::HandshakeTimeout => "handshake_timeout",
+            Closed::IdleTimeout => "idle_timeout",
+            Closed::Replaced => "replaced",
+            Closed::AcceptError => "accept_error",
+            Closed::QueueFull => "queue_full",
+            Closed::NotReading => "not_reading",
+        }
+    }
+}
+
+impl LinkStats {
+    /// Stats whose log lines are limited to `per_s` per reason and source.
+    pub fn new(per_s: u32) -> Self {
+        LinkStats { log: LogLimiter::new(per_s), ..Default::default() }
+    }
+
+    /// Counts a closed connection.
+    pub fn closed(&self, why: Closed) {
+        self.closed[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Totals so far, per reason.
+    pub fn closed_totals(&self) -> impl Iterator<Item = (Closed, u64)> + '_ {
+        Closed::ALL.iter().map(|c| (*c, self.closed[*c as usize].load(Ordering::Relaxed)))
+    }
+
+    fn unreported(&self, reason: RejectReason) {
+        if let Some(i) = RejectReason::ALL.iter().position(|r| *r == reason) {
+            self.unreported[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Rejections that could not be reported on the channel (it was full)
+    /// since the last call, per reason.
+    pub fn take_unreported(&self) -> impl Iterator<Item = (RejectReason, u64)> + '_ {
+        RejectReason::ALL.iter().zip(&self.unreported).map(|(r, n)| (*r, n.swap(0, Ordering::Relaxed)))
+    }
+}
+
+/// At most `per_s` log lines per second for each (reason, source address).
+#[derive(Debug)]
+pub struct LogLimiter {
+    per_s: u32,
+    window: std::sync::Mutex<LogWindow>,
+}
+
+/// The current second's start and the lines logged in it, per key.
+type LogWindow = (Option<std::time::Instant>, HashMap<(&'static str, IpAddr), u32>);
+
+impl Default for LogLimiter {
+    fn default() -> Self {
+        LogLimiter::new(1)
+    }
+}
+
+impl LogLimiter {
+    /// Allows `per_s` lines per second per key (0: none).
+    pub fn new(per_s: u32) -> Self {
+        LogLimiter { per_s, window: Default::default() }
+    }
+
+    /// Whether a line for `(reason, source)` may be logged now.
+    pub fn allow(&self, reason: &'static str, source: IpAddr) -> bool {
+        /// Distinct keys remembered per second; beyond it, one shared line.
+        const MAX_KEYS: usize = 1024;
+        let Ok(mut w) = self.window.lock() else { return false };
+        let now = std::time::Instant::now();
+        if w.0.is_none_or(|start| now.duration_since(start) >= Duration::from_secs(1)) {
+            *w = (Some(now), HashMap::new());
+        }
+        let key = if w.1.len() >= MAX_KEYS { (reason, IpAddr::from([0, 0, 0, 0])) } else { (reason, source) };
+        let n = w.1.entry(key).or_insert(0);
+        *n += 1;
+        *n <= self.per_s
+    }
+}
+
+/// Accepts the next connection; on an accept error (EMFILE when out of
+/// descriptors, ENFILE, ECONNABORTED, …) counts it, logs it (rate-limited)
+/// and pauses `backoff` instead of spinning. `None` once `stop` is
+/// cancelled.
+pub async fn accept_with_backoff(
+    listener: &tokio::net::TcpListener,
+    backoff: Duration,
+    stats: &LinkStats,
+    stop: &tokio_util::sync::CancellationToken,
+) -> Option<(tokio::net::TcpStream, SocketAddr)> {
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => return None,
+            r = listener.accept() => r,
+        };
+        match accepted {
+            Ok(x) => return Some(x),
+            Err(e) => {
+                stats.closed(Closed::AcceptError);
+                if stats.log.allow("accept_error", IpAddr::from([0, 0, 0, 0])) {
+                    warn!("accept failed on {:?}: {e}; pausing {backoff:?}", listener.local_addr().ok());
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return None,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+            }
+        }
+    }
 }

@@ -16,7 +16,7 @@ use tokio::{net::UdpSocket, sync::mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::debug;
 
-use super::{report, Incoming, SendError, Transport, TransportConfig, TransportError};
+use super::{report, Incoming, LinkStats, SendError, Transport, TransportConfig, TransportError};
 use crate::{
     auth::{ReplayWindow, CHALLENGE_LEN},
     frame::{PeerCodec, RejectReason, Rejected},
@@ -55,7 +55,7 @@ impl<M: Message> UdpTransport<M> {
         let socket = UdpSocket::from_std(std_socket).map_err(bind_err)?;
         let codec = Arc::new(cfg.codec::<M>());
         let stop = CancellationToken::new();
-        let rx = udp_receive(socket, codec.clone(), incoming);
+        let rx = udp_receive(socket, codec.clone(), incoming, cfg.stats.clone());
         let task_stop = stop.clone();
         tokio::spawn(async move { task_stop.run_until_cancelled(rx).await });
         let addrs = cfg.members.members().iter().filter(|m| m.id != cfg.me).map(|m| (m.id, m.addr)).collect();
@@ -94,7 +94,12 @@ impl<M: Message> Transport<M> for UdpTransport<M> {
 
 /// Receives datagrams, checks them and their sequence numbers, and
 /// delivers the result.
-async fn udp_receive<M: Message>(socket: UdpSocket, codec: Arc<PeerCodec<M>>, incoming: mpsc::Sender<Incoming<M>>) {
+async fn udp_receive<M: Message>(
+    socket: UdpSocket,
+    codec: Arc<PeerCodec<M>>,
+    incoming: mpsc::Sender<Incoming<M>>,
+    stats: Arc<LinkStats>,
+) {
     let max = codec.max_frame();
     // One byte more than allowed, so that an oversized datagram shows as
     // filling the buffer instead of being silently cut to size.
@@ -130,7 +135,7 @@ async fn udp_receive<M: Message>(socket: UdpSocket, codec: Arc<PeerCodec<M>>, in
                     return;
                 }
             }
-            Err(r) => report(&incoming, r, remote).await,
+            Err(r) => report(&incoming, &stats, r, remote),
         }
     }
 }

@@ -6,7 +6,8 @@ use std::{net::SocketAddr, time::Duration};
 use membership::{Incarnation, Member, Membership, NodeId};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
-use wire::{ClusterKey, Incoming, TransportConfig};
+use tokio::{io::AsyncReadExt, net::TcpStream};
+use wire::{ClusterKey, Incoming, PeerCodec, TransportConfig};
 
 /// A message enum shaped like a daemon's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -72,5 +73,44 @@ pub async fn next_rejection(rx: &mut mpsc::Receiver<Incoming<TestMsg>>) -> (&'st
     match next(rx).await {
         Incoming::Rejected { reason, detail, .. } => (reason.label(), detail),
         other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+/// A frame as node 1 would send it on a connection with `challenge`.
+pub fn frame_from_1(k: Option<u8>, seq: u64, challenge: &[u8; 16], msg: &TestMsg) -> Vec<u8> {
+    let codec = PeerCodec::<TestMsg>::new(CLUSTER, NodeId(1), Membership::of_size(3), k.map(key));
+    codec.encode(INC, seq, challenge, msg).unwrap().to_vec()
+}
+
+pub fn prefixed(frame: &[u8]) -> Vec<u8> {
+    let mut v = (frame.len() as u32).to_be_bytes().to_vec();
+    v.extend_from_slice(frame);
+    v
+}
+
+/// A raw connection to `addr` that has read its challenge.
+pub async fn raw_conn(addr: std::net::SocketAddr) -> (TcpStream, [u8; 16]) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut ch = [0u8; 16];
+    tokio::time::timeout(WAIT, s.read_exact(&mut ch)).await.unwrap().unwrap();
+    (s, ch)
+}
+
+/// A TCP connection to `addr` from source address `ip` (any of 127/8 works
+/// on loopback), not yet past the challenge.
+pub async fn connect_from(ip: [u8; 4], addr: SocketAddr) -> TcpStream {
+    let s = tokio::net::TcpSocket::new_v4().unwrap();
+    s.bind(SocketAddr::from((ip, 0))).unwrap();
+    s.connect(addr).await.unwrap()
+}
+
+/// Waits until the server closes `s` (EOF or reset).
+pub async fn assert_closed(s: &mut TcpStream) {
+    let mut buf = [0u8; 64];
+    loop {
+        match tokio::time::timeout(WAIT, s.read(&mut buf)).await.expect("connection was not closed") {
+            Ok(0) | Err(_) => return,
+            Ok(_) => continue,
+        }
     }
 }
