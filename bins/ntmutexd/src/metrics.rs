@@ -18,7 +18,7 @@ pub fn declare(m: &Metrics) {
     ] {
         metrics::counter!(m.name(c)).increment(0);
     }
-    for reason in ["non_member", "epoch", "value"] {
+    for reason in ["non_member", "epoch", "value", "joining_buffer_full"] {
         metrics::counter!(m.name("messages_refused_total"), "reason" => reason).increment(0);
     }
     for mech in ["m1", "m2", "m3"] {

@@ -259,6 +259,13 @@ pub trait Protocol {
     /// or waited for is released.
     fn handle_client_gone(&mut self, now: Instant, client: ClientId);
 
+    /// The link to `peer` was torn down with messages to it lost (its send
+    /// queue was full: the peer stopped reading, or the network stalled).
+    /// The loss coincides with a connection break, as a crash's would; the
+    /// core treats the peer as unreachable (foundation.md, Joining,
+    /// handshakes and limits).
+    fn handle_link_lost(&mut self, now: Instant, peer: NodeId);
+
     /// Time has reached (at least) a deadline returned by `poll_timeout`.
     fn handle_timeout(&mut self, now: Instant);
 
@@ -287,11 +294,30 @@ pub trait Protocol {
     /// How this node sees `peer` (`ftctl status`, the `peer_up` gauge).
     fn peer_view(&self, peer: NodeId) -> PeerView;
 
+    /// Whether the node has joined, i.e. may serve (foundation.md, Joining:
+    /// what joined means for each daemon). The driver tells systemd
+    /// `READY=1` once it has, `STATUS=joining: k of N answered` until then.
+    fn join_state(&self) -> JoinState;
+
     /// The core's own gauges, `(name without prefix, value)`, read by the
     /// driver every refresh.
     fn gauges(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+}
+
+/// How far a node is through joining its cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum JoinState {
+    /// Not yet: `answered` of the `of` nodes it needs to hear from have.
+    Joining {
+        /// Nodes heard from (the daemon says which count).
+        answered: usize,
+        /// Nodes configured.
+        of: usize,
+    },
+    /// Joined: the node may serve.
+    Joined,
 }
 
 /// The output buffer a core owns. The core's handlers and every

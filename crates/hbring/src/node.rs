@@ -1,6 +1,6 @@
 //! The heartbeat ring as a complete protocol core (`hbringd`).
 
-use ftcore::{ClientId, Context, Incarnation, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
+use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
 use membership::{MembershipError, Status};
 use timer::Instant;
 
@@ -58,6 +58,20 @@ impl Protocol for HbNode {
 
     fn handle_client_gone(&mut self, _now: Instant, client: ClientId) {
         self.out.retain(|o| !matches!(o, ftcore::Output::Reply { client: c, .. } if *c == client));
+    }
+
+    fn handle_link_lost(&mut self, _now: Instant, _peer: NodeId) {
+        // Heartbeats are periodic and idempotent: the next one repairs a
+        // lost one, and a peer that stays unreachable is suspected by
+        // silence, as the detector already does.
+    }
+
+    fn join_state(&self) -> JoinState {
+        if self.ring.joined() {
+            JoinState::Joined
+        } else {
+            JoinState::Joining { answered: 0, of: 1 }
+        }
     }
 
     fn handle_timeout(&mut self, now: Instant) {

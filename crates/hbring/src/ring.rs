@@ -104,6 +104,9 @@ pub struct HbRing {
     /// move it at most once per `suspect_after` (a storm of late notices
     /// about one life must not churn through many).
     last_rejoin: Option<Instant>,
+    /// Whether the current successor has answered a heartbeat of ours
+    /// (foundation.md: hbringd has joined then; a ring of one at once).
+    answered: bool,
 }
 
 impl HbRing {
@@ -128,6 +131,7 @@ impl HbRing {
             last_heartbeat: None,
             behind_told: BTreeMap::new(),
             last_rejoin: None,
+            answered: membership.len() == 1,
         };
         ring.timers.set(Timer::Probe, now + cfg.probe_every);
         ring.neighbours_changed(now, out);
@@ -137,6 +141,12 @@ impl HbRing {
     /// The local view of the ring.
     pub fn view(&self) -> &RingView {
         &self.view
+    }
+
+    /// Whether this node has joined the ring: its successor has answered
+    /// a heartbeat (or it is the only member). Stays true once reached.
+    pub fn joined(&self) -> bool {
+        self.answered
     }
 
     /// This node's current life.
@@ -232,6 +242,9 @@ impl HbRing {
                 }
             }
             HbMsg::HeartbeatAck { digest } => {
+                if self.view.successor() == Some(from) {
+                    self.answered = true;
+                }
                 if digest != self.view.digest() {
                     out.send(from, HbMsg::View { entries: self.view.entries().collect() });
                 }

@@ -6,10 +6,12 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ftcore::{Context, Incarnation, Protocol};
+use std::sync::Arc;
 use timer::{Clock, RealClock};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use wire::{ClusterKey, TcpTransport, Transport, TransportConfig, UdpTransport};
+
+use wire::{ClusterKey, LinkStats, TcpTransport, Transport, TransportConfig, UdpTransport};
 
 use crate::config::{self, CommonArgs, Config, DaemonConfig, EXIT_CONFIG};
 use crate::driver::{Driver, EventHook};
@@ -176,6 +178,9 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     tcfg.max_frame = common.limits.max_frame_bytes;
     tcfg.queue_len = common.limits.send_queue_len;
     tcfg.max_connections = common.limits.max_connections;
+    // TODO(issue 9): from `[limits]` once the keys land.
+    let peer_stats = Arc::new(LinkStats::new(1));
+    tcfg.stats = peer_stats.clone();
     let (peer_tx, peer_rx) = mpsc::channel(4096);
     let transport: Box<dyn Transport<P::Msg>> = match spec.transport {
         TransportKind::Tcp => Box::new(TcpTransport::bind(tcfg, peer_tx).await?),
@@ -184,10 +189,17 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
 
     let stop = CancellationToken::new();
     let (client_tx, client_rx) = mpsc::channel(4096);
+    let client_stats = Arc::new(LinkStats::new(1));
+    let client_limits = client_api::ClientLimits {
+        max_clients: common.limits.max_clients,
+        max_frame: common.limits.max_frame_bytes,
+        credit: 64,
+        accept_backoff: Duration::from_millis(100),
+    };
     let (client_addr, client_task) = client_api::serve::<P::Request, P::Reply>(
         common.client_addr(),
-        common.limits.max_clients,
-        common.limits.max_frame_bytes,
+        client_limits,
+        client_stats.clone(),
         client_tx,
         stop.clone(),
     )
@@ -216,13 +228,11 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
         peer = %transport.local_addr(),
         client = %client_addr,
         metrics = %common.metrics_addr(),
-        "{} ready",
+        "{} listening; joining",
         D::NAME
     );
+    // READY=1 comes from the driver once the core has joined.
     let notifier = Notifier::from_env();
-    if let Some(n) = &notifier {
-        let _ = n.ready();
-    }
     let leave_grace = (common.timing.suspect_after() * 4).max(Duration::from_secs(1));
     Driver {
         core,
@@ -231,6 +241,8 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
         peers: peer_rx,
         clients: client_rx,
         metrics,
+        peer_stats,
+        client_stats,
         on_event: spec.on_event,
         membership,
         notifier,

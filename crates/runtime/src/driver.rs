@@ -3,15 +3,17 @@
 //! executes its outputs. No locks around protocol state: nothing else
 //! touches the core.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use client::{ClientRequest, ClientResponse};
-use ftcore::{ClientId, Incarnation, Message, Output, Protocol};
+use ftcore::{ClientId, Incarnation, JoinState, Message, NodeId, Output, Protocol};
 use timer::{Clock, RealClock};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use wire::{Incoming, SendError, Transport};
+use wire::{Closed, Incoming, LinkStats, SendError, Transport};
 
 use crate::client_api::ClientEvent;
 use crate::metrics::Metrics;
@@ -46,6 +48,10 @@ pub struct Driver<P: Protocol> {
     pub clients: mpsc::Receiver<ClientEvent<P::Request, P::Reply>>,
     /// Common metrics.
     pub metrics: Metrics,
+    /// What the peer transport refused or closed.
+    pub peer_stats: Arc<LinkStats>,
+    /// What the client listener refused or closed.
+    pub client_stats: Arc<LinkStats>,
     /// Daemon-specific handling of events.
     pub on_event: EventHook<P>,
     /// The configured members (for the status report's peer list).
@@ -78,12 +84,20 @@ where
     pub async fn run(mut self) -> Result<(), String> {
         let mut replies: HashMap<ClientId, mpsc::Sender<ClientResponse<P::Reply>>> = HashMap::new();
         let mut leave_deadline: Option<tokio::time::Instant> = None;
-        let mut refresh = tokio::time::interval(REFRESH);
-        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let watchdog_every = self.notifier.as_ref().and_then(|n| n.watchdog_interval());
-        let mut watchdog = tokio::time::interval(watchdog_every.unwrap_or(Duration::from_secs(3600)));
-        let mut last_role = String::new();
+        // The loop turns at least twice per watchdog period, so that the
+        // watchdog task sees progress whenever the loop is healthy.
+        let mut refresh = tokio::time::interval(watchdog_every.map_or(REFRESH, |w| (w / 2).min(REFRESH)));
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let progress = Arc::new(AtomicU64::new(0));
+        let _watchdog = watchdog_every.zip(self.notifier.clone()).map(|(every, n)| {
+            let progress = progress.clone();
+            WatchdogTask(tokio::spawn(watchdog(n, every, progress)))
+        });
+        let mut last_status = String::new();
+        let mut joined = false;
         loop {
+            progress.fetch_add(1, Ordering::Relaxed);
             let deadline = self.core.poll_timeout().map(|t| tokio::time::Instant::from_std(self.clock.to_std(t)));
             tokio::select! {
                 biased;
@@ -104,7 +118,9 @@ where
                         self.core.handle_message(self.clock.now(), from, inc, msg);
                     }
                     Some(Incoming::Rejected { reason, detail, remote }) => {
-                        tracing::warn!(%remote, reason = reason.label(), "peer frame rejected: {detail}");
+                        if self.peer_stats.log.allow(reason.label(), remote.ip()) {
+                            tracing::warn!(%remote, reason = reason.label(), "peer frame rejected: {detail}");
+                        }
                         self.metrics.rejected(reason);
                     }
                     None => break,
@@ -132,7 +148,9 @@ where
                         self.core.handle_client_gone(self.clock.now(), id);
                     }
                     Some(ClientEvent::Rejected { reason, detail, remote }) => {
-                        tracing::warn!(%remote, reason = reason.label(), "client frame rejected: {detail}");
+                        if self.client_stats.log.allow(reason.label(), remote.ip()) {
+                            tracing::warn!(%remote, reason = reason.label(), "client frame rejected: {detail}");
+                        }
                         self.metrics.rejected(reason);
                     }
                     None => break,
@@ -146,18 +164,38 @@ where
                     for (name, value) in self.core.gauges() {
                         metrics::gauge!(self.metrics.name(name)).set(value);
                     }
-                    if status.role != last_role {
-                        if let Some(n) = &self.notifier {
-                            let _ = n.status(&format!("{} node {}: {}", status.daemon, status.node.0, status.role));
+                    for (listener, stats) in [("peer", &self.peer_stats), ("client", &self.client_stats)] {
+                        for (why, n) in stats.closed_totals() {
+                            self.metrics.connections_closed(listener, why, n);
                         }
-                        last_role = status.role;
+                        for (reason, n) in stats.take_unreported() {
+                            self.metrics.rejected_n(reason, n);
+                        }
                     }
-                }
-                _ = watchdog.tick(), if watchdog_every.is_some() => {
-                    if let Some(n) = &self.notifier { let _ = n.watchdog(); }
+                    if joined {
+                        let line = format!("{} node {}: {}", status.daemon, status.node.0, status.role);
+                        self.set_status(&mut last_status, line);
+                    }
                 }
             }
             self.execute(&mut replies)?;
+            if !joined {
+                match self.core.join_state() {
+                    JoinState::Joined => {
+                        joined = true;
+                        tracing::info!("joined the cluster; serving");
+                        if let Some(n) = &self.notifier {
+                            let _ = n.ready();
+                        }
+                        let status = ftcore::status_of(&self.core, &self.membership);
+                        let line = format!("{} node {}: {}", status.daemon, status.node.0, status.role);
+                        self.set_status(&mut last_status, line);
+                    }
+                    JoinState::Joining { answered, of } => {
+                        self.set_status(&mut last_status, format!("joining: {answered} of {of} answered"));
+                    }
+                }
+            }
             if leave_deadline.is_some() && self.core.is_left() {
                 tracing::info!("graceful leave complete");
                 break;
@@ -176,6 +214,27 @@ where
         &mut self,
         replies: &mut HashMap<ClientId, mpsc::Sender<ClientResponse<P::Reply>>>,
     ) -> Result<(), String> {
+        loop {
+            let lost = self.execute_once(replies)?;
+            if lost.is_empty() {
+                return Ok(());
+            }
+            // The transport tore those links down; the core hears of it
+            // after the outputs queued with the lost messages, and what it
+            // does about it is executed in turn.
+            for peer in lost {
+                self.core.handle_link_lost(self.clock.now(), peer);
+            }
+        }
+    }
+
+    /// One pass over the core's outputs; returns the peers whose links
+    /// were torn down by a full send queue.
+    fn execute_once(
+        &mut self,
+        replies: &mut HashMap<ClientId, mpsc::Sender<ClientResponse<P::Reply>>>,
+    ) -> Result<BTreeSet<NodeId>, String> {
+        let mut lost = BTreeSet::new();
         let inc = self.core.incarnation();
         if inc != self.stored.0 {
             (self.persist)(inc, self.stored.1.as_ref())?;
@@ -191,7 +250,10 @@ where
                     let kind = kind_name(&msg);
                     match self.transport.send(to, self.core.incarnation(), msg) {
                         Ok(()) => self.metrics.sent(kind),
-                        Err(SendError::QueueFull(_)) => self.metrics.dropped("queue_full"),
+                        Err(SendError::QueueFull(peer)) => {
+                            self.metrics.dropped("queue_full");
+                            lost.insert(peer);
+                        }
                         Err(e) => {
                             tracing::debug!(peer = %to, "message not sent: {e}");
                             self.metrics.dropped("send_error");
@@ -201,10 +263,12 @@ where
                 Output::Reply { client, reply } => {
                     let Some(tx) = replies.get(&client) else { continue };
                     if tx.try_send(ClientResponse::Op(reply)).is_err() {
-                        // A client that does not read its replies cannot be
-                        // told what it was granted: disconnect it, so the
-                        // core releases whatever it holds rather than have
-                        // it hold something it never heard of.
+                        // Its queue has room for its credit twice over, so
+                        // it is full only when the client's socket stalled:
+                        // it cannot be told what it was granted. Disconnect
+                        // it, so the core releases whatever it holds rather
+                        // than have it hold something it never heard of.
+                        self.client_stats.closed(Closed::NotReading);
                         tracing::warn!(%client, "client is not reading its replies; disconnecting it");
                         replies.remove(&client);
                         self.metrics.clients(replies.len());
@@ -214,7 +278,45 @@ where
                 Output::Event(e) => (self.on_event)(&e, &self.metrics),
             }
         }
-        Ok(())
+        Ok(lost)
+    }
+
+    /// Sends `STATUS=line` to systemd when it changed.
+    fn set_status(&self, last: &mut String, line: String) {
+        if *last != line {
+            if let Some(n) = &self.notifier {
+                let _ = n.status(&line);
+            }
+            *last = line;
+        }
+    }
+}
+
+/// Pings the systemd watchdog every `every` while the driver loop turns:
+/// a loop stuck in a handler (or starved) stops the pings, and systemd
+/// restarts the daemon.
+async fn watchdog(n: Notifier, every: Duration, progress: Arc<AtomicU64>) {
+    let mut seen = progress.load(Ordering::Relaxed);
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let now = progress.load(Ordering::Relaxed);
+        if now != seen {
+            let _ = n.watchdog();
+            seen = now;
+        } else {
+            tracing::warn!("driver loop made no progress for {every:?}; not pinging the watchdog");
+        }
+    }
+}
+
+/// Stops the watchdog task with the driver.
+struct WatchdogTask(tokio::task::JoinHandle<()>);
+
+impl Drop for WatchdogTask {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

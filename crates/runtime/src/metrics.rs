@@ -73,6 +73,10 @@ impl Metrics {
         describe_counter!(self.name("messages_dropped_total"), "Peer messages dropped before sending, by reason.");
         describe_counter!(self.name("frames_rejected_total"), "Peer or client frames refused, by reason.");
         describe_counter!(self.name("client_requests_total"), "Local client requests, by type.");
+        describe_counter!(
+            self.name("connections_closed_total"),
+            "Connections refused or closed by this node, by listener (peer, client) and reason."
+        );
         describe_gauge!(self.name("clients"), "Local client connections open.");
         describe_histogram!(
             self.name("recovery_duration_seconds"),
@@ -102,6 +106,20 @@ impl Metrics {
     /// A frame was refused.
     pub fn rejected(&self, reason: wire::RejectReason) {
         metrics::counter!(self.name("frames_rejected_total"), "reason" => reason.label()).increment(1);
+    }
+
+    /// Adds `n` rejected frames (those the transport could not report one
+    /// by one).
+    pub fn rejected_n(&self, reason: wire::RejectReason, n: u64) {
+        if n > 0 {
+            metrics::counter!(self.name("frames_rejected_total"), "reason" => reason.label()).increment(n);
+        }
+    }
+
+    /// Sets the total of connections `listener` closed for `why`.
+    pub fn connections_closed(&self, listener: &'static str, why: wire::Closed, total: u64) {
+        metrics::counter!(self.name("connections_closed_total"), "listener" => listener, "reason" => why.label())
+            .absolute(total);
     }
 
     /// A local client request arrived.

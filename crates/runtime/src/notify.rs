@@ -11,9 +11,9 @@ use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::Duration;
 
 /// A connection to the service manager's notify socket.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Notifier {
-    socket: UnixDatagram,
+    socket: std::sync::Arc<UnixDatagram>,
     addr: SocketAddr,
     watchdog: Option<Duration>,
 }
@@ -56,7 +56,7 @@ impl Notifier {
         // A full manager queue must not stall the driver: fail the send instead.
         socket.set_nonblocking(true)?;
         let watchdog = watchdog_usec.filter(|us| *us > 0).map(|us| Duration::from_micros(us / 2));
-        Ok(Notifier { socket, addr, watchdog })
+        Ok(Notifier { socket: std::sync::Arc::new(socket), addr, watchdog })
     }
 
     /// Tells the manager start-up is finished (`READY=1`).

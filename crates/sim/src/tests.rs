@@ -104,6 +104,14 @@ impl Protocol for Toy {
         self.out.event(ToyEvent::ClientGone(client));
     }
 
+    fn handle_link_lost(&mut self, _now: Instant, _peer: NodeId) {
+        // The simulator's links never overflow.
+    }
+
+    fn join_state(&self) -> ftcore::JoinState {
+        ftcore::JoinState::Joined
+    }
+
     fn handle_timeout(&mut self, now: Instant) {
         if now < self.next_tick {
             return;

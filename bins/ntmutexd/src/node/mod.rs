@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use durable::promise::{self, PromiseNode, Promises};
-use ftcore::{ClientId, Context, Incarnation, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
+use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
 use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
 use serde::{Deserialize, Serialize};
 use timer::{Instant, SeededRng, TimerTable};
@@ -605,6 +605,9 @@ impl NtNode {
     }
 }
 
+/// Most messages kept while joining (a join lasts a few `t_msg`).
+const DEFERRED_MAX: usize = 1024;
+
 impl Protocol for NtNode {
     type Msg = Msg;
     type Request = LockRequest;
@@ -658,8 +661,14 @@ impl Protocol for NtNode {
         }
         if let Phase::Joining { deferred, .. } = &mut self.phase {
             // Everything else waits until we know whether we are a new
-            // life of a running cluster.
-            deferred.push((from, inc, msg));
+            // life of a running cluster, up to a bound: beyond it a
+            // message is refused (counted), as if lost with a crash of
+            // ours, which the protocol recovers from.
+            if deferred.len() < DEFERRED_MAX {
+                deferred.push((from, inc, msg));
+            } else {
+                self.out.event(NtEvent::Refused { from, reason: "joining_buffer_full" });
+            }
             return;
         }
         if !self.observe_life(now, from, inc) {
@@ -724,6 +733,23 @@ impl Protocol for NtNode {
     fn handle_client_gone(&mut self, now: Instant, client: ClientId) {
         self.locks.client_gone(now, client, &mut self.out);
         self.serve_and_route(now);
+    }
+
+    fn handle_link_lost(&mut self, now: Instant, peer: NodeId) {
+        // Messages to it were lost at a connection break: treat it as a
+        // crash would be treated. It is suspected (never sent the token,
+        // never forwarded to) and probed; its answer clears the suspicion.
+        if self.members.contains(&peer) && peer != self.me {
+            self.suspect(peer, now);
+            self.serve_and_route(now);
+        }
+    }
+
+    fn join_state(&self) -> JoinState {
+        match &self.phase {
+            Phase::Joining { fresh, .. } => JoinState::Joining { answered: fresh.len(), of: self.members.len() },
+            Phase::Running => JoinState::Joined,
+        }
     }
 
     fn handle_timeout(&mut self, now: Instant) {

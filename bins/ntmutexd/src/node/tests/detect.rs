@@ -174,3 +174,17 @@ fn messages_from_itself_or_from_a_non_member_are_ignored() {
     assert_eq!(deliver_msg(&mut s, T0, 9, INC, Msg { epoch: proposal(9, 1), body: Body::AreYouAlive }), vec![]);
     assert_eq!(s, before);
 }
+
+#[test]
+fn detect_a_lost_link_suspects_the_peer_and_probes_it() {
+    let mut s = site(3, 1, 2);
+    drain(&mut s);
+    s.handle_link_lost(at(10), n(2));
+    assert_eq!(drain(&mut s), vec![ev(NtEvent::Suspected { node: n(2) })]);
+    assert!(s.suspected.contains(&n(2)));
+    assert_eq!(s.timers.get(Timer::Probe), Some(at(10) + s.probe_every()));
+    // Non-members and itself are ignored.
+    s.handle_link_lost(at(11), n(9));
+    s.handle_link_lost(at(11), n(1));
+    assert_eq!(drain(&mut s), vec![]);
+}

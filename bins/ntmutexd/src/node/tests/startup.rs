@@ -225,3 +225,28 @@ fn startup_a_new_life_makes_its_first_request_through_m3() {
     );
     assert_eq!((s.seq, s.request), (2, Some(2)));
 }
+
+#[test]
+fn startup_join_state_counts_answers_until_a_majority_has_answered() {
+    let mut s = fresh(3, 2, 2);
+    drain(&mut s);
+    assert_eq!(s.join_state(), JoinState::Joining { answered: 1, of: 3 });
+    let ack = fresh_ack(s.nonce).body;
+    deliver(&mut s, at(3), 1, ack);
+    assert_eq!(s.join_state(), JoinState::Joining { answered: 2, of: 3 });
+    timeout(&mut s, at(20));
+    assert_eq!(s.join_state(), JoinState::Joined, "a majority answered: joined at the Join timer");
+}
+
+#[test]
+fn startup_joining_buffer_is_bounded_and_refuses_beyond_it() {
+    let mut s = fresh(3, 2, 2);
+    drain(&mut s);
+    for i in 0..DEFERRED_MAX {
+        assert_eq!(deliver(&mut s, at(1), 1, Body::Unlink { seq: i as u64 }), vec![]);
+    }
+    let out = deliver(&mut s, at(1), 3, Body::Unlink { seq: 0 });
+    assert_eq!(out, vec![ev(NtEvent::Refused { from: n(3), reason: "joining_buffer_full" })]);
+    let Phase::Joining { deferred, .. } = &s.phase else { panic!("still joining") };
+    assert_eq!(deferred.len(), DEFERRED_MAX);
+}
