@@ -207,12 +207,28 @@ impl Cluster {
     /// Starts node `id` with extra environment variables. Its first start
     /// in a new cluster passes `--new-cluster`.
     pub fn spawn_with_env(&mut self, id: u32, env: &[(&str, &str)]) -> Result<()> {
+        self.spawn_wrapped(id, env, &[])
+    }
+
+    /// Starts node `id` under `wrapper` (a command and its arguments that
+    /// end by running the daemon, e.g. `prlimit --nofile=96:96 --`), with
+    /// extra environment variables.
+    pub fn spawn_wrapped(&mut self, id: u32, env: &[(&str, &str)], wrapper: &[&str]) -> Result<()> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.dir.as_path().join(format!("node{id}.log")))?;
         let first = !std::mem::replace(&mut self.started[id as usize - 1], true);
-        let child = Command::new(bin(&self.daemon)?)
+        let daemon = bin(&self.daemon)?;
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(&daemon);
+                c
+            }
+            None => Command::new(&daemon),
+        };
+        let child = cmd
             .arg("--config")
             .arg(self.config_path(id))
             .args((self.new_cluster && first).then_some("--new-cluster"))

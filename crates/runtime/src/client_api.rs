@@ -8,9 +8,10 @@
 //! the client is gone so whatever it held is released.
 //!
 //! Flow control is by credit (`limits.client_credit`): a client may have
-//! that many requests unanswered (replies not yet written to its socket);
-//! beyond it the daemon stops reading its requests until replies are
-//! written, so a pipelining client is slowed, never cut off. A client is
+//! that many requests in the daemon (not yet handled by the driver, or
+//! handled with replies still waiting to be written to its socket); beyond
+//! it the daemon stops reading its requests until they are, so a
+//! pipelining client is slowed, never cut off. A client is
 //! "not reading" only when its socket takes no reply bytes for
 //! [`WRITE_STALL`]: then it is disconnected (counted as
 //! `connections_closed_total{listener="client", reason="not_reading"}`).
@@ -34,11 +35,22 @@ use wire::{accept_with_backoff, ClientCodec, Closed, LinkStats, StreamError};
 /// reading and is disconnected.
 pub const WRITE_STALL: Duration = Duration::from_secs(10);
 
-/// Room in a client's reply queue: its credit of solicited replies, as
-/// many unsolicited ones (a `LockLost` per lock held), and some slack.
+/// Room in a client's queue: a `Handled` mark and a reply for each
+/// request of its credit, and slack for unsolicited replies (`LockLost`).
 /// Full only when the client's socket has stalled.
 fn reply_queue_len(credit: usize) -> usize {
     credit.saturating_mul(2).saturating_add(16)
+}
+
+/// What the driver sends a client's connection.
+#[derive(Debug)]
+pub enum ToClient<P> {
+    /// A reply to write.
+    Reply(ClientResponse<P>),
+    /// One request was handled (replies it caused are queued before this
+    /// mark): its credit comes back once the mark is reached, i.e. once
+    /// the client has read those replies.
+    Handled,
 }
 
 /// The client listener's settings.
@@ -57,12 +69,13 @@ pub struct ClientLimits {
 /// What the client server tells the driver.
 #[derive(Debug)]
 pub enum ClientEvent<R, P> {
-    /// A client connected; replies for it go into `tx`.
+    /// A client connected; replies for it, and a [`ToClient::Handled`] mark
+    /// for each of its requests once handled, go into `tx`.
     Connected {
         /// Its number.
         id: ClientId,
         /// Where its replies go.
-        tx: mpsc::Sender<ClientResponse<P>>,
+        tx: mpsc::Sender<ToClient<P>>,
     },
     /// A client sent a request.
     Request {
@@ -135,15 +148,16 @@ async fn connection<R: Message, P: Message>(
     if events.send(ClientEvent::Connected { id, tx }).await.is_err() {
         return;
     }
-    // Requests passed on and not yet answered by a written reply.
+    // Requests passed on whose Handled mark has not been reached.
     let mut unanswered = 0usize;
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
             reply = rx.recv() => match reply {
-                Some(r) => {
+                Some(ToClient::Handled) => unanswered = unanswered.saturating_sub(1),
+                Some(ToClient::Reply(r)) => {
                     match tokio::time::timeout(WRITE_STALL, framed.send(r)).await {
-                        Ok(Ok(())) => unanswered = unanswered.saturating_sub(1),
+                        Ok(Ok(())) => {}
                         Ok(Err(_)) => break,
                         Err(_) => {
                             stats.closed(Closed::NotReading);

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use wire::{Closed, Incoming, LinkStats, SendError, Transport};
 
-use crate::client_api::ClientEvent;
+use crate::client_api::{ClientEvent, ToClient};
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
 
@@ -82,7 +82,7 @@ where
     /// Runs until a graceful leave completes (or its grace period ends), or
     /// until every input is gone; an error if the state could not be stored.
     pub async fn run(mut self) -> Result<(), String> {
-        let mut replies: HashMap<ClientId, mpsc::Sender<ClientResponse<P::Reply>>> = HashMap::new();
+        let mut replies: HashMap<ClientId, mpsc::Sender<ToClient<P::Reply>>> = HashMap::new();
         let mut leave_deadline: Option<tokio::time::Instant> = None;
         let watchdog_every = self.notifier.as_ref().and_then(|n| n.watchdog_interval());
         // The loop turns at least twice per watchdog period, so that the
@@ -134,13 +134,16 @@ where
                         self.metrics.client_request(kind_name(&req));
                         match req {
                             ClientRequest::Status => {
-                                if let Some(tx) = replies.get(&id) {
-                                    let status = ftcore::status_of(&self.core, &self.membership);
-                                    let _ = tx.try_send(ClientResponse::Status(status));
-                                }
+                                let status = ftcore::status_of(&self.core, &self.membership);
+                                self.queue_for_client(&mut replies, id, ToClient::Reply(ClientResponse::Status(status)));
                             }
                             ClientRequest::Op(r) => self.core.handle_request(self.clock.now(), id, r),
                         }
+                        // Queued now, the mark follows the replies the core
+                        // gave at once; later ones (a grant after a wait)
+                        // are queued when they come.
+                        self.execute(&mut replies)?;
+                        self.queue_for_client(&mut replies, id, ToClient::Handled);
                     }
                     Some(ClientEvent::Gone { id }) => {
                         replies.remove(&id);
@@ -210,10 +213,7 @@ where
     /// Executes everything the core has queued, in order: a new life (the
     /// core moved past a life of its own that peers knew) and every
     /// `Persist` are stored before what follows them is sent.
-    fn execute(
-        &mut self,
-        replies: &mut HashMap<ClientId, mpsc::Sender<ClientResponse<P::Reply>>>,
-    ) -> Result<(), String> {
+    fn execute(&mut self, replies: &mut HashMap<ClientId, mpsc::Sender<ToClient<P::Reply>>>) -> Result<(), String> {
         loop {
             let lost = self.execute_once(replies)?;
             if lost.is_empty() {
@@ -232,7 +232,7 @@ where
     /// were torn down by a full send queue.
     fn execute_once(
         &mut self,
-        replies: &mut HashMap<ClientId, mpsc::Sender<ClientResponse<P::Reply>>>,
+        replies: &mut HashMap<ClientId, mpsc::Sender<ToClient<P::Reply>>>,
     ) -> Result<BTreeSet<NodeId>, String> {
         let mut lost = BTreeSet::new();
         let inc = self.core.incarnation();
@@ -261,24 +261,33 @@ where
                     }
                 }
                 Output::Reply { client, reply } => {
-                    let Some(tx) = replies.get(&client) else { continue };
-                    if tx.try_send(ClientResponse::Op(reply)).is_err() {
-                        // Its queue has room for its credit twice over, so
-                        // it is full only when the client's socket stalled:
-                        // it cannot be told what it was granted. Disconnect
-                        // it, so the core releases whatever it holds rather
-                        // than have it hold something it never heard of.
-                        self.client_stats.closed(Closed::NotReading);
-                        tracing::warn!(%client, "client is not reading its replies; disconnecting it");
-                        replies.remove(&client);
-                        self.metrics.clients(replies.len());
-                        self.core.handle_client_gone(self.clock.now(), client);
-                    }
+                    self.queue_for_client(replies, client, ToClient::Reply(ClientResponse::Op(reply)))
                 }
                 Output::Event(e) => (self.on_event)(&e, &self.metrics),
             }
         }
         Ok(lost)
+    }
+
+    /// Queues `msg` for `client`'s connection. Its queue has room for its
+    /// credit twice over, so it is full only when the client's socket
+    /// stalled: then it cannot be told what it was granted. It is
+    /// disconnected, so the core releases whatever it holds rather than
+    /// have it hold something it never heard of.
+    fn queue_for_client(
+        &mut self,
+        replies: &mut HashMap<ClientId, mpsc::Sender<ToClient<P::Reply>>>,
+        client: ClientId,
+        msg: ToClient<P::Reply>,
+    ) {
+        let Some(tx) = replies.get(&client) else { return };
+        if tx.try_send(msg).is_err() {
+            self.client_stats.closed(Closed::NotReading);
+            tracing::warn!(%client, "client is not reading its replies; disconnecting it");
+            replies.remove(&client);
+            self.metrics.clients(replies.len());
+            self.core.handle_client_gone(self.clock.now(), client);
+        }
     }
 
     /// Sends `STATUS=line` to systemd when it changed.

@@ -1,0 +1,220 @@
+//! The shared runtime's limits as real processes on loopback (issue 9):
+//! an idle-connection flood with a key does not cut a node off, a node out
+//! of descriptors backs off instead of spinning, a pipelining client is
+//! served to the end, and systemd hears READY=1 only once a node has
+//! joined. Each test checks the daemon kept serving and that the right
+//! counter moved.
+
+use std::net::TcpStream;
+use std::os::unix::net::UnixDatagram;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use client::{ClientRequest, ClientResponse};
+use ftcoord_tests::{wait_until, Cluster};
+use futures::{SinkExt, StreamExt};
+use lockservice::{LockReply, LockRequest};
+use tokio_util::codec::{FramedRead, FramedWrite};
+use wire::ClientCodec;
+
+const TIMING: &str = "t_msg_ms = 20\n[timing]\nheartbeat_ms = 50\nsuspect_after_ms = 250\n";
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// One cluster at a time: several on two cores could stall a daemon past
+/// `suspect_after_ms`.
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn metric(c: &Cluster, id: u32, sample: &str) -> f64 {
+    c.metric(id, sample).unwrap_or(0.0)
+}
+
+/// Every node sees every other up (the `peer_up` gauges, refreshed twice a
+/// second).
+fn all_up(c: &Cluster, n: u32) -> bool {
+    (1..=n).all(|id| {
+        (1..=n).filter(|p| *p != id).all(|p| metric(c, id, &format!("ntmutex_peer_up{{peer=\"{p}\"}}")) == 1.0)
+    })
+}
+
+/// One lock and release through node `id`, within `timeout`.
+fn lock_once(c: &Cluster, id: u32, timeout: Duration) -> Result<u128, String> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let mut cl =
+            client::Client::<LockRequest, LockReply>::connect(c.node(id).client).await.map_err(|e| e.to_string())?;
+        let ms = timeout.as_millis() as u64;
+        match cl.call(LockRequest::Acquire { timeout_ms: ms }, timeout + Duration::from_secs(1)).await {
+            Ok(LockReply::Granted { fence }) => {
+                let _ = cl.call(LockRequest::Release, Duration::from_secs(5)).await;
+                Ok(fence)
+            }
+            other => Err(format!("{other:?}")),
+        }
+    })
+}
+
+/// CPU seconds (user + system) process `pid` has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at ')'.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 =
+        f.get(11).and_then(|u| u.parse().ok()).unwrap_or(0.0) + f.get(12).and_then(|s| s.parse().ok()).unwrap_or(0.0);
+    ticks / 100.0 // USER_HZ
+}
+
+#[test]
+fn an_idle_connection_flood_with_a_key_does_not_cut_a_node_off() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("cluster.key");
+    std::fs::write(&key, "5a".repeat(32)).unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let extra = format!("cluster_key_file = \"{}\"\n{TIMING}", key.display());
+    let mut c = Cluster::configure("ntmutexd", 3, &extra).unwrap();
+    c.spawn(1).unwrap();
+    c.wait_ready(1).unwrap();
+    // 300 connections that never send a byte: more than the 256 slots.
+    let flood: Vec<TcpStream> = (0..300).filter_map(|_| TcpStream::connect(c.node(1).peer).ok()).collect();
+    assert!(flood.len() >= 256, "only {} flood connections opened", flood.len());
+    c.spawn(2).unwrap();
+    c.spawn(3).unwrap();
+    let started = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(10), || all_up(&c, 3)),
+        "not every node saw every other up with the flood held open\n{}",
+        c.log(1)
+    );
+    eprintln!("every node saw every other up {:?} after the members started", started.elapsed());
+    lock_once(&c, 1, Duration::from_secs(5)).expect("a lock through the flooded node");
+    lock_once(&c, 2, Duration::from_secs(5)).expect("a lock through another node");
+    let timed_out = metric(&c, 1, "ntmutex_connections_closed_total{listener=\"peer\",reason=\"handshake_timeout\"}");
+    let no_slot = metric(&c, 1, "ntmutex_connections_closed_total{listener=\"peer\",reason=\"no_slot\"}");
+    assert!(timed_out >= 200.0, "handshake timeouts counted: {timed_out}");
+    assert!(no_slot >= 1.0, "refusals counted: {no_slot}");
+    drop(flood);
+}
+
+#[test]
+fn a_node_short_of_descriptors_refuses_clients_and_keeps_serving() {
+    let _serial = serial();
+    let mut c = Cluster::configure("ntmutexd", 3, TIMING).unwrap();
+    // Node 1 starts with 128 descriptors, far fewer than its 1024 client
+    // and 256 peer slots: it clamps them (with a warning), keeping
+    // descriptors for peers and its state file.
+    c.spawn_wrapped(1, &[], &["prlimit", "--nofile=128:128", "--"]).unwrap();
+    c.spawn(2).unwrap();
+    c.spawn(3).unwrap();
+    for id in 1..=3 {
+        c.wait_ready(id).unwrap();
+    }
+    assert!(wait_until(Duration::from_secs(10), || all_up(&c, 3)), "cluster never came up\n{}", c.log(1));
+    let pid = c.pid(1).unwrap();
+    let cpu_before = cpu_seconds(pid);
+    let flood: Vec<TcpStream> = (0..300).filter_map(|_| TcpStream::connect(c.node(1).client).ok()).collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let cpu = cpu_seconds(pid) - cpu_before;
+    let refused = metric(&c, 1, "ntmutex_connections_closed_total{listener=\"client\",reason=\"no_slot\"}")
+        + metric(&c, 1, "ntmutex_connections_closed_total{listener=\"client\",reason=\"accept_error\"}");
+    assert!(refused >= 1.0, "refused clients counted: {refused}\n{}", c.log(1));
+    // A spinning accept loop burns a whole core (2 s here).
+    assert!(cpu < 1.0, "node 1 used {cpu:.2} s of CPU in 2 s of client flood");
+    assert!(c.is_running(1), "node 1 died under the flood\n{}", c.log(1));
+    assert!(all_up(&c, 3), "peers lost node 1 during the flood\n{}", c.log(1));
+    drop(flood);
+    lock_once(&c, 1, Duration::from_secs(5)).expect("a lock through node 1 after the flood");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipelining_client_is_served_to_the_end() {
+    let _serial = serial();
+    let c = Cluster::start("ntmutexd", 3, TIMING).unwrap();
+    const PAIRS: usize = 5_000;
+    let stream = tokio::net::TcpStream::connect(c.node(1).client).await.unwrap();
+    let (rd, wr) = stream.into_split();
+    type Codec = ClientCodec<ClientResponse<LockReply>, ClientRequest<LockRequest>>;
+    let mut tx = FramedWrite::new(wr, Codec::new(65536));
+    let mut rx = FramedRead::new(rd, Codec::new(65536));
+    // Hold the lock first, so that every Acquire below is granted at once
+    // and every request has exactly one reply.
+    tx.send(ClientRequest::Op(LockRequest::Acquire { timeout_ms: 10_000 })).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), rx.next()).await.unwrap().unwrap().unwrap();
+    assert!(matches!(first, ClientResponse::Op(LockReply::Granted { .. })), "{first:?}");
+    let writer = tokio::spawn(async move {
+        for _ in 0..PAIRS {
+            tx.feed(ClientRequest::Op(LockRequest::Release)).await?;
+            tx.feed(ClientRequest::Op(LockRequest::Acquire { timeout_ms: 10_000 })).await?;
+        }
+        tx.flush().await?;
+        Ok::<_, wire::StreamError>(tx)
+    });
+    let mut fences = Vec::with_capacity(PAIRS);
+    for i in 0..2 * PAIRS {
+        let reply = tokio::time::timeout(Duration::from_secs(30), rx.next())
+            .await
+            .unwrap_or_else(|_| panic!("no reply {i} within 30 s\n{}", c.log(1)))
+            .unwrap_or_else(|| panic!("disconnected after {i} replies\n{}", c.log(1)))
+            .unwrap();
+        match (i % 2, reply) {
+            (0, ClientResponse::Op(LockReply::Released)) => {}
+            (1, ClientResponse::Op(LockReply::Granted { fence })) => fences.push(fence),
+            (_, other) => panic!("reply {i}: {other:?}"),
+        }
+    }
+    let _tx = writer.await.unwrap().unwrap();
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "fences increase");
+    let not_reading = metric(&c, 1, "ntmutex_connections_closed_total{listener=\"client\",reason=\"not_reading\"}");
+    assert_eq!(not_reading, 0.0);
+}
+
+/// A stand-in for systemd's notify socket.
+struct Manager {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    socket: UnixDatagram,
+}
+
+impl Manager {
+    fn new() -> Manager {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify");
+        let socket = UnixDatagram::bind(&path).unwrap();
+        socket.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        Manager { _dir: dir, path, socket }
+    }
+
+    /// Every datagram received within `for_`.
+    fn collect(&self, for_: Duration) -> Vec<String> {
+        let end = Instant::now() + for_;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while Instant::now() < end {
+            if let Ok(n) = self.socket.recv(&mut buf) {
+                got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            }
+        }
+        got
+    }
+}
+
+#[test]
+fn systemd_hears_ready_only_once_a_node_has_joined() {
+    let _serial = serial();
+    let mut c = Cluster::configure("ntmutexd", 3, TIMING).unwrap();
+    let m = Manager::new();
+    let path = m.path.to_str().unwrap().to_string();
+    c.spawn_with_env(1, &[("NOTIFY_SOCKET", &path)]).unwrap();
+    c.wait_ready(1).unwrap();
+    // Alone, node 1 is one of three: listening, not joined.
+    let alone = m.collect(Duration::from_millis(1500));
+    assert!(alone.iter().any(|d| d == "STATUS=joining: 1 of 3 answered"), "{alone:?}");
+    assert!(!alone.iter().any(|d| d.contains("READY=1")), "READY before joining: {alone:?}");
+    c.spawn(2).unwrap();
+    let after = m.collect(Duration::from_secs(3));
+    assert!(after.iter().any(|d| d.contains("READY=1")), "no READY once a majority answered: {after:?}\n{}", c.log(1));
+    assert!(after.iter().any(|d| d.starts_with("STATUS=ntmutexd node 1:")), "{after:?}");
+}
