@@ -178,22 +178,80 @@ impl Timing {
 }
 
 /// `[limits]`: resource bounds, so a flood degrades only the flooder.
+/// Every key's range is in [`BOUNDS`] (foundation.md, Joining, handshakes
+/// and limits).
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(default)]
 pub struct Limits {
     /// Largest accepted frame in bytes; default 65536.
     pub max_frame_bytes: usize,
-    /// Frames queued per peer before sends are dropped; default 1024.
+    /// Frames queued per peer; a full queue tears the link down; default 1024.
     pub send_queue_len: usize,
-    /// Peer connections accepted at once; default 256.
+    /// Peer connections not yet authenticated, at once; default 256.
     pub max_connections: usize,
     /// Client connections accepted at once; default 1024.
     pub max_clients: usize,
+    /// An inbound peer connection without a valid first frame by then is
+    /// closed; default 1000.
+    pub handshake_timeout_ms: u64,
+    /// An authenticated peer link silent that long is closed (keepalives
+    /// every third of it); default 30000; above 3 × `timing.suspect_after_ms`.
+    pub peer_idle_timeout_ms: u64,
+    /// Pause after an accept error (EMFILE); default 100.
+    pub accept_backoff_ms: u64,
+    /// Requests a client may have in the daemon before its requests stop
+    /// being read; default 64.
+    pub client_credit: usize,
+    /// Log lines per second per reason and source for refused frames and
+    /// connections; default 1 (counters keep totals).
+    pub log_burst_per_s: u32,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_frame_bytes: 65536, send_queue_len: 1024, max_connections: 256, max_clients: 1024 }
+        Limits {
+            max_frame_bytes: 65536,
+            send_queue_len: 1024,
+            max_connections: 256,
+            max_clients: 1024,
+            handshake_timeout_ms: 1000,
+            peer_idle_timeout_ms: 30_000,
+            accept_backoff_ms: 100,
+            client_credit: 64,
+            log_burst_per_s: 1,
+        }
+    }
+}
+
+/// The range of every numeric key shared by the daemons: `(key, min, max)`,
+/// inclusive. `--check-config` refuses anything outside (exit 2, naming the
+/// key); the maxima keep every value far from what would overflow a
+/// duration, a queue or a semaphore.
+pub const BOUNDS: &[(&str, u64, u64)] = &[
+    ("node_id", 1, u32::MAX as u64),
+    ("timing.heartbeat_ms", 1, 3_600_000),
+    ("timing.suspect_after_ms", 2, 3_600_000),
+    ("timing.drift_ppm", 0, 999_999),
+    ("timing.lease_ms", 1, 3_600_000),
+    // Header and MAC tag (64 bytes) plus room for a payload.
+    ("limits.max_frame_bytes", 128, 16 << 20),
+    ("limits.send_queue_len", 1, 1 << 20),
+    ("limits.max_connections", 1, 65_536),
+    ("limits.max_clients", 1, 65_536),
+    ("limits.handshake_timeout_ms", 1, 3_600_000),
+    ("limits.peer_idle_timeout_ms", 3, 86_400_000),
+    ("limits.accept_backoff_ms", 1, 60_000),
+    ("limits.client_credit", 1, 1 << 16),
+    ("limits.log_burst_per_s", 0, 1_000_000),
+];
+
+/// Checks `value` of `key` against [`BOUNDS`].
+pub fn check_bounds(key: &str, value: u64) -> Result<(), ConfigError> {
+    match BOUNDS.iter().find(|(k, _, _)| *k == key) {
+        Some((_, min, max)) if value < *min || value > *max => {
+            Err(ConfigError::new(key, format!("{value} is out of range: expected {min} to {max}")))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -319,15 +377,36 @@ impl CommonConfig {
         }
         self.validate_peers()?;
         self.validate_addrs()?;
+        let (t, l) = (&self.timing, &self.limits);
+        let big = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        for (key, value) in [
+            ("node_id", u64::from(self.node_id)),
+            ("timing.heartbeat_ms", t.heartbeat_ms),
+            ("timing.suspect_after_ms", t.suspect_after_ms),
+            ("timing.drift_ppm", u64::from(t.drift_ppm)),
+            ("timing.lease_ms", t.lease_ms),
+            ("limits.max_frame_bytes", big(l.max_frame_bytes)),
+            ("limits.send_queue_len", big(l.send_queue_len)),
+            ("limits.max_connections", big(l.max_connections)),
+            ("limits.max_clients", big(l.max_clients)),
+            ("limits.handshake_timeout_ms", l.handshake_timeout_ms),
+            ("limits.peer_idle_timeout_ms", l.peer_idle_timeout_ms),
+            ("limits.accept_backoff_ms", l.accept_backoff_ms),
+            ("limits.client_credit", big(l.client_credit)),
+            ("limits.log_burst_per_s", u64::from(l.log_burst_per_s)),
+        ] {
+            check_bounds(key, value)?;
+        }
         self.validate_timing()?;
-        let limits = [
-            ("limits.max_frame_bytes", self.limits.max_frame_bytes),
-            ("limits.send_queue_len", self.limits.send_queue_len),
-            ("limits.max_connections", self.limits.max_connections),
-            ("limits.max_clients", self.limits.max_clients),
-        ];
-        if let Some((key, _)) = limits.iter().find(|(_, v)| *v == 0) {
-            return Err(ConfigError::new(*key, "must be > 0"));
+        if l.peer_idle_timeout_ms <= t.suspect_after_ms.saturating_mul(3) {
+            return Err(ConfigError::new(
+                "limits.peer_idle_timeout_ms",
+                format!(
+                    "{} must be above 3 × timing.suspect_after_ms ({}): a live link is never that silent",
+                    l.peer_idle_timeout_ms,
+                    t.suspect_after_ms.saturating_mul(3)
+                ),
+            ));
         }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log_level) {
             return Err(ConfigError::new("log_level", format!("not a valid tracing filter ({e})")));
@@ -958,10 +1037,7 @@ addr = "127.0.0.1:7103"
             assert_eq!(c.log_format, LogFormat::Text);
             assert_eq!(c.log_level, "info");
             assert_eq!(c.timing, Timing { heartbeat_ms: 50, suspect_after_ms: 250, ..Timing::default() });
-            assert_eq!(
-                c.limits,
-                Limits { max_frame_bytes: 65536, send_queue_len: 1024, max_connections: 256, max_clients: 1024 }
-            );
+            assert_eq!(c.limits, Limits::default());
             assert_eq!((c.listen, c.client_listen, c.metrics_listen), (None, None, None));
             assert_eq!(c.cluster_key_file, None);
             assert_eq!(c.state_dir(), Path::new("/var/lib/ftcoord/testd"));
@@ -1235,7 +1311,7 @@ command = "echo"
             assert_err(&e, "timing.suspect_after_ms", Some("testd.toml"), "100 must be greater");
 
             let e = load_err(jail, &file("", "[timing]\nheartbeat_ms = 0\n"));
-            assert_err(&e, "timing.heartbeat_ms", Some("testd.toml"), "must be > 0");
+            assert_err(&e, "timing.heartbeat_ms", Some("testd.toml"), "0 is out of range: expected 1 to 3600000");
             Ok(())
         });
     }
@@ -1245,7 +1321,7 @@ command = "echo"
         jailed(|jail| {
             for key in ["max_frame_bytes", "send_queue_len", "max_connections", "max_clients"] {
                 let e = load_err(jail, &file("", &format!("[limits]\n{key} = 0\n")));
-                assert_err(&e, &format!("limits.{key}"), Some("testd.toml"), "must be > 0");
+                assert_err(&e, &format!("limits.{key}"), Some("testd.toml"), "0 is out of range: expected");
             }
             jail.set_env("TESTD_LIMITS__SEND_QUEUE_LEN", 0);
             let e = load_err(jail, &file("", ""));
@@ -1253,8 +1329,51 @@ command = "echo"
                 &e,
                 "limits.send_queue_len",
                 Some("environment variable TESTD_LIMITS__SEND_QUEUE_LEN"),
-                "must be > 0",
+                "0 is out of range: expected 1 to 1048576",
             );
+            Ok(())
+        });
+    }
+
+    /// Every bounded key, just outside its range (both ends where the type
+    /// allows), with a value from the file, names the key and the range;
+    /// huge values (which tokio would panic on) included.
+    #[test]
+    fn every_numeric_key_is_bounded() {
+        jailed(|jail| {
+            // node_id (a u32, at least 1) has its own tests.
+            for (key, min, max) in BOUNDS.iter().filter(|(k, _, _)| k.contains('.')) {
+                let (section, name) = key.split_once('.').unwrap_or(("", key));
+                let mut bad = vec![max + 1, u64::from(u32::MAX) + 1, 1 << 62];
+                if *min > 0 {
+                    bad.push(min - 1);
+                }
+                for v in bad {
+                    let body = if section.is_empty() {
+                        format!("{name} = {v}\n")
+                    } else {
+                        format!("[{section}]\n{name} = {v}\n")
+                    };
+                    let e = load_err(jail, &file("", &body));
+                    assert_eq!(e.key.as_deref(), Some(*key), "{key} = {v}: {e:?}");
+                }
+            }
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn peer_idle_timeout_must_exceed_three_suspicion_timeouts() {
+        jailed(|jail| {
+            let e = load_err(jail, &file("", "[limits]\npeer_idle_timeout_ms = 750\n"));
+            assert_err(
+                &e,
+                "limits.peer_idle_timeout_ms",
+                Some("testd.toml"),
+                "750 must be above 3 × timing.suspect_after_ms (750)",
+            );
+            let cfg = load_file(jail, &file("", "[limits]\npeer_idle_timeout_ms = 751\n"))?;
+            assert_eq!(cfg.common.limits.peer_idle_timeout_ms, 751);
             Ok(())
         });
     }

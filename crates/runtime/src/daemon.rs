@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use wire::{ClusterKey, LinkStats, TcpTransport, Transport, TransportConfig, UdpTransport};
 
-use crate::config::{self, CommonArgs, Config, DaemonConfig, EXIT_CONFIG};
+use crate::config::{self, CommonArgs, Config, DaemonConfig, Limits, EXIT_CONFIG};
 use crate::driver::{Driver, EventHook};
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
@@ -110,6 +110,13 @@ pub fn run<D: DaemonConfig, P: Protocol + Send + 'static>(args: &CommonArgs, spe
         return ExitCode::SUCCESS;
     }
     logging::init(cfg.common.log_format, &cfg.common.log_level);
+    let mut cfg = cfg;
+    let nofile = raise_nofile();
+    let (limits, warning) = fit_to_nofile(cfg.common.limits, cfg.common.peers.len(), nofile);
+    if let Some(w) = warning {
+        tracing::warn!("{w}");
+    }
+    cfg.common.limits = limits;
     let key = match cfg.common.cluster_key_file.as_ref().map(ClusterKey::load).transpose() {
         Ok(k) => k,
         Err(e) => {
@@ -178,8 +185,10 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     tcfg.max_frame = common.limits.max_frame_bytes;
     tcfg.queue_len = common.limits.send_queue_len;
     tcfg.max_connections = common.limits.max_connections;
-    // TODO(issue 9): from `[limits]` once the keys land.
-    let peer_stats = Arc::new(LinkStats::new(1));
+    tcfg.handshake_timeout = Duration::from_millis(common.limits.handshake_timeout_ms);
+    tcfg.idle_timeout = Duration::from_millis(common.limits.peer_idle_timeout_ms);
+    tcfg.accept_backoff = Duration::from_millis(common.limits.accept_backoff_ms);
+    let peer_stats = Arc::new(LinkStats::new(common.limits.log_burst_per_s));
     tcfg.stats = peer_stats.clone();
     let (peer_tx, peer_rx) = mpsc::channel(4096);
     let transport: Box<dyn Transport<P::Msg>> = match spec.transport {
@@ -189,12 +198,12 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
 
     let stop = CancellationToken::new();
     let (client_tx, client_rx) = mpsc::channel(4096);
-    let client_stats = Arc::new(LinkStats::new(1));
+    let client_stats = Arc::new(LinkStats::new(common.limits.log_burst_per_s));
     let client_limits = client_api::ClientLimits {
         max_clients: common.limits.max_clients,
         max_frame: common.limits.max_frame_bytes,
-        credit: 64,
-        accept_backoff: Duration::from_millis(100),
+        credit: common.limits.client_credit,
+        accept_backoff: Duration::from_millis(common.limits.accept_backoff_ms),
     };
     let (client_addr, client_task) = client_api::serve::<P::Request, P::Reply>(
         common.client_addr(),
@@ -264,6 +273,52 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     Ok(())
 }
 
+/// Descriptors kept for everything but connections: listeners, the state
+/// file and its directory, the metrics endpoint, logs, the runtime.
+const FD_RESERVE: usize = 64;
+
+/// Raises the soft open-file limit to the hard one; returns the limit in
+/// force (`None` if it cannot be read).
+fn raise_nofile() -> Option<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut lim = getrlimit(Resource::Nofile);
+    if lim.current != lim.maximum {
+        let wanted = rustix::process::Rlimit { current: lim.maximum, maximum: lim.maximum };
+        match setrlimit(Resource::Nofile, wanted) {
+            Ok(()) => lim = getrlimit(Resource::Nofile),
+            Err(e) => tracing::warn!("cannot raise the open-file limit to its hard limit: {e}"),
+        }
+    }
+    // `None` (unlimited) counts as plenty.
+    Some(lim.current.unwrap_or(u64::MAX))
+}
+
+/// Clamps the connection limits so that every connection they allow, each
+/// peer's outgoing link and [`FD_RESERVE`] fit in `nofile` descriptors:
+/// client slots go first, then unauthenticated peer slots (keeping one per
+/// peer). Returns the limits and, if they changed, a warning naming them.
+pub fn fit_to_nofile(mut limits: Limits, peers: usize, nofile: Option<u64>) -> (Limits, Option<String>) {
+    let Some(nofile) = nofile else { return (limits, None) };
+    let nofile = usize::try_from(nofile).unwrap_or(usize::MAX);
+    // Each peer: one outgoing link, one authenticated incoming one.
+    let fixed = FD_RESERVE.saturating_add(peers.saturating_mul(2));
+    let need = fixed.saturating_add(limits.max_clients).saturating_add(limits.max_connections);
+    if need <= nofile {
+        return (limits, None);
+    }
+    let (clients, conns) = (limits.max_clients, limits.max_connections);
+    let room = nofile.saturating_sub(fixed);
+    limits.max_connections = conns.min((room / 4).max(peers.max(1)));
+    limits.max_clients = clients.min(room.saturating_sub(limits.max_connections)).max(1);
+    let warning = format!(
+        "open-file limit {nofile} is too low for limits.max_clients = {clients} and limits.max_connections = {conns} \
+         ({need} descriptors with {fixed} kept for peers and files): using max_clients = {} and \
+         max_connections = {}; raise LimitNOFILE= to serve more",
+        limits.max_clients, limits.max_connections
+    );
+    (limits, Some(warning))
+}
+
 /// SIGTERM or SIGINT cancel `token` (a second signal exits at once).
 fn spawn_signal_handler(token: CancellationToken) -> Result<(), DaemonError> {
     use tokio::signal::unix::{signal, SignalKind};
@@ -284,4 +339,34 @@ fn spawn_signal_handler(token: CancellationToken) -> Result<(), DaemonError> {
         }
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod nofile_tests {
+    use super::*;
+
+    #[test]
+    fn limits_that_fit_are_kept() {
+        let l = Limits::default();
+        assert_eq!(fit_to_nofile(l, 4, Some(20_000)), (l, None));
+        assert_eq!(fit_to_nofile(l, 4, None), (l, None));
+        // 64 + 2·4 + 256 + 1024 = 1352 exactly.
+        assert_eq!(fit_to_nofile(l, 4, Some(1352)), (l, None));
+    }
+
+    #[test]
+    fn a_low_limit_clamps_clients_then_connections_and_says_so() {
+        let l = Limits::default();
+        let (got, warning) = fit_to_nofile(l, 2, Some(1024));
+        // Room 1024 − 68 = 956: connections keep 239 (a quarter), clients 717.
+        assert_eq!((got.max_connections, got.max_clients), (239, 717));
+        let w = warning.unwrap();
+        assert!(w.contains("open-file limit 1024") && w.contains("max_clients = 717"), "{w}");
+        let (got, _) = fit_to_nofile(l, 2, Some(128));
+        assert_eq!((got.max_connections, got.max_clients), (15, 45));
+        assert!(68 + got.max_connections + got.max_clients <= 128);
+        // Hopelessly low: one slot each, never zero.
+        let (got, _) = fit_to_nofile(l, 2, Some(10));
+        assert_eq!((got.max_connections, got.max_clients), (2, 1));
+    }
 }

@@ -55,7 +55,12 @@ impl Notifier {
         let socket = UnixDatagram::unbound()?;
         // A full manager queue must not stall the driver: fail the send instead.
         socket.set_nonblocking(true)?;
-        let watchdog = watchdog_usec.filter(|us| *us > 0).map(|us| Duration::from_micros(us / 2));
+        // Half the manager's timeout, as systemd recommends, kept between
+        // 1 ms and a day: nonsense in WATCHDOG_USEC (1, 2^64−1) must not
+        // stop the daemon (a zero or overflowing timer period panics).
+        let watchdog = watchdog_usec
+            .filter(|us| *us > 0)
+            .map(|us| Duration::from_micros(us / 2).clamp(Duration::from_millis(1), Duration::from_secs(86_400)));
         Ok(Notifier { socket: std::sync::Arc::new(socket), addr, watchdog })
     }
 
@@ -216,5 +221,15 @@ mod tests {
             assert_eq!(Notifier::from_env().unwrap().watchdog_interval(), None);
             Ok(())
         });
+    }
+
+    #[test]
+    fn nonsense_watchdog_periods_are_clamped() {
+        let m = Manager::new();
+        let period = |us| Notifier::new(m.path.to_str().unwrap(), us).unwrap().watchdog_interval();
+        assert_eq!(period(Some(1)), Some(Duration::from_millis(1)));
+        assert_eq!(period(Some(u64::MAX)), Some(Duration::from_secs(86_400)));
+        assert_eq!(period(Some(0)), None);
+        assert_eq!(period(Some(4_000_000)), Some(Duration::from_secs(2)));
     }
 }

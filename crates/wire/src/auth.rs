@@ -52,6 +52,25 @@ pub enum KeyError {
         /// Its permission bits.
         mode: u32,
     },
+    /// The path is a symbolic link (not followed: a key file is named
+    /// directly).
+    #[error("cluster key file {path} is a symbolic link; name the file itself")]
+    Symlink {
+        /// The key file.
+        path: PathBuf,
+    },
+    /// Owned by another user than the daemon's (or root).
+    #[error(
+        "cluster key file {path} is owned by uid {owner}; it must be owned by this daemon's user (uid {me}) or root"
+    )]
+    Owner {
+        /// The key file.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The daemon's effective uid.
+        me: u32,
+    },
     /// Neither 32 raw bytes nor 64 hex digits.
     #[error("cluster key file {path} holds {len} bytes; expected 32 raw bytes or 64 hex digits")]
     Format {
@@ -69,16 +88,39 @@ impl ClusterKey {
     }
 
     /// Reads a key file: exactly 32 raw bytes, or 64 hex digits with an
-    /// optional trailing newline. Refuses a file that group or others can
-    /// access, so that a key never silently sits world-readable.
+    /// optional trailing newline. The file is opened once, without
+    /// following a symbolic link, and checked through that descriptor
+    /// (`fstat`: a regular file, owned by this user or root, not
+    /// accessible by group or others) before it is read from it, so the
+    /// file checked is the file read.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, KeyError> {
+        use std::io::Read;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let path = path.as_ref();
         let unreadable = |source| KeyError::Unreadable { path: path.to_owned(), source };
-        let mode = std::fs::metadata(path).map_err(unreadable)?.permissions().mode();
+        let nofollow = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
+        let file = std::fs::OpenOptions::new().read(true).custom_flags(nofollow).open(path).map_err(|e| {
+            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+                KeyError::Symlink { path: path.to_owned() }
+            } else {
+                unreadable(e)
+            }
+        })?;
+        let meta = file.metadata().map_err(unreadable)?;
+        if !meta.is_file() {
+            return Err(unreadable(std::io::Error::other("not a regular file")));
+        }
+        let me = rustix::process::geteuid().as_raw();
+        if meta.uid() != me && meta.uid() != 0 {
+            return Err(KeyError::Owner { path: path.to_owned(), owner: meta.uid(), me });
+        }
+        let mode = meta.permissions().mode();
         if mode & 0o077 != 0 {
             return Err(KeyError::Permissions { path: path.to_owned(), mode: mode & 0o7777 });
         }
-        let bytes = std::fs::read(path).map_err(unreadable)?;
+        // Longer than any valid key is enough to say it is not one.
+        let mut bytes = Vec::with_capacity(67);
+        file.take(4096).read_to_end(&mut bytes).map_err(unreadable)?;
         Self::parse(&bytes).ok_or(KeyError::Format { path: path.to_owned(), len: bytes.len() })
     }
 
@@ -243,6 +285,21 @@ mod tests {
         for p in [a, b, c] {
             std::fs::remove_file(p).unwrap();
         }
+    }
+
+    #[test]
+    fn refuses_a_symlink_and_a_directory_even_to_a_good_key() {
+        let good = write("target", &[3u8; 32], 0o600);
+        let link = temp_path("link");
+        std::os::unix::fs::symlink(&good, &link).unwrap();
+        let e = ClusterKey::load(&link).unwrap_err();
+        assert!(matches!(e, KeyError::Symlink { .. }), "{e}");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(ClusterKey::load(&good).is_ok());
+        let e = ClusterKey::load(std::env::temp_dir()).unwrap_err();
+        assert!(matches!(e, KeyError::Unreadable { .. }), "{e}");
+        std::fs::remove_file(link).unwrap();
+        std::fs::remove_file(good).unwrap();
     }
 
     #[test]
