@@ -181,6 +181,7 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
 
     let membership = common.membership();
     let mut tcfg = TransportConfig::new(me, common.listen_addr(), membership.clone(), common.cluster_id);
+    tcfg.incarnation = incarnation;
     tcfg.key = key;
     tcfg.max_frame = common.limits.max_frame_bytes;
     tcfg.queue_len = common.limits.send_queue_len;

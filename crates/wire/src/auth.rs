@@ -215,24 +215,24 @@ impl ReplayWindow {
     /// How many sequence numbers behind the newest are still tracked.
     pub const WIDTH: u64 = 64;
 
-    /// An empty window: the first datagram is accepted whatever its seq.
+    /// An empty window. Sequence numbers start at 1 in every life: a new
+    /// life's window accepts 1 to [`WIDTH`](Self::WIDTH) and anything
+    /// higher, never 0.
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Accepts and records `(inc, seq)`, or says why it is a replay.
     pub fn check(&mut self, inc: Incarnation, seq: u64) -> Result<(), ReplayError> {
-        let Some((known, highest, bitmap)) = &mut self.state else {
-            self.state = Some((inc, seq, 1));
-            return Ok(());
-        };
-        if inc < *known {
-            return Err(ReplayError::OldIncarnation { expected: *known, got: inc });
+        match self.state {
+            Some((known, _, _)) if inc < known => {
+                return Err(ReplayError::OldIncarnation { expected: known, got: inc });
+            }
+            Some((known, _, _)) if inc == known => {}
+            // A first or newer life: numbering starts over, with 0 taken.
+            _ => self.state = Some((inc, 0, 1)),
         }
-        if inc > *known {
-            self.state = Some((inc, seq, 1));
-            return Ok(());
-        }
+        let Some((_, highest, bitmap)) = &mut self.state else { unreachable!("set above") };
         if seq > *highest {
             let shift = seq - *highest;
             *bitmap = if shift >= Self::WIDTH { 0 } else { *bitmap << shift };
@@ -344,9 +344,10 @@ mod tests {
     }
 
     #[test]
-    fn window_accepts_each_seq_once() {
+    fn window_accepts_each_seq_once_from_1() {
         let mut w = ReplayWindow::new();
         let i = Incarnation(5);
+        assert_eq!(w.check(i, 0), Err(ReplayError::Duplicate { inc: i, seq: 0 }), "numbering starts at 1");
         assert_eq!(w.check(i, 10), Ok(()));
         assert_eq!(w.check(i, 10), Err(ReplayError::Duplicate { inc: i, seq: 10 }));
         // Out of order within the window is fine, once.
@@ -355,18 +356,19 @@ mod tests {
         assert_eq!(w.check(i, 11), Err(ReplayError::Duplicate { inc: i, seq: 11 }));
         // Older than the first seen but inside the window: never seen, accepted.
         assert_eq!(w.check(i, 9), Ok(()));
+        assert_eq!(w.check(i, 0), Err(ReplayError::Duplicate { inc: i, seq: 0 }));
     }
 
     #[test]
     fn window_forgets_beyond_its_width() {
         let mut w = ReplayWindow::new();
         let i = Incarnation(1);
-        w.check(i, 0).unwrap();
-        w.check(i, 63).unwrap();
-        assert_eq!(w.check(i, 0), Err(ReplayError::Duplicate { inc: i, seq: 0 }));
+        w.check(i, 1).unwrap();
         w.check(i, 64).unwrap();
-        assert_eq!(w.check(i, 0), Err(ReplayError::TooOld { seq: 0, highest: 64 }));
-        assert_eq!(w.check(i, 1), Ok(()));
+        assert_eq!(w.check(i, 1), Err(ReplayError::Duplicate { inc: i, seq: 1 }));
+        w.check(i, 65).unwrap();
+        assert_eq!(w.check(i, 1), Err(ReplayError::TooOld { seq: 1, highest: 65 }));
+        assert_eq!(w.check(i, 2), Ok(()));
         // A big jump clears the bitmap.
         w.check(i, 1000).unwrap();
         assert_eq!(w.check(i, 999), Ok(()));
@@ -383,8 +385,8 @@ mod tests {
             Err(ReplayError::OldIncarnation { expected: Incarnation(2), got: Incarnation(1) })
         );
         // A new life starts over, even at a lower seq.
-        assert_eq!(w.check(Incarnation(3), 0), Ok(()));
-        assert_eq!(w.check(Incarnation(3), 0), Err(ReplayError::Duplicate { inc: Incarnation(3), seq: 0 }));
+        assert_eq!(w.check(Incarnation(3), 1), Ok(()));
+        assert_eq!(w.check(Incarnation(3), 1), Err(ReplayError::Duplicate { inc: Incarnation(3), seq: 1 }));
         assert!(matches!(w.check(Incarnation(2), 101), Err(ReplayError::OldIncarnation { .. })));
     }
 }

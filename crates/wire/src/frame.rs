@@ -125,11 +125,15 @@ pub enum RejectReason {
     Decode,
     /// A sequence number already seen or out of order.
     Replay,
+    /// A datagram from an older life of its sender than one already seen,
+    /// or addressed to a life of this node other than its current one
+    /// (UDP).
+    StaleLife,
 }
 
 impl RejectReason {
     /// Every reason, for registering metrics up front.
-    pub const ALL: [RejectReason; 10] = [
+    pub const ALL: [RejectReason; 11] = [
         RejectReason::BadMagic,
         RejectReason::Version,
         RejectReason::Cluster,
@@ -140,6 +144,7 @@ impl RejectReason {
         RejectReason::UnknownKind,
         RejectReason::Decode,
         RejectReason::Replay,
+        RejectReason::StaleLife,
     ];
 
     /// The metric label, in snake case.
@@ -155,6 +160,7 @@ impl RejectReason {
             RejectReason::UnknownKind => "unknown_kind",
             RejectReason::Decode => "decode",
             RejectReason::Replay => "replay",
+            RejectReason::StaleLife => "stale_life",
         }
     }
 }

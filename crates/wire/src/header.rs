@@ -13,7 +13,7 @@
 //! |      6 |    4 | cluster       | must equal the receiver's cluster id         |
 //! |     10 |    4 | sender        | [`NodeId`]                                   |
 //! |     14 |    8 | incarnation   | [`Incarnation`] of the sender                |
-//! |     22 |    8 | seq           | TCP: per-connection frame counter from 0; UDP: per-sender-life counter |
+//! |     22 |    8 | seq           | TCP: per-connection frame counter from 0; UDP: per (destination, both lives) from 1, 0 for Hello/HelloAck |
 //! |     30 |    2 | kind          | the message's [`ftcore::Message::kind`]      |
 //!
 //! Decoding checks magic, then version, then flags, then cluster, and each

@@ -7,10 +7,8 @@ use std::time::Duration;
 
 use common::*;
 use membership::{Incarnation, NodeId};
-use tokio::{io::AsyncWriteExt, net::UdpSocket, sync::mpsc};
-use wire::{
-    transport::UDP_CHALLENGE, Incoming, PeerCodec, SendError, TcpTransport, Transport, TransportConfig, UdpTransport,
-};
+use tokio::{io::AsyncWriteExt, sync::mpsc};
+use wire::{Incoming, SendError, TcpTransport, Transport, TransportConfig, UdpTransport};
 
 type Rx = mpsc::Receiver<Incoming<TestMsg>>;
 
@@ -19,10 +17,6 @@ async fn tcp(cfg: TransportConfig) -> (TcpTransport<TestMsg>, Rx) {
     (TcpTransport::bind(cfg, tx).await.unwrap(), rx)
 }
 
-async fn udp(cfg: TransportConfig) -> (UdpTransport<TestMsg>, Rx) {
-    let (tx, rx) = mpsc::channel(64);
-    (UdpTransport::bind(cfg, tx).await.unwrap(), rx)
-}
 
 /// Nodes 1 and 2 over TCP, with the given keys.
 async fn tcp_pair(k1: Option<u8>, k2: Option<u8>) -> ((TcpTransport<TestMsg>, Rx), (TcpTransport<TestMsg>, Rx)) {
@@ -209,63 +203,6 @@ async fn bind_refuses_bad_configs() {
     let _held = std::net::TcpListener::bind(addrs[0]).unwrap();
     let e = TcpTransport::bind(config(1, &addrs, None), tx).await.unwrap_err();
     assert!(e.to_string().starts_with(&format!("cannot bind {}", addrs[0])), "{e}");
-}
-
-#[tokio::test]
-async fn udp_round_trip() {
-    for k in [None, Some(4)] {
-        let addrs = free_udp_addrs(2);
-        let (a, mut rx_a) = udp(config(1, &addrs, k.map(key))).await;
-        let (b, mut rx_b) = udp(config(2, &addrs, k.map(key))).await;
-        a.send(NodeId(2), INC, TestMsg::Text("over udp".into())).unwrap();
-        assert_eq!(next_msg(&mut rx_b).await, (NodeId(1), INC, TestMsg::Text("over udp".into())));
-        b.send(NodeId(1), Incarnation(2), TestMsg::Ping(9)).unwrap();
-        assert_eq!(next_msg(&mut rx_a).await, (NodeId(2), Incarnation(2), TestMsg::Ping(9)));
-        assert_eq!(b.local_addr(), addrs[1]);
-    }
-}
-
-#[tokio::test]
-async fn udp_rejects_replays_stale_lives_and_oversized() {
-    let addrs = free_udp_addrs(2);
-    let mut cfg = config(2, &addrs, Some(key(1)));
-    cfg.max_frame = 1000;
-    let (b, mut rx_b) = udp(cfg).await;
-    let raw = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let codec = PeerCodec::<TestMsg>::new(CLUSTER, NodeId(1), members(&addrs), Some(key(1)));
-    let dgram = |inc: u64, seq: u64| codec.encode(Incarnation(inc), seq, &UDP_CHALLENGE, &TestMsg::Ping(seq)).unwrap();
-
-    raw.send_to(&dgram(5, 10), b.local_addr()).await.unwrap();
-    assert_eq!(next_msg(&mut rx_b).await, (NodeId(1), Incarnation(5), TestMsg::Ping(10)));
-    raw.send_to(&dgram(5, 10), b.local_addr()).await.unwrap();
-    let (reason, detail) = next_rejection(&mut rx_b).await;
-    assert_eq!((reason, detail.as_str()), ("replay", "from n1: duplicate seq 10 in i5"));
-
-    // Reordered but unseen: accepted.
-    raw.send_to(&dgram(5, 8), b.local_addr()).await.unwrap();
-    assert_eq!(next_msg(&mut rx_b).await.2, TestMsg::Ping(8));
-
-    // A new life resets the window; the old life is then stale.
-    raw.send_to(&dgram(6, 0), b.local_addr()).await.unwrap();
-    assert_eq!(next_msg(&mut rx_b).await.1, Incarnation(6));
-    raw.send_to(&dgram(5, 11), b.local_addr()).await.unwrap();
-    assert_eq!(next_rejection(&mut rx_b).await.0, "replay");
-
-    // Bigger than max_frame.
-    raw.send_to(&[0u8; 1001], b.local_addr()).await.unwrap();
-    let (reason, detail) = next_rejection(&mut rx_b).await;
-    assert_eq!((reason, detail.as_str()), ("oversized", "expected at most 1000 bytes, got a larger datagram"));
-
-    // Garbage and forgeries do not stop the receiver.
-    raw.send_to(b"hello", b.local_addr()).await.unwrap();
-    assert_eq!(next_rejection(&mut rx_b).await.0, "truncated");
-    let forged = PeerCodec::<TestMsg>::new(CLUSTER, NodeId(1), members(&addrs), Some(key(9)))
-        .encode(Incarnation(7), 0, &UDP_CHALLENGE, &TestMsg::Stop)
-        .unwrap();
-    raw.send_to(&forged, b.local_addr()).await.unwrap();
-    assert_eq!(next_rejection(&mut rx_b).await.0, "auth");
-    raw.send_to(&dgram(6, 1), b.local_addr()).await.unwrap();
-    assert_eq!(next_msg(&mut rx_b).await.2, TestMsg::Ping(1));
 }
 
 #[tokio::test]

@@ -62,7 +62,8 @@ fn labels_are_snake_case_and_distinct() {
             "truncated",
             "unknown_kind",
             "decode",
-            "replay"
+            "replay",
+            "stale_life"
         ]
     );
 }

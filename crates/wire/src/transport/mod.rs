@@ -29,9 +29,12 @@
 //!
 //!   A rejected frame closes its connection; the listener keeps serving
 //!   the others. Every refusal is counted in [`LinkStats`].
-//! - [`UdpTransport`] (tokenwatchd): one socket; datagrams are numbered by
-//!   a per-transport counter and MAC'd over an all-zero challenge; the
-//!   receiver keeps a [`ReplayWindow`] per sender.
+//! - [`UdpTransport`] (tokenwatchd): one socket; a sender learns each
+//!   peer's current life by a [`Control::Hello`] / [`Control::HelloAck`]
+//!   exchange before it sends it anything else; datagrams are addressed
+//!   to (receiver, receiver's life), MAC'd over that address, numbered
+//!   from 1 per (destination, both lives), and the receiver keeps a
+//!   [`ReplayWindow`] per sender. See the `udp` module.
 //!
 //! Dropping a transport stops all its tasks and closes its sockets.
 
@@ -63,7 +66,7 @@ mod tcp;
 mod udp;
 
 pub use tcp::TcpTransport;
-pub use udp::{UdpTransport, UDP_CHALLENGE};
+pub use udp::{udp_challenge, UdpTransport, UDP_PENDING_MAX, UDP_PREFIX_LEN};
 
 /// What a transport delivers to its owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -165,6 +168,10 @@ pub struct TransportConfig {
     pub members: Membership,
     /// Cluster id, checked on every frame.
     pub cluster: u32,
+    /// This node's life at start (UDP: datagrams addressed to another life
+    /// of this node are refused; `send` raises it when the caller moves to
+    /// a newer one).
+    pub incarnation: Incarnation,
     /// Cluster key; `None` leaves peer traffic unauthenticated.
     pub key: Option<ClusterKey>,
     /// Maximum frame length (header, payload and tag).
@@ -198,7 +205,7 @@ pub struct TransportConfig {
 }
 
 impl TransportConfig {
-    /// A config with defaults: no key, 64 KiB frames, 1024-message queues,
+    /// A config with defaults: life 1, no key, 64 KiB frames, 1024-message queues,
     /// backoff 50 ms to 5 s, 64 inbound connections, and foundation.md's
     /// `[limits]` defaults (handshake 1 s, idle 30 s, accept backoff
     /// 100 ms, one log line per second per reason and source).
@@ -208,6 +215,7 @@ impl TransportConfig {
             listen,
             members,
             cluster,
+            incarnation: Incarnation(1),
             key: None,
             max_frame: DEFAULT_MAX_FRAME,
             queue_len: 1024,

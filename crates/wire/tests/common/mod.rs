@@ -50,6 +50,7 @@ pub fn members(addrs: &[SocketAddr]) -> Membership {
 pub fn config(me: u32, addrs: &[SocketAddr], key: Option<ClusterKey>) -> TransportConfig {
     let mut c = TransportConfig::new(NodeId(me), addrs[me as usize - 1], members(addrs), CLUSTER);
     c.key = key;
+    c.incarnation = INC;
     c.backoff_min = Duration::from_millis(10);
     c.backoff_max = Duration::from_millis(200);
     c
