@@ -263,3 +263,35 @@ fn systemd_hears_ready_only_once_a_node_has_joined() {
     assert!(after.iter().any(|d| d.contains("READY=1")), "no READY once a majority answered: {after:?}\n{}", c.log(1));
     assert!(after.iter().any(|d| d.starts_with("STATUS=ntmutexd node 1:")), "{after:?}");
 }
+
+/// Every bounded key, set out of its range through the environment (what
+/// an operator's unit file or a careless script can do) over a good
+/// config: `--check-config` exits 2 naming the key and the range, for each
+/// daemon, and never panics (exit 101).
+#[test]
+fn check_config_refuses_every_key_out_of_its_range() {
+    for daemon in ["ntmutexd", "hbringd"] {
+        // A node's config as ftlab writes it (ports, state_dir, peers).
+        let cluster = Cluster::configure(daemon, 3, "").unwrap();
+        let example = cluster.config_path(1).display().to_string();
+        let prefix = daemon.to_uppercase();
+        let (code, _, stderr) =
+            ftcoord_tests::run_once(daemon, &["--config", &example, "--check-config"], &[]).unwrap();
+        assert_eq!(code, 0, "{daemon}: the example config is refused: {stderr}");
+        let mut checked = 0;
+        for &(key, min, max) in runtime::config::BOUNDS {
+            let var = format!("{prefix}_{}", key.replace('.', "__").to_uppercase());
+            let below = min.checked_sub(1);
+            for value in below.into_iter().chain([max + 1, 1 << 62]) {
+                let v = value.to_string();
+                let (code, _, stderr) =
+                    ftcoord_tests::run_once(daemon, &["--config", &example, "--check-config"], &[(&var, &v)]).unwrap();
+                assert_eq!(code, 2, "{daemon} {var}={v}: exit {code}\n{stderr}");
+                assert!(stderr.contains(key), "{daemon} {var}={v}: the error does not name {key}:\n{stderr}");
+                assert!(!stderr.contains("panicked"), "{daemon} {var}={v} panicked:\n{stderr}");
+                checked += 1;
+            }
+        }
+        assert!(checked >= 2 * runtime::config::BOUNDS.len(), "{daemon}: only {checked} values tried");
+    }
+}

@@ -191,7 +191,9 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     tcfg.accept_backoff = Duration::from_millis(common.limits.accept_backoff_ms);
     let peer_stats = Arc::new(LinkStats::new(common.limits.log_burst_per_s));
     tcfg.stats = peer_stats.clone();
-    let (peer_tx, peer_rx) = mpsc::channel(4096);
+    // Small: the transport keeps an inbox per peer and merges them in
+    // turn, so what waits here is all another peer's message waits behind.
+    let (peer_tx, peer_rx) = mpsc::channel(PEER_CHANNEL);
     let transport: Box<dyn Transport<P::Msg>> = match spec.transport {
         TransportKind::Tcp => Box::new(TcpTransport::bind(tcfg, peer_tx).await?),
         TransportKind::Udp => Box::new(UdpTransport::bind(tcfg, peer_tx).await?),
@@ -273,6 +275,9 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     let _ = client_task.await;
     Ok(())
 }
+
+/// The driver's channel of peer messages and rejections (see `serve`).
+const PEER_CHANNEL: usize = 64;
 
 /// Descriptors kept for everything but connections: listeners, the state
 /// file and its directory, the metrics endpoint, logs, the runtime.

@@ -167,6 +167,7 @@ where
                     for (name, value) in self.core.gauges() {
                         metrics::gauge!(self.metrics.name(name)).set(value);
                     }
+                    self.metrics.dropped_total("inbox_full", self.peer_stats.inbox_full());
                     for (listener, stats) in [("peer", &self.peer_stats), ("client", &self.client_stats)] {
                         for (why, n) in stats.closed_totals() {
                             self.metrics.connections_closed(listener, why, n);

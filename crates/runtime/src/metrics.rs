@@ -70,7 +70,10 @@ impl Metrics {
         describe_gauge!(self.name("incarnation"), "This node's current incarnation (life).");
         describe_counter!(self.name("messages_sent_total"), "Peer messages sent, by type.");
         describe_counter!(self.name("messages_received_total"), "Peer messages received, by type.");
-        describe_counter!(self.name("messages_dropped_total"), "Peer messages dropped before sending, by reason.");
+        describe_counter!(
+            self.name("messages_dropped_total"),
+            "Peer messages dropped, by reason: queue_full and send_error before sending, inbox_full on receipt (a UDP sender's inbox was full)."
+        );
         describe_counter!(self.name("frames_rejected_total"), "Peer or client frames refused, by reason.");
         describe_counter!(self.name("client_requests_total"), "Local client requests, by type.");
         describe_counter!(
@@ -101,6 +104,11 @@ impl Metrics {
     /// A peer message could not be queued.
     pub fn dropped(&self, reason: &'static str) {
         metrics::counter!(self.name("messages_dropped_total"), "reason" => reason).increment(1);
+    }
+
+    /// Sets the total of received datagrams dropped for `reason`.
+    pub fn dropped_total(&self, reason: &'static str, total: u64) {
+        metrics::counter!(self.name("messages_dropped_total"), "reason" => reason).absolute(total);
     }
 
     /// A frame was refused.

@@ -195,3 +195,34 @@ async fn rejection_reports_never_wait_for_a_full_channel() {
     assert_eq!(unreported, [(RejectReason::BadMagic, 4)]);
     assert_eq!(cfg.stats.take_unreported().map(|(_, n)| n).sum::<u64>(), 0, "taken once");
 }
+
+#[tokio::test]
+async fn a_flooding_peer_delays_only_itself() {
+    let addrs = free_tcp_addrs(3);
+    // The owner's channel is short and nobody reads it during the flood.
+    let (tx, mut rx) = mpsc::channel(8);
+    let _a = TcpTransport::<TestMsg>::bind(config(1, &addrs, None), tx).await.unwrap();
+    let mut cfg2 = config(2, &addrs, None);
+    cfg2.queue_len = 10_000;
+    let (flooder, _rx2) = tcp(cfg2).await;
+    let (quiet, _rx3) = tcp(config(3, &addrs, None)).await;
+    for i in 0..5000 {
+        flooder.send(NodeId(1), INC, TestMsg::Data { id: i, body: vec![0; 100] }).unwrap();
+    }
+    // The flood fills node 1's inbox for node 2 and the owner's channel;
+    // node 2's connection is then read no further.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    quiet.send(NodeId(1), INC, TestMsg::Text("me too".into())).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut before = 0;
+    loop {
+        match next(&mut rx).await {
+            Incoming::Message { from: NodeId(3), .. } => break,
+            Incoming::Message { .. } => before += 1,
+            Incoming::Rejected { .. } => {}
+        }
+    }
+    // What the owner's channel held (8), the one the merger carried, and
+    // at most one more taken in turn: never the flooder's backlog.
+    assert!(before <= 10, "{before} of the flooder's frames went first");
+}

@@ -17,7 +17,6 @@ async fn tcp(cfg: TransportConfig) -> (TcpTransport<TestMsg>, Rx) {
     (TcpTransport::bind(cfg, tx).await.unwrap(), rx)
 }
 
-
 /// Nodes 1 and 2 over TCP, with the given keys.
 async fn tcp_pair(k1: Option<u8>, k2: Option<u8>) -> ((TcpTransport<TestMsg>, Rx), (TcpTransport<TestMsg>, Rx)) {
     let addrs = free_tcp_addrs(2);

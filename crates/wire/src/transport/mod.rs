@@ -287,6 +287,64 @@ pub(crate) fn fresh_challenge() -> [u8; CHALLENGE_LEN] {
     }
 }
 
+/// Messages one peer may have waiting on this side before the owner takes
+/// them: TCP stops reading that peer's connection, UDP drops its
+/// datagrams (counted in [`LinkStats::inbox_full`]).
+pub const INBOX_PER_PEER: usize = 256;
+
+/// One bounded inbox per peer, merged in turn into the owner's channel by
+/// a task that ends with `stop`: a peer that floods fills its own inbox
+/// and waits (or loses datagrams) while every other peer's next message
+/// goes ahead of its backlog. What the owner's channel already holds is
+/// the most another peer's message waits behind.
+pub(crate) fn fair_inboxes<M: Send + 'static>(
+    peers: impl Iterator<Item = NodeId>,
+    out: mpsc::Sender<Incoming<M>>,
+    stop: tokio_util::sync::CancellationToken,
+) -> HashMap<NodeId, mpsc::Sender<Incoming<M>>> {
+    let (txs, rxs): (HashMap<_, _>, Vec<_>) = peers
+        .map(|id| {
+            let (tx, rx) = mpsc::channel(INBOX_PER_PEER);
+            ((id, tx), rx)
+        })
+        .unzip();
+    tokio::spawn(async move { stop.run_until_cancelled(merge_in_turn(rxs, out)).await });
+    txs
+}
+
+/// Forwards from `inboxes` to `out`, taking from each non-empty inbox in
+/// turn.
+async fn merge_in_turn<M>(mut inboxes: Vec<mpsc::Receiver<Incoming<M>>>, out: mpsc::Sender<Incoming<M>>) {
+    let mut next = 0;
+    loop {
+        let item = std::future::poll_fn(|cx| {
+            let n = inboxes.len();
+            let mut closed = 0;
+            for k in 0..n {
+                let i = (next + k) % n;
+                match inboxes[i].poll_recv(cx) {
+                    std::task::Poll::Ready(Some(item)) => {
+                        next = i + 1;
+                        return std::task::Poll::Ready(Some(item));
+                    }
+                    std::task::Poll::Ready(None) => closed += 1,
+                    std::task::Poll::Pending => {}
+                }
+            }
+            if closed == n {
+                std::task::Poll::Ready(None)
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+        let Some(item) = item else { return };
+        if out.send(item).await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Reports a rejected frame to the owner without waiting: a flood of bad
 /// frames must not hold up the channel valid peers' messages use. When the
 /// channel is full the rejection is counted in `stats` instead (the
@@ -309,6 +367,7 @@ pub(crate) fn report<M>(incoming: &mpsc::Sender<Incoming<M>>, stats: &LinkStats,
 #[derive(Debug, Default)]
 pub struct LinkStats {
     closed: [AtomicU64; Closed::ALL.len()],
+    inbox_full: AtomicU64,
     unreported: [AtomicU64; RejectReason::ALL.len()],
     /// Rate limit for this listener's log lines.
     pub log: LogLimiter,
@@ -369,6 +428,17 @@ impl LinkStats {
     /// Counts a closed connection.
     pub fn closed(&self, why: Closed) {
         self.closed[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a datagram dropped because its sender's inbox was full.
+    pub fn dropped_inbox_full(&self) {
+        self.inbox_full.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Datagrams dropped so far because their sender's inbox was full
+    /// ([`INBOX_PER_PEER`]).
+    pub fn inbox_full(&self) -> u64 {
+        self.inbox_full.load(Ordering::Relaxed)
     }
 
     /// Totals so far, per reason.

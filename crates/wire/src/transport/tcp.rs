@@ -26,8 +26,8 @@ use tokio_util::{
 use tracing::{debug, warn};
 
 use super::{
-    accept_with_backoff, fresh_challenge, report, Closed, Incoming, LinkStats, SendError, Transport, TransportConfig,
-    TransportError,
+    accept_with_backoff, fair_inboxes, fresh_challenge, report, Closed, Incoming, LinkStats, SendError, Transport,
+    TransportConfig, TransportError,
 };
 use crate::{
     auth::CHALLENGE_LEN,
@@ -75,9 +75,11 @@ impl<M: Message> TcpTransport<M> {
         let wakers: HashMap<NodeId, Arc<Notify>> =
             cfg.members.ids().filter(|id| *id != cfg.me).map(|id| (id, Arc::new(Notify::new()))).collect();
         let others = wakers.len();
+        let inboxes = fair_inboxes(wakers.keys().copied(), incoming.clone(), stop.clone());
         let inbound = Arc::new(Inbound {
             codec: codec.clone(),
             incoming,
+            inboxes,
             stats: cfg.stats.clone(),
             handshake_timeout: cfg.handshake_timeout,
             idle_timeout: cfg.idle_timeout,
@@ -160,7 +162,10 @@ fn keepalive(stream: &TcpStream, idle: Duration) {
 #[derive(Debug)]
 struct Inbound<M> {
     codec: Arc<PeerCodec<M>>,
+    /// For rejections (reported without waiting).
     incoming: mpsc::Sender<Incoming<M>>,
+    /// Each member's inbox ([`fair_inboxes`]).
+    inboxes: HashMap<NodeId, mpsc::Sender<Incoming<M>>>,
     stats: Arc<LinkStats>,
     handshake_timeout: Duration,
     idle_timeout: Duration,
@@ -309,8 +314,8 @@ impl<M: Message> Inbound<M> {
                 break;
             }
             next_seq += 1;
-            // Awaiting here applies backpressure to this peer only: the
-            // channel serves waiting senders in turn, one frame each.
+            // Awaiting here applies backpressure to this peer only: each
+            // member has its own inbox, merged in turn.
             if !self.deliver(got).await {
                 break;
             }
@@ -352,7 +357,10 @@ impl<M: Message> Inbound<M> {
     /// once the owner is gone.
     async fn deliver(&self, got: Received<Body<M>>) -> bool {
         match got.msg {
-            Body::Msg(msg) => self.incoming.send(Incoming::Message { from: got.from, inc: got.inc, msg }).await.is_ok(),
+            Body::Msg(msg) => match self.inboxes.get(&got.from) {
+                Some(inbox) => inbox.send(Incoming::Message { from: got.from, inc: got.inc, msg }).await.is_ok(),
+                None => true, // this node itself: `decode_any` admits members
+            },
             Body::Control(_) => true,
         }
     }

@@ -44,7 +44,9 @@ use tokio::{net::UdpSocket, sync::mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, warn};
 
-use super::{fresh_challenge, report, Incoming, LinkStats, SendError, Transport, TransportConfig, TransportError};
+use super::{
+    fair_inboxes, fresh_challenge, report, Incoming, LinkStats, SendError, Transport, TransportConfig, TransportError,
+};
 use crate::{
     auth::{ReplayError, ReplayWindow, CHALLENGE_LEN},
     frame::{Body, Control, PeerCodec, RejectReason, Rejected},
@@ -189,7 +191,8 @@ impl<M: Message> UdpTransport<M> {
             links: Mutex::new(links),
         });
         let stop = CancellationToken::new();
-        let rx = udp_receive(socket, shared.clone(), incoming);
+        let inboxes = fair_inboxes(cfg.members.ids().filter(|id| *id != cfg.me), incoming.clone(), stop.clone());
+        let rx = udp_receive(socket, shared.clone(), incoming, inboxes);
         let task_stop = stop.clone();
         tokio::spawn(async move { task_stop.run_until_cancelled(rx).await });
         let hello = hello_task(shared.clone());
@@ -324,7 +327,12 @@ async fn hello_task<M: Message>(shared: Arc<Shared<M>>) {
 
 /// Receives datagrams, checks their address, frame and number, answers
 /// Hellos, and delivers protocol messages.
-async fn udp_receive<M: Message>(socket: UdpSocket, shared: Arc<Shared<M>>, incoming: mpsc::Sender<Incoming<M>>) {
+async fn udp_receive<M: Message>(
+    socket: UdpSocket,
+    shared: Arc<Shared<M>>,
+    incoming: mpsc::Sender<Incoming<M>>,
+    inboxes: HashMap<NodeId, mpsc::Sender<Incoming<M>>>,
+) {
     let max = shared.codec.max_frame() + UDP_PREFIX_LEN;
     // One byte more than allowed, so that an oversized datagram shows as
     // filling the buffer instead of being silently cut to size.
@@ -347,8 +355,13 @@ async fn udp_receive<M: Message>(socket: UdpSocket, shared: Arc<Shared<M>>, inco
         // accepted messages go here, after the replay window.
         match checked {
             Ok(Some((from, inc, msg))) => {
-                if incoming.send(Incoming::Message { from, inc, msg }).await.is_err() {
-                    return;
+                // Never waits: a sender whose inbox is full loses its own
+                // datagrams, and nobody else's.
+                let Some(inbox) = inboxes.get(&from) else { continue };
+                match inbox.try_send(Incoming::Message { from, inc, msg }) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(_)) => shared.stats.dropped_inbox_full(),
+                    Err(mpsc::error::TrySendError::Closed(_)) => return,
                 }
             }
             Ok(None) => {}
