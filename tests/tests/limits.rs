@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use client::{ClientRequest, ClientResponse};
-use ftcoord_tests::{wait_until, Cluster};
+use ftcoord_tests::{lock_once, wait_until, Cluster};
 use futures::{SinkExt, StreamExt};
 use lockservice::{LockReply, LockRequest};
 use tokio_util::codec::{FramedRead, FramedWrite};
@@ -36,23 +36,6 @@ fn metric(c: &Cluster, id: u32, sample: &str) -> f64 {
 fn all_up(c: &Cluster, n: u32) -> bool {
     (1..=n).all(|id| {
         (1..=n).filter(|p| *p != id).all(|p| metric(c, id, &format!("ntmutex_peer_up{{peer=\"{p}\"}}")) == 1.0)
-    })
-}
-
-/// One lock and release through node `id`, within `timeout`.
-fn lock_once(c: &Cluster, id: u32, timeout: Duration) -> Result<u128, String> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-    rt.block_on(async {
-        let mut cl =
-            client::Client::<LockRequest, LockReply>::connect(c.node(id).client).await.map_err(|e| e.to_string())?;
-        let ms = timeout.as_millis() as u64;
-        match cl.call(LockRequest::Acquire { timeout_ms: ms }, timeout + Duration::from_secs(1)).await {
-            Ok(LockReply::Granted { fence }) => {
-                let _ = cl.call(LockRequest::Release, Duration::from_secs(5)).await;
-                Ok(fence)
-            }
-            other => Err(format!("{other:?}")),
-        }
     })
 }
 

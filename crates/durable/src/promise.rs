@@ -344,6 +344,16 @@ impl PromiseNode {
         Ok(())
     }
 
+    /// A refusal named `value` outside a proposal (tokenwatchd's `Stale`
+    /// answer to a token): the next proposal goes above it. Absurd values
+    /// are ignored. Persist before proposing.
+    pub fn raise_floor(&mut self, value: u64) {
+        if is_sane(value) && value > self.stored.floor() {
+            self.stored.raise_floor(value);
+            self.dirty = true;
+        }
+    }
+
     // ---- proposer half ----
 
     /// Proposes the next value in this node's slot above everything it

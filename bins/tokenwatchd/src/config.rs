@@ -1,0 +1,113 @@
+//! tokenwatchd's own configuration keys (beside the common ones).
+
+use std::time::Duration;
+
+use runtime::config::{CommonConfig, ConfigError, DaemonConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::node::{TwConfig, TwError};
+
+/// Keys of `tokenwatchd.toml` beyond the common ones (tokenwatchd.md).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(default)]
+pub struct TokenwatchdConfig {
+    /// A hand-off unconfirmed this long is retransmitted; set it near
+    /// `1.5 × N × (p99 one-way delay + forwarding)`.
+    pub ring_timeout_ms: u64,
+    /// Retransmissions before a bypass (r).
+    pub max_retransmits: u32,
+    /// Every visit of the token ends this long after it arrived (0 refused).
+    pub max_hold_ms: u64,
+    /// An idle process holds the token this long before passing it on.
+    pub token_min_hold_ms: u64,
+    /// δ: the longest a datagram may take (at least `chaos.delay_ms`).
+    pub max_datagram_delay_ms: u64,
+    /// A successor silent this long after the last transmission to it is
+    /// bypassed (at least max_hold + ring_timeout + δ; 0: exactly that).
+    pub bypass_after_ms: u64,
+    /// No token seen this long starts a Claim (above the bound
+    /// `--check-config` names; 0: the bound plus a quarter).
+    pub token_lost_after_ms: u64,
+    /// A process whose Claim finds nobody else live keeps the token alone.
+    pub allow_minority: bool,
+    /// Most local clients waiting at once.
+    pub max_queue: usize,
+}
+
+impl Default for TokenwatchdConfig {
+    fn default() -> Self {
+        TokenwatchdConfig {
+            ring_timeout_ms: 100,
+            max_retransmits: 3,
+            max_hold_ms: 2_000,
+            token_min_hold_ms: 10,
+            max_datagram_delay_ms: 50,
+            bypass_after_ms: 0,
+            token_lost_after_ms: 0,
+            allow_minority: false,
+            max_queue: 1_024,
+        }
+    }
+}
+
+impl DaemonConfig for TokenwatchdConfig {
+    const NAME: &'static str = "tokenwatchd";
+
+    fn validate(&self, common: &CommonConfig) -> Result<(), ConfigError> {
+        for (key, v, max) in [
+            ("ring_timeout_ms", self.ring_timeout_ms, 3_600_000),
+            ("max_hold_ms", self.max_hold_ms, 86_400_000),
+            ("token_min_hold_ms", self.token_min_hold_ms, 3_600_000),
+            ("max_datagram_delay_ms", self.max_datagram_delay_ms, 3_600_000),
+            ("bypass_after_ms", self.bypass_after_ms, 86_400_000),
+            ("token_lost_after_ms", self.token_lost_after_ms, 86_400_000),
+        ] {
+            if v > max {
+                return Err(ConfigError::new(key, format!("{v} is out of range: expected 0 to {max}")));
+            }
+        }
+        if self.max_retransmits > 100 {
+            return Err(ConfigError::new("max_retransmits", "expected 0 to 100"));
+        }
+        if let Err(e) = self.core(common).validate(common.peers.len()) {
+            let key = match e {
+                TwError::ZeroMaxHold => "max_hold_ms",
+                TwError::ZeroRingTimeout => "ring_timeout_ms",
+                TwError::BypassTooSoon { .. } => "bypass_after_ms",
+                TwError::LostTooSoon { .. } => "token_lost_after_ms",
+                TwError::ZeroQueue => "max_queue",
+                TwError::Promise(_) => "peers",
+            };
+            return Err(ConfigError::new(key, e.to_string()));
+        }
+        Ok(())
+    }
+}
+
+impl TokenwatchdConfig {
+    /// The core's settings (0 for `bypass_after_ms` / `token_lost_after_ms`
+    /// means: derived from the others).
+    pub fn core(&self, common: &CommonConfig) -> TwConfig {
+        let ms = Duration::from_millis;
+        let mut c = TwConfig {
+            ring_timeout: ms(self.ring_timeout_ms),
+            max_retransmits: self.max_retransmits,
+            max_hold: ms(self.max_hold_ms),
+            token_min_hold: ms(self.token_min_hold_ms),
+            max_delay: ms(self.max_datagram_delay_ms),
+            bypass_after: ms(self.bypass_after_ms),
+            token_lost_after: ms(self.token_lost_after_ms),
+            drift_ppm: common.timing.drift_ppm,
+            allow_minority: self.allow_minority,
+            max_queue: self.max_queue,
+        };
+        if self.bypass_after_ms == 0 {
+            c.bypass_after = c.max_hold + c.ring_timeout + c.max_delay;
+        }
+        if self.token_lost_after_ms == 0 {
+            let bound = c.token_lost_bound(common.peers.len());
+            c.token_lost_after = bound + bound / 4;
+        }
+        c
+    }
+}

@@ -1,0 +1,94 @@
+//! The core's events as `tokenwatch_` metrics and log lines
+//! (tokenwatchd.md, Metrics).
+
+use lockservice::LockEvent;
+use runtime::metrics::Metrics;
+
+use crate::node::{ClaimOutcome, TwEvent};
+
+/// Declares the counters once at start (at 0).
+pub fn declare(m: &Metrics) {
+    for c in [
+        "token_passes_total",
+        "retransmissions_total",
+        "stale_tokens_total",
+        "reacks_total",
+        "bypasses_total",
+        "stale_answers_total",
+        "superseded_total",
+        "joins_total",
+        "token_regenerations_total",
+        "cs_entries_total",
+        "lock_lost_total",
+        "acquire_timeouts_total",
+    ] {
+        metrics::counter!(m.name(c)).increment(0);
+    }
+    for how in ["sent", "forwarded"] {
+        metrics::counter!(m.name("acks_total"), "how" => how).increment(0);
+    }
+    for o in [ClaimOutcome::Won, ClaimOutcome::Busy, ClaimOutcome::Refused, ClaimOutcome::Lapsed] {
+        metrics::counter!(m.name("claims_total"), "outcome" => o.label()).increment(0);
+    }
+}
+
+/// Records one core event.
+pub fn record(e: &TwEvent, m: &Metrics) {
+    match e {
+        TwEvent::Lock(LockEvent::Granted { fence, waited, .. }) => {
+            metrics::counter!(m.name("cs_entries_total")).increment(1);
+            metrics::histogram!(m.name("token_wait_seconds")).record(waited.as_secs_f64());
+            let (epoch, counter) = lockservice::fence_parts(*fence);
+            metrics::gauge!(m.name("fence_epoch")).set(epoch as f64);
+            metrics::gauge!(m.name("fence_counter")).set(counter as f64);
+        }
+        TwEvent::Lock(LockEvent::Released { held, how, .. }) => {
+            metrics::histogram!(m.name("hold_seconds")).record(held.as_secs_f64());
+            if matches!(how, lockservice::ReleaseHow::Lost) {
+                metrics::counter!(m.name("lock_lost_total")).increment(1);
+            }
+        }
+        TwEvent::Lock(LockEvent::TimedOut { .. }) => metrics::counter!(m.name("acquire_timeouts_total")).increment(1),
+        TwEvent::Lock(_) => {}
+        TwEvent::Joined => tracing::info!("joined the ring"),
+        TwEvent::Accepted { .. } => {}
+        TwEvent::Passed { .. } => metrics::counter!(m.name("token_passes_total")).increment(1),
+        TwEvent::Confirmed { took } => {
+            metrics::histogram!(m.name("handoff_confirmation_seconds")).record(took.as_secs_f64());
+        }
+        TwEvent::Retransmitted => metrics::counter!(m.name("retransmissions_total")).increment(1),
+        TwEvent::StaleDropped => metrics::counter!(m.name("stale_tokens_total")).increment(1),
+        TwEvent::ReAcked => metrics::counter!(m.name("reacks_total")).increment(1),
+        TwEvent::AckSent { forwarded } => {
+            let how = if *forwarded { "forwarded" } else { "sent" };
+            metrics::counter!(m.name("acks_total"), "how" => how).increment(1);
+        }
+        TwEvent::Bypassed { peer } => {
+            tracing::warn!(peer = peer.0, "successor silent: bypassed by a Claim");
+            metrics::counter!(m.name("bypasses_total")).increment(1);
+        }
+        TwEvent::StaleAnswered => metrics::counter!(m.name("stale_answers_total")).increment(1),
+        TwEvent::Superseded => {
+            tracing::warn!("the successor refused our token as stale: copy dropped, claiming");
+            metrics::counter!(m.name("superseded_total")).increment(1);
+        }
+        TwEvent::ClaimStarted { epoch } => tracing::info!(epoch, "token lost or bypass: Claim started"),
+        TwEvent::ClaimEnded { outcome } => {
+            metrics::counter!(m.name("claims_total"), "outcome" => outcome.label()).increment(1);
+        }
+        TwEvent::Regenerated { epoch, tpc, took } => {
+            tracing::warn!(epoch, tpc, took_ms = took.as_millis() as u64, "token regenerated");
+            metrics::counter!(m.name("token_regenerations_total")).increment(1);
+            metrics::histogram!(m.name("recovery_duration_seconds")).record(took.as_secs_f64());
+        }
+        TwEvent::JoinAnswered => metrics::counter!(m.name("joins_total")).increment(1),
+        TwEvent::StateRecovered { max } => {
+            tracing::warn!(recovered_max = max, "fresh state recovered from the peers' answers");
+        }
+        TwEvent::Refused { from, reason } => {
+            tracing::warn!(peer = from.0, reason, "peer message with an unacceptable value dropped");
+            metrics::counter!(m.name("messages_refused_total"), "reason" => *reason).increment(1);
+        }
+        TwEvent::HasToken(has) => metrics::gauge!(m.name("has_token")).set(if *has { 1.0 } else { 0.0 }),
+    }
+}

@@ -1,0 +1,263 @@
+//! Regeneration by a Claim promised by a majority (tokenwatchd.md,
+//! Crashes, restarts, regeneration; foundation.md, Durable state): after
+//! `token_lost_after` without a token, or on a bypass, a process proposes
+//! an epoch above its floor and sends a Claim once around the live ring.
+//! Each hop is acked and resent every `ring_timeout / N`; a successor
+//! silent for `bypass_after` is skipped (and bypassed by the new token).
+//! A process refuses (adopting nothing, answering the claimant) while it
+//! holds or awaits the token, has accepted a newer token than the
+//! claimant, promised another Claim within its window, or has a threshold
+//! at or above the epoch; otherwise it stores the promise, joins the
+//! adopters and forwards. Back at the claimant, only a majority of
+//! adopters, in time, with no refusal, makes the token.
+
+use durable::promise::{Failure, Refusal, Step, UseError};
+use ftcore::NodeId;
+use std::time::Duration;
+use timer::Instant;
+
+use super::{ClaimOutcome, Hop, Phase, TwEvent, TwNode};
+use crate::msg::{Claim, Msg};
+
+impl TwNode {
+    /// Proposes an epoch and sends the Claim (skipping `skip`), unless a
+    /// Claim is already in flight or the promise component says wait.
+    pub(super) fn start_claim(&mut self, now: Instant, skip: Vec<NodeId>) {
+        if self.claim.is_some() {
+            return;
+        }
+        match self.promise.propose(now) {
+            Ok(epoch) => {
+                self.claim = Some((epoch, now));
+                self.out.event(TwEvent::ClaimStarted { epoch });
+                let claim = Claim {
+                    epoch,
+                    claimant: self.me,
+                    seen: self.seen,
+                    max_tpc: self.tpc,
+                    adopters: vec![self.me],
+                    skipped: skip,
+                };
+                self.send_hop(now, claim);
+            }
+            Err(Refusal::Restarting { remaining } | Refusal::Busy { remaining }) => {
+                self.claim_not_before = now + remaining;
+            }
+            Err(Refusal::Unrecovered) => self.claim_not_before = now + self.cfg.ring_timeout,
+            Err(r) => self.claim_not_before = now + self.promise.retry_after(&Failure::Refused(r), &mut self.rng),
+        }
+    }
+
+    /// Sends one hop of `claim` to the next process in the live view that
+    /// the Claim does not skip; with nobody left, the Claim is back.
+    fn send_hop(&mut self, now: Instant, mut claim: Claim) {
+        // Peers already found silent here are skipped at once, so that a
+        // crashed process costs one `bypass_after`, not one per Claim.
+        while let Some(to) = self.successor(&claim.skipped).filter(|to| self.silent.contains(to)) {
+            claim.skipped.push(to);
+        }
+        match self.successor(&claim.skipped) {
+            Some(to) => {
+                self.out.send(to, Msg::Claim(claim.clone()));
+                self.hops.insert((claim.epoch, claim.claimant), Hop { claim, to, first_sent: now, last_sent: now });
+            }
+            None if claim.claimant == self.me => self.claim_back(now, claim),
+            None => {}
+        }
+    }
+
+    pub(super) fn on_claim(&mut self, now: Instant, from: NodeId, claim: Claim) {
+        self.out.send(from, Msg::ClaimAck { epoch: claim.epoch, claimant: claim.claimant });
+        if claim.claimant == self.me {
+            return self.claim_back(now, claim);
+        }
+        if !self.members.contains(&claim.claimant) {
+            self.out.event(TwEvent::Refused { from, reason: "claimant" });
+            return;
+        }
+        // A repeat of the Claim adopted here (a lost ClaimAck): acked above.
+        if self.adopted == Some((claim.epoch, claim.claimant)) {
+            return;
+        }
+        let refusal = if self.visit.is_some() {
+            Some(Refusal::Busy { remaining: self.cfg.max_hold })
+        } else if self.awaiting.is_some() {
+            Some(Refusal::Busy { remaining: self.cfg.bypass_after })
+        } else if self.seen > claim.seen && now < self.token_seen_at + self.cfg.token_lost_after {
+            // A bypassed claimant must not kill the live token (one seen
+            // here within W: a live token visits every process of its view
+            // within a lap); the refusal counts as its Join. A token not
+            // seen for W is lost here too, and refusing would only stop
+            // every Claim but the one of whoever saw it last.
+            self.readmit.insert(claim.claimant);
+            Some(Refusal::Busy { remaining: self.cfg.token_lost_after })
+        } else {
+            None
+        };
+        let promised = match refusal {
+            Some(r) => Err(r),
+            // (safety) Stored before the ack and the forward (after_input
+            // puts the Persist first); ties refused; promise window.
+            None => self.promise.on_proposal(claim.claimant, claim.epoch, now),
+        };
+        match promised {
+            Err(refusal) => {
+                if matches!(refusal, Refusal::Busy { .. } | Refusal::Promised { .. }) {
+                    // Another Claim is under way: its token may follow.
+                    self.token_activity(now);
+                }
+                self.out.send(claim.claimant, Msg::ClaimRefused { epoch: claim.epoch, refusal })
+            }
+            Ok(p) => {
+                if p.abandoned_own.is_some() {
+                    self.claim = None;
+                    self.out.event(TwEvent::ClaimEnded { outcome: ClaimOutcome::Refused });
+                }
+                self.adopted = Some((claim.epoch, claim.claimant));
+                // Its token follows within W if it wins: no own Claim
+                // before then (a ring of claimants only refuses itself).
+                self.token_activity(now);
+                let mut c = claim;
+                c.adopters.push(self.me);
+                c.max_tpc = c.max_tpc.max(self.tpc);
+                self.send_hop(now, c);
+            }
+        }
+    }
+
+    /// The own Claim is back: a token if a majority adopted it in time and
+    /// nobody refused.
+    fn claim_back(&mut self, now: Instant, claim: Claim) {
+        let Some((epoch, _)) = self.claim else { return };
+        if claim.epoch != epoch {
+            return;
+        }
+        self.hops.remove(&(epoch, self.me));
+        for a in claim.adopters.iter().filter(|a| **a != self.me) {
+            if let Step::Abandoned(f) = self.promise.on_answer(*a, epoch, Ok(()), now) {
+                return self.claim_failed(now, f);
+            }
+        }
+        match self.promise.use_proposal(now) {
+            Ok(epoch) => {
+                self.claim = None;
+                let took = now.saturating_since(self.token_seen_at);
+                // The new token restarts at 1 when max_tpc + 1 would overflow.
+                self.tpc = claim.max_tpc.checked_add(1).unwrap_or(1);
+                self.seen = (epoch, self.tpc);
+                self.last_handoff = None;
+                self.bypassed = claim.skipped.iter().copied().filter(|s| *s != self.me).collect();
+                self.token_activity(now);
+                if matches!(self.phase, Phase::Joining { .. }) {
+                    self.joined();
+                }
+                self.out.event(TwEvent::ClaimEnded { outcome: ClaimOutcome::Won });
+                self.out.event(TwEvent::Regenerated { epoch, tpc: self.tpc, took });
+                self.install(now, epoch);
+            }
+            Err(UseError::NoMajority) => {
+                self.promise.abandon(now);
+                self.claim_failed(now, Failure::Deadline);
+            }
+            Err(UseError::Abandoned(f)) => self.claim_failed(now, f),
+            Err(UseError::NoProposal) => self.claim = None,
+        }
+    }
+
+    fn claim_failed(&mut self, now: Instant, f: Failure) {
+        self.claim = None;
+        let outcome = match f {
+            Failure::Busy { .. } => ClaimOutcome::Busy,
+            Failure::Refused(_) | Failure::Vetoed => ClaimOutcome::Refused,
+            Failure::Deadline => ClaimOutcome::Lapsed,
+        };
+        self.out.event(TwEvent::ClaimEnded { outcome });
+        // Just after a Busy window every refused claimant would retry at
+        // once: spread them over a quarter of W more.
+        // Every claimant's lap leaves promise windows behind it, so
+        // claimants that keep colliding back off further, at random
+        // (exponentially, up to 8·W/2 more).
+        self.claim_failures = self.claim_failures.saturating_add(1);
+        let most = self.cfg.token_lost_after / 2 * (1u32 << self.claim_failures.min(4)).min(8);
+        let spread = match f {
+            Failure::Busy { .. } => self.cfg.token_lost_after / 4 + most,
+            _ => most,
+        };
+        let spread = self.rng.duration_between(Duration::ZERO, spread);
+        self.claim_not_before = now + self.promise.retry_after(&f, &mut self.rng) + spread;
+    }
+
+    pub(super) fn on_claim_ack(&mut self, from: NodeId, epoch: u64, claimant: NodeId) {
+        if self.hops.get(&(epoch, claimant)).is_some_and(|h| h.to == from) {
+            self.hops.remove(&(epoch, claimant));
+        }
+    }
+
+    pub(super) fn on_claim_refused(&mut self, now: Instant, from: NodeId, epoch: u64, refusal: Refusal) {
+        if self.claim.map(|c| c.0) != Some(epoch) {
+            return;
+        }
+        if let Step::Abandoned(f) = self.promise.on_answer(from, epoch, Err(refusal), now) {
+            self.claim_failed(now, f);
+        }
+    }
+
+    fn hop_resend(&self) -> Duration {
+        let n = u32::try_from(self.members.len()).unwrap_or(u32::MAX).max(1);
+        (self.cfg.ring_timeout / n).max(Duration::from_millis(1))
+    }
+
+    pub(super) fn claim_deadline(&self) -> Option<Instant> {
+        let own = self.promise.proposal().map(|(_, deadline)| deadline);
+        let hops = self
+            .hops
+            .values()
+            .map(|h| (h.last_sent + self.hop_resend()).min(h.first_sent + self.cfg.bypass_after))
+            .min();
+        let lost = (self.visit.is_none()
+            && self.awaiting.is_none()
+            && self.claim.is_none()
+            && self.phase == Phase::Joined
+            && !self.leaving)
+            .then(|| self.lost_at().max(self.claim_not_before));
+        [own, hops, lost].into_iter().flatten().min()
+    }
+
+    pub(super) fn claim_timeout(&mut self, now: Instant) {
+        if self.claim.is_some() {
+            if let Some(v) = self.promise.on_deadline(now) {
+                let _ = v;
+                self.claim_failed(now, Failure::Deadline);
+            } else if self.promise.proposal().is_none() {
+                self.claim = None;
+            }
+        }
+        let due: Vec<(u64, NodeId)> = self
+            .hops
+            .iter()
+            .filter(|(_, h)| now >= h.last_sent + self.hop_resend() || now >= h.first_sent + self.cfg.bypass_after)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in due {
+            let Some(mut hop) = self.hops.remove(&key) else { continue };
+            if now >= hop.first_sent + self.cfg.bypass_after {
+                // A successor silent this long is skipped.
+                self.silent.insert(hop.to);
+                hop.claim.skipped.push(hop.to);
+                self.send_hop(now, hop.claim);
+            } else {
+                hop.last_sent = now;
+                self.out.send(hop.to, Msg::Claim(hop.claim.clone()));
+                self.hops.insert(key, hop);
+            }
+        }
+        let lost = self.visit.is_none()
+            && self.awaiting.is_none()
+            && self.claim.is_none()
+            && self.phase == Phase::Joined
+            && !self.leaving;
+        if lost && now >= self.lost_at() && now >= self.claim_not_before {
+            self.start_claim(now, Vec::new());
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Start-up and re-admission (tokenwatchd.md, Crashes, restarts,
+//! regeneration; foundation.md, Joining): every process at start resumes
+//! from its stored state and sends `Join` to every configured process;
+//! each answers `JoinAck` and drops the joiner from `bypassed` in the next
+//! token it forwards. A process has joined once a live process answered
+//! (or it saw a token); a fresh node (no state file) first recovers what
+//! its peers stored, through the promise component.
+
+use durable::promise::{AckStep, RoundStep, Values};
+use ftcore::NodeId;
+use timer::Instant;
+
+use super::{Phase, TwEvent, TwNode};
+use crate::msg::Msg;
+
+impl TwNode {
+    /// Starts the handshake (N = 1 joins at once).
+    pub(super) fn start_joining(&mut self, now: Instant) {
+        if self.members.len() == 1 {
+            self.joined();
+            return;
+        }
+        let nonce = self.fresh_nonce();
+        self.phase = Phase::Joining { nonce, next_join: now };
+        self.join_timeout(now);
+    }
+
+    pub(super) fn join_deadline(&self) -> Option<Instant> {
+        match &self.phase {
+            Phase::Joining { next_join, .. } => Some(*next_join),
+            Phase::Joined => None,
+        }
+    }
+
+    /// Sends `Join` to every peer, again every ring timeout until joined
+    /// (a recovering fresh node: one recovery round per `Join`).
+    pub(super) fn join_timeout(&mut self, now: Instant) {
+        let Phase::Joining { next_join, .. } = self.phase else { return };
+        if now < next_join {
+            return;
+        }
+        let nonce = self.fresh_nonce();
+        if let RoundStep::Wait { until } = self.promise.recovery_round(nonce, now) {
+            self.phase = Phase::Joining { nonce, next_join: until };
+            return;
+        }
+        self.phase = Phase::Joining { nonce, next_join: now + self.cfg.ring_timeout };
+        for p in self.members.clone() {
+            if p != self.me {
+                self.out.send(p, Msg::Join { nonce });
+            }
+        }
+    }
+
+    pub(super) fn on_join(&mut self, _now: Instant, from: NodeId, nonce: u64) {
+        self.out.send(from, Msg::JoinAck { nonce, values: self.promise.values() });
+        self.readmit.insert(from);
+        self.out.event(TwEvent::JoinAnswered);
+    }
+
+    pub(super) fn on_join_ack(&mut self, now: Instant, from: NodeId, nonce: u64, values: Option<Values>) {
+        if !self.promise.stored().recovered() {
+            match self.promise.on_hello_ack(from, nonce, values, now) {
+                AckStep::Recovered { max } => self.out.event(TwEvent::StateRecovered { max }),
+                AckStep::Pending | AckStep::Ignored => return,
+            }
+        }
+        if matches!(self.phase, Phase::Joining { .. }) {
+            self.joined();
+        }
+    }
+
+    /// The process may serve.
+    pub(super) fn joined(&mut self) {
+        if self.phase == Phase::Joined {
+            return;
+        }
+        self.phase = Phase::Joined;
+        self.out.event(TwEvent::Joined);
+    }
+
+    /// A token was seen: that counts as joined (once recovered).
+    pub(super) fn token_seen_joins(&mut self) {
+        if matches!(self.phase, Phase::Joining { .. }) && self.promise.stored().recovered() {
+            self.joined();
+        }
+    }
+}

@@ -1,0 +1,672 @@
+//! The sans-IO core of tokenwatchd: the token passing counter and ACK with
+//! TTL over a lossy ring, bypass and regeneration by a Claim a majority
+//! promised, and the local lock service on top.
+//!
+//! Reading guide: this file holds the settings, the state, the `Protocol`
+//! impl and the dispatch; each mechanism of tokenwatchd.md is one file, an
+//! `impl TwNode` block readable against one section of the spec:
+//!
+//! - [`join`]: `Join` / `JoinAck`, re-admission, fresh-node recovery;
+//! - [`pass`]: `Token(m)` and `Ack(ttl, m)`, retransmission, bypass, the
+//!   visit (grants, idle hold, `max_hold`);
+//! - [`claim`]: regeneration by a Claim: proposing, adopting, refusing,
+//!   acked and resent hops that skip a silent process, completion.
+//!
+//! Time comes in as arguments; every deadline is derived from the state
+//! ([`poll_timeout`](TwNode::poll_timeout)), so a timer that fires late or
+//! early does no harm. After every input [`TwNode::after_input`] stores
+//! what changed (one `Persist` ahead of the outputs it guards) and serves
+//! the visit.
+
+mod claim;
+mod join;
+mod pass;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use durable::promise::{self, PromiseNode, Promises};
+use ftcore::{
+    ClientId, Context, Incarnation, JoinState, NodeId, Outbox, Output, OutputOf, PeerView, Protocol, StatusReport,
+};
+use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
+use serde::{Deserialize, Serialize};
+use timer::{Instant, SeededRng};
+
+use crate::msg::{Claim, Msg};
+
+/// Protocol settings (derived from the daemon's config; checked by
+/// [`TwConfig::validate`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TwConfig {
+    /// `ring_timeout_ms`: a hand-off unconfirmed this long is retransmitted.
+    pub ring_timeout: Duration,
+    /// `max_retransmits` (r).
+    pub max_retransmits: u32,
+    /// `max_hold_ms`: every visit ends this long after the token arrived.
+    pub max_hold: Duration,
+    /// `token_min_hold_ms`: an idle process holds the token this long.
+    pub token_min_hold: Duration,
+    /// δ, `max_datagram_delay_ms`.
+    pub max_delay: Duration,
+    /// `bypass_after_ms`: a successor silent this long after the last
+    /// transmission to it is bypassed.
+    pub bypass_after: Duration,
+    /// W, `token_lost_after_ms`: no token seen this long starts a Claim;
+    /// also the promise window and a Claim's deadline.
+    pub token_lost_after: Duration,
+    /// ρ in parts per million.
+    pub drift_ppm: u32,
+    /// A process whose Claim found no other live process may keep the
+    /// token alone.
+    pub allow_minority: bool,
+    /// The local queue.
+    pub max_queue: usize,
+}
+
+impl Default for TwConfig {
+    fn default() -> Self {
+        TwConfig {
+            ring_timeout: Duration::from_millis(100),
+            max_retransmits: 3,
+            max_hold: Duration::from_millis(2_000),
+            token_min_hold: Duration::from_millis(10),
+            max_delay: Duration::from_millis(50),
+            bypass_after: Duration::from_millis(2_200),
+            token_lost_after: Duration::from_millis(12_000),
+            drift_ppm: 1_000,
+            allow_minority: false,
+            max_queue: 1_024,
+        }
+    }
+}
+
+impl TwConfig {
+    /// The least `token_lost_after` for `n` processes: `max_hold +
+    /// N·(token_min_hold + hop) + r·ring_timeout + ⌈N/2⌉·bypass_after`,
+    /// hop = δ + 1 ms (tokenwatchd.md).
+    pub fn token_lost_bound(&self, n: usize) -> Duration {
+        let n32 = u32::try_from(n).unwrap_or(u32::MAX);
+        let hop = self.max_delay + Duration::from_millis(1);
+        self.max_hold
+            .saturating_add((self.token_min_hold + hop).saturating_mul(n32))
+            .saturating_add(self.ring_timeout.saturating_mul(self.max_retransmits))
+            .saturating_add(self.bypass_after.saturating_mul(n32.div_ceil(2)))
+    }
+
+    /// Checks the settings for `n` processes: the one place they are
+    /// validated (the daemon's `--check-config` calls it too).
+    pub fn validate(&self, n: usize) -> Result<(), TwError> {
+        if self.max_hold.is_zero() {
+            return Err(TwError::ZeroMaxHold);
+        }
+        if self.ring_timeout.is_zero() {
+            return Err(TwError::ZeroRingTimeout);
+        }
+        let need = self.max_hold + self.ring_timeout + self.max_delay;
+        if self.bypass_after < need {
+            return Err(TwError::BypassTooSoon { need });
+        }
+        let need = self.token_lost_bound(n);
+        if self.token_lost_after <= need {
+            return Err(TwError::LostTooSoon { need });
+        }
+        if self.max_queue == 0 {
+            return Err(TwError::ZeroQueue);
+        }
+        Ok(())
+    }
+}
+
+/// Why a process cannot start.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TwError {
+    /// `max_hold_ms` is 0.
+    #[error("max_hold_ms must be above 0 (every visit ends)")]
+    ZeroMaxHold,
+    /// `ring_timeout_ms` is 0.
+    #[error("ring_timeout_ms must be above 0")]
+    ZeroRingTimeout,
+    /// `bypass_after_ms` below `max_hold + ring_timeout + δ`.
+    #[error("bypass_after_ms must be at least max_hold_ms + ring_timeout_ms + max_datagram_delay_ms = {need:?}")]
+    BypassTooSoon {
+        /// The bound.
+        need: Duration,
+    },
+    /// `token_lost_after_ms` not above its bound.
+    #[error(
+        "token_lost_after_ms must be above max_hold + N·(token_min_hold + δ + 1 ms) + r·ring_timeout + ⌈N/2⌉·bypass_after = {need:?}"
+    )]
+    LostTooSoon {
+        /// The bound.
+        need: Duration,
+    },
+    /// `max_queue` is 0.
+    #[error("max_queue must be at least 1")]
+    ZeroQueue,
+    /// The promise component refused the settings.
+    #[error(transparent)]
+    Promise(#[from] promise::ConfigError),
+}
+
+/// What a process keeps on disk, stored before anything that depends on it
+/// is sent: its promises (epochs in use, promised, proposed; fresh-node
+/// recovery) and its token passing counter.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TwDurable {
+    /// The promise component's stored part (`None`: never written).
+    pub promises: Option<Promises>,
+    /// The token passing counter.
+    pub tpc: u64,
+}
+
+impl From<LockEvent> for TwEvent {
+    fn from(e: LockEvent) -> Self {
+        TwEvent::Lock(e)
+    }
+}
+
+/// How a Claim ended, for the metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ClaimOutcome {
+    /// It made a token.
+    Won,
+    /// A process answered `Busy`.
+    Busy,
+    /// A process refused for another reason (`Stale` among them).
+    Refused,
+    /// It was not back in time, or came back without a majority.
+    Lapsed,
+}
+
+impl ClaimOutcome {
+    /// Metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            ClaimOutcome::Won => "won",
+            ClaimOutcome::Busy => "busy",
+            ClaimOutcome::Refused => "refused",
+            ClaimOutcome::Lapsed => "lapsed",
+        }
+    }
+}
+
+/// What the core reports to metrics, logs and checkers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TwEvent {
+    /// The local lock service did something (grant, release, …).
+    Lock(LockEvent),
+    /// The process may serve (a Join answered, or a token seen).
+    Joined,
+    /// A new token was accepted (the process holds it now).
+    Accepted {
+        /// Its epoch.
+        epoch: u64,
+        /// The tpc it set.
+        tpc: u64,
+    },
+    /// The token was handed to `to` (first transmission).
+    Passed {
+        /// The successor.
+        to: NodeId,
+    },
+    /// A hand-off was confirmed.
+    Confirmed {
+        /// Time from the first transmission.
+        took: Duration,
+    },
+    /// The token was sent again.
+    Retransmitted,
+    /// A stale token was dropped.
+    StaleDropped,
+    /// A retransmitted hand-off was acked again.
+    ReAcked,
+    /// An ACK was sent (issued here) or forwarded.
+    AckSent {
+        /// True when forwarded.
+        forwarded: bool,
+    },
+    /// A silent successor was bypassed.
+    Bypassed {
+        /// The successor.
+        peer: NodeId,
+    },
+    /// A token was refused with `Stale`.
+    StaleAnswered,
+    /// This process dropped its copy because a `Stale` came back.
+    Superseded,
+    /// A Claim was started.
+    ClaimStarted {
+        /// Its epoch.
+        epoch: u64,
+    },
+    /// An own Claim ended.
+    ClaimEnded {
+        /// How.
+        outcome: ClaimOutcome,
+    },
+    /// This process made a new token.
+    Regenerated {
+        /// The new epoch.
+        epoch: u64,
+        /// Its first tpc.
+        tpc: u64,
+        /// Token lost (no token seen) to the new token.
+        took: Duration,
+    },
+    /// A Join was answered.
+    JoinAnswered,
+    /// A fresh node recovered what its peers stored.
+    StateRecovered {
+        /// Tokens at or below it are refused for ever.
+        max: u64,
+    },
+    /// A message with a value the protocol cannot accept was dropped.
+    Refused {
+        /// Its sender.
+        from: NodeId,
+        /// What was wrong (metric label).
+        reason: &'static str,
+    },
+    /// The token arrived or left (gauge).
+    HasToken(bool),
+}
+
+/// The token while it is here.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Visit {
+    epoch: u64,
+    since: Instant,
+    /// Grants made in this visit.
+    grants: u64,
+}
+
+/// A hand-off awaiting its confirmation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Awaiting {
+    to: NodeId,
+    epoch: u64,
+    /// The count handed off (`Token(m)`).
+    m: u64,
+    /// The live view it carried.
+    bypassed: Vec<NodeId>,
+    first_sent: Instant,
+    last_sent: Instant,
+    retransmits: u32,
+}
+
+/// One hop of a Claim sent here (as claimant or adopter), resent until
+/// its successor acks.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Hop {
+    claim: Claim,
+    to: NodeId,
+    first_sent: Instant,
+    last_sent: Instant,
+}
+
+/// How far the start-up handshake is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    /// Sending `Join` every ring timeout; a fresh node also recovers.
+    Joining {
+        nonce: u64,
+        next_join: Instant,
+    },
+    Joined,
+}
+
+/// One tokenwatchd process.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TwNode {
+    cfg: TwConfig,
+    me: NodeId,
+    inc: Incarnation,
+    members: Vec<NodeId>,
+    promise: PromiseNode,
+    /// The token passing counter (stored).
+    tpc: u64,
+    /// `tpc` as last stored.
+    stored_tpc: u64,
+    /// The live view: processes left out, from the newest token accepted.
+    bypassed: BTreeSet<NodeId>,
+    /// Processes whose Join was answered here since the last token passed
+    /// on: dropped from `bypassed` in the next token forwarded.
+    readmit: BTreeSet<NodeId>,
+    /// The newest (epoch, m) accepted.
+    seen: (u64, u64),
+    /// The (epoch, m) of the last hand-off accepted: its retransmission is
+    /// acked again.
+    last_handoff: Option<(u64, u64)>,
+    /// The last Claim adopted here (epoch, claimant): a repeat is acked
+    /// again, not forwarded twice.
+    adopted: Option<(u64, NodeId)>,
+    visit: Option<Visit>,
+    awaiting: Option<Awaiting>,
+    /// When a token was last accepted or confirmed here (or this life
+    /// started): `token_lost_after` later, a Claim starts.
+    token_seen_at: Instant,
+    /// A random part of the token-lost deadline, drawn anew whenever the
+    /// token shows itself, so that processes that lost it together do not
+    /// all claim at once (they would only refuse each other).
+    lost_jitter: Duration,
+    /// The own Claim in flight: epoch and when it was sent.
+    claim: Option<(u64, Instant)>,
+    /// No own Claim before this (restart window, backoff after a failure).
+    claim_not_before: Instant,
+    /// Own Claims failed in a row since the token was last seen: the
+    /// random part of the next retry grows with it (up to 8·W/2).
+    claim_failures: u32,
+    /// Claim hops awaiting their ack, by (epoch, claimant).
+    hops: BTreeMap<(u64, NodeId), Hop>,
+    /// Peers that left a Claim hop unacked for `bypass_after`, and are
+    /// skipped by later Claims sent from here until they are heard from.
+    silent: BTreeSet<NodeId>,
+    /// Peers heard from, with their life (status).
+    heard: BTreeMap<NodeId, Incarnation>,
+    phase: Phase,
+    locks: LocalLocks,
+    leaving: bool,
+    rng: SeededRng,
+    nonce_counter: u64,
+    out: Outbox<Msg, LockReply, TwEvent, TwDurable>,
+}
+
+impl TwNode {
+    /// The ring's live view: configured processes minus the bypassed ones
+    /// (this process always in).
+    fn live_view(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.members.iter().copied().filter(|m| *m == self.me || !self.bypassed.contains(m))
+    }
+
+    /// L, the live view's size.
+    fn live_len(&self) -> usize {
+        self.live_view().count()
+    }
+
+    /// The next process after this one in the live view, leaving out
+    /// `skip`; `None` when there is nobody else.
+    fn successor(&self, skip: &[NodeId]) -> Option<NodeId> {
+        let i = self.members.iter().position(|m| *m == self.me)?;
+        let n = self.members.len();
+        (1..n)
+            .map(|k| self.members[(i + k) % n])
+            .find(|m| !self.bypassed.contains(m) && !skip.contains(m) && *m != self.me)
+    }
+
+    fn fresh_nonce(&mut self) -> u64 {
+        self.nonce_counter += 1;
+        (self.inc.0 << 20) ^ self.nonce_counter
+    }
+
+    /// The fence of a grant now: (epoch in use, tpc).
+    fn fence(&self, epoch: u64) -> u128 {
+        lockservice::fence(epoch, self.tpc)
+    }
+
+    /// The token showed itself (accepted, confirmed, or a Claim adopted
+    /// whose token follows within W): the token-lost deadline starts over.
+    fn token_activity(&mut self, now: Instant) {
+        self.token_seen_at = now;
+        if self.visit.is_some() || self.awaiting.is_some() {
+            self.claim_failures = 0;
+        }
+        self.lost_jitter = self.rng.duration_between(Duration::ZERO, self.cfg.token_lost_after / 2);
+    }
+
+    /// When this process counts the token as lost.
+    fn lost_at(&self) -> Instant {
+        self.token_seen_at + self.cfg.token_lost_after + self.lost_jitter
+    }
+
+    /// Stores what changed (promises or tpc) ahead of every output the
+    /// input produced, then serves the visit.
+    fn after_input(&mut self, now: Instant) {
+        self.serve(now);
+        self.persist_first();
+    }
+
+    /// Moves one `Persist` of the current state in front of the outputs
+    /// queued by this input, if anything stored changed.
+    fn persist_first(&mut self) {
+        let promises = self.promise.take_dirty();
+        if promises.is_none() && self.tpc == self.stored_tpc {
+            return;
+        }
+        self.stored_tpc = self.tpc;
+        let state = TwDurable { promises: Some(self.promise.stored().clone()), tpc: self.tpc };
+        let queued = self.out.drain();
+        self.out.persist(state);
+        for o in queued {
+            match o {
+                Output::Send { to, msg } => self.out.send(to, msg),
+                Output::Reply { client, reply } => self.out.reply(client, reply),
+                Output::Event(e) => self.out.event(e),
+                Output::Persist(d) => self.out.persist(d),
+            }
+        }
+    }
+
+    /// Whether this process holds the token.
+    pub fn has_token(&self) -> bool {
+        self.visit.is_some()
+    }
+
+    /// The token passing counter.
+    pub fn tpc(&self) -> u64 {
+        self.tpc
+    }
+
+    /// The highest epoch in use here.
+    pub fn epoch(&self) -> u64 {
+        self.promise.stored().in_use()
+    }
+
+    /// The promise component (read access for checkers).
+    pub fn promises(&self) -> &PromiseNode {
+        &self.promise
+    }
+
+    /// Whether a hand-off awaits its confirmation.
+    pub fn is_awaiting(&self) -> bool {
+        self.awaiting.is_some()
+    }
+
+    /// Processes this one's live view leaves out.
+    pub fn bypassed(&self) -> &BTreeSet<NodeId> {
+        &self.bypassed
+    }
+}
+
+impl Protocol for TwNode {
+    type Msg = Msg;
+    type Request = LockRequest;
+    type Reply = LockReply;
+    type Event = TwEvent;
+    type Config = TwConfig;
+    type Durable = TwDurable;
+    type Error = TwError;
+
+    fn start(ctx: Context<TwConfig, TwDurable>) -> Result<Self, TwError> {
+        let members: Vec<NodeId> = ctx.membership.ids().collect();
+        ctx.config.validate(members.len())?;
+        let mut pcfg = promise::Config::new(members.clone(), ctx.me, ctx.config.token_lost_after);
+        pcfg.drift_ppm = ctx.config.drift_ppm;
+        pcfg.new_cluster = ctx.new_cluster;
+        let stored = ctx.stored.clone();
+        let loaded = stored.as_ref().and_then(|d| d.promises.clone());
+        let promise = PromiseNode::new(pcfg, loaded, ctx.now)?;
+        let tpc = stored.as_ref().map_or(0, |d| d.tpc);
+        let mut rng = SeededRng::new(ctx.seed);
+        let first_claim = promise.first_proposal_at(&mut rng);
+        let locks = LocalLocks::new(LocksConfig {
+            max_queue: ctx.config.max_queue,
+            // The visit enforces max_hold (from the token's arrival).
+            max_hold: None,
+            revoke_grace: Duration::ZERO,
+        });
+        let mut node = TwNode {
+            members,
+            me: ctx.me,
+            inc: ctx.incarnation,
+            promise,
+            tpc,
+            stored_tpc: tpc,
+            bypassed: BTreeSet::new(),
+            readmit: BTreeSet::new(),
+            seen: (0, 0),
+            last_handoff: None,
+            adopted: None,
+            visit: None,
+            awaiting: None,
+            token_seen_at: ctx.now,
+            lost_jitter: Duration::ZERO,
+            claim: None,
+            claim_not_before: first_claim,
+            claim_failures: 0,
+            hops: BTreeMap::new(),
+            heard: BTreeMap::new(),
+            silent: BTreeSet::new(),
+            phase: Phase::Joining { nonce: 0, next_join: ctx.now },
+            locks,
+            leaving: false,
+            rng,
+            nonce_counter: 0,
+            out: Outbox::default(),
+            cfg: ctx.config,
+        };
+        node.start_joining(ctx.now);
+        node.after_input(ctx.now);
+        Ok(node)
+    }
+
+    fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Msg) {
+        if from == self.me || !self.members.contains(&from) {
+            self.out.event(TwEvent::Refused { from, reason: "not_a_member" });
+            return;
+        }
+        let known = self.heard.entry(from).or_default();
+        if inc < *known {
+            // The transport refuses older lives; a core never acts on one.
+            return;
+        }
+        *known = inc;
+        self.silent.remove(&from);
+        match msg {
+            Msg::Token { epoch, m, bypassed } => self.on_token(now, from, epoch, m, bypassed),
+            Msg::Ack { epoch, ttl, m } => self.on_ack(now, epoch, ttl, m),
+            Msg::Stale { epoch } => self.on_stale(now, from, epoch),
+            Msg::Join { nonce } => self.on_join(now, from, nonce),
+            Msg::JoinAck { nonce, values } => self.on_join_ack(now, from, nonce, values),
+            Msg::Claim(claim) => self.on_claim(now, from, claim),
+            Msg::ClaimAck { epoch, claimant } => self.on_claim_ack(from, epoch, claimant),
+            Msg::ClaimRefused { epoch, refusal } => self.on_claim_refused(now, from, epoch, refusal),
+        }
+        self.after_input(now);
+    }
+
+    fn handle_request(&mut self, now: Instant, client: ClientId, req: LockRequest) {
+        if self.leaving {
+            if let LockRequest::Acquire { .. } = req {
+                self.out.reply(client, LockReply::Refused { reason: "daemon is shutting down".into() });
+                return;
+            }
+        }
+        self.locks.request(now, client, req, &mut self.out);
+        self.after_input(now);
+    }
+
+    fn handle_client_gone(&mut self, now: Instant, client: ClientId) {
+        self.locks.client_gone(now, client, &mut self.out);
+        self.after_input(now);
+    }
+
+    fn handle_link_lost(&mut self, now: Instant, _peer: NodeId) {
+        // UDP: loss is expected; retransmission and bypass handle it.
+        self.after_input(now);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.locks.handle_timeout(now, &mut self.out);
+        self.join_timeout(now);
+        self.pass_timeout(now);
+        self.claim_timeout(now);
+        self.after_input(now);
+    }
+
+    fn handle_shutdown(&mut self, now: Instant) {
+        self.leaving = true;
+        self.locks.shutdown(now, &mut self.out);
+        self.after_input(now);
+    }
+
+    fn is_left(&self) -> bool {
+        // Left once the token is handed on and confirmed (or never here).
+        self.leaving && self.visit.is_none() && self.awaiting.is_none()
+    }
+
+    fn poll_output(&mut self) -> Option<OutputOf<Self>> {
+        self.out.pop()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        [self.locks.poll_timeout(), self.join_deadline(), self.pass_deadline(), self.claim_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn incarnation(&self) -> Incarnation {
+        self.inc
+    }
+
+    fn status(&self) -> StatusReport {
+        let role = match (&self.visit, &self.awaiting, &self.claim) {
+            (Some(_), _, _) => "holder",
+            (None, Some(_), _) => "awaiting",
+            (None, None, Some(_)) => "claiming",
+            _ => "member",
+        };
+        let mut details = vec![
+            ("epoch".to_string(), self.epoch().to_string()),
+            ("tpc".to_string(), self.tpc.to_string()),
+            ("live_view".to_string(), self.live_len().to_string()),
+            ("waiting".to_string(), self.locks.waiting().to_string()),
+        ];
+        if !self.bypassed.is_empty() {
+            let b: Vec<String> = self.bypassed.iter().map(|n| n.to_string()).collect();
+            details.push(("bypassed".to_string(), b.join(",")));
+        }
+        StatusReport {
+            daemon: "tokenwatchd".into(),
+            node: self.me,
+            incarnation: self.inc,
+            role: role.into(),
+            peers: Vec::new(),
+            details,
+        }
+    }
+
+    fn peer_view(&self, peer: NodeId) -> PeerView {
+        PeerView { up: !self.bypassed.contains(&peer), incarnation: self.heard.get(&peer).copied().unwrap_or_default() }
+    }
+
+    fn join_state(&self) -> JoinState {
+        match self.phase {
+            Phase::Joined => JoinState::Joined,
+            Phase::Joining { .. } => {
+                JoinState::Joining { answered: usize::from(!self.heard.is_empty()), of: self.members.len() }
+            }
+        }
+    }
+
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("has_token", f64::from(u8::from(self.visit.is_some()))),
+            ("tpc", self.tpc as f64),
+            ("epoch", self.epoch() as f64),
+        ]
+    }
+}

@@ -1,0 +1,237 @@
+//! The token and its confirmation (tokenwatchd.md, Algorithm): `Token(m)`
+//! accepted when new (`tpc = m + 1`, `Ack(L−1, tpc)` sent forward), dropped
+//! when stale (re-ACKed when it repeats the last hand-off), refused with
+//! `Stale` below the stored epoch; ACKs forwarded while `ttl > 1` whatever
+//! their `m` and never changing `tpc`; retransmission every ring timeout,
+//! at most r times, then a bypass (a Claim skipping the silent successor);
+//! the visit: grants with a fresh fence each, idle hold, `max_hold`.
+
+use ftcore::NodeId;
+use timer::Instant;
+
+use super::{Awaiting, TwEvent, TwNode, Visit};
+use crate::msg::Msg;
+
+impl TwNode {
+    pub(super) fn on_token(&mut self, now: Instant, from: NodeId, epoch: u64, m: u64, bypassed: Vec<NodeId>) {
+        if !self.promise.stored().recovered() {
+            // An unrecovered fresh node takes no token; the sender bypasses it.
+            return;
+        }
+        // (safety) Below the stored epoch (or at or below a recovered
+        // fresh node's recovered_max): answer Stale with the higher one.
+        if self.promise.check_token(epoch).is_err() || epoch < self.epoch() {
+            let known = self.promise.threshold().max(self.epoch()).max(self.promise.stored().recovered_max());
+            self.out.send(from, Msg::Stale { epoch: known.max(epoch) });
+            self.out.event(TwEvent::StaleAnswered);
+            return;
+        }
+        if epoch == self.epoch() && m <= self.tpc {
+            // Stale: a retransmission that already arrived, or an old copy.
+            if self.last_handoff == Some((epoch, m)) {
+                self.send_ack(epoch, self.tpc, false);
+                self.out.event(TwEvent::ReAcked);
+            }
+            self.out.event(TwEvent::StaleDropped);
+            return;
+        }
+        if let Some(v) = &self.visit {
+            if v.epoch >= epoch {
+                // A second token of the epoch held here: never installed.
+                self.out.event(TwEvent::Refused { from, reason: "second_token" });
+                return;
+            }
+            self.locks.lose(now, "the token was superseded by a newer epoch", &mut self.out);
+            self.visit = None;
+        }
+        let Some(tpc) = m.checked_add(1) else {
+            // tpc would overflow: grant nothing, claim (its token restarts at 1).
+            self.out.event(TwEvent::Refused { from, reason: "tpc_overflow" });
+            return;
+        };
+        if self.promise.on_in_use(epoch, now).is_err() {
+            self.out.event(TwEvent::Refused { from, reason: "epoch" });
+            return;
+        }
+        // New. Getting a token back proves the earlier hand-off worked.
+        if let Some(a) = self.awaiting.take() {
+            self.out.event(TwEvent::Confirmed { took: now.saturating_since(a.first_sent) });
+        }
+        if let Some(abandoned) = self.promise.abandon(now) {
+            let _ = abandoned;
+            self.claim = None;
+            self.out.event(TwEvent::ClaimEnded { outcome: super::ClaimOutcome::Lapsed });
+        }
+        self.tpc = tpc;
+        self.seen = (epoch, m);
+        self.last_handoff = Some((epoch, m));
+        self.bypassed = bypassed.into_iter().filter(|b| *b != self.me && self.members.contains(b)).collect();
+        self.token_activity(now);
+        self.token_seen_joins();
+        self.send_ack(epoch, tpc, false);
+        self.install(now, epoch);
+        self.out.event(TwEvent::Accepted { epoch, tpc });
+    }
+
+    /// The token is here now.
+    pub(super) fn install(&mut self, now: Instant, epoch: u64) {
+        self.visit = Some(Visit { epoch, since: now, grants: 0 });
+        self.locks.token_arrived(now);
+        self.out.event(TwEvent::HasToken(true));
+    }
+
+    /// Sends `Ack(L−1, m)` (or forwards one) to the successor.
+    fn send_ack(&mut self, epoch: u64, m: u64, forwarded: bool) {
+        let ttl = u32::try_from(self.live_len().saturating_sub(1)).unwrap_or(u32::MAX);
+        if ttl == 0 {
+            return;
+        }
+        if let Some(to) = self.successor(&[]) {
+            self.out.send(to, Msg::Ack { epoch, ttl, m });
+            self.out.event(TwEvent::AckSent { forwarded });
+        }
+    }
+
+    pub(super) fn on_ack(&mut self, now: Instant, epoch: u64, ttl: u32, m: u64) {
+        // Forwarded whatever m is: with reordering a stale-looking ACK may be
+        // the only confirmation its target gets.
+        if ttl > 1 {
+            if let Some(to) = self.successor(&[]) {
+                self.out.send(to, Msg::Ack { epoch, ttl: ttl - 1, m });
+                self.out.event(TwEvent::AckSent { forwarded: true });
+            }
+        }
+        // (safety) An ACK never changes tpc; it only confirms.
+        if let Some(a) = &self.awaiting {
+            if (epoch, m) > (a.epoch, a.m) {
+                let took = now.saturating_since(a.first_sent);
+                self.awaiting = None;
+                self.token_activity(now);
+                self.out.event(TwEvent::Confirmed { took });
+            }
+        }
+    }
+
+    /// A process refused the token handed to it: drop the copy, stop
+    /// waiting (so as not to bypass live processes) and claim above it.
+    pub(super) fn on_stale(&mut self, now: Instant, from: NodeId, epoch: u64) {
+        if self.awaiting.as_ref().is_none_or(|a| a.to != from) {
+            return;
+        }
+        self.awaiting = None;
+        self.promise.raise_floor(epoch);
+        self.out.event(TwEvent::Superseded);
+        self.start_claim(now, Vec::new());
+    }
+
+    /// Serves the visit: grants with a fresh fence each, then passes the
+    /// token on (after `token_min_hold` when idle; at `max_hold` whatever).
+    pub(super) fn serve(&mut self, now: Instant) {
+        let Some(v) = &self.visit else { return };
+        let (since, epoch, grants) = (v.since, v.epoch, v.grants);
+        if now >= since + self.cfg.max_hold {
+            if self.locks.is_held() {
+                self.locks.lose(now, "held longer than max_hold_ms", &mut self.out);
+            }
+            return self.pass_on(now);
+        }
+        if self.locks.is_held() {
+            return;
+        }
+        if self.locks.has_waiters() && !self.leaving {
+            // (safety) Each grant after the first raises tpc (stored first).
+            let before = self.tpc;
+            if grants > 0 {
+                let Some(next) = self.tpc.checked_add(1) else {
+                    self.locks.lose(now, "tpc overflow", &mut self.out);
+                    self.visit = None;
+                    self.out.event(TwEvent::HasToken(false));
+                    return self.start_claim(now, Vec::new());
+                };
+                self.tpc = next;
+            }
+            let fence = self.fence(epoch);
+            if self.locks.grant_next(now, fence, false, &mut self.out).is_some() {
+                if let Some(v) = &mut self.visit {
+                    v.grants += 1;
+                }
+                return;
+            }
+            self.tpc = before;
+        }
+        if grants > 0 || self.leaving || now >= since + self.cfg.token_min_hold {
+            self.pass_on(now);
+        }
+    }
+
+    /// Hands the token to the successor and waits for its confirmation.
+    fn pass_on(&mut self, now: Instant) {
+        let Some(v) = self.visit.take() else { return };
+        self.out.event(TwEvent::HasToken(false));
+        for r in std::mem::take(&mut self.readmit) {
+            self.bypassed.remove(&r);
+        }
+        match self.successor(&[]) {
+            Some(to) => {
+                let bypassed: Vec<NodeId> = self.bypassed.iter().copied().collect();
+                self.out.send(to, Msg::Token { epoch: v.epoch, m: self.tpc, bypassed: bypassed.clone() });
+                self.awaiting = Some(Awaiting {
+                    to,
+                    epoch: v.epoch,
+                    m: self.tpc,
+                    bypassed,
+                    first_sent: now,
+                    last_sent: now,
+                    retransmits: 0,
+                });
+                self.out.event(TwEvent::Passed { to });
+            }
+            // N = 1, or alone by choice: keep it (sending it to oneself
+            // would be stale and lose it).
+            None if self.members.len() == 1 || self.cfg.allow_minority => self.install(now, v.epoch),
+            // (safety) No minority holder: drop the copy, claim.
+            None => self.start_claim(now, Vec::new()),
+        }
+    }
+
+    pub(super) fn pass_deadline(&self) -> Option<Instant> {
+        let visit = self.visit.as_ref().map(|v| {
+            let end = v.since + self.cfg.max_hold;
+            if self.locks.is_held() || self.locks.has_waiters() {
+                end
+            } else {
+                end.min(v.since + self.cfg.token_min_hold)
+            }
+        });
+        let awaiting = self.awaiting.as_ref().map(|a| {
+            if a.retransmits < self.cfg.max_retransmits {
+                a.last_sent + self.cfg.ring_timeout
+            } else {
+                a.last_sent + self.cfg.bypass_after
+            }
+        });
+        visit.into_iter().chain(awaiting).min()
+    }
+
+    /// Retransmits an unconfirmed hand-off, or bypasses a silent successor.
+    pub(super) fn pass_timeout(&mut self, now: Instant) {
+        let Some(a) = &mut self.awaiting else { return };
+        if a.retransmits < self.cfg.max_retransmits {
+            if now >= a.last_sent + self.cfg.ring_timeout {
+                a.retransmits += 1;
+                a.last_sent = now;
+                let msg = Msg::Token { epoch: a.epoch, m: a.m, bypassed: a.bypassed.clone() };
+                let to = a.to;
+                self.out.send(to, msg);
+                self.out.event(TwEvent::Retransmitted);
+            }
+        } else if now >= a.last_sent + self.cfg.bypass_after {
+            // (safety) Bypass is a Claim: a higher epoch, promised by a
+            // majority, that skips the silent successor.
+            let peer = a.to;
+            self.awaiting = None;
+            self.out.event(TwEvent::Bypassed { peer });
+            self.start_claim(now, vec![peer]);
+        }
+    }
+}

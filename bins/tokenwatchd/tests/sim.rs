@@ -1,0 +1,147 @@
+//! tokenwatchd in the deterministic simulator: clients loop acquire → hold
+//! → release on every process over a datagram network that loses,
+//! duplicates and reorders, while holders crash and restart. Checked after
+//! every step: no fence is granted twice, fences rise in grant order, and
+//! (within the bounds: no pauses, delays ≤ δ) at most one client holds.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::rc::Rc;
+use std::time::Duration;
+
+use ftcore::{ClientId, NodeId};
+use lockservice::{LockEvent, LockReply, LockRequest};
+use sim::{for_seeds, Action, NetConfig, Sim, World};
+use timer::Instant;
+use tokenwatchd::{TwConfig, TwEvent, TwNode};
+
+fn cfg() -> TwConfig {
+    let mut c = TwConfig {
+        ring_timeout: Duration::from_millis(20),
+        max_retransmits: 3,
+        max_hold: Duration::from_millis(100),
+        token_min_hold: Duration::from_millis(2),
+        max_delay: Duration::from_millis(5),
+        bypass_after: Duration::from_millis(130),
+        token_lost_after: Duration::ZERO,
+        drift_ppm: 1_000,
+        allow_minority: false,
+        max_queue: 64,
+    };
+    c.token_lost_after = c.token_lost_bound(5) + Duration::from_millis(50);
+    c
+}
+
+fn acquire(node: NodeId, client: ClientId) -> Action<TwNode> {
+    Action::Request(node, client, LockRequest::Acquire { timeout_ms: 60_000 })
+}
+
+fn cluster(seed: u64, n: u32, net: NetConfig) -> Sim<TwNode> {
+    let mut sim = Sim::new(seed, n, net, cfg());
+    sim.clients(Box::new(move |_, node, client, reply, rng| {
+        let ms = |rng: &mut timer::SeededRng, lo, hi| Duration::from_millis(rng.range_inclusive(lo, hi));
+        match reply {
+            LockReply::Granted { .. } => vec![(ms(rng, 1, 20), Action::Request(node, client, LockRequest::Release))],
+            LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
+                vec![(ms(rng, 1, 30), acquire(node, client))]
+            }
+            LockReply::Refused { .. } => vec![],
+        }
+    }));
+    for i in 1..=n {
+        sim.at(Instant::from_millis(10 + u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
+    }
+    sim
+}
+
+/// Grants in order: (time, node, fence).
+fn grants(w: &World<TwNode>) -> Vec<(Instant, NodeId, u128)> {
+    w.events
+        .iter()
+        .filter_map(|(t, n, e)| match e {
+            TwEvent::Lock(LockEvent::Granted { fence, .. }) => Some((*t, *n, *fence)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Safety from the grants and releases: fences unique and rising; at most
+/// one hold at a time (`overlap` false when the run exceeds the bounds).
+fn safety(overlap: bool) -> impl FnMut(&World<TwNode>) -> Result<(), String> {
+    let seen = Rc::new(RefCell::new((0usize, BTreeSet::new(), 0u128, BTreeSet::<(NodeId, u128)>::new())));
+    move |w: &World<TwNode>| {
+        let mut s = seen.borrow_mut();
+        let (done, fences, max, holding) = &mut *s;
+        // A crashed process's client lost its hold with it.
+        holding.retain(|(n, _)| w.is_up(*n));
+        for (_, node, e) in &w.events[*done..] {
+            match e {
+                TwEvent::Lock(LockEvent::Granted { fence, .. }) => {
+                    if !fences.insert(*fence) {
+                        return Err(format!("fence {fence:#x} granted twice"));
+                    }
+                    if *fence <= *max {
+                        return Err(format!("fence {fence:#x} after {max:#x}"));
+                    }
+                    *max = *fence;
+                    if overlap && !holding.is_empty() {
+                        return Err(format!("{node} granted while {holding:?} hold"));
+                    }
+                    holding.insert((*node, *fence));
+                }
+                TwEvent::Lock(LockEvent::Released { fence, .. }) => {
+                    holding.retain(|(_, f)| f != fence);
+                }
+                _ => {}
+            }
+        }
+        *done = w.events.len();
+        Ok(())
+    }
+}
+
+#[test]
+fn lossy_ring_serves_everyone_with_unique_rising_fences() {
+    for_seeds(20, |seed| {
+        let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.2, 0.05);
+        let mut sim = cluster(seed, 5, net);
+        sim.check(safety(true));
+        sim.run_until(Instant::from_millis(15_000))?;
+        let g = grants(sim.world());
+        let nodes: BTreeSet<NodeId> = g.iter().map(|(_, n, _)| *n).collect();
+        if g.len() < 100 || nodes.len() < 5 {
+            return Err(sim.error(format!("only {} grants, to {nodes:?}", g.len())));
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn a_crashed_holder_is_replaced_by_a_regenerated_token() {
+    for_seeds(20, |seed| {
+        let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.1, 0.0);
+        let mut sim = cluster(seed, 5, net);
+        sim.check(safety(true));
+        sim.run_until(Instant::from_millis(3_000))?;
+        let mut holder = None;
+        for _ in 0..50_000 {
+            holder = sim.world().live().find(|(_, c)| c.has_token()).map(|(id, _)| id);
+            if holder.is_some() {
+                break;
+            }
+            sim.run_for(Duration::from_micros(200))?;
+        }
+        let Some(holder) = holder else { return Err(sim.error("no holder")) };
+        sim.after(Duration::ZERO, Action::Crash(holder));
+        let killed = sim.now();
+        sim.run_for(Duration::from_millis(15_000))?;
+        let w = sim.world();
+        let regen = w.events.iter().any(|(t, _, e)| *t > killed && matches!(e, TwEvent::Regenerated { .. }));
+        let served: BTreeSet<NodeId> =
+            grants(w).into_iter().filter(|(t, _, _)| *t > killed).map(|(_, n, _)| n).collect();
+        if !regen || served.len() < 4 {
+            return Err(sim.error(format!("after killing {holder}: regenerated {regen}, served {served:?}")));
+        }
+        Ok(())
+    });
+}
