@@ -512,3 +512,18 @@ fn single_node_recovers_at_once_after_window() {
     let v = p.propose(ms(100)).expect("propose");
     assert_eq!(p.use_proposal(ms(100)), Ok(v));
 }
+
+#[test]
+fn raise_floor_lifts_the_next_proposal_above_a_stale_answer_and_is_persisted() {
+    let mut p = node(1);
+    let _ = p.take_dirty();
+    p.raise_floor(5_000);
+    assert_eq!(persisted(&mut p).floor(), 5_000);
+    // Lower or absurd values change nothing.
+    p.raise_floor(10);
+    p.raise_floor(u64::MAX);
+    assert!(p.take_dirty().is_none());
+    let after = p.restart_window_ends() + Duration::from_millis(1);
+    let v = p.propose(after).unwrap();
+    assert!(v > 5_000 && slot_of(v) == p.slot(), "{v}");
+}
