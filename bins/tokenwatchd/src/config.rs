@@ -32,6 +32,22 @@ pub struct TokenwatchdConfig {
     pub allow_minority: bool,
     /// Most local clients waiting at once.
     pub max_queue: usize,
+    /// Fault injection on outgoing datagrams, for demos and tests (off:
+    /// all zero). Logged loudly at start when on.
+    pub chaos: ChaosConfig,
+}
+
+/// `[chaos]`: faults injected into this node's outgoing datagrams.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(default)]
+pub struct ChaosConfig {
+    /// Probability (0 to 1) that a datagram is not sent.
+    pub drop_rate: f64,
+    /// Probability (0 to 1) that a datagram is sent twice.
+    pub dup_rate: f64,
+    /// Each datagram waits a random time up to this long (at most
+    /// `max_datagram_delay_ms`).
+    pub delay_ms: u64,
 }
 
 impl Default for TokenwatchdConfig {
@@ -46,12 +62,22 @@ impl Default for TokenwatchdConfig {
             token_lost_after_ms: 0,
             allow_minority: false,
             max_queue: 1_024,
+            chaos: ChaosConfig::default(),
         }
     }
 }
 
 impl DaemonConfig for TokenwatchdConfig {
     const NAME: &'static str = "tokenwatchd";
+
+    fn chaos(&self) -> Option<wire::Chaos> {
+        let c = &self.chaos;
+        (c.drop_rate > 0.0 || c.dup_rate > 0.0 || c.delay_ms > 0).then(|| wire::Chaos {
+            drop_rate: c.drop_rate,
+            dup_rate: c.dup_rate,
+            delay: Duration::from_millis(c.delay_ms),
+        })
+    }
 
     fn validate(&self, common: &CommonConfig) -> Result<(), ConfigError> {
         for (key, v, max) in [
@@ -65,6 +91,17 @@ impl DaemonConfig for TokenwatchdConfig {
             if v > max {
                 return Err(ConfigError::new(key, format!("{v} is out of range: expected 0 to {max}")));
             }
+        }
+        for (key, rate) in [("chaos.drop_rate", self.chaos.drop_rate), ("chaos.dup_rate", self.chaos.dup_rate)] {
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(ConfigError::new(key, format!("{rate} is out of range: expected 0 to 1")));
+            }
+        }
+        if self.chaos.delay_ms > self.max_datagram_delay_ms {
+            return Err(ConfigError::new(
+                "chaos.delay_ms",
+                format!("must be at most max_datagram_delay_ms ({}): δ bounds every delay", self.max_datagram_delay_ms),
+            ));
         }
         if self.max_retransmits > 100 {
             return Err(ConfigError::new("max_retransmits", "expected 0 to 100"));

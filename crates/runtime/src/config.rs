@@ -274,6 +274,13 @@ pub trait DaemonConfig: Serialize + DeserializeOwned + Default + Clone + Debug {
         let _ = common;
         Ok(())
     }
+
+    /// Fault injection on outgoing peer datagrams (tokenwatchd's `chaos.*`
+    /// keys); `None` (the default) is off. The runtime logs loudly when it
+    /// is on.
+    fn chaos(&self) -> Option<wire::Chaos> {
+        None
+    }
 }
 
 /// A loaded and validated configuration: the shared keys and the daemon's.

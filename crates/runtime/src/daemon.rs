@@ -191,6 +191,15 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
     tcfg.accept_backoff = Duration::from_millis(common.limits.accept_backoff_ms);
     let peer_stats = Arc::new(LinkStats::new(common.limits.log_burst_per_s));
     tcfg.stats = peer_stats.clone();
+    tcfg.chaos = cfg.daemon.chaos();
+    if let Some(c) = tcfg.chaos {
+        tracing::warn!(
+            drop_rate = c.drop_rate,
+            dup_rate = c.dup_rate,
+            delay_ms = c.delay.as_millis() as u64,
+            "CHAOS IS ON: outgoing peer datagrams are dropped, duplicated and delayed on purpose (chaos.* keys)"
+        );
+    }
     // Small: the transport keeps an inbox per peer and merges them in
     // turn, so what waits here is all another peer's message waits behind.
     let (peer_tx, peer_rx) = mpsc::channel(PEER_CHANNEL);

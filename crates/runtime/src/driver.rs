@@ -168,6 +168,7 @@ where
                         metrics::gauge!(self.metrics.name(name)).set(value);
                     }
                     self.metrics.dropped_total("inbox_full", self.peer_stats.inbox_full());
+                    self.metrics.dropped_total("chaos", self.peer_stats.chaos_dropped());
                     for (listener, stats) in [("peer", &self.peer_stats), ("client", &self.client_stats)] {
                         for (why, n) in stats.closed_totals() {
                             self.metrics.connections_closed(listener, why, n);

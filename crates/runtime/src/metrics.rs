@@ -72,7 +72,7 @@ impl Metrics {
         describe_counter!(self.name("messages_received_total"), "Peer messages received, by type.");
         describe_counter!(
             self.name("messages_dropped_total"),
-            "Peer messages dropped, by reason: queue_full and send_error before sending, inbox_full on receipt (a UDP sender's inbox was full)."
+            "Peer messages dropped, by reason: queue_full and send_error before sending, inbox_full on receipt (a UDP sender's inbox was full), chaos (dropped on purpose by the chaos.* keys)."
         );
         describe_counter!(self.name("frames_rejected_total"), "Peer or client frames refused, by reason.");
         describe_counter!(self.name("client_requests_total"), "Local client requests, by type.");

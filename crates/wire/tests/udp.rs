@@ -289,3 +289,31 @@ async fn a_flooding_peer_loses_only_its_own_datagrams() {
     assert!(stats.inbox_full() > 0, "the flooder's overflow was not counted");
     drop(a);
 }
+
+#[tokio::test]
+async fn chaos_drops_duplicates_and_delays_outgoing_datagrams() {
+    let addrs = free_udp_addrs(2);
+    let (b, mut rx_b) = udp(config(2, &addrs, Some(key(5)))).await;
+    // Everything dropped: nothing arrives (not even a Hello), all counted.
+    let mut cfg = config(1, &addrs, Some(key(5)));
+    let stats = cfg.stats.clone();
+    cfg.chaos = Some(wire::Chaos { drop_rate: 1.0, dup_rate: 0.0, delay: Duration::ZERO });
+    let a = UdpTransport::<TestMsg>::bind(cfg, mpsc::channel(8).0).await.unwrap();
+    a.send(NodeId(2), INC, TestMsg::Ping(1)).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(rx_b.try_recv().is_err(), "a dropped datagram arrived");
+    assert!(stats.chaos_dropped() >= 1);
+    drop(a);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Every datagram twice, each delayed up to 20 ms: the message arrives
+    // once; its copy is refused by the replay window.
+    let mut cfg = config(1, &addrs, Some(key(5)));
+    cfg.incarnation = Incarnation(INC.0 + 1);
+    cfg.chaos = Some(wire::Chaos { drop_rate: 0.0, dup_rate: 1.0, delay: Duration::from_millis(20) });
+    let (tx, _rx_a) = mpsc::channel(8);
+    let a = UdpTransport::<TestMsg>::bind(cfg, tx).await.unwrap();
+    a.send(NodeId(2), Incarnation(INC.0 + 1), TestMsg::Ping(2)).unwrap();
+    assert_eq!(next_msg(&mut rx_b).await.2, TestMsg::Ping(2));
+    assert_eq!(next_rejection(&mut rx_b).await.0, "replay");
+    drop(b);
+}

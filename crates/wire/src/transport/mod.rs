@@ -157,6 +157,19 @@ pub trait Transport<M: Message>: Send + Sync + 'static {
     fn close(self: Box<Self>, grace: Duration) -> futures::future::BoxFuture<'static, ()>;
 }
 
+/// Fault injection on outgoing datagrams (tokenwatchd's `chaos.*` keys),
+/// applied after framing so that the receiver sees real-looking loss,
+/// duplication and delay. Off unless configured; UDP only.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Chaos {
+    /// Probability that a datagram is not sent (counted).
+    pub drop_rate: f64,
+    /// Probability that a datagram is sent twice.
+    pub dup_rate: f64,
+    /// Each datagram (each copy) waits a random time up to this long.
+    pub delay: Duration,
+}
+
 /// Everything a transport needs to know.
 #[derive(Clone, Debug)]
 pub struct TransportConfig {
@@ -198,6 +211,8 @@ pub struct TransportConfig {
     pub idle_timeout: Duration,
     /// Pause after an accept error such as EMFILE (`limits.accept_backoff_ms`).
     pub accept_backoff: Duration,
+    /// Fault injection on outgoing datagrams (UDP; `None`: off).
+    pub chaos: Option<Chaos>,
     /// Counters of what the transport refused or closed, read by the
     /// runtime into metrics, and the rate limit of its log lines
     /// ([`LinkStats::new`] with `limits.log_burst_per_s`).
@@ -225,6 +240,7 @@ impl TransportConfig {
             handshake_timeout: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(30),
             accept_backoff: Duration::from_millis(100),
+            chaos: None,
             stats: Arc::default(),
         }
     }
@@ -368,6 +384,7 @@ pub(crate) fn report<M>(incoming: &mpsc::Sender<Incoming<M>>, stats: &LinkStats,
 pub struct LinkStats {
     closed: [AtomicU64; Closed::ALL.len()],
     inbox_full: AtomicU64,
+    chaos_dropped: AtomicU64,
     unreported: [AtomicU64; RejectReason::ALL.len()],
     /// Rate limit for this listener's log lines.
     pub log: LogLimiter,
@@ -439,6 +456,16 @@ impl LinkStats {
     /// ([`INBOX_PER_PEER`]).
     pub fn inbox_full(&self) -> u64 {
         self.inbox_full.load(Ordering::Relaxed)
+    }
+
+    /// Counts a datagram that [`Chaos`] did not send.
+    pub fn dropped_by_chaos(&self) {
+        self.chaos_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Datagrams [`Chaos`] did not send, so far.
+    pub fn chaos_dropped(&self) -> u64 {
+        self.chaos_dropped.load(Ordering::Relaxed)
     }
 
     /// Totals so far, per reason.

@@ -45,7 +45,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, warn};
 
 use super::{
-    fair_inboxes, fresh_challenge, report, Incoming, LinkStats, SendError, Transport, TransportConfig, TransportError,
+    fair_inboxes, fresh_challenge, report, Chaos, Incoming, LinkStats, SendError, Transport, TransportConfig,
+    TransportError,
 };
 use crate::{
     auth::{ReplayError, ReplayWindow, CHALLENGE_LEN},
@@ -127,7 +128,10 @@ struct Shared<M> {
     /// This node's current life: the configured one, raised by `send`
     /// when the caller moves to a newer one.
     life: AtomicU64,
-    socket: std::net::UdpSocket,
+    socket: Arc<std::net::UdpSocket>,
+    chaos: Option<Chaos>,
+    /// Draws for `chaos` (seeded from the OS's random source).
+    chaos_rng: Mutex<timer::SeededRng>,
     codec: Arc<PeerCodec<M>>,
     stats: Arc<LinkStats>,
     backoff: (Duration, Duration),
@@ -184,7 +188,11 @@ impl<M: Message> UdpTransport<M> {
         let shared = Arc::new(Shared {
             me: cfg.me,
             life: AtomicU64::new(cfg.incarnation.0),
-            socket: send_socket,
+            socket: Arc::new(send_socket),
+            chaos: cfg.chaos,
+            chaos_rng: Mutex::new(timer::SeededRng::new(u64::from_be_bytes(
+                fresh_challenge()[..8].try_into().unwrap_or_default(),
+            ))),
             codec: Arc::new(cfg.codec::<M>()),
             stats: cfg.stats.clone(),
             backoff: (cfg.backoff_min, cfg.backoff_max),
@@ -220,9 +228,34 @@ impl<M: Message> Shared<M> {
     /// Writes one datagram; `Err` only when the socket buffer is full or
     /// the OS refuses it.
     fn write(&self, to: NodeId, addr: SocketAddr, d: &[u8]) -> Result<(), SendError> {
-        // CHAOS HOOK (outbound): tokenwatchd's `chaos.*` drop, duplicate
-        // and delay belong here, after framing, so injected faults look
-        // like real network faults to the receiver.
+        // Injected faults come after framing, so that they look like the
+        // network's own to the receiver.
+        if let Some(c) = self.chaos {
+            let mut rng = self.chaos_rng.lock().unwrap_or_else(|e| e.into_inner());
+            if rng.chance(c.drop_rate) {
+                self.stats.dropped_by_chaos();
+                return Ok(());
+            }
+            let copies = if rng.chance(c.dup_rate) { 2 } else { 1 };
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) if !c.delay.is_zero() => {
+                    for _ in 0..copies {
+                        let wait = rng.duration_between(Duration::ZERO, c.delay);
+                        let (socket, d) = (self.socket.clone(), d.to_vec());
+                        rt.spawn(async move {
+                            tokio::time::sleep(wait).await;
+                            let _ = socket.send_to(&d, addr);
+                        });
+                    }
+                    return Ok(());
+                }
+                _ => {
+                    if copies == 2 {
+                        let _ = self.socket.send_to(d, addr);
+                    }
+                }
+            }
+        }
         match self.socket.send_to(d, addr) {
             Ok(_) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Err(SendError::QueueFull(to)),
