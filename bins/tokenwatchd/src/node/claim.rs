@@ -53,7 +53,9 @@ impl TwNode {
     fn send_hop(&mut self, now: Instant, mut claim: Claim) {
         // Peers already found silent here are skipped at once, so that a
         // crashed process costs one `bypass_after`, not one per Claim.
-        while let Some(to) = self.successor(&claim.skipped).filter(|to| self.silent.contains(to)) {
+        let w = self.cfg.token_lost_after;
+        self.silent.retain(|_, since| now < *since + w);
+        while let Some(to) = self.successor(&claim.skipped).filter(|to| self.silent.contains_key(to)) {
             claim.skipped.push(to);
         }
         match self.successor(&claim.skipped) {
@@ -242,7 +244,7 @@ impl TwNode {
             let Some(mut hop) = self.hops.remove(&key) else { continue };
             if now >= hop.first_sent + self.cfg.bypass_after {
                 // A successor silent this long is skipped.
-                self.silent.insert(hop.to);
+                self.silent.insert(hop.to, now);
                 hop.claim.skipped.push(hop.to);
                 self.send_hop(now, hop.claim);
             } else {

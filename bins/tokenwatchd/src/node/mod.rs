@@ -361,9 +361,11 @@ pub struct TwNode {
     claim_failures: u32,
     /// Claim hops awaiting their ack, by (epoch, claimant).
     hops: BTreeMap<(u64, NodeId), Hop>,
-    /// Peers that left a Claim hop unacked for `bypass_after`, and are
-    /// skipped by later Claims sent from here until they are heard from.
-    silent: BTreeSet<NodeId>,
+    /// Peers that left a Claim hop unacked for `bypass_after` (and when),
+    /// skipped by later Claims sent from here until they are heard from
+    /// or W has passed (then they are tried again: a restarted peer may
+    /// never send to this process by itself).
+    silent: BTreeMap<NodeId, Instant>,
     /// Peers heard from, with their life (status).
     heard: BTreeMap<NodeId, Incarnation>,
     phase: Phase,
@@ -528,7 +530,7 @@ impl Protocol for TwNode {
             claim_failures: 0,
             hops: BTreeMap::new(),
             heard: BTreeMap::new(),
-            silent: BTreeSet::new(),
+            silent: BTreeMap::new(),
             phase: Phase::Joining { nonce: 0, next_join: ctx.now },
             locks,
             leaving: false,
