@@ -47,7 +47,7 @@ impl TwNode {
         let Some(tpc) = m.checked_add(1) else {
             // tpc would overflow: grant nothing, claim (its token restarts at 1).
             self.out.event(TwEvent::Refused { from, reason: "tpc_overflow" });
-            return;
+            return self.start_claim(now, Vec::new());
         };
         if self.promise.on_in_use(epoch, now).is_err() {
             self.out.event(TwEvent::Refused { from, reason: "epoch" });

@@ -305,3 +305,43 @@ fn grants_in_one_visit_each_raise_tpc_and_the_token_carries_it() {
     let out = request(&mut n, at(3), c2, LockRequest::Release);
     assert!(out.contains(&send(N3, Msg::Token { epoch: E, m: 7, bypassed: vec![] })), "{out:?}");
 }
+
+#[test]
+fn a_holder_whose_tpc_would_overflow_grants_nothing_more_drops_the_token_and_claims() {
+    let mut n = node();
+    let (c1, c2) = (ClientId(1), ClientId(2));
+    request(&mut n, at(500), c1, LockRequest::Acquire { timeout_ms: 10_000 });
+    request(&mut n, at(500), c2, LockRequest::Acquire { timeout_ms: 10_000 });
+    let out = deliver(&mut n, at(501), N1, INC, token(E, u64::MAX - 1));
+    assert_eq!(n.tpc, u64::MAX);
+    assert!(
+        out.contains(&Output::Reply { client: c1, reply: LockReply::Granted { fence: fence(E, u64::MAX) } }),
+        "{out:?}"
+    );
+    // The next grant would need tpc + 1: nothing is granted, the copy is
+    // dropped and a Claim starts (its token restarts at tpc 1).
+    let out = request(&mut n, at(502), c1, LockRequest::Release);
+    assert!(!n.has_token());
+    assert!(!out.iter().any(|o| matches!(o, Output::Reply { reply: LockReply::Granted { .. }, .. })), "{out:?}");
+    let epoch = n.promise.proposal().map(|(v, _)| v).expect("a Claim");
+    assert!(out.contains(&ev(TwEvent::ClaimStarted { epoch })), "{out:?}");
+    let back = Claim {
+        epoch,
+        claimant: N2,
+        seen: (E, u64::MAX - 1),
+        max_tpc: u64::MAX,
+        adopters: vec![N2, N3, N1],
+        skipped: vec![],
+    };
+    let out = deliver(&mut n, at(510), N1, INC, Msg::Claim(back));
+    assert_eq!(n.tpc, 1, "max_tpc + 1 would overflow: the new token starts at 1");
+    assert!(
+        out.contains(&Output::Reply { client: c2, reply: LockReply::Granted { fence: fence(epoch, 1) } }),
+        "{out:?}"
+    );
+    assert!(fence(epoch, 1) > fence(E, u64::MAX));
+    // A token whose m is u64::MAX cannot be accepted (tpc would overflow).
+    let mut m = node();
+    let out = deliver(&mut m, at(1), N1, INC, token(E, u64::MAX));
+    assert_eq!(out, vec![ev(TwEvent::Refused { from: N1, reason: "tpc_overflow" })]);
+}
