@@ -137,6 +137,7 @@ impl TokenwatchdConfig {
             drift_ppm: common.timing.drift_ppm,
             allow_minority: self.allow_minority,
             max_queue: self.max_queue,
+            mutations: Default::default(),
         };
         if self.bypass_after_ms == 0 {
             c.bypass_after = c.max_hold + c.ring_timeout + c.max_delay;

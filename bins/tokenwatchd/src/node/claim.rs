@@ -157,6 +157,16 @@ impl TwNode {
                 self.out.event(TwEvent::Regenerated { epoch, tpc: self.tpc, took });
                 self.install(now, epoch);
             }
+            Err(UseError::NoMajority) if self.cfg.mutations.claim_without_majority => {
+                self.promise.abandon(now);
+                let _ = self.promise.on_in_use(epoch, now);
+                self.claim = None;
+                self.tpc = claim.max_tpc.checked_add(1).unwrap_or(1);
+                self.seen = (epoch, self.tpc);
+                self.bypassed = claim.skipped.iter().copied().filter(|s| *s != self.me).collect();
+                self.token_activity(now);
+                self.install(now, epoch);
+            }
             Err(UseError::NoMajority) => {
                 self.promise.abandon(now);
                 self.claim_failed(now, Failure::Deadline);

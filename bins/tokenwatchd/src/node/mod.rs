@@ -64,6 +64,35 @@ pub struct TwConfig {
     pub allow_minority: bool,
     /// The local queue.
     pub max_queue: usize,
+    /// Rules switched off on purpose, for mutation tests only
+    /// (`tests/safety.rs`). Production leaves it at `Default` (every rule on).
+    #[doc(hidden)]
+    pub mutations: TwMutations,
+}
+
+/// (safety) rules a mutation test may switch off, to show that a scenario
+/// notices. For mutation tests only: the daemon leaves this at `Default`
+/// (everything false: every rule on).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TwMutations {
+    /// A restart resumes with tpc 0 (tpc not stored).
+    pub tpc_not_stored: bool,
+    /// An ACK raises tpc to its m.
+    pub ack_raises_tpc: bool,
+    /// A bypass hands the token to the next successor (same epoch, the
+    /// count goes on) instead of claiming.
+    pub bypass_by_count: bool,
+    /// A process with no successor keeps the token (a minority holder).
+    pub minority_holder: bool,
+    /// A Claim back without a majority of adopters makes a token anyway.
+    pub claim_without_majority: bool,
+    /// Tokens of an epoch below the stored one are accepted.
+    pub accept_old_epochs: bool,
+    /// Ties are promised (`promise::Mutations::accept_ties`).
+    pub accept_ties: bool,
+    /// No promise window (`promise::Config::promise_window = false`).
+    pub no_promise_window: bool,
 }
 
 impl Default for TwConfig {
@@ -79,6 +108,7 @@ impl Default for TwConfig {
             drift_ppm: 1_000,
             allow_minority: false,
             max_queue: 1_024,
+            mutations: TwMutations::default(),
         }
     }
 }
@@ -497,10 +527,12 @@ impl Protocol for TwNode {
         let mut pcfg = promise::Config::new(members.clone(), ctx.me, ctx.config.token_lost_after);
         pcfg.drift_ppm = ctx.config.drift_ppm;
         pcfg.new_cluster = ctx.new_cluster;
+        pcfg.mutations.accept_ties = ctx.config.mutations.accept_ties;
+        pcfg.promise_window = !ctx.config.mutations.no_promise_window;
         let stored = ctx.stored.clone();
         let loaded = stored.as_ref().and_then(|d| d.promises.clone());
         let promise = PromiseNode::new(pcfg, loaded, ctx.now)?;
-        let tpc = stored.as_ref().map_or(0, |d| d.tpc);
+        let tpc = if ctx.config.mutations.tpc_not_stored { 0 } else { stored.as_ref().map_or(0, |d| d.tpc) };
         let mut rng = SeededRng::new(ctx.seed);
         let first_claim = promise.first_proposal_at(&mut rng);
         let locks = LocalLocks::new(LocksConfig {

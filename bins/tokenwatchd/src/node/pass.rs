@@ -20,7 +20,8 @@ impl TwNode {
         }
         // (safety) Below the stored epoch (or at or below a recovered
         // fresh node's recovered_max): answer Stale with the higher one.
-        if self.promise.check_token(epoch).is_err() || epoch < self.epoch() {
+        let old = self.promise.check_token(epoch).is_err() || epoch < self.epoch();
+        if old && !self.cfg.mutations.accept_old_epochs {
             let known = self.promise.threshold().max(self.epoch()).max(self.promise.stored().recovered_max());
             self.out.send(from, Msg::Stale { epoch: known.max(epoch) });
             self.out.event(TwEvent::StaleAnswered);
@@ -49,7 +50,7 @@ impl TwNode {
             self.out.event(TwEvent::Refused { from, reason: "tpc_overflow" });
             return self.start_claim(now, Vec::new());
         };
-        if self.promise.on_in_use(epoch, now).is_err() {
+        if self.promise.on_in_use(epoch, now).is_err() && !self.cfg.mutations.accept_old_epochs {
             self.out.event(TwEvent::Refused { from, reason: "epoch" });
             return;
         }
@@ -100,6 +101,9 @@ impl TwNode {
                 self.out.send(to, Msg::Ack { epoch, ttl: ttl - 1, m });
                 self.out.event(TwEvent::AckSent { forwarded: true });
             }
+        }
+        if self.cfg.mutations.ack_raises_tpc && epoch == self.epoch() {
+            self.tpc = self.tpc.max(m);
         }
         // (safety) An ACK never changes tpc; it only confirms.
         if let Some(a) = &self.awaiting {
@@ -188,7 +192,9 @@ impl TwNode {
             }
             // N = 1, or alone by choice: keep it (sending it to oneself
             // would be stale and lose it).
-            None if self.members.len() == 1 || self.cfg.allow_minority => self.install(now, v.epoch),
+            None if self.members.len() == 1 || self.cfg.allow_minority || self.cfg.mutations.minority_holder => {
+                self.install(now, v.epoch)
+            }
             // (safety) No minority holder: drop the copy, claim.
             None => self.start_claim(now, Vec::new()),
         }
@@ -229,8 +235,16 @@ impl TwNode {
             // (safety) Bypass is a Claim: a higher epoch, promised by a
             // majority, that skips the silent successor.
             let peer = a.to;
+            let epoch = a.epoch;
             self.awaiting = None;
             self.out.event(TwEvent::Bypassed { peer });
+            if self.cfg.mutations.bypass_by_count {
+                // The seed's bypass: the same token, one count higher, to
+                // the next process.
+                self.bypassed.insert(peer);
+                self.tpc = self.tpc.saturating_add(1);
+                return self.install(now, epoch);
+            }
             self.start_claim(now, vec![peer]);
         }
     }

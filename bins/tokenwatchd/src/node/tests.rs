@@ -41,6 +41,7 @@ fn cfg() -> TwConfig {
         drift_ppm: 0,
         allow_minority: false,
         max_queue: 8,
+        mutations: TwMutations::default(),
     }
 }
 

@@ -1,0 +1,145 @@
+//! What tokenwatchd's simulation tests share: the settings, a cluster of
+//! looping clients, the grant list and the safety checker.
+#![allow(dead_code)]
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::rc::Rc;
+use std::time::Duration;
+
+use ftcore::{ClientId, NodeId};
+use lockservice::{LockEvent, LockReply, LockRequest};
+use sim::{Action, FaultPlan, NetConfig, Sim, World};
+use timer::Instant;
+use tokenwatchd::{TwConfig, TwEvent, TwMutations, TwNode};
+
+pub fn cfg() -> TwConfig {
+    let mut c = TwConfig {
+        ring_timeout: Duration::from_millis(20),
+        max_retransmits: 3,
+        max_hold: Duration::from_millis(100),
+        token_min_hold: Duration::from_millis(2),
+        max_delay: Duration::from_millis(5),
+        bypass_after: Duration::from_millis(130),
+        token_lost_after: Duration::ZERO,
+        drift_ppm: 1_000,
+        allow_minority: false,
+        max_queue: 64,
+        mutations: TwMutations::default(),
+    };
+    c.token_lost_after = c.token_lost_bound(5) + Duration::from_millis(50);
+    c
+}
+
+pub fn acquire(node: NodeId, client: ClientId) -> Action<TwNode> {
+    Action::Request(node, client, LockRequest::Acquire { timeout_ms: 60_000 })
+}
+
+pub fn cluster(seed: u64, n: u32, net: NetConfig) -> Sim<TwNode> {
+    cluster_with(seed, n, net, TwMutations::default())
+}
+
+/// `cluster` with the rules in `m` switched off (tests/safety.rs).
+pub fn cluster_with(seed: u64, n: u32, net: NetConfig, m: TwMutations) -> Sim<TwNode> {
+    let mut sim = Sim::new(seed, n, net, TwConfig { mutations: m, ..cfg() });
+    sim.clients(Box::new(move |_, node, client, reply, rng| {
+        let ms = |rng: &mut timer::SeededRng, lo, hi| Duration::from_millis(rng.range_inclusive(lo, hi));
+        match reply {
+            LockReply::Granted { .. } => vec![(ms(rng, 1, 20), Action::Request(node, client, LockRequest::Release))],
+            LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
+                vec![(ms(rng, 1, 30), acquire(node, client))]
+            }
+            LockReply::Refused { .. } => vec![],
+        }
+    }));
+    for i in 1..=n {
+        sim.at(Instant::from_millis(10 + u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
+    }
+    sim
+}
+
+/// Grants in order: (time, node, fence).
+pub fn grants(w: &World<TwNode>) -> Vec<(Instant, NodeId, u128)> {
+    w.events
+        .iter()
+        .filter_map(|(t, n, e)| match e {
+            TwEvent::Lock(LockEvent::Granted { fence, .. }) => Some((*t, *n, *fence)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Safety from the grants and releases: fences unique (always) and, within
+/// the bounds (`within`: no pauses or delays beyond δ), rising in grant
+/// order with at most one hold at a time.
+pub fn safety(within: bool) -> impl FnMut(&World<TwNode>) -> Result<(), String> {
+    let seen = Rc::new(RefCell::new((0usize, BTreeSet::new(), 0u128, BTreeSet::<(NodeId, u128)>::new())));
+    move |w: &World<TwNode>| {
+        let mut s = seen.borrow_mut();
+        let (done, fences, max, holding) = &mut *s;
+        // A crashed process's client lost its hold with it.
+        holding.retain(|(n, _)| w.is_up(*n));
+        for (_, node, e) in &w.events[*done..] {
+            match e {
+                TwEvent::Lock(LockEvent::Granted { fence, .. }) => {
+                    if !fences.insert(*fence) {
+                        return Err(format!("fence {fence:#x} granted twice"));
+                    }
+                    if within && *fence <= *max {
+                        return Err(format!("fence {fence:#x} after {max:#x}"));
+                    }
+                    *max = (*max).max(*fence);
+                    if within && !holding.is_empty() {
+                        return Err(format!("{node} granted while {holding:?} hold"));
+                    }
+                    holding.insert((*node, *fence));
+                }
+                TwEvent::Lock(LockEvent::Released { fence, .. }) => {
+                    holding.retain(|(_, f)| f != fence);
+                }
+                _ => {}
+            }
+        }
+        *done = w.events.len();
+        Ok(())
+    }
+}
+
+/// Every fault at once (crashes and restarts, partitions, pauses up to
+/// 400 ms, slow links beyond δ, a majority down, client disconnects) over
+/// 10 % loss and 5 % duplication, the fence promise checked after every
+/// step; then the faults stop and every process must be served again.
+pub fn every_fault(seed: u64, m: TwMutations) -> Result<Sim<TwNode>, sim::SimError> {
+    let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.1, 0.05);
+    let mut sim = cluster_with(seed, 5, net, m);
+    // Pauses and slow links beyond δ: outside the bounds, so only the
+    // fence promise is checked (tokenwatchd.md, Invariants 2).
+    sim.check(safety(false));
+    let clients = (1..=5).map(|i| (NodeId(i), ClientId(u64::from(i)))).collect();
+    let plan = FaultPlan {
+        start: Instant::from_millis(2_000),
+        end: Instant::from_millis(8_000),
+        pause_len: (Duration::from_millis(10), Duration::from_millis(400)),
+        slow_extra: Duration::from_millis(20),
+        ..FaultPlan::everything(5).with_clients(clients)
+    };
+    sim.random_faults(&plan);
+    // Clients come back after disconnects and restarts.
+    let mut t = Instant::from_millis(2_000);
+    while t < Instant::from_millis(40_000) {
+        for i in 1..=5 {
+            sim.at(t, acquire(NodeId(i), ClientId(u64::from(i))));
+        }
+        t = t + Duration::from_millis(1_000);
+    }
+    sim.run_until(Instant::from_millis(12_000))?;
+    sim.converge(Duration::from_secs(3))?;
+    let settled = sim.now();
+    sim.run_for(Duration::from_secs(20))?;
+    let served: BTreeSet<NodeId> =
+        grants(sim.world()).into_iter().filter(|(t, _, _)| *t > settled).map(|(_, n, _)| n).collect();
+    if served.len() < 5 {
+        return Err(sim.error(format!("after the faults only {served:?} were served again")));
+    }
+    Ok(sim)
+}
