@@ -1,6 +1,5 @@
 //! The core's events as `ntmutex_` metrics and log lines.
 
-use lockservice::LockEvent;
 use runtime::metrics::Metrics;
 
 use crate::node::NtEvent;
@@ -9,13 +8,8 @@ use crate::node::NtEvent;
 /// them before the first event. The core's gauges (`queue_position`,
 /// `local_waiting`) come from `Protocol::gauges`.
 pub fn declare(m: &Metrics) {
-    for c in [
-        "cs_entries_total",
-        "token_regenerations_total",
-        "stale_tokens_total",
-        "lock_lost_total",
-        "acquire_timeouts_total",
-    ] {
+    m.declare_locks();
+    for c in ["token_regenerations_total", "stale_tokens_total"] {
         metrics::counter!(m.name(c)).increment(0);
     }
     for reason in ["non_member", "epoch", "value", "joining_buffer_full"] {
@@ -29,25 +23,7 @@ pub fn declare(m: &Metrics) {
 /// Records one core event.
 pub fn record(e: &NtEvent, m: &Metrics) {
     match e {
-        NtEvent::Lock(LockEvent::Granted { fence, waited, .. }) => {
-            metrics::counter!(m.name("cs_entries_total")).increment(1);
-            metrics::histogram!(m.name("token_wait_seconds")).record(waited.as_secs_f64());
-            let (epoch, counter) = lockservice::fence_parts(*fence);
-            metrics::gauge!(m.name("fence_epoch")).set(epoch as f64);
-            metrics::gauge!(m.name("fence_counter")).set(counter as f64);
-        }
-        NtEvent::Lock(LockEvent::Released { held, how, .. }) => {
-            metrics::histogram!(m.name("hold_seconds")).record(held.as_secs_f64());
-            // A revocation was already counted when its LockLost went out.
-            if matches!(how, lockservice::ReleaseHow::Lost) {
-                metrics::counter!(m.name("lock_lost_total")).increment(1);
-            }
-        }
-        NtEvent::Lock(LockEvent::TimedOut { .. }) => metrics::counter!(m.name("acquire_timeouts_total")).increment(1),
-        NtEvent::Lock(LockEvent::Revoking { client, .. }) => {
-            tracing::warn!(%client, "hold exceeded max_hold_ms: revoking");
-            metrics::counter!(m.name("lock_lost_total")).increment(1);
-        }
+        NtEvent::Lock(e) => m.lock_event(e),
         NtEvent::Joined { bootstrap } => tracing::info!(bootstrap, "joined the cluster"),
         NtEvent::RecoveryStarted { mech } => {
             tracing::warn!(mechanism = mech.label(), "failure detected: recovery started");

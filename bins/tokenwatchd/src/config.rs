@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use runtime::config::{CommonConfig, ConfigError, DaemonConfig};
+use runtime::config::{check_range, CommonConfig, ConfigError, DaemonConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::node::{TwConfig, TwError};
@@ -88,9 +88,7 @@ impl DaemonConfig for TokenwatchdConfig {
             ("bypass_after_ms", self.bypass_after_ms, 86_400_000),
             ("token_lost_after_ms", self.token_lost_after_ms, 86_400_000),
         ] {
-            if v > max {
-                return Err(ConfigError::new(key, format!("{v} is out of range: expected 0 to {max}")));
-            }
+            check_range(key, v, 0, max)?;
         }
         for (key, rate) in [("chaos.drop_rate", self.chaos.drop_rate), ("chaos.dup_rate", self.chaos.dup_rate)] {
             if !(0.0..=1.0).contains(&rate) {
@@ -103,9 +101,7 @@ impl DaemonConfig for TokenwatchdConfig {
                 format!("must be at most max_datagram_delay_ms ({}): δ bounds every delay", self.max_datagram_delay_ms),
             ));
         }
-        if self.max_retransmits > 100 {
-            return Err(ConfigError::new("max_retransmits", "expected 0 to 100"));
-        }
+        check_range("max_retransmits", u64::from(self.max_retransmits), 0, 100)?;
         if let Err(e) = self.core(common).validate(common.peers.len()) {
             let key = match e {
                 TwError::ZeroMaxHold => "max_hold_ms",

@@ -1,13 +1,13 @@
 //! The core's events as `tokenwatch_` metrics and log lines
 //! (tokenwatchd.md, Metrics).
 
-use lockservice::LockEvent;
 use runtime::metrics::Metrics;
 
 use crate::node::{ClaimOutcome, TwEvent};
 
 /// Declares the counters once at start (at 0).
 pub fn declare(m: &Metrics) {
+    m.declare_locks();
     for c in [
         "token_passes_total",
         "retransmissions_total",
@@ -18,9 +18,6 @@ pub fn declare(m: &Metrics) {
         "superseded_total",
         "joins_total",
         "token_regenerations_total",
-        "cs_entries_total",
-        "lock_lost_total",
-        "acquire_timeouts_total",
     ] {
         metrics::counter!(m.name(c)).increment(0);
     }
@@ -35,21 +32,7 @@ pub fn declare(m: &Metrics) {
 /// Records one core event.
 pub fn record(e: &TwEvent, m: &Metrics) {
     match e {
-        TwEvent::Lock(LockEvent::Granted { fence, waited, .. }) => {
-            metrics::counter!(m.name("cs_entries_total")).increment(1);
-            metrics::histogram!(m.name("token_wait_seconds")).record(waited.as_secs_f64());
-            let (epoch, counter) = lockservice::fence_parts(*fence);
-            metrics::gauge!(m.name("fence_epoch")).set(epoch as f64);
-            metrics::gauge!(m.name("fence_counter")).set(counter as f64);
-        }
-        TwEvent::Lock(LockEvent::Released { held, how, .. }) => {
-            metrics::histogram!(m.name("hold_seconds")).record(held.as_secs_f64());
-            if matches!(how, lockservice::ReleaseHow::Lost) {
-                metrics::counter!(m.name("lock_lost_total")).increment(1);
-            }
-        }
-        TwEvent::Lock(LockEvent::TimedOut { .. }) => metrics::counter!(m.name("acquire_timeouts_total")).increment(1),
-        TwEvent::Lock(_) => {}
+        TwEvent::Lock(e) => m.lock_event(e),
         TwEvent::Joined => tracing::info!("joined the ring"),
         TwEvent::Accepted { .. } => {}
         TwEvent::Passed { .. } => metrics::counter!(m.name("token_passes_total")).increment(1),

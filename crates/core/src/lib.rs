@@ -358,6 +358,13 @@ impl<M, R, E, D> Outbox<M, R, E, D> {
         self.queue.push_back(Output::Persist(state));
     }
 
+    /// Queues a durable write ahead of everything already queued: for a
+    /// core that stores once per input, after the input's outputs are
+    /// known (what it stores then is at least what any of them needs).
+    pub fn persist_first(&mut self, state: D) {
+        self.queue.push_front(Output::Persist(state));
+    }
+
     /// Takes the oldest queued output.
     pub fn pop(&mut self) -> Option<Output<M, R, E, D>> {
         self.queue.pop_front()

@@ -248,11 +248,18 @@ pub const BOUNDS: &[(&str, u64, u64)] = &[
 /// Checks `value` of `key` against [`BOUNDS`].
 pub fn check_bounds(key: &str, value: u64) -> Result<(), ConfigError> {
     match BOUNDS.iter().find(|(k, _, _)| *k == key) {
-        Some((_, min, max)) if value < *min || value > *max => {
-            Err(ConfigError::new(key, format!("{value} is out of range: expected {min} to {max}")))
-        }
-        _ => Ok(()),
+        Some((_, min, max)) => check_range(key, value, *min, *max),
+        None => Ok(()),
     }
+}
+
+/// Checks that `value` of `key` lies in `min..=max` (a daemon's own keys;
+/// the common ones are in [`BOUNDS`]), with the same message.
+pub fn check_range(key: &str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
+    if value < min || value > max {
+        return Err(ConfigError::new(key, format!("{value} is out of range: expected {min} to {max}")));
+    }
+    Ok(())
 }
 
 /// A daemon's own keys, which sit at the top level of the same file as the

@@ -6,7 +6,8 @@
 //! to exit status ([`daemon`]).
 //!
 //! Daemon crates depend on this; it depends on the protocol-agnostic crates
-//! (`wire`, `timer`, `membership`, `ftcore`, `client`, `durable`) and never
+//! (`wire`, `timer`, `membership`, `ftcore`, `client`, `durable`,
+//! `lockservice` for the lock metrics every lock daemon exports) and never
 //! on a daemon. No protocol core depends on it.
 #![forbid(unsafe_code)]
 

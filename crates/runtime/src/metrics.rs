@@ -52,6 +52,44 @@ impl Metrics {
         Ok(m)
     }
 
+    /// Declares the lock service's counters at 0 (daemons that serve the
+    /// lock API: ntmutexd, tokenwatchd, electd).
+    pub fn declare_locks(&self) {
+        for c in ["cs_entries_total", "lock_lost_total", "acquire_timeouts_total"] {
+            metrics::counter!(self.name(c)).increment(0);
+        }
+    }
+
+    /// Records one event of the lock service ([`lockservice::LocalLocks`]):
+    /// grants (`cs_entries_total`, `token_wait_seconds`, the fence
+    /// gauges), holds (`hold_seconds`), lost locks and timed-out waits.
+    pub fn lock_event(&self, e: &lockservice::LockEvent) {
+        use lockservice::{LockEvent, ReleaseHow};
+        match e {
+            LockEvent::Granted { fence, waited, .. } => {
+                metrics::counter!(self.name("cs_entries_total")).increment(1);
+                metrics::histogram!(self.name("token_wait_seconds")).record(waited.as_secs_f64());
+                // Exact below 2^53 (interfaces.md); `ftctl status --json`
+                // has the exact value.
+                let (epoch, counter) = lockservice::fence_parts(*fence);
+                metrics::gauge!(self.name("fence_epoch")).set(epoch as f64);
+                metrics::gauge!(self.name("fence_counter")).set(counter as f64);
+            }
+            LockEvent::Released { held, how, .. } => {
+                metrics::histogram!(self.name("hold_seconds")).record(held.as_secs_f64());
+                // A revocation was already counted when its LockLost went out.
+                if matches!(how, ReleaseHow::Lost) {
+                    metrics::counter!(self.name("lock_lost_total")).increment(1);
+                }
+            }
+            LockEvent::TimedOut { .. } => metrics::counter!(self.name("acquire_timeouts_total")).increment(1),
+            LockEvent::Revoking { client, .. } => {
+                tracing::warn!(%client, "hold exceeded max_hold_ms: revoking");
+                metrics::counter!(self.name("lock_lost_total")).increment(1);
+            }
+        }
+    }
+
     /// Metrics that record into whatever recorder is installed (none: a
     /// no-op), for tests and tools.
     pub fn detached(prefix: &'static str) -> Metrics {

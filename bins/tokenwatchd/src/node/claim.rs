@@ -219,37 +219,34 @@ impl TwNode {
         (self.cfg.ring_timeout / n).max(Duration::from_millis(1))
     }
 
+    /// When `h` is resent (or its successor skipped).
+    fn hop_due(&self, h: &Hop) -> Instant {
+        (h.last_sent + self.hop_resend()).min(h.first_sent + self.cfg.bypass_after)
+    }
+
+    /// When a lost token starts an own Claim: only while this process
+    /// neither holds, awaits nor claims, has joined and is not leaving.
+    fn lost_claim_at(&self) -> Option<Instant> {
+        let idle = self.visit.is_none() && self.awaiting.is_none() && self.claim.is_none();
+        (idle && self.phase == Phase::Joined && !self.leaving).then(|| self.lost_at().max(self.claim_not_before))
+    }
+
     pub(super) fn claim_deadline(&self) -> Option<Instant> {
         let own = self.promise.proposal().map(|(_, deadline)| deadline);
-        let hops = self
-            .hops
-            .values()
-            .map(|h| (h.last_sent + self.hop_resend()).min(h.first_sent + self.cfg.bypass_after))
-            .min();
-        let lost = (self.visit.is_none()
-            && self.awaiting.is_none()
-            && self.claim.is_none()
-            && self.phase == Phase::Joined
-            && !self.leaving)
-            .then(|| self.lost_at().max(self.claim_not_before));
-        [own, hops, lost].into_iter().flatten().min()
+        let hops = self.hops.values().map(|h| self.hop_due(h)).min();
+        [own, hops, self.lost_claim_at()].into_iter().flatten().min()
     }
 
     pub(super) fn claim_timeout(&mut self, now: Instant) {
         if self.claim.is_some() {
-            if let Some(v) = self.promise.on_deadline(now) {
-                let _ = v;
+            if self.promise.on_deadline(now).is_some() {
                 self.claim_failed(now, Failure::Deadline);
             } else if self.promise.proposal().is_none() {
                 self.claim = None;
             }
         }
-        let due: Vec<(u64, NodeId)> = self
-            .hops
-            .iter()
-            .filter(|(_, h)| now >= h.last_sent + self.hop_resend() || now >= h.first_sent + self.cfg.bypass_after)
-            .map(|(k, _)| *k)
-            .collect();
+        let due: Vec<(u64, NodeId)> =
+            self.hops.iter().filter(|(_, h)| now >= self.hop_due(h)).map(|(k, _)| *k).collect();
         for key in due {
             let Some(mut hop) = self.hops.remove(&key) else { continue };
             if now >= hop.first_sent + self.cfg.bypass_after {
@@ -263,12 +260,7 @@ impl TwNode {
                 self.hops.insert(key, hop);
             }
         }
-        let lost = self.visit.is_none()
-            && self.awaiting.is_none()
-            && self.claim.is_none()
-            && self.phase == Phase::Joined
-            && !self.leaving;
-        if lost && now >= self.lost_at() && now >= self.claim_not_before {
+        if self.lost_claim_at().is_some_and(|at| now >= at) {
             self.start_claim(now, Vec::new());
         }
     }

@@ -28,9 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use durable::promise::{self, PromiseNode, Promises};
-use ftcore::{
-    ClientId, Context, Incarnation, JoinState, NodeId, Outbox, Output, OutputOf, PeerView, Protocol, StatusReport,
-};
+use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
 use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
 use serde::{Deserialize, Serialize};
 use timer::{Instant, SeededRng};
@@ -460,7 +458,7 @@ impl TwNode {
         self.persist_first();
     }
 
-    /// Moves one `Persist` of the current state in front of the outputs
+    /// Puts one `Persist` of the current state in front of the outputs
     /// queued by this input, if anything stored changed.
     fn persist_first(&mut self) {
         let promises = self.promise.take_dirty();
@@ -468,17 +466,7 @@ impl TwNode {
             return;
         }
         self.stored_tpc = self.tpc;
-        let state = TwDurable { promises: Some(self.promise.stored().clone()), tpc: self.tpc };
-        let queued = self.out.drain();
-        self.out.persist(state);
-        for o in queued {
-            match o {
-                Output::Send { to, msg } => self.out.send(to, msg),
-                Output::Reply { client, reply } => self.out.reply(client, reply),
-                Output::Event(e) => self.out.event(e),
-                Output::Persist(d) => self.out.persist(d),
-            }
-        }
+        self.out.persist_first(TwDurable { promises: Some(self.promise.stored().clone()), tpc: self.tpc });
     }
 
     /// Whether this process holds the token.
@@ -602,12 +590,7 @@ impl Protocol for TwNode {
     }
 
     fn handle_request(&mut self, now: Instant, client: ClientId, req: LockRequest) {
-        if self.leaving {
-            if let LockRequest::Acquire { .. } = req {
-                self.out.reply(client, LockReply::Refused { reason: "daemon is shutting down".into() });
-                return;
-            }
-        }
+        // After `handle_shutdown` the lock service refuses every Acquire.
         self.locks.request(now, client, req, &mut self.out);
         self.after_input(now);
     }

@@ -58,8 +58,7 @@ impl TwNode {
         if let Some(a) = self.awaiting.take() {
             self.out.event(TwEvent::Confirmed { took: now.saturating_since(a.first_sent) });
         }
-        if let Some(abandoned) = self.promise.abandon(now) {
-            let _ = abandoned;
+        if self.promise.abandon(now).is_some() {
             self.claim = None;
             self.out.event(TwEvent::ClaimEnded { outcome: super::ClaimOutcome::Lapsed });
         }

@@ -130,8 +130,9 @@ struct Shared<M> {
     life: AtomicU64,
     socket: Arc<std::net::UdpSocket>,
     chaos: Option<Chaos>,
-    /// Draws for `chaos` (seeded from the OS's random source).
-    chaos_rng: Mutex<timer::SeededRng>,
+    /// Hello nonces and `chaos` draws (seeded once from the OS's random
+    /// source, not read from it per Hello).
+    rng: Mutex<timer::SeededRng>,
     codec: Arc<PeerCodec<M>>,
     stats: Arc<LinkStats>,
     backoff: (Duration, Duration),
@@ -190,7 +191,7 @@ impl<M: Message> UdpTransport<M> {
             life: AtomicU64::new(cfg.incarnation.0),
             socket: Arc::new(send_socket),
             chaos: cfg.chaos,
-            chaos_rng: Mutex::new(timer::SeededRng::new(u64::from_be_bytes(
+            rng: Mutex::new(timer::SeededRng::new(u64::from_be_bytes(
                 fresh_challenge()[..8].try_into().unwrap_or_default(),
             ))),
             codec: Arc::new(cfg.codec::<M>()),
@@ -231,7 +232,7 @@ impl<M: Message> Shared<M> {
         // Injected faults come after framing, so that they look like the
         // network's own to the receiver.
         if let Some(c) = self.chaos {
-            let mut rng = self.chaos_rng.lock().unwrap_or_else(|e| e.into_inner());
+            let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
             if rng.chance(c.drop_rate) {
                 self.stats.dropped_by_chaos();
                 return Ok(());
@@ -292,7 +293,7 @@ impl<M: Message> Shared<M> {
     /// is addressed to life 0, which every life of the peer accepts for a
     /// Hello).
     fn hello(&self, to: NodeId, link: &mut Link<M>) {
-        let nonce = u64::from_be_bytes(fresh_challenge()[..8].try_into().unwrap_or_default());
+        let nonce = self.rng.lock().unwrap_or_else(|e| e.into_inner()).next_u64();
         link.nonce = Some(nonce);
         self.send_control(to, link.addr, Incarnation::default(), Control::Hello { nonce });
     }
