@@ -4,6 +4,8 @@
 
 pub use ftlab::*;
 
+pub mod records;
+
 use std::time::Duration;
 
 use lockservice::{LockReply, LockRequest};

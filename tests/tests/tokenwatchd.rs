@@ -1,76 +1,377 @@
-//! tokenwatchd as real processes on loopback (UDP between peers): the
-//! ring forms, locks are granted through every node with rising fences,
-//! and a SIGKILLed holder is replaced by a regenerated token.
+//! tokenwatchd as real processes on loopback (UDP between peers), judged
+//! from the clients' own records: five `ftctl lock` loops under 20 % chaos
+//! loss through a SIGKILLed (not restarted, then restarted) holder; a
+//! partition isolating the holder (through `ftlab::UdpRelay`); a cold
+//! restart of every daemon; bad datagrams on the peer port.
+//!
+//! One cluster at a time (`serial`): a 2-core machine running several
+//! at once could stall a daemon beyond the bounds the checks assume.
 
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
 use std::time::{Duration, Instant};
 
-use ftcoord_tests::{lock_once, wait_until, Cluster};
+use ftcoord_tests::records::*;
+use ftcoord_tests::{lock_once, run_once, wait_until, Cluster};
+use ftcore::{Incarnation, NodeId};
+use membership::Membership;
+use wire::{udp_challenge, ClusterKey, PeerCodec};
 
 /// Small timings: a lap is a few ms on loopback.
 const TIMING: &str = "ring_timeout_ms = 20\nmax_hold_ms = 300\ntoken_min_hold_ms = 2\nmax_datagram_delay_ms = 10\n";
+/// `max_hold_ms` above.
+const MAX_HOLD: Duration = Duration::from_millis(300);
 
-fn logs(c: &Cluster, n: u32) -> String {
-    (1..=n).map(|id| format!("---- node {id} ----\n{}\n", c.log(id))).collect()
+fn all(n: u32) -> Vec<u32> {
+    (1..=n).collect()
 }
 
-#[test]
-fn the_ring_grants_through_every_node_and_survives_a_killed_holder() {
-    let mut c = Cluster::start("tokenwatchd", 3, TIMING).unwrap();
-    for id in 1..=3 {
-        c.wait_ready(id).unwrap();
+/// Holds of client `c{id}` that completed and started after `since` (ns).
+fn holds_since(holds: &[Hold], id: u32, since: u128) -> usize {
+    holds.iter().filter(|h| h.client == format!("c{id}") && h.end.is_some() && h.start > since).count()
+}
+
+/// Waits until each of `ids`' clients completed `k` holds after `since`.
+fn wait_holds(file: &std::path::Path, ids: &[u32], k: usize, since: u128, timeout: Duration) -> bool {
+    wait_until(timeout, || {
+        let holds = parse_holds(&read_lines_so_far(file));
+        ids.iter().all(|id| holds_since(&holds, *id, since) >= k)
+    })
+}
+
+/// The node whose client is inside its critical section (the last record
+/// is its `start`) while its daemon holds the token.
+fn catch_holder(c: &Cluster, file: &std::path::Path) -> Option<u32> {
+    let mut holder = None;
+    wait_until(Duration::from_secs(20), || {
+        let text = read_lines_so_far(file);
+        let Some(last) = text.lines().last() else { return false };
+        let parts: Vec<&str> = last.split_whitespace().collect();
+        if parts.first() != Some(&"start") {
+            return false;
+        }
+        let id: u32 = parts[1][1..].parse().expect("client name cN");
+        holder = Some(id).filter(|id| has_token(c, *id));
+        holder.is_some()
+    });
+    holder
+}
+
+/// Stops the loops; a summary of every client's exit codes, and the codes.
+fn stop_loops(
+    stop: &AtomicBool,
+    loops: Vec<thread::JoinHandle<Vec<(i32, String)>>>,
+) -> (String, Vec<Vec<(i32, String)>>) {
+    stop.store(true, Ordering::Relaxed);
+    let codes: Vec<Vec<(i32, String)>> = loops.into_iter().map(|h| h.join().expect("client loop")).collect();
+    let mut summary = String::new();
+    for (i, codes) in codes.iter().enumerate() {
+        let bad: Vec<_> = codes.iter().filter(|(code, _)| *code != 0).collect();
+        summary += &format!("c{}: {} runs, {} not 0: {bad:?}\n", i + 1, codes.len(), bad.len());
     }
+    (summary, codes)
+}
+
+/// Five daemons dropping 20 % of their datagrams (chaos), a `ftctl lock`
+/// loop on each recording into one file; SIGKILL of the daemon whose
+/// client is in its critical section, not restarted: the survivors
+/// regenerate the token and keep serving; then its restart rejoins.
+#[test]
+fn five_daemons_at_20_percent_loss_serve_lock_loops_through_a_killed_holder_and_its_return() {
+    let _serial = serial();
+    let extra = format!("{TIMING}[chaos]\ndrop_rate = 0.2\n");
+    let mut c = Cluster::start("tokenwatchd", 5, &extra).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("holds.log");
+    let stop = Arc::new(AtomicBool::new(false));
+    let loops: Vec<_> =
+        (1..=5).map(|id| client_loop(&c, id, format!("c{id}"), file.clone(), "0.02", stop.clone())).collect();
+    let warm = wait_holds(&file, &all(5), 3, 0, Duration::from_secs(60));
+    assert!(warm, "not every client got 3 holds:\n{}\n{}", read(&file), logs(&c, &all(5)));
+    assert!(c.log(1).contains("CHAOS IS ON"), "no loud warning:\n{}", c.log(1));
+
+    let victim = catch_holder(&c, &file).expect("never caught a holder inside its critical section");
+    let kill_ns = now_ns();
+    c.kill(victim);
+    let survivors: Vec<u32> = all(5).into_iter().filter(|id| *id != victim).collect();
+    let served = wait_holds(&file, &survivors, 3, kill_ns, Duration::from_secs(60));
+    let recovered_ns = now_ns();
+    // Its restart rejoins: its client is served again.
+    c.restart(victim).unwrap();
+    let restart_ns = now_ns();
+    let rejoined = wait_holds(&file, &[victim], 3, restart_ns, Duration::from_secs(60));
+    let (summary, codes) = stop_loops(&stop, loops);
+    let text = read(&file);
+    let diag = format!(
+        "{summary}killed node {victim} at {kill_ns}, restarted at {restart_ns}\nrecords:\n{text}\n{}",
+        logs(&c, &all(5))
+    );
+    assert!(served, "the survivors were not served after the kill of node {victim}:\n{diag}");
+    assert!(rejoined, "the restarted node {victim} was not served:\n{diag}");
+
+    let holds = parse_holds(&text);
+    check_exclusion_and_fences(&holds, &diag);
+    // Only the killed holder's CMD can have been cut short.
+    let incomplete: Vec<&Hold> = holds.iter().filter(|h| h.end.is_none()).collect();
+    assert!(incomplete.len() <= 1, "more than one hold without an end: {incomplete:?}\n{diag}");
+    if let Some(h) = incomplete.first() {
+        assert_eq!(h.client, format!("c{victim}"), "cut short on a live daemon: {h:?}\n{diag}");
+        assert!(h.start < kill_ns, "{h:?} started after the kill\n{diag}");
+    }
+    // Every client finished every run: the survivors' all succeeded; the
+    // victim's lost the lock at most once and otherwise found no daemon.
+    for (i, codes) in codes.iter().enumerate() {
+        let id = i as u32 + 1;
+        let bad: Vec<_> = codes.iter().filter(|(code, _)| *code != 0).collect();
+        if id == victim {
+            assert!(bad.iter().all(|(code, _)| *code == 1 || *code == LOCK_LOST), "c{id}: {bad:?}\n{diag}");
+            assert!(bad.iter().filter(|(code, _)| *code == LOCK_LOST).count() <= 1, "c{id}: {bad:?}\n{diag}");
+        } else {
+            assert!(bad.is_empty(), "c{id} on a live daemon: {bad:?}\n{diag}");
+        }
+    }
+    // The loss and the recovery show in the metrics.
+    let retransmissions = sum_metric(&c, &survivors, "tokenwatch_retransmissions_total");
+    let dropped = sum_metric(&c, &survivors, "tokenwatch_messages_dropped_total{reason=\"chaos\"}");
+    let regenerations = sum_metric(&c, &survivors, "tokenwatch_token_regenerations_total");
+    assert!(retransmissions > 0.0 && dropped > 0.0, "retransmissions {retransmissions}, dropped {dropped}\n{diag}");
+    assert!(regenerations >= 1.0, "no regeneration counted\n{diag}");
+    let next = holds.iter().find(|h| h.start > kill_ns).expect("holds after the kill");
+    eprintln!(
+        "SIGKILL of holder {victim} -> next CMD start {:.1} ms (c{}); survivors all served 3x after {:.0} ms; \
+         {} holds, {retransmissions} retransmissions, {dropped} datagrams dropped by chaos, {regenerations} regenerations",
+        ms(next.start - kill_ns),
+        next.client.trim_start_matches('c'),
+        ms(recovered_ns - kill_ns),
+        holds.len()
+    );
+}
+
+/// The holder's peer traffic is cut off (UDP relay): the isolated daemon
+/// grants nothing once its visit is over, the majority regenerates and
+/// goes on; after the heal the isolated daemon rejoins and serves again.
+#[test]
+fn a_partition_isolating_the_holder_stops_its_grants_while_the_majority_goes_on() {
+    let _serial = serial();
+    let c = Cluster::start_relayed("tokenwatchd", 5, TIMING).unwrap();
+    let relay = c.relay().expect("relayed");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("holds.log");
+    let stop = Arc::new(AtomicBool::new(false));
+    let loops: Vec<_> =
+        (1..=5).map(|id| client_loop(&c, id, format!("c{id}"), file.clone(), "0.02", stop.clone())).collect();
+    let warm = wait_holds(&file, &all(5), 3, 0, Duration::from_secs(60));
+    assert!(warm, "not every client got 3 holds:\n{}\n{}", read(&file), logs(&c, &all(5)));
+
+    let isolated = catch_holder(&c, &file).expect("never caught a holder inside its critical section");
+    relay.partition(&[isolated]);
+    let cut_ns = now_ns();
+    let majority: Vec<u32> = all(5).into_iter().filter(|id| *id != isolated).collect();
+    let served = wait_holds(&file, &majority, 3, cut_ns, Duration::from_secs(60));
+    // Keep the partition a while longer: the isolated side must stay quiet.
+    thread::sleep(Duration::from_secs(2));
+    relay.heal();
+    let heal_ns = now_ns();
+    let rejoined = wait_holds(&file, &[isolated], 3, heal_ns, Duration::from_secs(60));
+    let (summary, _codes) = stop_loops(&stop, loops);
+    let text = read(&file);
+    let diag = format!(
+        "{summary}isolated node {isolated} at {cut_ns}, healed at {heal_ns} ({} datagrams cut)\nrecords:\n{text}\n{}",
+        relay.dropped(),
+        logs(&c, &all(5))
+    );
+    assert!(served, "the majority was not served during the partition:\n{diag}");
+    assert!(rejoined, "node {isolated} was not served after the heal:\n{diag}");
+    let holds = parse_holds(&text);
+    check_exclusion_and_fences(&holds, &diag);
+    // Nothing granted on the isolated side once its visit could have ended
+    // (max_hold after the cut, plus a second for the CMD to start).
+    let late_ns = cut_ns + (MAX_HOLD + Duration::from_secs(1)).as_nanos();
+    let late: Vec<&Hold> =
+        holds.iter().filter(|h| h.client == format!("c{isolated}") && h.start > late_ns && h.start < heal_ns).collect();
+    assert!(late.is_empty(), "the isolated node granted {late:?}\n{diag}");
+    let regenerations = sum_metric(&c, &majority, "tokenwatch_token_regenerations_total");
+    assert!(regenerations >= 1.0, "the majority never regenerated\n{diag}");
+    let next = holds.iter().find(|h| h.start > cut_ns && h.client != format!("c{isolated}")).expect("majority holds");
+    eprintln!(
+        "partition of holder {isolated}: next majority CMD start after {:.1} ms; {} datagrams cut; \
+         {regenerations} regenerations",
+        ms(next.start - cut_ns),
+        relay.dropped()
+    );
+}
+
+/// SIGKILL of every daemon, then a restart of all: fences keep rising.
+#[test]
+fn a_cold_restart_of_every_daemon_keeps_fences_increasing() {
+    let _serial = serial();
+    let mut c = Cluster::start("tokenwatchd", 3, TIMING).unwrap();
     let mut last = 0;
-    for round in 0..3 {
+    for round in 0..2 {
         for id in 1..=3 {
-            let fence = lock_once(&c, id, Duration::from_secs(20))
-                .unwrap_or_else(|e| panic!("round {round}, node {id}: {e}\n{}", logs(&c, 3)));
+            let fence = lock_once(&c, id, Duration::from_secs(30))
+                .unwrap_or_else(|e| panic!("round {round}, node {id}: {e}\n{}", logs(&c, &all(3))));
             assert!(fence > last, "fence {fence:#x} after {last:#x}");
             last = fence;
         }
+        for id in 1..=3 {
+            c.kill(id);
+        }
+        for id in 1..=3 {
+            c.spawn(id).unwrap();
+        }
+        for id in 1..=3 {
+            c.wait_ready(id).unwrap();
+        }
     }
-    // The token circulates: the pass counter moves on every node.
-    assert!(wait_until(Duration::from_secs(3), || c.metric(2, "tokenwatch_token_passes_total").unwrap_or(0.0) > 0.0));
-    // Kill node 3: the others bypass it and regenerate, and keep granting.
-    c.kill(3);
-    let killed = Instant::now();
-    for id in [1, 2] {
-        let fence = lock_once(&c, id, Duration::from_secs(30))
-            .unwrap_or_else(|e| panic!("after the kill, node {id}: {e}\n{}", logs(&c, 2)));
+    for id in 1..=3 {
+        let fence = lock_once(&c, id, Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("after the cold restarts, node {id}: {e}\n{}", logs(&c, &all(3))));
+        assert!(fence > last, "fence {fence:#x} after {last:#x} across a cold restart\n{}", logs(&c, &all(3)));
+        last = fence;
+    }
+}
+
+/// Garbage, a truncated datagram, another cluster's, a forged MAC and a
+/// replay sent to a daemon's peer port: each dropped and counted by
+/// reason; the ring keeps circulating and granting.
+#[test]
+fn bad_datagrams_on_the_peer_port_are_dropped_counted_by_reason_and_the_ring_goes_on() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("cluster.key");
+    std::fs::write(&key, "5a".repeat(32)).unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let extra = format!("cluster_key_file = \"{}\"\n{TIMING}", key.display());
+    let c = Cluster::start_relayed("tokenwatchd", 3, &extra).unwrap();
+    let relay = c.relay().expect("relayed");
+    let first = lock_once(&c, 1, Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}\n{}", logs(&c, &all(3))));
+    // A real datagram n3 → n1 (n3 is n1's predecessor: tokens and ACKs).
+    assert!(wait_until(Duration::from_secs(5), || relay.last_datagram(3, 1).is_some()), "nothing relayed 3 → 1");
+    thread::sleep(Duration::from_millis(50));
+    let captured = relay.last_datagram(3, 1).expect("captured");
+    let to_life = u64::from_be_bytes(captured[4..12].try_into().expect("12-byte address"));
+    let address = |frame: &[u8]| [&1u32.to_be_bytes()[..], &to_life.to_be_bytes(), frame].concat();
+    let forged = |cluster: u32, key: [u8; 32]| {
+        let codec = PeerCodec::<tokenwatchd::Msg>::new(
+            cluster,
+            NodeId(3),
+            Membership::of_size(3),
+            Some(ClusterKey::from_bytes(key)),
+        );
+        let ch = udp_challenge(NodeId(1), Incarnation(to_life));
+        address(&codec.encode(Incarnation(1), 1, &ch, &tokenwatchd::Msg::Stale { epoch: 1 }).expect("encode"))
+    };
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = c.node(1).peer;
+    let passes_before = c.metric(1, "tokenwatch_token_passes_total").unwrap_or(0.0);
+    let cases: [(&str, Vec<u8>); 5] = [
+        ("bad_magic", address(b"certainly not a tokenwatchd frame, just text")),
+        ("truncated", captured[..20].to_vec()),
+        ("cluster", forged(2, [0x5a; 32])),
+        ("auth", forged(1, [0x11; 32])),
+        ("replay", captured.clone()),
+    ];
+    for (reason, d) in &cases {
+        sock.send_to(d, to).unwrap();
+        let sample = format!("tokenwatch_frames_rejected_total{{reason=\"{reason}\"}}");
+        let counted = wait_until(Duration::from_secs(5), || c.metric(1, &sample).unwrap_or(0.0) >= 1.0);
+        assert!(counted, "{reason}: not counted\n{}", c.scrape(1).unwrap_or_default());
+    }
+    // The ring goes on: passes continue and locks are granted everywhere.
+    assert!(
+        wait_until(Duration::from_secs(5), || c.metric(1, "tokenwatch_token_passes_total").unwrap_or(0.0)
+            > passes_before),
+        "the token stopped circulating"
+    );
+    let mut last = first;
+    for id in 1..=3 {
+        let fence = lock_once(&c, id, Duration::from_secs(30)).unwrap_or_else(|e| panic!("node {id}: {e}"));
         assert!(fence > last, "fence {fence:#x} after {last:#x}");
         last = fence;
     }
-    eprintln!("both survivors granted {:?} after the kill", killed.elapsed());
-    let regen = c.metric(1, "tokenwatch_token_regenerations_total").unwrap_or(0.0)
-        + c.metric(2, "tokenwatch_token_regenerations_total").unwrap_or(0.0);
-    assert!(regen >= 1.0, "no regeneration counted\n{}", logs(&c, 2));
 }
 
 #[test]
-fn with_chaos_on_the_ring_still_grants_and_counts_what_it_dropped() {
-    let extra = format!("{TIMING}[chaos]\ndrop_rate = 0.2\ndup_rate = 0.1\ndelay_ms = 5\n");
-    let mut c = Cluster::start("tokenwatchd", 3, &extra).unwrap();
-    for id in 1..=3 {
-        c.wait_ready(id).unwrap();
-    }
-    let mut last = 0;
-    for id in [1, 2, 3, 1] {
-        let fence = lock_once(&c, id, Duration::from_secs(30))
-            .unwrap_or_else(|e| panic!("node {id} under chaos: {e}\n{}", logs(&c, 3)));
-        assert!(fence > last, "fence {fence:#x} after {last:#x}");
-        last = fence;
-    }
-    assert!(c.log(1).contains("CHAOS IS ON"), "no loud warning:\n{}", c.log(1));
-    let dropped = "tokenwatch_messages_dropped_total{reason=\"chaos\"}";
-    assert!(
-        wait_until(Duration::from_secs(3), || (1..=3).any(|id| c.metric(id, dropped).unwrap_or(0.0) > 0.0)),
-        "no datagram counted as dropped by chaos"
-    );
+fn the_chaos_delay_may_not_exceed_the_datagram_delay_bound() {
     // --check-config refuses a delay beyond δ, naming the key.
     let bad = format!("{TIMING}[chaos]\ndelay_ms = 11\n");
     let b = Cluster::configure("tokenwatchd", 3, &bad).unwrap();
     let path = b.config_path(1).display().to_string();
-    let (code, _, stderr) =
-        ftcoord_tests::run_once("tokenwatchd", &["--config", &path, "--check-config"], &[]).unwrap();
+    let (code, _, stderr) = run_once("tokenwatchd", &["--config", &path, "--check-config"], &[]).unwrap();
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("chaos.delay_ms"), "{stderr}");
+}
+
+#[test]
+fn example_config_is_valid() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/tokenwatchd.example.toml");
+    let (code, stdout, stderr) = run_once("tokenwatchd", &["--config", path, "--check-config"], &[]).unwrap();
+    assert_eq!(code, 0, "{stderr}");
+    for key in ["ring_timeout_ms = 100", "max_retransmits = 3", "max_hold_ms = 2000", "drop_rate = 0.0"] {
+        assert!(stdout.contains(key), "effective config lacks {key}: {stdout}");
+    }
+}
+
+/// Figures for the closing note (not assertions): token passes per second
+/// at 0 % and 20 % chaos loss next to 1 / (3 · L_udp) measured in the same
+/// run (L_udp: a loopback UDP round trip / 2), the time from a lost token
+/// to its retransmission, and the loss-to-recovery histogram.
+#[test]
+#[ignore = "figures: cargo test --release -p ftcoord-tests --test tokenwatchd -- --ignored figures --nocapture"]
+fn figures() {
+    let _serial = serial();
+    // L_udp: half the median round trip of a 64-byte datagram over loopback.
+    let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut buf = [0u8; 64];
+    let mut rtts: Vec<f64> = (0..2_000)
+        .map(|_| {
+            let t = Instant::now();
+            a.send_to(&buf, b.local_addr().unwrap()).unwrap();
+            let (_, from) = b.recv_from(&mut buf).unwrap();
+            b.send_to(&buf, from).unwrap();
+            a.recv_from(&mut buf).unwrap();
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    rtts.sort_by(f64::total_cmp);
+    let l_udp = rtts[rtts.len() / 2] / 2.0;
+    eprintln!("L_udp = {:.1} µs; 1 / (3 · L_udp) = {:.0} passes/s", l_udp * 1e6, 1.0 / (3.0 * l_udp));
+    for drop in ["0.0", "0.2"] {
+        // An idle ring: the token is passed on as soon as it arrives.
+        let timing = "ring_timeout_ms = 20\nmax_hold_ms = 300\ntoken_min_hold_ms = 0\nmax_datagram_delay_ms = 10\n";
+        let c = Cluster::start("tokenwatchd", 5, &format!("{timing}[chaos]\ndrop_rate = {drop}\n")).unwrap();
+        lock_once(&c, 1, Duration::from_secs(30)).unwrap();
+        let passes = |c: &Cluster| sum_metric(c, &all(5), "tokenwatch_token_passes_total");
+        let (p0, t0) = (passes(&c), Instant::now());
+        thread::sleep(Duration::from_secs(5));
+        let rate = (passes(&c) - p0) / t0.elapsed().as_secs_f64();
+        let retrans = sum_metric(&c, &all(5), "tokenwatch_retransmissions_total");
+        eprintln!(
+            "drop {drop}: {rate:.0} passes/s = {:.3} of 1/(3·L_udp); {retrans} retransmissions \
+             (each one ring_timeout = 20 ms after the lost transmission)",
+            rate * 3.0 * l_udp
+        );
+    }
+    // Loss to recovery after SIGKILL of the holder, from the histogram.
+    let mut c = Cluster::start("tokenwatchd", 5, TIMING).unwrap();
+    lock_once(&c, 1, Duration::from_secs(30)).unwrap();
+    let holder = (1..=5).find(|id| has_token(&c, *id));
+    if let Some(h) = holder {
+        let t = Instant::now();
+        c.kill(h);
+        let other = if h == 1 { 2 } else { 1 };
+        lock_once(&c, other, Duration::from_secs(30)).unwrap();
+        eprintln!("SIGKILL of the holder {h} -> next grant on node {other}: {:?}", t.elapsed());
+        for id in all(5).into_iter().filter(|id| *id != h) {
+            let sum = c.metric(id, "tokenwatch_recovery_duration_seconds_sum").unwrap_or(0.0);
+            let n = c.metric(id, "tokenwatch_recovery_duration_seconds_count").unwrap_or(0.0);
+            if n > 0.0 {
+                eprintln!("node {id}: loss-to-recovery {:.1} ms (mean of {n})", sum / n * 1e3);
+            }
+        }
+    }
 }

@@ -20,6 +20,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use client::{Client, StatusReport};
 use ftcore::Message;
 
+mod relay;
+pub use relay::UdpRelay;
+
 /// Path of a daemon binary: beside the running executable, or one
 /// directory up (a test binary in `target/<profile>/deps/`).
 pub fn bin(name: &str) -> Result<PathBuf> {
@@ -85,6 +88,8 @@ pub struct Cluster {
     new_cluster: bool,
     /// Whether each node has been started (by this value) before.
     started: Vec<bool>,
+    /// The UDP relay the peers talk through (`configure_relayed`).
+    relay: Option<UdpRelay>,
 }
 
 impl Cluster {
@@ -110,6 +115,29 @@ impl Cluster {
     /// Writes the configs in `dir` (kept), or in a scratch directory
     /// removed on drop, but starts nothing.
     pub fn configure_in(daemon: &str, n: usize, extra: &str, dir: Option<PathBuf>) -> Result<Cluster> {
+        Cluster::configure_with(daemon, n, extra, dir, false)
+    }
+
+    /// Like [`start`](Self::start), but the peers talk through a
+    /// [`UdpRelay`] ([`relay`](Self::relay)), which can partition them (UDP
+    /// daemons only: tokenwatchd).
+    pub fn start_relayed(daemon: &str, n: usize, extra: &str) -> Result<Cluster> {
+        let mut c = Cluster::configure_with(daemon, n, extra, None, true)?;
+        for id in 1..=n as u32 {
+            c.spawn(id)?;
+        }
+        for id in 1..=n as u32 {
+            c.wait_ready(id)?;
+        }
+        Ok(c)
+    }
+
+    /// The relay between the peers, for a cluster started relayed.
+    pub fn relay(&self) -> Option<&UdpRelay> {
+        self.relay.as_ref()
+    }
+
+    fn configure_with(daemon: &str, n: usize, extra: &str, dir: Option<PathBuf>, relayed: bool) -> Result<Cluster> {
         let (dir, scratch) = match dir {
             Some(d) => {
                 std::fs::create_dir_all(&d).with_context(|| format!("create {}", d.display()))?;
@@ -129,8 +157,11 @@ impl Cluster {
                 metrics: SocketAddr::from(([127, 0, 0, 1], ports[3 * i + 2])),
             })
             .collect();
+        let relay =
+            if relayed { Some(UdpRelay::start(&nodes.iter().map(|e| e.peer).collect::<Vec<_>>())?) } else { None };
+        let peer_addr = |e: &Endpoints| relay.as_ref().map_or(e.peer, |r| r.addr(e.id));
         let peers: String =
-            nodes.iter().map(|e| format!("[[peers]]\nid = {}\naddr = \"{}\"\n\n", e.id, e.peer)).collect();
+            nodes.iter().map(|e| format!("[[peers]]\nid = {}\naddr = \"{}\"\n\n", e.id, peer_addr(e))).collect();
         let new_cluster = !dir.join("state").exists();
         for e in &nodes {
             let state_dir = toml_string(&state_dir_in(&dir, e.id))?;
@@ -149,6 +180,7 @@ impl Cluster {
             nodes,
             new_cluster,
             started: vec![false; n],
+            relay,
         })
     }
 

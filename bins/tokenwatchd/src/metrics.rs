@@ -18,6 +18,7 @@ pub fn declare(m: &Metrics) {
         "superseded_total",
         "joins_total",
         "token_regenerations_total",
+        "minority_drops_total",
     ] {
         metrics::counter!(m.name(c)).increment(0);
     }
@@ -35,6 +36,13 @@ pub fn record(e: &TwEvent, m: &Metrics) {
         TwEvent::Lock(e) => m.lock_event(e),
         TwEvent::Joined => tracing::info!("joined the ring"),
         TwEvent::Accepted { .. } => {}
+        TwEvent::Rotated { took } => {
+            metrics::histogram!(m.name("rotation_seconds")).record(took.as_secs_f64());
+        }
+        TwEvent::MinorityDropped => {
+            tracing::warn!("no live successor and no majority: token copy dropped, claiming");
+            metrics::counter!(m.name("minority_drops_total")).increment(1);
+        }
         TwEvent::Passed { .. } => metrics::counter!(m.name("token_passes_total")).increment(1),
         TwEvent::Confirmed { took } => {
             metrics::histogram!(m.name("handoff_confirmation_seconds")).record(took.as_secs_f64());

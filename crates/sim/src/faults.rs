@@ -31,6 +31,10 @@ pub struct FaultPlan {
     pub downtime: (Duration, Duration),
     /// Whether crashed nodes come back.
     pub restart: bool,
+    /// How many of the crashes (the first ones that happen) lose the
+    /// node's disk too: it restarts with no stored state (a replaced disk,
+    /// a re-imaged host) and must recover as a fresh node.
+    pub wipes: u32,
     /// Number of partitions (each isolates a random minority, then heals).
     pub partitions: u32,
     /// How long a partition lasts.
@@ -71,6 +75,7 @@ impl Default for FaultPlan {
             max_down: 1,
             downtime: (Duration::from_millis(100), Duration::from_millis(2_000)),
             restart: true,
+            wipes: 0,
             partitions: 0,
             partition_len: (Duration::from_millis(100), Duration::from_millis(1_000)),
             pauses: 0,
@@ -124,6 +129,7 @@ impl FaultPlan {
         times.sort_unstable();
         // (node, down_from, up_at) — up_at None: never restarts.
         let mut downs: Vec<(NodeId, Instant, Option<Instant>)> = Vec::new();
+        let mut wipes = self.wipes;
         for t in times {
             let t = Instant::from_micros(t);
             let is_down = |id: NodeId, downs: &[(NodeId, Instant, Option<Instant>)]| {
@@ -139,6 +145,10 @@ impl FaultPlan {
             downs.push((victim, t, up));
             out.push((t, Action::Crash(victim)));
             if let Some(up) = up {
+                if wipes > 0 {
+                    wipes -= 1;
+                    out.push((t + Duration::from_micros(1), Action::WipeDisk(victim)));
+                }
                 out.push((up, Action::Restart(victim)));
             }
         }

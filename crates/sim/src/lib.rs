@@ -486,6 +486,16 @@ impl<P: Protocol> Sim<P> {
         }
     }
 
+    /// Forgets the events and replies recorded so far (long runs keep
+    /// memory flat this way). Checkers that keep an index into
+    /// `World::events` must not be used with it; those that read only
+    /// [`World::step_events`] and the cores are unaffected.
+    pub fn forget_history(&mut self) {
+        self.world.events.clear();
+        self.world.replies.clear();
+        self.world.step_events_from = 0;
+    }
+
     /// Current virtual time.
     pub fn now(&self) -> Instant {
         self.world.now

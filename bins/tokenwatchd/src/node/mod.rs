@@ -300,6 +300,14 @@ pub enum TwEvent {
     },
     /// The token arrived or left (gauge).
     HasToken(bool),
+    /// The token came back to this process in the same epoch: one lap.
+    Rotated {
+        /// Time since it last arrived here.
+        took: Duration,
+    },
+    /// No live successor and no majority: the copy was dropped (no
+    /// minority holder) and a Claim started.
+    MinorityDropped,
 }
 
 /// The token while it is here.
@@ -372,6 +380,9 @@ pub struct TwNode {
     /// again, not forwarded twice.
     adopted: Option<(u64, NodeId)>,
     visit: Option<Visit>,
+    /// When (and in which epoch) the token last arrived here: the next
+    /// arrival in the same epoch is one rotation later.
+    last_arrival: Option<(u64, Instant)>,
     awaiting: Option<Awaiting>,
     /// When a token was last accepted or confirmed here (or this life
     /// started): `token_lost_after` later, a Claim starts.
@@ -474,6 +485,13 @@ impl TwNode {
         self.visit.is_some()
     }
 
+    /// The unconfirmed hand-off, if any: when it was last sent and how
+    /// many times it was sent again (the simulator checks that a lost
+    /// token is retransmitted within `ring_timeout`).
+    pub fn unconfirmed_handoff(&self) -> Option<(Instant, u32)> {
+        self.awaiting.as_ref().map(|a| (a.last_sent, a.retransmits))
+    }
+
     /// The token passing counter.
     pub fn tpc(&self) -> u64 {
         self.tpc
@@ -542,6 +560,7 @@ impl Protocol for TwNode {
             last_handoff: None,
             adopted: None,
             visit: None,
+            last_arrival: None,
             awaiting: None,
             token_seen_at: ctx.now,
             lost_jitter: Duration::ZERO,
@@ -647,6 +666,7 @@ impl Protocol for TwNode {
             _ => "member",
         };
         let mut details = vec![
+            ("has_token".to_string(), self.visit.is_some().to_string()),
             ("epoch".to_string(), self.epoch().to_string()),
             ("tpc".to_string(), self.tpc.to_string()),
             ("live_view".to_string(), self.live_len().to_string()),

@@ -75,6 +75,12 @@ impl TwNode {
 
     /// The token is here now.
     pub(super) fn install(&mut self, now: Instant, epoch: u64) {
+        if let Some((e, at)) = self.last_arrival {
+            if e == epoch {
+                self.out.event(TwEvent::Rotated { took: now.saturating_since(at) });
+            }
+        }
+        self.last_arrival = Some((epoch, now));
         self.visit = Some(Visit { epoch, since: now, grants: 0 });
         self.locks.token_arrived(now);
         self.out.event(TwEvent::HasToken(true));
@@ -195,7 +201,10 @@ impl TwNode {
                 self.install(now, v.epoch)
             }
             // (safety) No minority holder: drop the copy, claim.
-            None => self.start_claim(now, Vec::new()),
+            None => {
+                self.out.event(TwEvent::MinorityDropped);
+                self.start_claim(now, Vec::new())
+            }
         }
     }
 

@@ -346,3 +346,43 @@ fn a_holder_whose_tpc_would_overflow_grants_nothing_more_drops_the_token_and_cla
     let out = deliver(&mut m, at(1), N1, INC, token(E, u64::MAX));
     assert_eq!(out, vec![ev(TwEvent::Refused { from: N1, reason: "tpc_overflow" })]);
 }
+
+#[test]
+fn a_token_back_in_the_same_epoch_records_one_rotation() {
+    let mut n = holding();
+    // Idle: passed on after the min hold.
+    let out = timeout(&mut n, at(2));
+    assert!(out.contains(&ev(TwEvent::Passed { to: N3 })), "{out:?}");
+    // Back after one lap: the confirmation and the lap time, before the visit.
+    let out = deliver(&mut n, at(30), N1, INC, token(E, 7));
+    assert_eq!(
+        out,
+        vec![
+            stored(&n),
+            ev(TwEvent::Confirmed { took: Duration::from_millis(28) }),
+            send(N3, Msg::Ack { epoch: E, ttl: 2, m: 8 }),
+            ev(TwEvent::AckSent { forwarded: false }),
+            ev(TwEvent::Rotated { took: Duration::from_millis(30) }),
+            ev(TwEvent::HasToken(true)),
+            ev(TwEvent::Accepted { epoch: E, tpc: 8 }),
+        ]
+    );
+    // A token of a newer epoch starts the laps afresh.
+    let mut n = holding();
+    timeout(&mut n, at(2));
+    let out = deliver(&mut n, at(30), N1, INC, token(E + 1, 1));
+    assert!(!out.iter().any(|o| matches!(o, Output::Event(TwEvent::Rotated { .. }))), "{out:?}");
+}
+
+#[test]
+fn a_holder_with_every_other_process_left_out_drops_its_copy_and_claims() {
+    let mut n = node();
+    deliver(&mut n, T0, N1, INC, Msg::Token { epoch: E, m: 5, bypassed: vec![N1, N3] });
+    // No live successor when the visit ends: no minority holder.
+    let out = timeout(&mut n, at(2));
+    assert!(!n.has_token());
+    assert_eq!(out, vec![ev(TwEvent::HasToken(false)), ev(TwEvent::MinorityDropped)]);
+    // Its Claim follows once the restart window of this first life is over.
+    let out = timeout(&mut n, at(1_000));
+    assert!(out.iter().any(|o| matches!(o, Output::Event(TwEvent::ClaimStarted { .. }))), "{out:?}");
+}

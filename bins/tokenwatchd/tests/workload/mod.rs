@@ -14,9 +14,15 @@ use timer::Instant;
 use tokenwatchd::{TwConfig, TwEvent, TwMutations, TwNode};
 
 pub fn cfg() -> TwConfig {
+    cfg_with_retransmits(3)
+}
+
+/// `cfg` with `r` retransmissions (more under heavy loss: a hand-off is
+/// bypassed only when all `r + 1` transmissions or their ACKs are lost).
+pub fn cfg_with_retransmits(r: u32) -> TwConfig {
     let mut c = TwConfig {
         ring_timeout: Duration::from_millis(20),
-        max_retransmits: 3,
+        max_retransmits: r,
         max_hold: Duration::from_millis(100),
         token_min_hold: Duration::from_millis(2),
         max_delay: Duration::from_millis(5),
@@ -41,7 +47,12 @@ pub fn cluster(seed: u64, n: u32, net: NetConfig) -> Sim<TwNode> {
 
 /// `cluster` with the rules in `m` switched off (tests/safety.rs).
 pub fn cluster_with(seed: u64, n: u32, net: NetConfig, m: TwMutations) -> Sim<TwNode> {
-    let mut sim = Sim::new(seed, n, net, TwConfig { mutations: m, ..cfg() });
+    cluster_cfg(seed, n, net, TwConfig { mutations: m, ..cfg() })
+}
+
+/// `cluster` with these settings.
+pub fn cluster_cfg(seed: u64, n: u32, net: NetConfig, config: TwConfig) -> Sim<TwNode> {
+    let mut sim = Sim::new(seed, n, net, config);
     sim.clients(Box::new(move |_, node, client, reply, rng| {
         let ms = |rng: &mut timer::SeededRng, lo, hi| Duration::from_millis(rng.range_inclusive(lo, hi));
         match reply {
@@ -124,22 +135,89 @@ pub fn every_fault(seed: u64, m: TwMutations) -> Result<Sim<TwNode>, sim::SimErr
         ..FaultPlan::everything(5).with_clients(clients)
     };
     sim.random_faults(&plan);
-    // Clients come back after disconnects and restarts.
-    let mut t = Instant::from_millis(2_000);
-    while t < Instant::from_millis(40_000) {
-        for i in 1..=5 {
-            sim.at(t, acquire(NodeId(i), ClientId(u64::from(i))));
-        }
-        t = t + Duration::from_millis(1_000);
-    }
+    clients_return(&mut sim, 5, Instant::from_millis(2_000), Instant::from_millis(40_000));
     sim.run_until(Instant::from_millis(12_000))?;
     sim.converge(Duration::from_secs(3))?;
     let settled = sim.now();
     sim.run_for(Duration::from_secs(20))?;
-    let served: BTreeSet<NodeId> =
-        grants(sim.world()).into_iter().filter(|(t, _, _)| *t > settled).map(|(_, n, _)| n).collect();
+    let served = served_since(sim.world(), settled);
     if served.len() < 5 {
         return Err(sim.error(format!("after the faults only {served:?} were served again")));
+    }
+    Ok(sim)
+}
+
+/// Within the bounds, an unconfirmed hand-off is sent again no later than
+/// `ring_timeout` after its last transmission (until `r` resends): checked
+/// on the cores after every step.
+pub fn retransmits_in_time(c: &TwConfig) -> impl FnMut(&World<TwNode>) -> Result<(), String> {
+    let (ring_timeout, r) = (c.ring_timeout, c.max_retransmits);
+    move |w: &World<TwNode>| {
+        for (id, core) in w.live().filter(|(id, _)| !w.is_paused(*id)) {
+            if let Some((last, resends)) = core.unconfirmed_handoff() {
+                if resends < r && w.now > last + ring_timeout {
+                    return Err(format!("{id}: hand-off last sent at {last}, not sent again by {}", w.now));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Re-acquires on every process every second from `from` to `to` (clients
+/// come back after disconnects and restarts).
+pub fn clients_return(sim: &mut Sim<TwNode>, n: u32, from: Instant, to: Instant) {
+    let mut t = from;
+    while t < to {
+        for i in 1..=n {
+            sim.at(t, acquire(NodeId(i), ClientId(u64::from(i))));
+        }
+        t = t + Duration::from_secs(1);
+    }
+}
+
+/// The processes granted a lock after `since`.
+pub fn served_since(w: &World<TwNode>, since: Instant) -> BTreeSet<NodeId> {
+    grants(w).into_iter().filter(|(t, _, _)| *t > since).map(|(_, n, _)| n).collect()
+}
+
+/// Within the bounds at a datagram loss rate: crashes and restarts (one
+/// with a wiped disk), partitions isolating a minority, 5 % duplication
+/// and reordering (delays 0.2–5 ms). One holder at a time, fences unique
+/// and rising, lost hand-offs resent within the ring timeout; once the
+/// faults stop every process is served again.
+pub fn within_bounds(seed: u64, loss: f64) -> Result<Sim<TwNode>, sim::SimError> {
+    let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), loss, 0.05);
+    // Enough resends that a hand-off is rarely bypassed at this loss rate.
+    let r = if loss >= 0.4 {
+        8
+    } else if loss >= 0.2 {
+        5
+    } else {
+        3
+    };
+    let config = cfg_with_retransmits(r);
+    let mut sim = cluster_cfg(seed, 5, net, config.clone());
+    sim.check(safety(true));
+    sim.check(retransmits_in_time(&config));
+    let plan = FaultPlan {
+        start: Instant::from_millis(2_000),
+        end: Instant::from_millis(8_000),
+        crashes: 4,
+        max_down: 2,
+        wipes: 1,
+        partitions: 2,
+        ..FaultPlan::default()
+    };
+    sim.random_faults(&plan);
+    clients_return(&mut sim, 5, Instant::from_millis(2_000), Instant::from_millis(40_000));
+    sim.run_until(Instant::from_millis(12_000))?;
+    sim.converge(Duration::from_secs(3))?;
+    let settled = sim.now();
+    sim.run_for(Duration::from_secs(20))?;
+    let served = served_since(sim.world(), settled);
+    if served.len() < 5 {
+        return Err(sim.error(format!("at {:.0} % loss, after the faults only {served:?} were served", loss * 100.0)));
     }
     Ok(sim)
 }

@@ -1,0 +1,211 @@
+//! What the real-process lock tests share: `ftctl lock` loops whose CMDs
+//! record `start`/`end` lines (client, fence, `date +%s%N`) into one file,
+//! and the checks over those records (mutual exclusion, increasing fences),
+//! judged from the clients' own records with one clock.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use lockservice::{LockReply, LockRequest};
+
+use crate::{bin, Cluster};
+
+/// A daemon's status report.
+pub type Status = client::StatusReport;
+
+/// ftctl's exit statuses.
+pub const LOCK_LOST: i32 = 69;
+pub const TIMED_OUT: i32 = 75;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// One cluster test at a time (a failed test poisons nothing for the others).
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn status(c: &Cluster, id: u32) -> Option<Status> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+    rt.block_on(c.status::<LockRequest, LockReply>(id)).ok()
+}
+
+pub fn detail(s: &Status, key: &str) -> Option<String> {
+    s.details.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+}
+
+pub fn has_token(c: &Cluster, id: u32) -> bool {
+    status(c, id).and_then(|s| detail(&s, "has_token")).as_deref() == Some("true")
+}
+
+/// Nanoseconds since the epoch, the clock `date +%s%N` reads.
+pub fn now_ns() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_nanos()
+}
+
+/// `ftctl --addr ADDR lock --timeout TIMEOUT -- sh -c SCRIPT`, quiet on stdout.
+pub fn ftctl_lock(c: &Cluster, id: u32, timeout: &str, script: &str) -> Command {
+    let mut cmd = Command::new(bin("ftctl").expect("ftctl is built"));
+    cmd.arg("--addr")
+        .arg(c.node(id).client.to_string())
+        .args(["lock", "--timeout", timeout, "--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Runs `cmd` to completion: (exit code, stderr).
+pub fn run(mut cmd: Command) -> (i32, String) {
+    let out = cmd.output().expect("run ftctl");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A CMD that appends `start C FENCE NS`, sleeps `sleep` seconds (none if
+/// empty), then appends `end C FENCE NS` to `file`. Each line is one
+/// O_APPEND write far below PIPE_BUF, so lines never interleave.
+pub fn recording_script(client: &str, file: &Path, sleep: &str) -> String {
+    let f = file.display();
+    let pause = if sleep.is_empty() { String::new() } else { format!("sleep {sleep}; ") };
+    format!(
+        "echo \"start {client} $FTCOORD_FENCE $(date +%s%N)\" >> '{f}'; {pause}\
+         echo \"end {client} $FTCOORD_FENCE $(date +%s%N)\" >> '{f}'"
+    )
+}
+
+/// One grant as its CMD recorded it.
+#[derive(Clone, Debug)]
+pub struct Hold {
+    /// The client's name.
+    pub client: String,
+    /// The fence it held.
+    pub fence: u128,
+    /// When CMD started (ns since the epoch).
+    pub start: u128,
+    /// When CMD ended; None when it was stopped before it wrote its end line.
+    pub end: Option<u128>,
+}
+
+/// The holds in a record file, in order of start time.
+pub fn parse_holds(text: &str) -> Vec<Hold> {
+    let mut holds: Vec<Hold> = Vec::new();
+    let mut open: BTreeMap<(String, u128), usize> = BTreeMap::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [kind, client, fence, ts] = parts[..] else { panic!("malformed record line {line:?}") };
+        let fence: u128 = fence.parse().unwrap_or_else(|_| panic!("bad fence in {line:?}"));
+        let ts: u128 = ts.parse().unwrap_or_else(|_| panic!("bad timestamp in {line:?}"));
+        match kind {
+            "start" => {
+                let key = (client.to_string(), fence);
+                assert!(!open.contains_key(&key), "fence {fence} granted twice to {client}: {line:?}");
+                open.insert(key, holds.len());
+                holds.push(Hold { client: client.to_string(), fence, start: ts, end: None });
+            }
+            "end" => {
+                let i =
+                    *open.get(&(client.to_string(), fence)).unwrap_or_else(|| panic!("end without start: {line:?}"));
+                assert!(holds[i].end.is_none(), "two ends for one hold: {line:?}");
+                assert!(ts >= holds[i].start, "end before start: {line:?}");
+                holds[i].end = Some(ts);
+            }
+            _ => panic!("malformed record line {line:?}"),
+        }
+    }
+    holds.sort_by_key(|h| h.start);
+    holds
+}
+
+/// Mutual exclusion over the complete holds, and fences strictly increasing
+/// in order of start time over all of them.
+pub fn check_exclusion_and_fences(holds: &[Hold], diag: &str) {
+    let mut prev: Option<&Hold> = None;
+    for h in holds.iter().filter(|h| h.end.is_some()) {
+        if let Some(p) = prev {
+            assert!(
+                p.end.expect("complete") < h.start,
+                "overlapping holds: {p:?} and {h:?} (overlap {} ns)\n{diag}",
+                p.end.expect("complete") - h.start
+            );
+        }
+        prev = Some(h);
+    }
+    for w in holds.windows(2) {
+        assert!(w[0].fence < w[1].fence, "fences not increasing in start order: {:?} then {:?}\n{diag}", w[0], w[1]);
+    }
+}
+
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// The complete lines of a record file that writers may be appending to
+/// (a read can catch the last write half done).
+pub fn read_lines_so_far(path: &Path) -> String {
+    let mut text = read(path);
+    text.truncate(text.rfind('\n').map_or(0, |i| i + 1));
+    text
+}
+
+/// A thread running `ftctl lock` against node `id` again and again until
+/// `stop`, each CMD recording into `file`; returns every exit code.
+pub fn client_loop(
+    c: &Cluster,
+    id: u32,
+    name: String,
+    file: PathBuf,
+    sleep: &'static str,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<Vec<(i32, String)>> {
+    let ftctl = bin("ftctl").expect("ftctl is built");
+    let addr = c.node(id).client.to_string();
+    thread::spawn(move || {
+        let script = recording_script(&name, &file, sleep);
+        let mut codes = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let out = Command::new(&ftctl)
+                .args(["--addr", &addr, "lock", "--timeout", "30s", "--", "sh", "-c", &script])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .output()
+                .expect("run ftctl");
+            let code = out.status.code().unwrap_or(-1);
+            if code != 0 {
+                // The daemon is down or the lock was lost: retry shortly.
+                thread::sleep(Duration::from_millis(100));
+            }
+            codes.push((code, String::from_utf8_lossy(&out.stderr).trim().to_string()));
+        }
+        codes
+    })
+}
+
+pub fn sum_metric(c: &Cluster, ids: &[u32], prefix: &str) -> f64 {
+    ids.iter()
+        .filter_map(|&id| c.scrape(id).ok())
+        .flat_map(|text| {
+            text.lines()
+                .filter(|l| !l.starts_with('#') && l.starts_with(prefix))
+                .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+pub fn logs(c: &Cluster, ids: &[u32]) -> String {
+    ids.iter().map(|&id| format!("---- node {id} ----\n{}\n", c.log(id))).collect()
+}
+
+pub fn ms(ns: u128) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// The median of `v` in ms with two decimals, or "-" when empty.
+pub fn median(v: &mut [f64]) -> String {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).map_or_else(|| "-".to_string(), |m| format!("{m:.2}"))
+}
