@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ftlab::{bin, wait_until, Cluster};
 
-const PREFIXES: [&str; 2] = ["ntmutex_", "hbring_"];
+const PREFIXES: [&str; 3] = ["ntmutex_", "hbring_", "tokenwatch_"];
 
 /// Metric names referenced by the dashboards (PromQL inside the JSON).
 fn dashboard_metrics() -> BTreeSet<String> {
@@ -75,6 +75,24 @@ fn every_metric_in_every_dashboard_is_exported() {
     hb.restart(2).unwrap();
     std::thread::sleep(Duration::from_millis(700));
     have.extend(scrape_all(&hb, &[1, 2, 3]));
+
+    // tokenwatchd: grants, laps, then a SIGKILL of the holder and a
+    // regeneration.
+    let mut tw =
+        Cluster::start("tokenwatchd", 3, "ring_timeout_ms = 20\nmax_hold_ms = 300\nmax_datagram_delay_ms = 10\n")
+            .unwrap();
+    assert!(lock_once(&tw, 1), "log:\n{}", tw.log(1));
+    let holder = (1..=3).find(|id| tw.metric(*id, "tokenwatch_has_token") == Some(1.0)).unwrap_or(1);
+    tw.kill(holder);
+    let live: Vec<u32> = (1..=3).filter(|id| *id != holder).collect();
+    assert!(wait_until(Duration::from_secs(30), || scrape_all(&tw, &live)
+        .contains("tokenwatch_recovery_duration_seconds_bucket")));
+    assert!(lock_once(&tw, live[0]), "log:\n{}", tw.log(live[0]));
+    // A lap of the new token's epoch is one rotation.
+    assert!(
+        wait_until(Duration::from_secs(5), || scrape_all(&tw, &live).contains("tokenwatch_rotation_seconds_bucket"))
+    );
+    have.extend(scrape_all(&tw, &live));
 
     let missing: Vec<&String> = wanted.iter().filter(|m| !have.contains(*m)).collect();
     assert!(missing.is_empty(), "dashboards use metrics nobody exports: {missing:?}");
