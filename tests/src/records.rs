@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lockservice::{LockReply, LockRequest};
 
-use crate::{bin, Cluster};
+use crate::{bin, wait_until, Cluster};
 
 /// A daemon's status report.
 pub type Status = client::StatusReport;
@@ -208,4 +208,50 @@ pub fn ms(ns: u128) -> f64 {
 pub fn median(v: &mut [f64]) -> String {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).map_or_else(|| "-".to_string(), |m| format!("{m:.2}"))
+}
+
+/// Holds of client `c{id}` that completed and started after `since` (ns).
+pub fn holds_since(holds: &[Hold], id: u32, since: u128) -> usize {
+    holds.iter().filter(|h| h.client == format!("c{id}") && h.end.is_some() && h.start > since).count()
+}
+
+/// Waits until each of `ids`' clients completed `k` holds after `since`.
+pub fn wait_holds(file: &Path, ids: &[u32], k: usize, since: u128, timeout: Duration) -> bool {
+    wait_until(timeout, || {
+        let holds = parse_holds(&read_lines_so_far(file));
+        ids.iter().all(|id| holds_since(&holds, *id, since) >= k)
+    })
+}
+
+/// The node whose client is inside its critical section (the last record
+/// is its `start`) while its daemon holds the token.
+pub fn catch_holder(c: &Cluster, file: &Path) -> Option<u32> {
+    let mut holder = None;
+    wait_until(Duration::from_secs(20), || {
+        let text = read_lines_so_far(file);
+        let Some(last) = text.lines().last() else { return false };
+        let parts: Vec<&str> = last.split_whitespace().collect();
+        if parts.first() != Some(&"start") {
+            return false;
+        }
+        let id: u32 = parts[1][1..].parse().expect("client name cN");
+        holder = Some(id).filter(|id| has_token(c, *id));
+        holder.is_some()
+    });
+    holder
+}
+
+/// Stops the loops; a summary of every client's exit codes, and the codes.
+pub fn stop_loops(
+    stop: &AtomicBool,
+    loops: Vec<thread::JoinHandle<Vec<(i32, String)>>>,
+) -> (String, Vec<Vec<(i32, String)>>) {
+    stop.store(true, Ordering::Relaxed);
+    let codes: Vec<Vec<(i32, String)>> = loops.into_iter().map(|h| h.join().expect("client loop")).collect();
+    let mut summary = String::new();
+    for (i, codes) in codes.iter().enumerate() {
+        let bad: Vec<_> = codes.iter().filter(|(code, _)| *code != 0).collect();
+        summary += &format!("c{}: {} runs, {} not 0: {bad:?}\n", i + 1, codes.len(), bad.len());
+    }
+    (summary, codes)
 }

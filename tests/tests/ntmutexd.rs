@@ -58,31 +58,11 @@ fn holder_kill_scenario(restart: bool) {
         (1..=5).map(|id| client_loop(&c, id, format!("c{id}"), file.clone(), "0.03", stop.clone())).collect();
 
     // Everyone gets a few holds before the fault.
-    let warm = wait_until(Duration::from_secs(60), || {
-        let holds = parse_holds(&read_lines_so_far(&file));
-        (1..=5).all(|id| holds.iter().filter(|h| h.client == format!("c{id}") && h.end.is_some()).count() >= 3)
-    });
+    let warm = wait_holds(&file, &[1, 2, 3, 4, 5], 3, 0, Duration::from_secs(60));
     assert!(warm, "not every client got 3 holds before the fault:\n{}\n{}", read(&file), logs(&c, &[1, 2, 3, 4, 5]));
 
     // Find the holder: the last record is its `start`, and its daemon has the token.
-    let mut victim = None;
-    let found = wait_until(Duration::from_secs(20), || {
-        let text = read_lines_so_far(&file);
-        let Some(last) = text.lines().last() else { return false };
-        let parts: Vec<&str> = last.split_whitespace().collect();
-        if parts.first() != Some(&"start") {
-            return false;
-        }
-        let id: u32 = parts[1][1..].parse().expect("client name cN");
-        if has_token(&c, id) {
-            victim = Some(id);
-            true
-        } else {
-            false
-        }
-    });
-    assert!(found, "never caught a holder inside its critical section");
-    let victim = victim.expect("found");
+    let victim = catch_holder(&c, &file).expect("never caught a holder inside its critical section");
     let kill_ns = now_ns();
     c.kill(victim);
     let killed_at = Instant::now();
@@ -98,21 +78,9 @@ fn holder_kill_scenario(restart: bool) {
 
     // Every client (the restarted daemon's included) gets holds again.
     let clients: Vec<u32> = if restart { (1..=5).collect() } else { survivors.clone() };
-    let recovered = wait_until(Duration::from_secs(60), || {
-        let holds = parse_holds(&read_lines_so_far(&file));
-        clients.iter().all(|id| {
-            holds.iter().filter(|h| h.client == format!("c{id}") && h.end.is_some() && h.start > restart_ns).count()
-                >= 3
-        })
-    });
-    stop.store(true, Ordering::Relaxed);
-    let codes: Vec<Vec<(i32, String)>> = loops.into_iter().map(|h| h.join().expect("client loop")).collect();
+    let recovered = wait_holds(&file, &clients, 3, restart_ns, Duration::from_secs(60));
+    let (summary, codes) = stop_loops(&stop, loops);
     let text = read(&file);
-    let mut summary = String::new();
-    for (i, codes) in codes.iter().enumerate() {
-        let bad: Vec<_> = codes.iter().filter(|(code, _)| *code != 0).collect();
-        summary += &format!("c{}: {} runs, {} not 0: {bad:?}\n", i + 1, codes.len(), bad.len());
-    }
     eprint!("{summary}");
     // Everything a failure needs: exit codes, records (kill at kill_ns), logs.
     let all = format!(

@@ -8,7 +8,7 @@
 //! at once could stall a daemon beyond the bounds the checks assume.
 
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -26,52 +26,6 @@ const MAX_HOLD: Duration = Duration::from_millis(300);
 
 fn all(n: u32) -> Vec<u32> {
     (1..=n).collect()
-}
-
-/// Holds of client `c{id}` that completed and started after `since` (ns).
-fn holds_since(holds: &[Hold], id: u32, since: u128) -> usize {
-    holds.iter().filter(|h| h.client == format!("c{id}") && h.end.is_some() && h.start > since).count()
-}
-
-/// Waits until each of `ids`' clients completed `k` holds after `since`.
-fn wait_holds(file: &std::path::Path, ids: &[u32], k: usize, since: u128, timeout: Duration) -> bool {
-    wait_until(timeout, || {
-        let holds = parse_holds(&read_lines_so_far(file));
-        ids.iter().all(|id| holds_since(&holds, *id, since) >= k)
-    })
-}
-
-/// The node whose client is inside its critical section (the last record
-/// is its `start`) while its daemon holds the token.
-fn catch_holder(c: &Cluster, file: &std::path::Path) -> Option<u32> {
-    let mut holder = None;
-    wait_until(Duration::from_secs(20), || {
-        let text = read_lines_so_far(file);
-        let Some(last) = text.lines().last() else { return false };
-        let parts: Vec<&str> = last.split_whitespace().collect();
-        if parts.first() != Some(&"start") {
-            return false;
-        }
-        let id: u32 = parts[1][1..].parse().expect("client name cN");
-        holder = Some(id).filter(|id| has_token(c, *id));
-        holder.is_some()
-    });
-    holder
-}
-
-/// Stops the loops; a summary of every client's exit codes, and the codes.
-fn stop_loops(
-    stop: &AtomicBool,
-    loops: Vec<thread::JoinHandle<Vec<(i32, String)>>>,
-) -> (String, Vec<Vec<(i32, String)>>) {
-    stop.store(true, Ordering::Relaxed);
-    let codes: Vec<Vec<(i32, String)>> = loops.into_iter().map(|h| h.join().expect("client loop")).collect();
-    let mut summary = String::new();
-    for (i, codes) in codes.iter().enumerate() {
-        let bad: Vec<_> = codes.iter().filter(|(code, _)| *code != 0).collect();
-        summary += &format!("c{}: {} runs, {} not 0: {bad:?}\n", i + 1, codes.len(), bad.len());
-    }
-    (summary, codes)
 }
 
 /// Five daemons dropping 20 % of their datagrams (chaos), a `ftctl lock`

@@ -135,16 +135,7 @@ pub fn every_fault(seed: u64, m: TwMutations) -> Result<Sim<TwNode>, sim::SimErr
         ..FaultPlan::everything(5).with_clients(clients)
     };
     sim.random_faults(&plan);
-    clients_return(&mut sim, 5, Instant::from_millis(2_000), Instant::from_millis(40_000));
-    sim.run_until(Instant::from_millis(12_000))?;
-    sim.converge(Duration::from_secs(3))?;
-    let settled = sim.now();
-    sim.run_for(Duration::from_secs(20))?;
-    let served = served_since(sim.world(), settled);
-    if served.len() < 5 {
-        return Err(sim.error(format!("after the faults only {served:?} were served again")));
-    }
-    Ok(sim)
+    everyone_served_after_the_faults(sim, "")
 }
 
 /// Within the bounds, an unconfirmed hand-off is sent again no later than
@@ -164,21 +155,28 @@ pub fn retransmits_in_time(c: &TwConfig) -> impl FnMut(&World<TwNode>) -> Result
     }
 }
 
-/// Re-acquires on every process every second from `from` to `to` (clients
-/// come back after disconnects and restarts).
-pub fn clients_return(sim: &mut Sim<TwNode>, n: u32, from: Instant, to: Instant) {
-    let mut t = from;
-    while t < to {
-        for i in 1..=n {
+/// The end of a 5-process fault run whose faults fall in 2–8 s: clients
+/// come back every second (after disconnects and restarts), the run goes
+/// on to 12 s and converges; then every process must be served within
+/// 20 s. `what` prefixes the error.
+fn everyone_served_after_the_faults(mut sim: Sim<TwNode>, what: &str) -> Result<Sim<TwNode>, sim::SimError> {
+    let mut t = Instant::from_millis(2_000);
+    while t < Instant::from_millis(40_000) {
+        for i in 1..=5 {
             sim.at(t, acquire(NodeId(i), ClientId(u64::from(i))));
         }
         t = t + Duration::from_secs(1);
     }
-}
-
-/// The processes granted a lock after `since`.
-pub fn served_since(w: &World<TwNode>, since: Instant) -> BTreeSet<NodeId> {
-    grants(w).into_iter().filter(|(t, _, _)| *t > since).map(|(_, n, _)| n).collect()
+    sim.run_until(Instant::from_millis(12_000))?;
+    sim.converge(Duration::from_secs(3))?;
+    let settled = sim.now();
+    sim.run_for(Duration::from_secs(20))?;
+    let served: BTreeSet<NodeId> =
+        grants(sim.world()).into_iter().filter(|(t, _, _)| *t > settled).map(|(_, n, _)| n).collect();
+    if served.len() < 5 {
+        return Err(sim.error(format!("{what}after the faults only {served:?} were served again")));
+    }
+    Ok(sim)
 }
 
 /// Within the bounds at a datagram loss rate: crashes and restarts (one
@@ -210,14 +208,5 @@ pub fn within_bounds(seed: u64, loss: f64) -> Result<Sim<TwNode>, sim::SimError>
         ..FaultPlan::default()
     };
     sim.random_faults(&plan);
-    clients_return(&mut sim, 5, Instant::from_millis(2_000), Instant::from_millis(40_000));
-    sim.run_until(Instant::from_millis(12_000))?;
-    sim.converge(Duration::from_secs(3))?;
-    let settled = sim.now();
-    sim.run_for(Duration::from_secs(20))?;
-    let served = served_since(sim.world(), settled);
-    if served.len() < 5 {
-        return Err(sim.error(format!("at {:.0} % loss, after the faults only {served:?} were served", loss * 100.0)));
-    }
-    Ok(sim)
+    everyone_served_after_the_faults(sim, &format!("at {:.0} % loss, ", loss * 100.0))
 }
