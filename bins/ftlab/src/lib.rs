@@ -264,7 +264,7 @@ impl Cluster {
             .arg("--config")
             .arg(self.config_path(id))
             .args((self.new_cluster && first).then_some("--new-cluster"))
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", std::env::var("FTLAB_LOG").unwrap_or_else(|_| "info".into()))
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

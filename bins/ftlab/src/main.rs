@@ -22,7 +22,8 @@ enum Cmd {
     /// Write configs for N nodes of DAEMON (each its own state_dir under
     /// DIR/state), start them, print their endpoints and a Prometheus file_sd
     /// targets file; Ctrl-C stops them. The first start of a new DIR passes
-    /// --new-cluster; starting again on the same DIR does not.
+    /// --new-cluster; starting again on the same DIR does not. The nodes
+    /// log at `info`, or at the tracing filter in $FTLAB_LOG if set.
     Up {
         /// Which daemon (its binary must be built: `cargo build --workspace --bins`).
         daemon: String,

@@ -115,6 +115,7 @@ where
                 incoming = self.peers.recv() => match incoming {
                     Some(Incoming::Message { from, inc, msg }) => {
                         self.metrics.received(kind_name(&msg));
+                        tracing::trace!(peer = %from, %inc, ?msg, "received");
                         self.core.handle_message(self.clock.now(), from, inc, msg);
                     }
                     Some(Incoming::Rejected { reason, detail, remote }) => {
@@ -250,6 +251,7 @@ where
                 }
                 Output::Send { to, msg } => {
                     let kind = kind_name(&msg);
+                    tracing::trace!(peer = %to, ?msg, "sending");
                     match self.transport.send(to, self.core.incarnation(), msg) {
                         Ok(()) => self.metrics.sent(kind),
                         Err(SendError::QueueFull(peer)) => {

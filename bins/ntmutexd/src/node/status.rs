@@ -51,6 +51,9 @@ impl NtNode {
                 ("fence".into(), self.last_fence.to_string()),
                 ("accesses".into(), self.accesses.to_string()),
                 ("local_waiting".into(), self.locks.waiting().to_string()),
+                // false: a fresh node (nothing stored) still asking its
+                // peers what they promised; it takes no part in a majority.
+                ("recovered".into(), self.promise.stored().recovered().to_string()),
             ],
         }
     }

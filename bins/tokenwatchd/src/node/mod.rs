@@ -671,6 +671,7 @@ impl Protocol for TwNode {
             ("tpc".to_string(), self.tpc.to_string()),
             ("live_view".to_string(), self.live_len().to_string()),
             ("waiting".to_string(), self.locks.waiting().to_string()),
+            ("recovered".to_string(), self.promise.stored().recovered().to_string()),
         ];
         if !self.bypassed.is_empty() {
             let b: Vec<String> = self.bypassed.iter().map(|n| n.to_string()).collect();

@@ -33,6 +33,7 @@ fn status_reports_role_peers_and_details() {
             ("fence", "0"),
             ("accesses", "0"),
             ("local_waiting", "0"),
+            ("recovered", "true"),
         ])
     );
     acquire(&mut h, T0, 1);
@@ -40,7 +41,7 @@ fn status_reports_role_peers_and_details() {
     let st = ftcore::status_of(&h, &Membership::of_size(3));
     assert_eq!(st.role, "holder (granted)");
     assert_eq!(st.details[5], ("fence".to_string(), fence(E, 1).to_string()));
-    assert_eq!(st.details[6..], details(&[("accesses", "1"), ("local_waiting", "1")]));
+    assert_eq!(st.details[6..8], details(&[("accesses", "1"), ("local_waiting", "1")]));
 
     let mut w = committed(3, 2, 2, 1, Some(1), &[1]);
     w.next = Some((n(3), 4));
@@ -62,6 +63,7 @@ fn status_reports_role_peers_and_details() {
             ("fence", "0"),
             ("accesses", "0"),
             ("local_waiting", "0"),
+            ("recovered", "true"),
         ])
     );
 
