@@ -302,6 +302,32 @@ impl PromiseNode {
         Ok(Promise { value, abandoned_own })
     }
 
+    /// A vote in an election of `value` (electd's term): a promise that is
+    /// not given to one proposer, because the candidate is chosen by the
+    /// ring (the highest id among the voters), and may be this node. The
+    /// same rules as [`Self::on_proposal`] otherwise: refused at or below
+    /// the threshold (one vote per term, only above every term voted in),
+    /// while unrecovered and in the restart window. On `Ok` persist, then
+    /// forward the vote.
+    pub fn vote(&mut self, value: u64, now: Instant) -> Result<(), Refusal> {
+        self.expire(now);
+        if !is_sane(value) {
+            return Err(Refusal::Invalid);
+        }
+        if !self.stored.recovered() {
+            return Err(Refusal::Unrecovered);
+        }
+        if self.at_or_below_threshold(value) {
+            return Err(Refusal::Promised { value: self.threshold() });
+        }
+        if let Some(r) = self.restarting(now) {
+            return Err(r);
+        }
+        self.stored.promise(value);
+        self.dirty = true;
+        Ok(())
+    }
+
     /// Traffic (token, heartbeat, renewal, ack) of `value` in use. Below the
     /// threshold it is refused; above, it raises the stored values (persist
     /// before acting on it). Allowed in the restart window: it is no promise.

@@ -527,3 +527,19 @@ fn raise_floor_lifts_the_next_proposal_above_a_stale_answer_and_is_persisted() {
     let v = p.propose(after).unwrap();
     assert!(v > 5_000 && slot_of(v) == p.slot(), "{v}");
 }
+
+// ---- votes (electd) ----
+
+#[test]
+fn one_vote_per_term_only_above_every_term_voted_in() {
+    let mut p = node(1);
+    assert_eq!(p.vote(5, ms(50)), Err(Refusal::Restarting { remaining: Duration::from_millis(50) }));
+    assert_eq!(p.vote(5, ms(200)), Ok(()));
+    assert_eq!(persisted(&mut p).threshold(), 5, "the vote is stored before it is forwarded");
+    assert_eq!(p.vote(5, ms(201)), Err(Refusal::Promised { value: 5 }), "a second vote in term 5");
+    assert_eq!(p.vote(4, ms(202)), Err(Refusal::Promised { value: 5 }));
+    assert_eq!(p.on_in_use(4, ms(203)), Err(Refusal::Promised { value: 5 }), "no ack below the vote");
+    assert_eq!(p.vote(6, ms(204)), Ok(()));
+    let fresh = PromiseNode::new(cfg(2), None, ms(0)).map(|mut f| f.vote(9, ms(500)));
+    assert_eq!(fresh, Ok(Err(Refusal::Unrecovered)), "a fresh node votes nothing");
+}

@@ -1,0 +1,103 @@
+//! electd's own configuration keys (beside the common ones).
+
+use std::time::Duration;
+
+use runtime::config::{check_range, CommonConfig, ConfigError, DaemonConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::node::{Algorithm, ElConfig, ElError};
+
+/// Keys of `electd.toml` beyond the common ones (electd.md).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(default)]
+pub struct ElectdConfig {
+    /// `"relay"` (default) or `"ring"`.
+    pub algorithm: Algorithm,
+    /// An election hop unacked this long: relay aborts the term, ring skips
+    /// the successor.
+    pub hop_timeout_ms: u64,
+    /// An election not done this long starts term + 1 (0: the bound,
+    /// laps × N × hop_timeout_ms + suspect_after_ms).
+    pub election_timeout_ms: u64,
+    /// The immediate answer (Queued or a denial) to a request is due this
+    /// long after it was sent.
+    pub request_timeout_ms: u64,
+    /// A grant's lease; at least 3·(lease_ms + suspect_after_ms).
+    pub grant_ttl_ms: u64,
+    /// Most requests waiting at the coordinator.
+    pub coordinator_max_queue: usize,
+    /// A consumer's election start is delayed by a random time up to this.
+    pub election_jitter_ms: u64,
+    /// Most local clients waiting at once.
+    pub max_queue: usize,
+}
+
+impl Default for ElectdConfig {
+    fn default() -> Self {
+        ElectdConfig {
+            algorithm: Algorithm::Relay,
+            hop_timeout_ms: 100,
+            election_timeout_ms: 0,
+            request_timeout_ms: 500,
+            grant_ttl_ms: 3_000,
+            coordinator_max_queue: 1_024,
+            election_jitter_ms: 100,
+            max_queue: 1_024,
+        }
+    }
+}
+
+impl DaemonConfig for ElectdConfig {
+    const NAME: &'static str = "electd";
+
+    fn validate(&self, common: &CommonConfig) -> Result<(), ConfigError> {
+        for (key, v) in [
+            ("hop_timeout_ms", self.hop_timeout_ms),
+            ("election_timeout_ms", self.election_timeout_ms),
+            ("request_timeout_ms", self.request_timeout_ms),
+            ("grant_ttl_ms", self.grant_ttl_ms),
+            ("election_jitter_ms", self.election_jitter_ms),
+        ] {
+            check_range(key, v, 0, 86_400_000)?;
+        }
+        if let Err(e) = self.core(common).validate(common.peers.len()) {
+            let key = match e {
+                ElError::Heartbeat => "timing.heartbeat_ms",
+                ElError::ZeroHopTimeout => "hop_timeout_ms",
+                ElError::ZeroRequestTimeout => "request_timeout_ms",
+                ElError::ElectionTimeoutTooShort { .. } => "election_timeout_ms",
+                ElError::GrantTtlTooShort { .. } => "grant_ttl_ms",
+                ElError::ZeroQueue => "coordinator_max_queue",
+                ElError::Promise(_) => "peers",
+            };
+            return Err(ConfigError::new(key, e.to_string()));
+        }
+        Ok(())
+    }
+}
+
+impl ElectdConfig {
+    /// The core's settings (0 for `election_timeout_ms`: derived).
+    pub fn core(&self, common: &CommonConfig) -> ElConfig {
+        let ms = Duration::from_millis;
+        let t = &common.timing;
+        let mut c = ElConfig {
+            algorithm: self.algorithm,
+            heartbeat: ms(t.heartbeat_ms),
+            suspect_after: ms(t.suspect_after_ms),
+            lease: ms(t.lease_ms),
+            drift_ppm: t.drift_ppm,
+            hop_timeout: ms(self.hop_timeout_ms),
+            election_timeout: ms(self.election_timeout_ms),
+            request_timeout: ms(self.request_timeout_ms),
+            grant_ttl: ms(self.grant_ttl_ms),
+            coordinator_max_queue: self.coordinator_max_queue,
+            election_jitter: ms(self.election_jitter_ms),
+            max_queue: self.max_queue,
+        };
+        if self.election_timeout_ms == 0 {
+            c.election_timeout = c.derived_election_timeout(common.peers.len());
+        }
+        c
+    }
+}

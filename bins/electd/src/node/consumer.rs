@@ -1,0 +1,245 @@
+//! A process's local clients (electd.md, "Consumer", with the
+//! **(deviation)** refinements): one request at a time to the coordinator
+//! for the local queue; `request_timeout` bounds the immediate answer (not
+//! the grant); `not_coordinator` retries at the named id, `queue_full`
+//! backs off, silence starts an election; pending requests are re-sent to
+//! a new coordinator with the (term, pos) of their `Queued` answer. The
+//! holder side of a grant: a renewal at once, the client granted only when
+//! it is acked, expiry at the latest acked renewal's send time +
+//! `grant_ttl·(1−ρ)`.
+
+use super::*;
+
+/// A request sent to the coordinator and not yet granted.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Pending {
+    req: u64,
+    to: Option<NodeId>,
+    answered: bool,
+    /// (term, pos) of the first `Queued` answer.
+    key: Option<(u64, u64)>,
+    retried_named: bool,
+}
+
+/// A grant this process holds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct HeldGrant {
+    fence: u128,
+    /// The coordinator renewals go to.
+    to: NodeId,
+    /// Whether a renewal was acked (the local client is granted then).
+    confirmed: bool,
+    renew_seq: u64,
+    /// Renewals not yet acked: their send times.
+    sent: BTreeMap<u64, Instant>,
+    /// The lease ends here (latest acked renewal's send time + ttl·(1−ρ)).
+    expiry: Instant,
+}
+
+/// The consumer side.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct ConsumerState {
+    pending: Option<Pending>,
+    pub(super) grant: Option<HeldGrant>,
+    next_req: u64,
+    backoff_until: Option<Instant>,
+}
+
+impl ElNode {
+    /// After every input: ask for the local waiters, give back a grant
+    /// whose local hold has ended.
+    pub(super) fn consumer_serve(&mut self, now: Instant) {
+        if let Some(g) = &self.consumer.grant {
+            if g.confirmed && !self.locks.is_held() {
+                let (to, f, term) = (g.to, g.fence, self.term);
+                self.consumer.grant = None;
+                self.timers.cancel(Timer::Renew);
+                self.timers.cancel(Timer::GrantExpiry);
+                self.send(to, Msg::Release { term, fence: f });
+            }
+        }
+        let Some(c) = self.coordinator else { return };
+        if !self.locks.has_waiters()
+            || self.consumer.grant.is_some()
+            || self.consumer.pending.is_some()
+            || self.consumer.backoff_until.is_some_and(|b| now < b)
+        {
+            return;
+        }
+        self.consumer.backoff_until = None;
+        self.consumer.next_req += 1;
+        let req = self.consumer.next_req;
+        self.consumer.pending = Some(Pending { req, to: Some(c), answered: false, key: None, retried_named: false });
+        self.send_request(now, c, req, None, None);
+    }
+
+    fn send_request(&mut self, now: Instant, to: NodeId, req: u64, queued: Option<(u64, u64)>, holding: Option<u128>) {
+        let term = self.term;
+        self.send(to, Msg::Request { term, req, queued, holding });
+        self.timers.set(Timer::RequestDue, now + self.cfg.request_timeout);
+    }
+
+    /// A new coordinator is known: re-send the pending request with its
+    /// (term, pos), and re-register an unexpired grant.
+    pub(super) fn coordinator_changed(&mut self, now: Instant) {
+        let Some(c) = self.coordinator else { return };
+        if let Some(g) = self.consumer.grant.as_mut() {
+            g.to = c;
+            let f = g.fence;
+            self.send_request(now, c, 0, None, Some(f));
+        }
+        if let Some(p) = self.consumer.pending.as_mut() {
+            p.to = Some(c);
+            p.answered = false;
+            p.retried_named = false;
+            let (req, key) = (p.req, p.key);
+            self.send_request(now, c, req, key, None);
+        }
+    }
+
+    pub(super) fn on_queued(&mut self, from: NodeId, term: u64, req: u64, pos: u64) {
+        let Some(p) = self.consumer.pending.as_mut() else { return };
+        if p.req != req || p.to != Some(from) {
+            return;
+        }
+        p.answered = true;
+        p.key = p.key.or(Some((term, pos)));
+        self.timers.cancel(Timer::RequestDue);
+    }
+
+    /// (deviation) Denials: retry at the named coordinator, back off on a
+    /// full queue, elect otherwise.
+    pub(super) fn on_denied(&mut self, now: Instant, from: NodeId, req: u64, why: Denial) {
+        let Some(p) = self.consumer.pending.as_mut() else { return };
+        if p.req != req || p.to != Some(from) {
+            return;
+        }
+        match why {
+            Denial::NotCoordinator(Some(c)) if c != from && c != self.me && !p.retried_named => {
+                p.retried_named = true;
+                p.to = Some(c);
+                let key = p.key;
+                self.send_request(now, c, req, key, None);
+            }
+            Denial::QueueFull => {
+                // Back off; the local client's own deadline ends its wait.
+                self.consumer.pending = None;
+                self.timers.cancel(Timer::RequestDue);
+                self.consumer.backoff_until = Some(now + self.cfg.request_timeout);
+                self.timers.set(Timer::RequestDue, now + self.cfg.request_timeout);
+            }
+            Denial::NotCoordinator(_) | Denial::NoQuorum => {
+                p.answered = false;
+                self.elect_within(now, self.cfg.election_jitter);
+            }
+        }
+    }
+
+    /// No immediate answer in time: start an election (jittered) and ask
+    /// again.
+    pub(super) fn on_request_due(&mut self, now: Instant) {
+        let Some(p) = self.consumer.pending.as_ref() else { return };
+        if p.answered {
+            return;
+        }
+        let (req, key) = (p.req, p.key);
+        if self.coordinator != Some(self.me) {
+            self.elect_within(now, self.cfg.election_jitter);
+        }
+        if let Some(c) = self.coordinator {
+            if let Some(p) = self.consumer.pending.as_mut() {
+                p.to = Some(c);
+            }
+            self.send_request(now, c, req, key, None);
+        }
+    }
+
+    /// (safety) On `Granted` the holder renews at once and grants its
+    /// client only when that renewal is acked.
+    pub(super) fn on_granted(&mut self, now: Instant, from: NodeId, req: u64, f: u128) {
+        if self.consumer.grant.as_ref().is_some_and(|g| g.fence == f) {
+            // The adoption of our grant was confirmed.
+            return;
+        }
+        match self.consumer.pending.as_ref() {
+            Some(p) if p.req == req && self.consumer.grant.is_none() => {}
+            _ => {
+                // A grant nobody here waits for: give it back.
+                let term = self.term;
+                self.send(from, Msg::Release { term, fence: f });
+                return;
+            }
+        }
+        self.consumer.pending = None;
+        self.timers.cancel(Timer::RequestDue);
+        self.consumer.grant = Some(HeldGrant {
+            fence: f,
+            to: from,
+            confirmed: false,
+            renew_seq: 0,
+            sent: BTreeMap::new(),
+            // Unconfirmed: it lapses unless a renewal is acked in time.
+            expiry: now + self.cfg.shrunk(self.cfg.grant_ttl),
+        });
+        self.timers.set(Timer::GrantExpiry, now + self.cfg.shrunk(self.cfg.grant_ttl));
+        self.send_renew(now);
+    }
+
+    fn send_renew(&mut self, now: Instant) {
+        let term = self.term;
+        let Some(g) = self.consumer.grant.as_mut() else { return };
+        g.renew_seq += 1;
+        g.sent.insert(g.renew_seq, now);
+        let (to, f, seq) = (g.to, g.fence, g.renew_seq);
+        self.send(to, Msg::Renew { term, fence: f, seq });
+        self.timers.set(Timer::Renew, now + self.cfg.grant_ttl / 3);
+    }
+
+    pub(super) fn on_renew_timer(&mut self, now: Instant) {
+        self.send_renew(now);
+    }
+
+    pub(super) fn on_renew_ack(&mut self, now: Instant, f: u128, seq: u64) {
+        let ttl = self.cfg.shrunk(self.cfg.grant_ttl);
+        let Some(g) = self.consumer.grant.as_mut() else { return };
+        if g.fence != f {
+            return;
+        }
+        let Some(sent) = g.sent.remove(&seq) else { return };
+        g.sent.retain(|s, _| *s > seq);
+        let expiry = if g.confirmed { g.expiry.max(sent + ttl) } else { sent + ttl };
+        g.expiry = expiry;
+        self.timers.set(Timer::GrantExpiry, expiry);
+        if !g.confirmed {
+            g.confirmed = true;
+            if self.locks.grant_next(now, f, false, &mut self.out).is_none() {
+                // The local client left meanwhile: give the grant back
+                // (consumer_serve does, as nothing is held).
+            }
+        }
+    }
+
+    pub(super) fn on_renew_refused(&mut self, now: Instant, f: u128) {
+        if self.consumer.grant.as_ref().is_some_and(|g| g.fence == f) {
+            self.lose_grant(now, "the coordinator refused the renewal");
+        }
+    }
+
+    pub(super) fn on_grant_expiry(&mut self, now: Instant) {
+        let Some(g) = &self.consumer.grant else { return };
+        if now >= g.expiry {
+            self.out.event(ElEvent::LeaseExpired);
+            self.lose_grant(now, "grant lease expired");
+        } else {
+            let at = g.expiry;
+            self.timers.set(Timer::GrantExpiry, at);
+        }
+    }
+
+    fn lose_grant(&mut self, now: Instant, why: &str) {
+        self.consumer.grant = None;
+        self.timers.cancel(Timer::Renew);
+        self.timers.cancel(Timer::GrantExpiry);
+        self.locks.lose(now, why, &mut self.out);
+    }
+}

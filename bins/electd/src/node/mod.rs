@@ -1,0 +1,849 @@
+//! The sans-IO core of electd: ring elections (relay or alive-list), terms
+//! and votes stored before use, the coordinator's quorum lease, and its FIFO
+//! access service with fenced, leased grants.
+//!
+//! Reading guide: this file holds the settings, the state, the `Protocol`
+//! impl and the dispatch (every message's term is handled here: a higher
+//! term is joined, a lower one answered `StaleTerm`). Each mechanism of
+//! electd.md is one file, an `impl ElNode` block:
+//!
+//! - [`terms`]: joining terms, `StaleTerm`, the start-up handshake and
+//!   fresh-node recovery, pre-votes, starting a term, per-hop acks;
+//! - [`relay`]: the relay election (Dolev-Klawe-Rodeh / Peterson);
+//! - [`ring`]: the alive-list ring election (seed 004);
+//! - [`office`]: heartbeats, their acks, the quorum lease, taking office,
+//!   stepping down, a consumer's silence check;
+//! - [`access`]: the coordinator's FIFO queue, grants, renewals, release;
+//! - [`consumer`]: a process's local clients: requests to the coordinator,
+//!   denials and silence, the holder side of a grant's lease.
+//!
+//! Time comes in as arguments. After every input [`ElNode::after_input`]
+//! handles messages this process sent itself (the coordinator's own
+//! clients go through the same queue), stores what changed (one `Persist`
+//! ahead of the outputs it guards) and serves.
+
+mod access;
+mod consumer;
+mod office;
+mod relay;
+mod ring;
+mod terms;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+use durable::promise::{self, PromiseNode, Promises};
+use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
+use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
+use serde::{Deserialize, Serialize};
+use timer::{Instant, Lease, SeededRng, TimerTable};
+
+use crate::msg::{Denial, Msg};
+
+pub use access::QueueEntry;
+
+/// Which election algorithm runs (`algorithm` in the config).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Algorithm {
+    /// Dolev-Klawe-Rodeh / Peterson relay election (seed 003).
+    #[default]
+    Relay,
+    /// Alive-list ring election (seed 004).
+    Ring,
+}
+
+impl Algorithm {
+    /// Metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Algorithm::Relay => "relay",
+            Algorithm::Ring => "ring",
+        }
+    }
+}
+
+/// Protocol settings (from the daemon's config; checked by
+/// [`ElConfig::validate`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ElConfig {
+    /// `algorithm`.
+    pub algorithm: Algorithm,
+    /// `timing.heartbeat_ms`: the coordinator's heartbeat period.
+    pub heartbeat: Duration,
+    /// `timing.suspect_after_ms`: a coordinator silent this long is suspected.
+    pub suspect_after: Duration,
+    /// `timing.lease_ms`: the quorum lease.
+    pub lease: Duration,
+    /// ρ in parts per million.
+    pub drift_ppm: u32,
+    /// `hop_timeout_ms`: an election hop unacked this long skips (ring) or
+    /// aborts (relay) the successor.
+    pub hop_timeout: Duration,
+    /// `election_timeout_ms` (0 in the config: derived,
+    /// [`ElConfig::derived_election_timeout`]).
+    pub election_timeout: Duration,
+    /// `request_timeout_ms`: the immediate answer to a request.
+    pub request_timeout: Duration,
+    /// `grant_ttl_ms`.
+    pub grant_ttl: Duration,
+    /// `coordinator_max_queue`.
+    pub coordinator_max_queue: usize,
+    /// `election_jitter_ms`: a consumer's election start is delayed up to this.
+    pub election_jitter: Duration,
+    /// Most local clients waiting at once.
+    pub max_queue: usize,
+}
+
+impl Default for ElConfig {
+    fn default() -> Self {
+        ElConfig {
+            algorithm: Algorithm::Relay,
+            heartbeat: Duration::from_millis(50),
+            suspect_after: Duration::from_millis(250),
+            lease: Duration::from_millis(100),
+            drift_ppm: 1_000,
+            hop_timeout: Duration::from_millis(100),
+            election_timeout: Duration::from_millis(3_000),
+            request_timeout: Duration::from_millis(500),
+            grant_ttl: Duration::from_millis(3_000),
+            coordinator_max_queue: 1_024,
+            election_jitter: Duration::from_millis(100),
+            max_queue: 1_024,
+        }
+    }
+}
+
+impl ElConfig {
+    /// `election_timeout` for `n` processes: relay `(2⌊log2 n⌋ + 2)` laps,
+    /// ring three laps, plus `suspect_after` (a lap: `n × hop_timeout`).
+    pub fn derived_election_timeout(&self, n: usize) -> Duration {
+        let n32 = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+        let lap = self.hop_timeout.saturating_mul(n32);
+        let laps = match self.algorithm {
+            Algorithm::Relay => 2 * n32.ilog2() + 2,
+            Algorithm::Ring => 3,
+        };
+        lap.saturating_mul(laps).saturating_add(self.suspect_after)
+    }
+
+    /// The least `grant_ttl`: `3·(lease + suspect_after)`.
+    pub fn min_grant_ttl(&self) -> Duration {
+        (self.lease + self.suspect_after) * 3
+    }
+
+    /// Checks the settings for `n` processes: the one place they are
+    /// validated (the daemon's `--check-config` calls it too).
+    pub fn validate(&self, n: usize) -> Result<(), ElError> {
+        if self.heartbeat.is_zero() || self.heartbeat >= self.lease {
+            return Err(ElError::Heartbeat);
+        }
+        if self.hop_timeout.is_zero() {
+            return Err(ElError::ZeroHopTimeout);
+        }
+        if self.request_timeout.is_zero() {
+            return Err(ElError::ZeroRequestTimeout);
+        }
+        let need = self.derived_election_timeout(n);
+        if self.election_timeout < need {
+            return Err(ElError::ElectionTimeoutTooShort { need });
+        }
+        if self.grant_ttl < self.min_grant_ttl() {
+            return Err(ElError::GrantTtlTooShort { need: self.min_grant_ttl() });
+        }
+        if self.coordinator_max_queue == 0 || self.max_queue == 0 {
+            return Err(ElError::ZeroQueue);
+        }
+        Ok(())
+    }
+
+    /// A quorum lease or grant taken at `at` for `ttl`, with this drift.
+    fn lease_at(&self, at: Instant, ttl: Duration) -> Lease {
+        Lease::new(at, ttl, self.drift_ppm)
+    }
+
+    /// `d·(1+ρ)`, rounded up.
+    fn stretched(&self, d: Duration) -> Duration {
+        Lease::new(Instant::ZERO, d, self.drift_ppm).grantor_honours_until().saturating_since(Instant::ZERO)
+    }
+
+    /// `d·(1−ρ)`, rounded down.
+    fn shrunk(&self, d: Duration) -> Duration {
+        Lease::new(Instant::ZERO, d, self.drift_ppm).holder_valid_until().saturating_since(Instant::ZERO)
+    }
+}
+
+/// Why a process cannot start.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ElError {
+    /// `heartbeat_ms` is 0 or not below `lease_ms`.
+    #[error(
+        "timing.heartbeat_ms must be above 0 and below timing.lease_ms (the quorum lease is renewed by heartbeats)"
+    )]
+    Heartbeat,
+    /// `hop_timeout_ms` is 0.
+    #[error("hop_timeout_ms must be above 0")]
+    ZeroHopTimeout,
+    /// `request_timeout_ms` is 0.
+    #[error("request_timeout_ms must be above 0")]
+    ZeroRequestTimeout,
+    /// `election_timeout_ms` below its bound.
+    #[error("election_timeout_ms must be at least laps × N × hop_timeout_ms + suspect_after_ms = {need:?} (0: exactly that)")]
+    ElectionTimeoutTooShort {
+        /// The bound.
+        need: Duration,
+    },
+    /// `grant_ttl_ms` below `3·(lease_ms + suspect_after_ms)`.
+    #[error("grant_ttl_ms must be at least 3·(lease_ms + suspect_after_ms) = {need:?}")]
+    GrantTtlTooShort {
+        /// The bound.
+        need: Duration,
+    },
+    /// A queue bound is 0.
+    #[error("coordinator_max_queue and max_queue must be at least 1")]
+    ZeroQueue,
+    /// The promise component refused the settings.
+    #[error(transparent)]
+    Promise(#[from] promise::ConfigError),
+}
+
+/// What a process keeps on disk, stored before anything that depends on it
+/// is sent: its promises (votes, terms acked in use; fresh-node recovery),
+/// the highest term it joined and whom it follows there.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ElDurable {
+    /// The promise component's stored part (`None`: never written).
+    pub promises: Option<Promises>,
+    /// The highest term joined.
+    pub term: u64,
+    /// The coordinator followed in `term` (never changes within it).
+    pub follows: Option<NodeId>,
+}
+
+/// How a pre-vote ended, for the metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PreVoteOutcome {
+    /// A majority said yes: the term started.
+    Won,
+    /// Not enough yes answers in time.
+    Lost,
+}
+
+impl PreVoteOutcome {
+    /// Metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            PreVoteOutcome::Won => "won",
+            PreVoteOutcome::Lost => "lost",
+        }
+    }
+}
+
+/// What the core reports to metrics, logs and checkers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ElEvent {
+    /// The local lock service did something.
+    Lock(LockEvent),
+    /// The process may serve: it knows the coordinator (or is it).
+    Joined,
+    /// A higher term was joined (stored).
+    TermJoined {
+        /// The term.
+        term: u64,
+    },
+    /// This process started an election in `term`.
+    ElectionStarted {
+        /// The term.
+        term: u64,
+        /// The algorithm.
+        algorithm: Algorithm,
+    },
+    /// An election this process started or decided completed.
+    ElectionCompleted {
+        /// The algorithm.
+        algorithm: Algorithm,
+        /// The term.
+        term: u64,
+        /// Its coordinator.
+        coordinator: NodeId,
+        /// From the start of the term here.
+        took: Duration,
+    },
+    /// A pre-vote ended.
+    PreVote(PreVoteOutcome),
+    /// An election message was sent (counted by kind).
+    ElectionMessage {
+        /// The message kind.
+        kind: &'static str,
+    },
+    /// This process learnt the coordinator of its term.
+    CoordinatorKnown {
+        /// The term.
+        term: u64,
+        /// The coordinator.
+        id: NodeId,
+    },
+    /// Coordinator suspected (or deposed) → a new coordinator known.
+    Failover {
+        /// How long it took.
+        took: Duration,
+    },
+    /// This process took office as coordinator.
+    TookOffice {
+        /// The term.
+        term: u64,
+    },
+    /// This process stopped being (or becoming) coordinator.
+    SteppedDown {
+        /// The term it left.
+        term: u64,
+        /// Why (log).
+        why: &'static str,
+    },
+    /// A lower-term message was answered `StaleTerm`.
+    StaleAnswered,
+    /// A grant was issued (coordinator).
+    Granted {
+        /// Its fence.
+        fence: u128,
+        /// Time the request waited in the queue.
+        waited: Duration,
+    },
+    /// A request was denied (coordinator, or a process that is not one).
+    Denied {
+        /// Why (metric label).
+        reason: &'static str,
+    },
+    /// A grant's lease ran out (coordinator: the holder went silent;
+    /// holder: its renewals were not acked in time).
+    LeaseExpired,
+    /// A later Coordinator of a term named another than the one followed.
+    FollowConflict,
+    /// A fresh node recovered what its peers stored.
+    StateRecovered {
+        /// Terms at or below it are never voted in.
+        max: u64,
+    },
+    /// A message this process cannot accept was dropped.
+    Refused {
+        /// Its sender.
+        from: NodeId,
+        /// What was wrong (metric label).
+        reason: &'static str,
+    },
+    /// The coordinator's queue length changed (gauge).
+    QueueLength(usize),
+}
+
+impl From<LockEvent> for ElEvent {
+    fn from(e: LockEvent) -> Self {
+        ElEvent::Lock(e)
+    }
+}
+
+/// Timers of the core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Timer {
+    /// Resend `Hello` (handshake, fresh-node recovery rounds).
+    Hello,
+    /// Start a pre-vote (a randomized election timer, a retry, a jittered
+    /// consumer start).
+    Elect,
+    /// A pre-vote's answers are due.
+    PreVoteDue,
+    /// The current term's election is due (`election_timeout`).
+    ElectionDue,
+    /// An election hop's ack is due.
+    Hop(u64),
+    /// The coordinator's next heartbeat.
+    Heartbeat,
+    /// Check the coordinator's heartbeats (consumer) or the quorum
+    /// (coordinator).
+    Check,
+    /// The immediate answer to the pending request is due.
+    RequestDue,
+    /// The holder's next renewal.
+    Renew,
+    /// The holder's grant lease ends.
+    GrantExpiry,
+    /// The coordinator stops honouring the current grant.
+    HolderExpiry,
+    /// The coordinator's failover gap ends.
+    GapEnds,
+}
+
+/// This process's part in elections.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Role {
+    /// An election is under way.
+    Electing,
+    /// It won (elected in its term); it takes office at its first quorum.
+    Coordinator(Box<access::Office>),
+    /// It follows the coordinator of its term.
+    Consumer,
+}
+
+/// An unacked election hop.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Hop {
+    to: NodeId,
+    msg: Msg,
+}
+
+/// One electd process.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ElNode {
+    cfg: ElConfig,
+    me: NodeId,
+    inc: Incarnation,
+    members: Vec<NodeId>,
+    promise: PromiseNode,
+    /// The highest term joined (stored) and whom it follows there.
+    term: u64,
+    follows: Option<NodeId>,
+    /// The durable part as last stored.
+    stored: (u64, Option<NodeId>),
+    /// The term loaded at start: this life never takes office at or below it.
+    start_term: u64,
+    /// When the current term was joined here.
+    term_since: Instant,
+    role: Role,
+    /// The coordinator known in `term`, and when it was last heard (a
+    /// heartbeat this process acked).
+    coordinator: Option<NodeId>,
+    last_heard: Instant,
+    /// When the known coordinator was suspected (or this process stepped
+    /// down): the failover metric runs from here.
+    lost_coordinator_at: Option<Instant>,
+    /// Peers that left a hop unacked or broke their connection, until
+    /// heard from again.
+    suspected: BTreeSet<NodeId>,
+    /// Peers heard from, with their life.
+    heard: BTreeMap<NodeId, Incarnation>,
+    relay: Option<relay::RelayRun>,
+    ring: ring::RingState,
+    prevote: Option<terms::PreVoteRound>,
+    hops: BTreeMap<u64, Hop>,
+    next_hop: u64,
+    joined: bool,
+    hello_nonce: u64,
+    consumer: consumer::ConsumerState,
+    locks: LocalLocks,
+    timers: TimerTable<Timer>,
+    /// Messages this process sent itself, handled after the current input.
+    loopback: VecDeque<Msg>,
+    leaving: bool,
+    rng: SeededRng,
+    out: Outbox<Msg, LockReply, ElEvent, ElDurable>,
+}
+
+impl ElNode {
+    fn majority(&self) -> usize {
+        self.members.len() / 2 + 1
+    }
+
+    /// The next process after `after` in ring order that is not suspected
+    /// (`None`: nobody else).
+    fn successor(&self) -> Option<NodeId> {
+        let i = self.members.iter().position(|m| *m == self.me)?;
+        let n = self.members.len();
+        (1..n).map(|k| self.members[(i + k) % n]).find(|m| !self.suspected.contains(m))
+    }
+
+    fn others(&self) -> Vec<NodeId> {
+        self.members.iter().copied().filter(|m| *m != self.me).collect()
+    }
+
+    /// Sends `msg`; to this process itself, through the loopback.
+    fn send(&mut self, to: NodeId, msg: Msg) {
+        if msg.is_election() {
+            self.out.event(ElEvent::ElectionMessage {
+                kind: <Msg as ftcore::Message>::kind_name(ftcore::Message::kind(&msg)).unwrap_or("unknown"),
+            });
+        }
+        if to == self.me {
+            self.loopback.push_back(msg);
+        } else {
+            self.out.send(to, msg);
+        }
+    }
+
+    /// Whether this process is the coordinator in office (it took office in
+    /// its term).
+    pub fn in_office(&self) -> bool {
+        matches!(&self.role, Role::Coordinator(o) if o.took_office.is_some())
+    }
+
+    /// Whether this process was elected in its term (in office or not yet).
+    pub fn is_coordinator(&self) -> bool {
+        matches!(self.role, Role::Coordinator(_))
+    }
+
+    /// The term joined.
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    /// The coordinator this process knows in its term.
+    pub fn coordinator(&self) -> Option<NodeId> {
+        self.coordinator
+    }
+
+    /// Whom this process follows in its term.
+    pub fn follows(&self) -> Option<NodeId> {
+        self.follows
+    }
+
+    /// Whether this coordinator may grant or renew now: in office, under
+    /// its quorum lease.
+    pub fn may_grant(&self, now: Instant) -> bool {
+        match &self.role {
+            Role::Coordinator(o) => o.took_office.is_some() && o.quorum_valid(&self.cfg, now),
+            _ => false,
+        }
+    }
+
+    /// The local client holding the lock, with its fence.
+    pub fn holder(&self) -> Option<(ClientId, u128)> {
+        self.locks.holder()
+    }
+
+    /// The promise component (read access for checkers).
+    pub fn promises(&self) -> &PromiseNode {
+        &self.promise
+    }
+
+    /// The coordinator's current grant (holder, fence), if this is it.
+    pub fn current_grant(&self) -> Option<(NodeId, u128)> {
+        match &self.role {
+            Role::Coordinator(o) => o.holder.as_ref().map(|g| (g.node, g.fence)),
+            _ => None,
+        }
+    }
+
+    /// Handles what this process sent itself, stores what changed ahead of
+    /// the outputs, and serves.
+    fn after_input(&mut self, now: Instant) {
+        // Bounded: every loopback message is a reply or a request of this
+        // process's own, and each produces at most a few more.
+        for _ in 0..64 {
+            let Some(msg) = self.loopback.pop_front() else { break };
+            self.dispatch(now, self.me, msg);
+        }
+        self.serve(now);
+        self.persist_first();
+    }
+
+    /// Puts one `Persist` in front of the outputs of this input, if
+    /// anything stored changed.
+    fn persist_first(&mut self) {
+        let promises = self.promise.take_dirty();
+        if promises.is_none() && (self.term, self.follows) == self.stored {
+            return;
+        }
+        self.stored = (self.term, self.follows);
+        self.out.persist_first(ElDurable {
+            promises: Some(self.promise.stored().clone()),
+            term: self.term,
+            follows: self.follows,
+        });
+    }
+
+    /// Serving after every input: the coordinator grants, a consumer asks
+    /// for its local clients.
+    fn serve(&mut self, now: Instant) {
+        self.grant_next(now);
+        self.consumer_serve(now);
+    }
+
+    /// One message, its term already checked.
+    fn dispatch(&mut self, now: Instant, from: NodeId, msg: Msg) {
+        let term = msg.term();
+        // Pre-votes store and join nothing; handshakes carry values.
+        match msg {
+            Msg::PreVote { term } => return self.on_prevote(now, from, term),
+            Msg::PreVoteReply { term, asked, yes } => return self.on_prevote_reply(now, from, term, asked, yes),
+            Msg::Hello { nonce, .. } => return self.on_hello(from, nonce),
+            Msg::HelloAck { term, nonce, values, coordinator } => {
+                return self.on_hello_ack(now, from, term, nonce, values, coordinator)
+            }
+            _ => {}
+        }
+        if term > self.term {
+            if self.promise.stored().recovered() || matches!(msg, Msg::StaleTerm { .. }) {
+                self.join_term(now, term);
+            } else {
+                // An unrecovered node joins nothing (it would vote, ack and
+                // follow nothing anyway); it answers nothing either.
+                self.out.event(ElEvent::Refused { from, reason: "unrecovered" });
+                return;
+            }
+        } else if term < self.term {
+            if !matches!(
+                msg,
+                Msg::StaleTerm { .. } | Msg::HopAck { .. } | Msg::HeartbeatAck { .. } | Msg::RenewAck { .. }
+            ) {
+                let coordinator = self.coordinator;
+                self.send(from, Msg::StaleTerm { term: self.term, coordinator });
+                self.out.event(ElEvent::StaleAnswered);
+            }
+            return;
+        }
+        match msg {
+            Msg::PreVote { .. } | Msg::PreVoteReply { .. } | Msg::Hello { .. } | Msg::HelloAck { .. } => {}
+            Msg::StaleTerm { coordinator, .. } => self.on_stale_term(now, coordinator),
+            Msg::HopAck { hop, .. } => {
+                if self.hops.remove(&hop).is_some() {
+                    self.timers.cancel(Timer::Hop(hop));
+                }
+            }
+            Msg::Relay { term, round, phase, value, hop } => {
+                self.send(from, Msg::HopAck { term, hop });
+                self.on_relay(now, term, round, phase, value);
+            }
+            Msg::Elected { term, d, decider, accepted, hop } => {
+                self.send(from, Msg::HopAck { term, hop });
+                self.on_elected(now, term, d, decider, accepted);
+            }
+            Msg::Election { term, initiator, initiator_inc, alive, hop } => {
+                self.send(from, Msg::HopAck { term, hop });
+                self.on_election(now, term, initiator, initiator_inc, alive);
+            }
+            Msg::Coordinator { term, id, alive, initiator, hop } => {
+                self.send(from, Msg::HopAck { term, hop });
+                self.on_coordinator(now, term, id, alive, initiator);
+            }
+            Msg::Heartbeat { term, seq } => self.on_heartbeat(now, from, term, seq),
+            Msg::HeartbeatAck { term, seq } => self.on_heartbeat_ack(now, from, term, seq),
+            Msg::Request { req, queued, holding, .. } => self.on_request(now, from, req, queued, holding),
+            Msg::Queued { term, req, pos } => self.on_queued(from, term, req, pos),
+            Msg::Denied { req, why, .. } => self.on_denied(now, from, req, why),
+            Msg::Granted { req, fence, .. } => self.on_granted(now, from, req, fence),
+            Msg::Renew { fence, seq, .. } => self.on_renew(now, from, fence, seq),
+            Msg::RenewAck { fence, seq, .. } => self.on_renew_ack(now, fence, seq),
+            Msg::RenewRefused { fence, .. } => self.on_renew_refused(now, fence),
+            Msg::Release { fence, .. } => self.on_release(now, from, fence),
+        }
+    }
+}
+
+impl Protocol for ElNode {
+    type Msg = Msg;
+    type Request = LockRequest;
+    type Reply = LockReply;
+    type Event = ElEvent;
+    type Config = ElConfig;
+    type Durable = ElDurable;
+    type Error = ElError;
+
+    fn start(ctx: Context<ElConfig, ElDurable>) -> Result<Self, ElError> {
+        let members: Vec<NodeId> = ctx.membership.ids().collect();
+        ctx.config.validate(members.len())?;
+        let mut pcfg = promise::Config::new(members.clone(), ctx.me, ctx.config.election_timeout);
+        pcfg.drift_ppm = ctx.config.drift_ppm;
+        pcfg.lease = ctx.config.lease;
+        pcfg.new_cluster = ctx.new_cluster;
+        // electd joins a higher term at once; its quorum lease stops a late
+        // lower proposal from acting (foundation.md).
+        pcfg.promise_window = false;
+        let stored = ctx.stored.clone().unwrap_or_default();
+        let promise = PromiseNode::new(pcfg, stored.promises.clone(), ctx.now)?;
+        let term = stored.term.max(promise.stored().threshold()).max(promise.stored().in_use());
+        let follows = if term == stored.term { stored.follows } else { None };
+        let mut rng = SeededRng::new(ctx.seed);
+        let first_election = promise.first_proposal_at(&mut rng);
+        let locks = LocalLocks::new(LocksConfig {
+            max_queue: ctx.config.max_queue,
+            // The grant's lease bounds a hold; no local max_hold.
+            max_hold: None,
+            revoke_grace: Duration::ZERO,
+        });
+        let mut node = ElNode {
+            me: ctx.me,
+            inc: ctx.incarnation,
+            promise,
+            term,
+            follows,
+            stored: (stored.term, stored.follows),
+            start_term: term,
+            term_since: ctx.now,
+            role: Role::Electing,
+            coordinator: None,
+            last_heard: ctx.now,
+            lost_coordinator_at: None,
+            suspected: BTreeSet::new(),
+            heard: BTreeMap::new(),
+            relay: None,
+            ring: ring::RingState::default(),
+            prevote: None,
+            hops: BTreeMap::new(),
+            next_hop: 0,
+            joined: members.len() == 1,
+            hello_nonce: 0,
+            consumer: consumer::ConsumerState::default(),
+            locks,
+            timers: TimerTable::new(),
+            loopback: VecDeque::new(),
+            leaving: false,
+            rng,
+            out: Outbox::default(),
+            members,
+            cfg: ctx.config,
+        };
+        node.hello_all(ctx.now);
+        // Initially everyone is electing: the first election once the
+        // restart window has passed, unless a coordinator is heard first.
+        node.timers.set(Timer::Elect, first_election);
+        node.timers.set(Timer::Check, ctx.now + node.cfg.suspect_after);
+        node.after_input(ctx.now);
+        Ok(node)
+    }
+
+    fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Msg) {
+        if from == self.me || !self.members.contains(&from) {
+            self.out.event(ElEvent::Refused { from, reason: "not_a_member" });
+            return;
+        }
+        let known = self.heard.entry(from).or_default();
+        if inc < *known {
+            // The transport refuses older lives; a core never acts on one.
+            return;
+        }
+        *known = inc;
+        self.suspected.remove(&from);
+        self.dispatch(now, from, msg);
+        self.after_input(now);
+    }
+
+    fn handle_request(&mut self, now: Instant, client: ClientId, req: LockRequest) {
+        self.locks.request(now, client, req, &mut self.out);
+        self.after_input(now);
+    }
+
+    fn handle_client_gone(&mut self, now: Instant, client: ClientId) {
+        self.locks.client_gone(now, client, &mut self.out);
+        self.after_input(now);
+    }
+
+    fn handle_link_lost(&mut self, now: Instant, peer: NodeId) {
+        // What was in flight to it is lost: unacked hops time out; a
+        // request to it is re-sent when its answer is due.
+        if self.members.contains(&peer) && peer != self.me {
+            self.suspected.insert(peer);
+        }
+        self.after_input(now);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.locks.handle_timeout(now, &mut self.out);
+        while let Some(t) = self.timers.pop_expired(now) {
+            match t {
+                Timer::Hello => self.on_hello_timer(now),
+                Timer::Elect => self.on_elect_timer(now),
+                Timer::PreVoteDue => self.on_prevote_due(now),
+                Timer::ElectionDue => self.on_election_due(now),
+                Timer::Hop(h) => self.on_hop_timeout(now, h),
+                Timer::Heartbeat => self.on_heartbeat_timer(now),
+                Timer::Check => self.on_check(now),
+                Timer::RequestDue => self.on_request_due(now),
+                Timer::Renew => self.on_renew_timer(now),
+                Timer::GrantExpiry => self.on_grant_expiry(now),
+                Timer::HolderExpiry => self.on_holder_expiry(now),
+                Timer::GapEnds => {}
+            }
+        }
+        self.after_input(now);
+    }
+
+    fn handle_shutdown(&mut self, now: Instant) {
+        self.leaving = true;
+        self.locks.shutdown(now, &mut self.out);
+        if self.is_coordinator() {
+            // Stop heartbeats so that the others elect at once.
+            self.step_down(now, "shutting down");
+        }
+        self.after_input(now);
+    }
+
+    fn is_left(&self) -> bool {
+        self.leaving && !self.locks.is_held() && self.consumer.grant.is_none()
+    }
+
+    fn poll_output(&mut self) -> Option<OutputOf<Self>> {
+        self.out.pop()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        [self.timers.next_deadline(), self.locks.poll_timeout()].into_iter().flatten().min()
+    }
+
+    fn incarnation(&self) -> Incarnation {
+        self.inc
+    }
+
+    fn status(&self) -> StatusReport {
+        let role = match &self.role {
+            Role::Electing => "electing",
+            Role::Coordinator(o) if o.took_office.is_some() => "coordinator",
+            Role::Coordinator(_) => "coordinator (taking office)",
+            Role::Consumer => "consumer",
+        };
+        let show = |x: Option<NodeId>| x.map_or("none".to_string(), |n| n.0.to_string());
+        let mut details = vec![
+            ("term".to_string(), self.term.to_string()),
+            ("coordinator".to_string(), show(self.coordinator)),
+            ("follows".to_string(), show(self.follows)),
+            ("algorithm".to_string(), self.cfg.algorithm.label().to_string()),
+            ("has_grant".to_string(), self.consumer.grant.is_some().to_string()),
+            ("waiting".to_string(), self.locks.waiting().to_string()),
+            ("recovered".to_string(), self.promise.stored().recovered().to_string()),
+        ];
+        if let Role::Coordinator(o) = &self.role {
+            details.push(("queue".to_string(), o.queue.len().to_string()));
+            details.push(("holder".to_string(), show(o.holder.as_ref().map(|g| g.node))));
+        }
+        StatusReport {
+            daemon: "electd".into(),
+            node: self.me,
+            incarnation: self.inc,
+            role: role.into(),
+            peers: Vec::new(),
+            details,
+        }
+    }
+
+    fn peer_view(&self, peer: NodeId) -> PeerView {
+        PeerView {
+            up: !self.suspected.contains(&peer),
+            incarnation: self.heard.get(&peer).copied().unwrap_or_default(),
+        }
+    }
+
+    fn join_state(&self) -> JoinState {
+        if self.joined {
+            JoinState::Joined
+        } else {
+            JoinState::Joining { answered: self.heard.len() + 1, of: self.members.len() }
+        }
+    }
+
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        let queue = match &self.role {
+            Role::Coordinator(o) => o.queue.len() as f64,
+            _ => 0.0,
+        };
+        vec![
+            ("is_coordinator", f64::from(u8::from(self.in_office()))),
+            ("coordinator_id", self.coordinator.map_or(0.0, |c| f64::from(c.0))),
+            ("term", self.term as f64),
+            ("queue_length", queue),
+        ]
+    }
+}
+
+/// Denial for a request that reached a process that is not the coordinator.
+fn not_coordinator(known: Option<NodeId>) -> Denial {
+    Denial::NotCoordinator(known)
+}

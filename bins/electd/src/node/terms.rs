@@ -1,0 +1,330 @@
+//! Terms (electd.md, "Terms, votes and the quorum lease"): joining a
+//! higher term before acting on its message, `StaleTerm`, the start-up
+//! handshake and fresh-node recovery (foundation.md), pre-votes, starting
+//! a term, and the per-hop acks both algorithms use.
+
+use durable::promise::{AckStep, RoundStep, Values};
+
+use super::*;
+
+/// A pre-vote in progress.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct PreVoteRound {
+    /// The term asked about (our term + 1 when it started).
+    asked: u64,
+    /// Who said yes (this process included).
+    yes: BTreeSet<NodeId>,
+    /// The highest term an answer named.
+    max_told: u64,
+}
+
+impl ElNode {
+    /// (safety) A higher term is joined (stored) before its message is
+    /// acted on; a coordinator steps down at once.
+    pub(super) fn join_term(&mut self, now: Instant, term: u64) {
+        if term <= self.term {
+            return;
+        }
+        if self.is_coordinator() {
+            self.step_down(now, "a higher term exists");
+        }
+        if self.coordinator.is_some() && self.lost_coordinator_at.is_none() {
+            self.lost_coordinator_at = Some(now);
+        }
+        self.term = term;
+        self.follows = None;
+        self.coordinator = None;
+        self.term_since = now;
+        self.role = Role::Electing;
+        self.relay = None;
+        self.prevote = None;
+        self.timers.cancel(Timer::PreVoteDue);
+        self.hops.clear();
+        self.out.event(ElEvent::TermJoined { term });
+        // An election of this term should end within election_timeout.
+        self.timers.set(Timer::ElectionDue, now + self.cfg.election_timeout);
+    }
+
+    /// A process of a higher term answered: we joined it (dispatch); note
+    /// the coordinator it names.
+    pub(super) fn on_stale_term(&mut self, now: Instant, coordinator: Option<NodeId>) {
+        if let Some(c) = coordinator {
+            if self.follows.is_none() || self.follows == Some(c) {
+                self.follow(now, c);
+            }
+        }
+    }
+
+    // ---- start-up handshake, fresh-node recovery ----
+
+    pub(super) fn hello_all(&mut self, now: Instant) {
+        self.hello_nonce = self.rng.next_u64();
+        let (term, nonce) = (self.term, self.hello_nonce);
+        for m in self.others() {
+            self.send(m, Msg::Hello { term, nonce });
+        }
+        self.timers.set(Timer::Hello, now + self.cfg.suspect_after);
+    }
+
+    pub(super) fn on_hello_timer(&mut self, now: Instant) {
+        if !self.promise.stored().recovered() {
+            let nonce = self.rng.next_u64();
+            match self.promise.recovery_round(nonce, now) {
+                RoundStep::NotNeeded => {}
+                RoundStep::Wait { until } => self.timers.set(Timer::Hello, until),
+                RoundStep::Send => {
+                    self.hello_nonce = nonce;
+                    let term = self.term;
+                    for m in self.others() {
+                        self.send(m, Msg::Hello { term, nonce });
+                    }
+                    self.timers.set(Timer::Hello, now + self.cfg.suspect_after);
+                }
+                RoundStep::Recovered { max } => self.state_recovered(now, max),
+            }
+        } else if !self.joined {
+            self.hello_all(now);
+        }
+    }
+
+    fn state_recovered(&mut self, now: Instant, max: u64) {
+        self.out.event(ElEvent::StateRecovered { max });
+        // Never vote at or below what anyone answered.
+        if max > self.term {
+            self.term = max;
+            self.follows = None;
+            self.term_since = now;
+        }
+        self.start_term = self.start_term.max(max);
+    }
+
+    pub(super) fn on_hello(&mut self, from: NodeId, nonce: u64) {
+        let values = self.promise.values();
+        let (term, coordinator) = (self.term, self.coordinator);
+        self.send(from, Msg::HelloAck { term, nonce, values, coordinator });
+    }
+
+    pub(super) fn on_hello_ack(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        term: u64,
+        nonce: u64,
+        values: Option<Values>,
+        coordinator: Option<NodeId>,
+    ) {
+        if let AckStep::Recovered { max } = self.promise.on_hello_ack(from, nonce, values, now) {
+            self.state_recovered(now, max);
+        }
+        if !self.promise.stored().recovered() {
+            return;
+        }
+        // A running cluster: join its term and expect its coordinator's
+        // heartbeat (whom we follow is decided by that heartbeat).
+        if term > self.term {
+            self.join_term(now, term);
+        }
+        if term == self.term {
+            if let Some(c) = coordinator {
+                self.maybe_challenge(now, c);
+            }
+        }
+    }
+
+    // ---- pre-vote ----
+
+    /// Arms the election timer at a random point within `[0, up_to]` from
+    /// now (unless it is armed earlier).
+    pub(super) fn elect_within(&mut self, now: Instant, up_to: Duration) {
+        let at = now + self.rng.duration_between(Duration::ZERO, up_to);
+        match self.timers.get(Timer::Elect) {
+            Some(t) if t <= at => {}
+            _ => self.timers.set(Timer::Elect, at),
+        }
+    }
+
+    pub(super) fn on_elect_timer(&mut self, now: Instant) {
+        if self.leaving || self.prevote.is_some() {
+            return;
+        }
+        // This process elected, or a live coordinator known that a higher
+        // id need not challenge: nothing to do.
+        if self.is_coordinator() || self.coordinator.is_some_and(|c| c > self.me && self.coordinator_alive(now)) {
+            return;
+        }
+        self.start_prevote(now);
+    }
+
+    /// (+) Pre-vote: ask every configured process whether it would vote in
+    /// term + 1; store and join nothing.
+    pub(super) fn start_prevote(&mut self, now: Instant) {
+        if !self.promise.stored().recovered() || now < self.promise.restart_window_ends() {
+            let at = self.promise.restart_window_ends().max(now + self.cfg.hop_timeout);
+            self.timers.set(Timer::Elect, at);
+            return;
+        }
+        let asked = self.term.saturating_add(1);
+        let mut yes = BTreeSet::new();
+        yes.insert(self.me);
+        self.prevote = Some(PreVoteRound { asked, yes, max_told: self.term });
+        for m in self.others() {
+            self.send(m, Msg::PreVote { term: asked });
+        }
+        self.timers.set(Timer::PreVoteDue, now + self.cfg.hop_timeout * 2);
+        self.maybe_prevote_won(now);
+    }
+
+    /// Whether the coordinator known here is live: its heartbeat heard
+    /// within `suspect_after`, or this process is it under its quorum lease.
+    pub(super) fn coordinator_alive(&self, now: Instant) -> bool {
+        match self.coordinator {
+            Some(c) if c == self.me => self.may_grant(now),
+            Some(_) => now.saturating_since(self.last_heard) < self.cfg.suspect_after,
+            None => false,
+        }
+    }
+
+    pub(super) fn on_prevote(&mut self, now: Instant, from: NodeId, asked: u64) {
+        let yes = match self.coordinator {
+            Some(c) if self.coordinator_alive(now) => from > c,
+            _ => true,
+        };
+        let term = self.term;
+        self.send(from, Msg::PreVoteReply { term, asked, yes });
+    }
+
+    pub(super) fn on_prevote_reply(&mut self, now: Instant, from: NodeId, term: u64, asked: u64, yes: bool) {
+        let Some(p) = self.prevote.as_mut() else { return };
+        if p.asked != asked {
+            return;
+        }
+        p.max_told = p.max_told.max(term);
+        if yes {
+            p.yes.insert(from);
+        }
+        self.maybe_prevote_won(now);
+    }
+
+    fn maybe_prevote_won(&mut self, now: Instant) {
+        let Some(p) = &self.prevote else { return };
+        if p.yes.len() < self.majority() {
+            return;
+        }
+        // A term above every term it was told (and its own).
+        let term = p.asked.max(p.max_told.saturating_add(1));
+        self.prevote = None;
+        self.timers.cancel(Timer::PreVoteDue);
+        self.out.event(ElEvent::PreVote(PreVoteOutcome::Won));
+        self.start_term(now, term);
+    }
+
+    pub(super) fn on_prevote_due(&mut self, now: Instant) {
+        if self.prevote.take().is_some() {
+            self.out.event(ElEvent::PreVote(PreVoteOutcome::Lost));
+            // Try again within the election timeout (the randomized timer).
+            self.elect_within(now, self.cfg.election_timeout);
+        }
+    }
+
+    /// Starts term `term` (after a won pre-vote): joins it, then runs the
+    /// configured algorithm.
+    pub(super) fn start_term(&mut self, now: Instant, term: u64) {
+        if term == u64::MAX {
+            // A term that would overflow is refused.
+            self.out.event(ElEvent::Refused { from: self.me, reason: "term_overflow" });
+            return;
+        }
+        self.join_term(now, term);
+        self.out.event(ElEvent::ElectionStarted { term, algorithm: self.cfg.algorithm });
+        match self.cfg.algorithm {
+            Algorithm::Relay => self.relay_begin(now),
+            Algorithm::Ring => self.ring_begin(now),
+        }
+    }
+
+    /// Starts term + 1 now, without a pre-vote: for measurements of the
+    /// election itself (every process starting at once), not used by the
+    /// daemon.
+    #[doc(hidden)]
+    pub fn start_election_now(&mut self, now: Instant) {
+        let term = self.term.saturating_add(1);
+        self.start_term(now, term);
+        self.after_input(now);
+    }
+
+    /// The current term's election did not produce a coordinator in time:
+    /// term + 1 over the live ring, after a pre-vote, at a random point
+    /// within the election timeout.
+    pub(super) fn on_election_due(&mut self, now: Instant) {
+        if self.coordinator.is_none() && !self.is_coordinator() {
+            self.elect_within(now, self.cfg.election_timeout / 4);
+        }
+    }
+
+    // ---- per-hop acks ----
+
+    /// Sends an election message that `make` builds around a hop number to
+    /// `to`, and expects its `HopAck` within `hop_timeout`.
+    pub(super) fn send_hop(&mut self, now: Instant, to: NodeId, make: impl FnOnce(u64) -> Msg) {
+        self.next_hop += 1;
+        let hop = self.next_hop;
+        let msg = make(hop);
+        self.send(to, msg.clone());
+        if to != self.me {
+            self.hops.insert(hop, Hop { to, msg });
+            self.timers.set(Timer::Hop(hop), now + self.cfg.hop_timeout);
+        }
+    }
+
+    /// A hop was not acked in time: its successor is suspected; `relay`
+    /// aborts the term, `ring` skips to the next successor.
+    pub(super) fn on_hop_timeout(&mut self, now: Instant, hop: u64) {
+        let Some(h) = self.hops.remove(&hop) else { return };
+        if h.msg.term() != self.term {
+            return;
+        }
+        self.suspected.insert(h.to);
+        match h.msg {
+            Msg::Relay { .. } | Msg::Elected { .. } => self.relay_abort(now),
+            Msg::Election { .. } | Msg::Coordinator { .. } => self.ring_skip(now, h.to, h.msg),
+            _ => {}
+        }
+    }
+
+    /// Follows `c` in the current term if this process follows nobody yet
+    /// (stored with the term); then `c` is the coordinator known here.
+    pub(super) fn follow(&mut self, now: Instant, c: NodeId) -> bool {
+        match self.follows {
+            None => self.follows = Some(c),
+            Some(f) if f == c => {}
+            Some(_) => {
+                self.out.event(ElEvent::FollowConflict);
+                return false;
+            }
+        }
+        if self.coordinator != Some(c) {
+            self.coordinator = Some(c);
+            self.last_heard = now;
+            self.out.event(ElEvent::CoordinatorKnown { term: self.term, id: c });
+            if let Some(at) = self.lost_coordinator_at.take() {
+                self.out.event(ElEvent::Failover { took: now.saturating_since(at) });
+            }
+            if c != self.me {
+                self.role = Role::Consumer;
+                self.coordinator_changed(now);
+            }
+            self.timers.cancel(Timer::ElectionDue);
+        }
+        true
+    }
+
+    /// (+) A process with a higher id than the coordinator starts an
+    /// election once its restart window has passed (a higher id must win
+    /// once faults stop).
+    pub(super) fn maybe_challenge(&mut self, now: Instant, c: NodeId) {
+        if self.me > c && !self.is_coordinator() {
+            let at = self.promise.restart_window_ends().max(now);
+            self.elect_within(at, self.cfg.election_jitter);
+        }
+    }
+}

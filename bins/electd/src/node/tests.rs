@@ -1,0 +1,269 @@
+//! Handler tests with exact outputs, and whole elections on small rings
+//! driven by a FIFO in-test network (every process starting at once).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use ftcore::testing::{deliver, drain};
+use ftcore::Output;
+use membership::{Member, Membership};
+
+use super::*;
+
+const T0: Instant = Instant::from_millis(10_000);
+
+fn n(i: u32) -> NodeId {
+    NodeId(i)
+}
+
+fn cfg(algorithm: Algorithm) -> ElConfig {
+    let mut c = ElConfig {
+        algorithm,
+        heartbeat: Duration::from_millis(20),
+        suspect_after: Duration::from_millis(60),
+        lease: Duration::from_millis(50),
+        hop_timeout: Duration::from_millis(10),
+        request_timeout: Duration::from_millis(50),
+        grant_ttl: Duration::from_millis(400),
+        election_jitter: Duration::from_millis(20),
+        ..ElConfig::default()
+    };
+    c.election_timeout = c.derived_election_timeout(64);
+    c
+}
+
+fn ring_of(ids: &[u32]) -> Membership {
+    Membership::new(
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| Member { id: n(*id), addr: SocketAddr::from(([127, 0, 0, 1], 20_000 + i as u16)) })
+            .collect(),
+    )
+    .expect("valid ring")
+}
+
+/// Process `me` of `ring`, recovered, stored in `term`, started at 0 (its
+/// restart window is long over at T0).
+fn process(ring: &Membership, me: u32, algorithm: Algorithm, term: u64) -> ElNode {
+    let mut ctx = Context::new(n(me), Incarnation(1), ring.clone(), Instant::ZERO, cfg(algorithm));
+    ctx.stored = Some(ElDurable { promises: Some(Promises::recovered_with(0)), term, follows: None });
+    let mut p = ElNode::start(ctx).expect("valid config");
+    drain(&mut p);
+    p
+}
+
+/// A ring of processes and a FIFO network between them (no loss).
+struct Net {
+    procs: BTreeMap<NodeId, ElNode>,
+    wire: VecDeque<(NodeId, NodeId, Msg)>,
+    /// Election messages sent, by kind.
+    sent: BTreeMap<&'static str, u64>,
+}
+
+impl Net {
+    fn new(ids: &[u32], algorithm: Algorithm) -> Self {
+        let ring = ring_of(ids);
+        let procs = ids.iter().map(|i| (n(*i), process(&ring, *i, algorithm, 0))).collect();
+        Net { procs, wire: VecDeque::new(), sent: BTreeMap::new() }
+    }
+
+    fn collect(&mut self, from: NodeId, outs: Vec<OutputOf<ElNode>>) {
+        for o in outs {
+            if let Output::Send { to, msg } = o {
+                if msg.is_election() {
+                    let kind = <Msg as ftcore::Message>::kind_name(ftcore::Message::kind(&msg)).unwrap_or("?");
+                    *self.sent.entry(kind).or_default() += 1;
+                }
+                self.wire.push_back((from, to, msg));
+            }
+        }
+    }
+
+    /// Every process starts an election at `now` (relay; the alive-list
+    /// algorithm: the first process in ring order, as its randomized timer
+    /// would — concurrent same-term Elections split the votes and retry
+    /// later, which needs the simulator's timers); messages are delivered
+    /// in FIFO order until none is left (heartbeats: a few rounds).
+    fn elect_all_at_once(&mut self, now: Instant) {
+        let mut ids: Vec<NodeId> = self.procs.keys().copied().collect();
+        if self.procs.values().next().is_some_and(|p| p.cfg.algorithm == Algorithm::Ring) {
+            let first = self.procs.values().next().map(|p| p.members[0]).expect("a process");
+            ids = vec![first];
+        }
+        for id in &ids {
+            let p = self.procs.get_mut(id).expect("process");
+            p.start_election_now(now);
+            let outs = drain(p);
+            self.collect(*id, outs);
+        }
+        self.run(now);
+    }
+
+    fn run(&mut self, now: Instant) {
+        let mut steps = 0;
+        while let Some((from, to, msg)) = self.wire.pop_front() {
+            steps += 1;
+            assert!(steps < 100_000, "the election does not end");
+            if let Some(p) = self.procs.get_mut(&to) {
+                let outs = deliver(p, now, from, Incarnation(1), msg);
+                self.collect(to, outs);
+            }
+        }
+    }
+
+    fn election_messages(&self) -> u64 {
+        self.sent.values().sum()
+    }
+}
+
+/// 2n⌊log2 n⌋ + 2n.
+fn relay_bound(n: u64) -> u64 {
+    2 * n * u64::from(n.ilog2()) + 2 * n
+}
+
+fn agreed(net: &Net) -> NodeId {
+    let max = *net.procs.keys().max().expect("processes");
+    for (id, p) in &net.procs {
+        assert_eq!(p.coordinator(), Some(max), "process {id} names {:?}, not the maximum {max}", p.coordinator());
+        assert_eq!(p.follows(), Some(max), "process {id} follows {:?}", p.follows());
+    }
+    assert!(net.procs[&max].in_office(), "the maximum took office");
+    max
+}
+
+#[test]
+fn relay_worked_example_of_the_seed_ids_1_to_4() {
+    // The seed's example: ids 1-4 clockwise. Round 0: every process sends
+    // its id and its predecessor's (8 messages); only 1 (e = 4 > 1, 3)
+    // stays active, with d = 4; round 1: 4 travels the lap back to 1 (4);
+    // Elected: one lap (4).
+    let mut net = Net::new(&[1, 2, 3, 4], Algorithm::Relay);
+    net.elect_all_at_once(T0);
+    assert_eq!(agreed(&net), n(4));
+    assert_eq!(net.sent, BTreeMap::from([("elected", 4), ("relay", 12)]));
+    // Over every arrangement of four ids the worst case reaches the bound
+    // 2·4·⌊log2 4⌋ + 2·4 = 24 and never passes it.
+    let mut worst = 0;
+    for order in [[1, 2, 3, 4], [1, 2, 4, 3], [1, 3, 2, 4], [1, 3, 4, 2], [1, 4, 2, 3], [1, 4, 3, 2]] {
+        let mut net = Net::new(&order, Algorithm::Relay);
+        net.elect_all_at_once(T0);
+        assert_eq!(agreed(&net), n(4));
+        worst = worst.max(net.election_messages());
+    }
+    assert!(worst <= relay_bound(4), "{worst}");
+    println!("n = 4: worst arrangement {worst} messages (bound {})", relay_bound(4));
+}
+
+#[test]
+fn both_algorithms_elect_the_maximum_on_the_issue_rings() {
+    for ids in [&[5, 6, 4, 7, 8][..], &[8, 5, 3], &[27, 4, 42, 15, 63, 9]] {
+        for alg in [Algorithm::Relay, Algorithm::Ring] {
+            let mut net = Net::new(ids, alg);
+            net.elect_all_at_once(T0);
+            agreed(&net);
+            if alg == Algorithm::Relay {
+                let n = ids.len() as u64;
+                assert!(net.election_messages() <= relay_bound(n), "{ids:?}: {:?}", net.sent);
+            }
+        }
+    }
+}
+
+#[test]
+fn relay_message_counts_for_8_to_64_stay_within_the_bound() {
+    // Ids in increasing order (the relay's best case) and 20 seeded
+    // shuffles each; the worst is printed beside the bound.
+    let mut rng = SeededRng::new(7);
+    for size in [8u32, 16, 32, 64] {
+        let mut ids: Vec<u32> = (1..=size).collect();
+        let mut worst = 0;
+        for shuffle in 0..=20 {
+            if shuffle > 0 {
+                for i in (1..ids.len()).rev() {
+                    let j = rng.range_inclusive(0, i as u64) as usize;
+                    ids.swap(i, j);
+                }
+            }
+            let mut relay = Net::new(&ids, Algorithm::Relay);
+            relay.elect_all_at_once(T0);
+            agreed(&relay);
+            worst = worst.max(relay.election_messages());
+        }
+        let mut ring = Net::new(&ids, Algorithm::Ring);
+        ring.elect_all_at_once(T0);
+        agreed(&ring);
+        let n = u64::from(size);
+        let (bound, alive, cr) = (relay_bound(n), ring.election_messages(), n * (n + 1) / 2);
+        println!("n={size}: relay worst of 21 arrangements {worst} (bound {bound}), alive-list {alive}, Chang-Roberts worst case {cr}");
+        assert!(worst <= bound, "n = {size}: {worst} > {bound}");
+    }
+}
+
+#[test]
+fn lower_term_message_is_answered_stale_and_changes_nothing() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Ring, 7);
+    let before = p.clone();
+    let outs = deliver(&mut p, T0, n(1), Incarnation(1), Msg::Heartbeat { term: 6, seq: 1 });
+    assert_eq!(
+        outs,
+        vec![
+            Output::Send { to: n(1), msg: Msg::StaleTerm { term: 7, coordinator: None } },
+            Output::Event(ElEvent::StaleAnswered),
+        ]
+    );
+    assert_eq!((p.term, p.follows, p.coordinator), (before.term, before.follows, before.coordinator));
+}
+
+#[test]
+fn higher_term_heartbeat_is_joined_and_stored_before_the_ack() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Ring, 7);
+    let outs = deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 9, seq: 4 });
+    let Output::Persist(d) = &outs[0] else { panic!("stored first: {outs:?}") };
+    assert_eq!((d.term, d.follows), (9, Some(n(3))));
+    assert_eq!(d.promises.as_ref().map(|p| p.in_use()), Some(9), "the term acked is stored as in use");
+    assert!(outs.contains(&Output::Send { to: n(3), msg: Msg::HeartbeatAck { term: 9, seq: 4 } }), "{outs:?}");
+    // Following 3 in term 9, it acks nobody else there.
+    let outs = deliver(&mut p, T0, n(1), Incarnation(1), Msg::Heartbeat { term: 9, seq: 1 });
+    assert_eq!(outs, vec![Output::Event(ElEvent::FollowConflict)]);
+}
+
+#[test]
+fn one_vote_per_term_a_second_election_of_the_term_passes_without_it() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Ring, 4);
+    let e = |initiator: u32, alive: Vec<NodeId>| Msg::Election {
+        term: 5,
+        initiator: n(initiator),
+        initiator_inc: Incarnation(1),
+        alive,
+        hop: 1,
+    };
+    let outs = deliver(&mut p, T0, n(1), Incarnation(1), e(1, vec![n(1)]));
+    assert!(matches!(outs[0], Output::Persist(ElDurable { term: 5, .. })), "{outs:?}");
+    assert!(outs.iter().any(|o| matches!(o, Output::Send { to, msg: Msg::Election { alive, .. } } if *to == n(3) && *alive == vec![n(1), n(2)])), "{outs:?}");
+    // A higher initiator's Election of the same term: forwarded, no vote.
+    let outs = deliver(&mut p, T0, n(1), Incarnation(1), e(3, vec![n(3), n(1)]));
+    assert!(outs.iter().any(|o| matches!(o, Output::Send { to, msg: Msg::Election { alive, .. } } if *to == n(3) && *alive == vec![n(3), n(1)])), "{outs:?}");
+    // A lower one than already forwarded is dropped (only its hop is acked).
+    let outs = deliver(&mut p, T0, n(1), Incarnation(1), e(1, vec![n(1)]));
+    assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 1 } }]);
+}
+
+#[test]
+fn prevote_is_refused_while_a_live_higher_coordinator_is_known() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
+    let outs = deliver(&mut p, at(T0, 10), n(1), Incarnation(1), Msg::PreVote { term: 5 });
+    assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::PreVoteReply { term: 4, asked: 5, yes: false } }]);
+    assert_eq!(p.term, 4, "a pre-vote joins nothing");
+    // Silent for suspect_after: yes.
+    let outs = deliver(&mut p, at(T0, 70), n(1), Incarnation(1), Msg::PreVote { term: 5 });
+    assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::PreVoteReply { term: 4, asked: 5, yes: true } }]);
+}
+
+fn at(t: Instant, ms: u64) -> Instant {
+    t + Duration::from_millis(ms)
+}
