@@ -311,8 +311,11 @@ impl ElNode {
             }
             if c != self.me {
                 self.role = Role::Consumer;
-                self.coordinator_changed(now);
             }
+            // Pending requests and a held grant go to the new coordinator
+            // (this process's own ones too, through the loopback).
+            self.coordinator_changed(now);
+            self.maybe_challenge(now, c);
             self.timers.cancel(Timer::ElectionDue);
         }
         true

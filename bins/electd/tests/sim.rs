@@ -1,0 +1,269 @@
+//! electd in the deterministic simulator: both algorithms, clients looping
+//! acquire → hold → release on every process, while processes (the
+//! coordinator included) crash and restart and minorities are partitioned
+//! off and healed. Checked after every step: never two coordinators in
+//! office in one term; the clients' own replies never show two holders,
+//! and their fences rise; no lower-term grant after a grant of a higher
+//! term.
+//! After the faults (`Sim::converge`): every live process names the
+//! highest live id, and every client is served again.
+//!
+//! The long sweep: `SIM_SEEDS=5000 cargo test --release -p electd --test
+//! sim sweep -- --ignored` (shard it with `SIM_SEED_FROM`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use electd::{Algorithm, ElConfig, ElEvent, ElNode};
+use ftcore::{ClientId, NodeId};
+use lockservice::{LockReply, LockRequest};
+use sim::{for_seeds, Action, FaultPlan, NetConfig, Sim, World};
+use timer::Instant;
+
+fn config(alg: Algorithm, n: u32) -> ElConfig {
+    let mut c = ElConfig {
+        algorithm: alg,
+        heartbeat: Duration::from_millis(10),
+        suspect_after: Duration::from_millis(40),
+        lease: Duration::from_millis(30),
+        hop_timeout: Duration::from_millis(6),
+        request_timeout: Duration::from_millis(30),
+        grant_ttl: Duration::from_millis(250),
+        election_jitter: Duration::from_millis(10),
+        ..ElConfig::default()
+    };
+    c.election_timeout = c.derived_election_timeout(n as usize);
+    c
+}
+
+fn acquire(node: NodeId, client: ClientId) -> Action<ElNode> {
+    Action::Request(node, client, LockRequest::Acquire { timeout_ms: 60_000 })
+}
+
+/// `n` processes, a client per process looping acquire → hold 1–15 ms →
+/// release → think 0–10 ms.
+fn cluster(seed: u64, n: u32, alg: Algorithm) -> Sim<ElNode> {
+    let net = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(2));
+    let mut sim = Sim::new(seed, n, net, config(alg, n));
+    sim.clients(Box::new(move |_, node, client, reply, rng| {
+        let ms = |rng: &mut timer::SeededRng, lo, hi| Duration::from_millis(rng.range_inclusive(lo, hi));
+        match reply {
+            LockReply::Granted { .. } => vec![(ms(rng, 1, 15), Action::Request(node, client, LockRequest::Release))],
+            LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
+                vec![(ms(rng, 0, 10), acquire(node, client))]
+            }
+            LockReply::Refused { .. } => vec![],
+        }
+    }));
+    for i in 1..=n {
+        sim.at(Instant::from_millis(20 + u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
+    }
+    sim
+}
+
+/// Safety after every step (electd.md, Invariants 2–4).
+fn safety() -> impl FnMut(&World<ElNode>) -> Result<(), String> {
+    let mut seen_events = 0usize;
+    let mut seen_replies = 0usize;
+    let mut office: BTreeMap<u64, NodeId> = BTreeMap::new();
+    let mut holding: BTreeMap<(NodeId, ClientId), u128> = BTreeMap::new();
+    let mut max_fence = 0u128;
+    let mut max_grant_term = 0u64;
+    move |w| {
+        for (_, node, e) in &w.events[seen_events..] {
+            // No lower-term grant after the first grant of a higher term.
+            if let ElEvent::Granted { fence, .. } = e {
+                let term = lockservice::fence_parts(*fence).0;
+                if term < max_grant_term {
+                    return Err(format!("{node} granted in term {term} after a grant of term {max_grant_term}"));
+                }
+                max_grant_term = term;
+            }
+            if let ElEvent::TookOffice { term } = e {
+                if let Some(other) = office.insert(*term, *node) {
+                    if other != *node {
+                        return Err(format!("two coordinators in term {term}: {other} and {node}"));
+                    }
+                }
+            }
+        }
+        seen_events = w.events.len();
+        for (_, node, client, reply) in &w.replies[seen_replies..] {
+            match reply {
+                LockReply::Granted { fence } => {
+                    if *fence <= max_fence {
+                        return Err(format!("{node} granted fence {fence:#x} after {max_fence:#x}"));
+                    }
+                    max_fence = *fence;
+                    holding.insert((*node, *client), *fence);
+                }
+                LockReply::Released | LockReply::LockLost { .. } => {
+                    holding.remove(&(*node, *client));
+                }
+                _ => {}
+            }
+        }
+        seen_replies = w.replies.len();
+        // A crashed process's clients are gone with it.
+        holding.retain(|(node, _), _| w.is_up(*node));
+        if holding.len() > 1 {
+            return Err(format!("clients hold the lock at once: {holding:x?}"));
+        }
+        Ok(())
+    }
+}
+
+/// After the faults: every live process names the highest live id, which
+/// is in office, and every process's client was served again.
+fn converged(sim: &mut Sim<ElNode>) -> Result<(), sim::SimError> {
+    sim.converge(Duration::from_millis(3_000))?;
+    let w = sim.world();
+    let max = w.live().map(|(id, _)| id).max().expect("someone is up");
+    let views: Vec<String> = w
+        .live()
+        .map(|(id, c)| format!("{id}: term {} coordinator {:?} follows {:?}", c.term(), c.coordinator(), c.follows()))
+        .collect();
+    for (id, c) in w.live() {
+        if c.coordinator() != Some(max) {
+            return Err(sim.error(format!(
+                "{id} names {:?}, not the highest live id {max}\n{}",
+                c.coordinator(),
+                views.join("\n")
+            )));
+        }
+    }
+    if !w.core(max).is_some_and(|c| c.in_office()) {
+        return Err(sim.error(format!("{max} is not in office\n{}", views.join("\n"))));
+    }
+    let since = Instant::from_micros(w.now.as_micros().saturating_sub(1_500_000));
+    let served: Vec<NodeId> = w
+        .replies
+        .iter()
+        .filter(|(t, _, _, r)| *t >= since && matches!(r, LockReply::Granted { .. }))
+        .map(|(_, n, _, _)| *n)
+        .collect();
+    for (id, _) in w.live() {
+        if !served.contains(&id) {
+            return Err(sim.error(format!("{id}'s client not served after the faults\n{}", views.join("\n"))));
+        }
+    }
+    Ok(())
+}
+
+fn faults(n: u32) -> FaultPlan {
+    FaultPlan {
+        start: Instant::from_millis(600),
+        end: Instant::from_millis(4_000),
+        crashes: 4,
+        max_down: (n - 1) / 2,
+        downtime: (Duration::from_millis(50), Duration::from_millis(800)),
+        partitions: 2,
+        partition_len: (Duration::from_millis(50), Duration::from_millis(600)),
+        ..FaultPlan::default()
+    }
+}
+
+fn faulty_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {
+    let n = 3 + (seed % 4) as u32;
+    let mut sim = cluster(seed, n, alg).without_trace();
+    sim.check(safety());
+    sim.random_faults(&faults(n));
+    // Restarted processes get their client back (one already waiting or
+    // holding is refused, changing nothing).
+    for t in (600..8_000).step_by(300) {
+        for i in 1..=n {
+            sim.at(Instant::from_millis(t), acquire(NodeId(i), ClientId(u64::from(i))));
+        }
+    }
+    sim.run_until(Instant::from_millis(5_000))?;
+    converged(&mut sim)
+}
+
+#[test]
+fn failure_free_elects_the_highest_id_and_serves_everyone() {
+    for alg in [Algorithm::Relay, Algorithm::Ring] {
+        for_seeds(20, |seed| {
+            let n = 3 + (seed % 6) as u32;
+            let mut sim = cluster(seed, n, alg);
+            sim.check(safety());
+            sim.run_until(Instant::from_millis(2_000))?;
+            let w = sim.world();
+            let offices: Vec<(NodeId, u64)> = w
+                .events
+                .iter()
+                .filter_map(|(_, id, e)| match e {
+                    ElEvent::TookOffice { term } => Some((*id, *term)),
+                    _ => None,
+                })
+                .collect();
+            if offices.last().map(|(id, _)| *id) != Some(NodeId(n)) {
+                return Err(sim.error(format!("{alg:?}: offices {offices:?}, expected {n} last")));
+            }
+            converged(&mut sim)
+        });
+    }
+}
+
+#[test]
+fn crash_of_the_coordinator_fails_over_to_the_next_highest() {
+    for alg in [Algorithm::Relay, Algorithm::Ring] {
+        for_seeds(20, |seed| {
+            let n = 5;
+            let mut sim = cluster(seed, n, alg);
+            sim.check(safety());
+            sim.run_until(Instant::from_millis(1_500))?;
+            if !sim.world().core(NodeId(n)).is_some_and(|c| c.in_office()) {
+                return Err(sim.error("5 is not in office"));
+            }
+            sim.after(Duration::ZERO, Action::Crash(NodeId(n)));
+            let killed = sim.now();
+            sim.run_for(Duration::from_millis(1_500))?;
+            let w = sim.world();
+            let known = |id: NodeId| {
+                w.events.iter().find_map(|(t, who, e)| {
+                    let names_4 = match e {
+                        ElEvent::CoordinatorKnown { id: c, .. } => *c == NodeId(4),
+                        ElEvent::TookOffice { .. } => *who == NodeId(4),
+                        _ => false,
+                    };
+                    (*who == id && *t > killed && names_4).then_some(*t)
+                })
+            };
+            let mut last = killed;
+            for id in 1..n {
+                match known(NodeId(id)) {
+                    Some(t) => last = last.max(t),
+                    None => return Err(sim.error(format!("{alg:?}: {id} never learnt coordinator 4"))),
+                }
+            }
+            // suspect_after + a pre-vote + one election (+ the heartbeat
+            // that tells the followers), with margin for the jitter.
+            let c = config(alg, n);
+            let bound = c.suspect_after + c.heartbeat * 2 + c.election_jitter + c.hop_timeout * 2 + c.election_timeout;
+            let took = last.saturating_since(killed);
+            if took > bound {
+                return Err(sim.error(format!("{alg:?}: failover took {took:?} > {bound:?}")));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn relay_under_crashes_and_partitions() {
+    for_seeds(40, |seed| faulty_run(seed, Algorithm::Relay));
+}
+
+#[test]
+fn ring_under_crashes_and_partitions() {
+    for_seeds(40, |seed| faulty_run(seed, Algorithm::Ring));
+}
+
+#[test]
+#[ignore = "long: SIM_SEEDS=5000"]
+fn sweep() {
+    for_seeds(5_000, |seed| {
+        let alg = if seed % 2 == 0 { Algorithm::Relay } else { Algorithm::Ring };
+        faulty_run(seed, alg)
+    });
+}
