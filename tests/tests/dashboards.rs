@@ -57,13 +57,26 @@ fn every_metric_in_every_dashboard_is_exported() {
     // ntmutexd: grants, then a SIGKILL of the holder and a recovery.
     let mut nt = Cluster::start("ntmutexd", 3, "").unwrap();
     assert!(lock_once(&nt, 2), "log:\n{}", nt.log(2));
-    let holder = (1..=3).find(|id| nt.metric(*id, "ntmutex_has_token") == Some(1.0)).unwrap_or(2);
+    let mut holder = None;
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            holder = (1..=3).find(|id| nt.metric(*id, "ntmutex_has_token") == Some(1.0));
+            holder.is_some()
+        }),
+        "nobody holds the idle token"
+    );
+    let holder = holder.expect("found");
     nt.kill(holder);
     let other = (1..=3).find(|id| *id != holder).unwrap();
     assert!(lock_once(&nt, other), "log:\n{}", nt.log(other));
     let live: Vec<u32> = (1..=3).filter(|id| *id != holder).collect();
-    assert!(wait_until(Duration::from_secs(5), || scrape_all(&nt, &live)
-        .contains("ntmutex_recovery_duration_seconds_bucket")));
+    assert!(
+        wait_until(Duration::from_secs(5), || scrape_all(&nt, &live)
+            .contains("ntmutex_recovery_duration_seconds_bucket")),
+        "no recovery after node {holder} was killed holding the token; logs:\n{}\n{}",
+        nt.log(live[0]),
+        nt.log(live[1])
+    );
     let mut have = scrape_all(&nt, &live);
 
     // hbringd: a SIGKILL, a repair, a restart.

@@ -103,6 +103,7 @@ impl Cluster {
         for id in 1..=n as u32 {
             c.wait_ready(id)?;
         }
+        c.wait_recovered()?;
         Ok(c)
     }
 
@@ -129,6 +130,7 @@ impl Cluster {
         for id in 1..=n as u32 {
             c.wait_ready(id)?;
         }
+        c.wait_recovered()?;
         Ok(c)
     }
 
@@ -285,6 +287,34 @@ impl Cluster {
         Ok(())
     }
 
+    /// Waits until every running node has its promises: a fresh node (a
+    /// new cluster's) counts in no majority until its peers have told it
+    /// what they promised (foundation.md, Fresh nodes), so a test that stops
+    /// a peer before then would wait on a cluster that is right to wait.
+    /// A daemon whose status has no `recovered` detail counts as recovered.
+    pub fn wait_recovered(&self) -> Result<()> {
+        // On a thread of its own: the caller may be inside a runtime already.
+        std::thread::scope(|s| s.spawn(|| self.wait_recovered_here()).join())
+            .map_err(|_| anyhow!("waiting for recovery panicked"))?
+    }
+
+    fn wait_recovered_here(&self) -> Result<()> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        for id in 1..=self.nodes.len() as u32 {
+            if self.procs[id as usize - 1].is_none() {
+                continue;
+            }
+            let recovered = || {
+                rt.block_on(self.status::<Opaque, Opaque>(id))
+                    .is_ok_and(|s| s.details.iter().find(|(k, _)| k == "recovered").is_none_or(|(_, v)| v == "true"))
+            };
+            if !wait_until(Duration::from_secs(20), recovered) {
+                bail!("node {id} did not recover its promises within 20 s; log:\n{}", self.log(id));
+            }
+        }
+        Ok(())
+    }
+
     /// Node `id`'s log so far.
     pub fn log(&self, id: u32) -> String {
         std::fs::read_to_string(self.dir.as_path().join(format!("node{id}.log"))).unwrap_or_default()
@@ -354,6 +384,21 @@ impl Drop for Cluster {
         for id in 1..=self.procs.len() as u32 {
             self.kill(id);
         }
+    }
+}
+
+/// A client payload type with no values, for requests every daemon
+/// answers alike (status): `ClientRequest::Status` carries none.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+enum Opaque {}
+
+impl Message for Opaque {
+    fn kind(&self) -> u16 {
+        match *self {}
+    }
+
+    fn kind_name(_: u16) -> Option<&'static str> {
+        None
     }
 }
 

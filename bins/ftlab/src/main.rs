@@ -63,6 +63,7 @@ fn up(daemon: &str, n: usize, dir: Option<PathBuf>) -> Result<()> {
     for id in 1..=n as u32 {
         cluster.wait_ready(id)?;
     }
+    cluster.wait_recovered()?;
     let sd = cluster.write_file_sd()?;
     println!("{n} × {daemon} running; configs and logs in {}", cluster.dir().display());
     println!("{:<5} {:<22} {:<22} {:<22}", "node", "peer", "client (FTCTL_ADDR)", "metrics");
