@@ -45,6 +45,44 @@ fn five_daemons_agree_on_the_highest_id_and_fail_over_after_sigkill_of_the_coord
         (1..=5).map(|id| client_loop(&c, id, format!("c{id}"), file.clone(), "0.02", stop.clone())).collect();
     assert!(wait_holds(&file, &all(5), 3, 0, Duration::from_secs(60)), "{}\n{}", read(&file), logs(&c, &all(5)));
 
+    // `ftctl leader` once, `ftctl leader --watch --json` on node 1 across
+    // the failover, and the client library's watch on node 4 until it leads.
+    let (code, out) = ftctl_leader(&c, 2, &["--json"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(r#""node":2,"#) && out.contains(r#""coordinator":5,"role":"consumer","leads":false}"#),
+        "{out}"
+    );
+    let (code, out) = ftctl_leader(&c, 5, &[]);
+    assert_eq!(
+        (code, out.starts_with("coordinator 5 term ") && out.contains("(node 5: coordinator)")),
+        (0, true),
+        "{out}"
+    );
+    let watch_file = dir.path().join("watch.jsonl");
+    let mut watch = std::process::Command::new(ftcoord_tests::bin("ftctl").unwrap())
+        .args(["--addr", &c.node(1).client.to_string(), "--json", "leader", "--watch", "--every", "10ms"])
+        .stdout(std::fs::File::create(&watch_file).unwrap())
+        .spawn()
+        .unwrap();
+    let node4 = c.node(4).client;
+    let lib_watch = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let mut w = client::leader::LeaderWatch::connect(node4, Duration::from_millis(10)).await?;
+            let mut seen = vec![w.changed().await?];
+            while !seen.last().is_some_and(|l| l.leads()) {
+                seen.push(
+                    tokio::time::timeout(Duration::from_secs(20), w.changed())
+                        .await
+                        .map_err(|_| client::ClientError::Unexpected(format!("node 4 never led: {seen:?}")))??,
+                );
+            }
+            Ok::<_, client::ClientError>(seen)
+        })
+    });
+    assert!(wait_until(Duration::from_secs(5), || read(&watch_file).contains(r#""coordinator":5"#)));
+
     let killed = Instant::now();
     let kill_ns = now_ns();
     c.kill(5);
@@ -55,6 +93,15 @@ fn five_daemons_agree_on_the_highest_id_and_fail_over_after_sigkill_of_the_coord
         logs(&c, &survivors)
     );
     let failover = killed.elapsed();
+    let seen = lib_watch.join().unwrap().unwrap();
+    assert_eq!(seen.first().and_then(|l| l.coordinator), Some(ftcore::NodeId(5)), "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].term <= w[1].term), "terms fall in {seen:?}");
+    assert!(wait_until(Duration::from_secs(5), || read(&watch_file).contains(r#""coordinator":4"#)));
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let lines = read(&watch_file);
+    let first4 = lines.find(r#""coordinator":4"#).expect("seen");
+    assert!(lines[..first4].contains(r#""coordinator":5"#), "the watch saw 4 before 5: {lines}");
     assert!(
         wait_holds(&file, &survivors, 3, kill_ns, Duration::from_secs(60)),
         "survivors not served after the failover\n{}\n{}",
@@ -97,6 +144,90 @@ fn fences_keep_increasing_across_a_cold_restart_of_every_daemon() {
     let holds = parse_holds(&read(&file));
     assert_eq!(holds.len(), 6, "{holds:?}");
     check_exclusion_and_fences(&holds, &logs(&c, &all(3)));
+}
+
+/// `ftctl --addr <node id> leader ARGS`: (exit code, stdout + stderr).
+fn ftctl_leader(c: &Cluster, id: u32, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(ftcoord_tests::bin("ftctl").unwrap())
+        .args(["--addr", &c.node(id).client.to_string()])
+        .args(args)
+        .arg("leader")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// Three daemons configured only by the seed's variables (ELECTION_ID or
+/// HOSTID, ELECTION_DEST_IPS in ring order 3, 1, 2 on 127.0.0.1–3,
+/// ELECTION_DEST_PORT, SUCCESSOR_IP), plus the state directory electd
+/// needs and client and metrics ports apart (three hosts on one machine):
+/// they elect 3; a SUCCESSOR_IP that is not the successor is a
+/// config error naming the variable.
+#[test]
+fn daemons_configured_only_by_the_seed_variables_elect_the_highest_id() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let port = ftcoord_tests::free_ports(1)[0];
+    let ips = "3=127.0.0.3,1=127.0.0.1,2=127.0.0.2";
+    let successor = |id: u32| match id {
+        3 => "127.0.0.1",
+        1 => "127.0.0.2",
+        _ => "127.0.0.3",
+    };
+    let electd = ftcoord_tests::bin("electd").unwrap();
+    let client = |id: u32| std::net::SocketAddr::from(([127, 0, 0, id as u8], port + 100));
+    let spawn = |id: u32, successor: &str| {
+        let id_var = if id == 2 { "HOSTID" } else { "ELECTION_ID" };
+        std::process::Command::new(&electd)
+            .arg("--new-cluster")
+            .env(id_var, id.to_string())
+            .env("ELECTION_DEST_IPS", ips)
+            .env("ELECTION_DEST_PORT", port.to_string())
+            .env("SUCCESSOR_IP", successor)
+            .env("ELECTD_STATE_DIR", dir.path().join(format!("node{id}")))
+            // One machine for three hosts: the client and metrics ports
+            // default to 127.0.0.1:port+100 and +2000 on every host.
+            .env("ELECTD_CLIENT_LISTEN", client(id).to_string())
+            .env("ELECTD_METRICS_LISTEN", format!("127.0.0.1:{}", port + 2000 + id as u16))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let out = spawn(1, "127.0.0.3").wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("environment variable SUCCESSOR_IP: 127.0.0.3 is not this process's successor"),
+        "{stderr}"
+    );
+
+    let mut procs: Vec<_> = [1u32, 2, 3].iter().map(|&id| (id, spawn(id, successor(id)))).collect();
+    let leader = |id: u32| {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let mut c =
+                client::Client::<client::leader::Never, client::leader::Never>::connect(client(id)).await.ok()?;
+            c.leadership().await.ok()
+        })
+    };
+    let agreed = wait_until(Duration::from_secs(30), || {
+        [1, 2, 3].iter().all(|&id| leader(id).and_then(|l| l.coordinator) == Some(ftcore::NodeId(3)))
+    });
+    for (_, p) in &mut procs {
+        let _ = p.kill();
+    }
+    let logs: Vec<String> = procs
+        .into_iter()
+        .map(|(id, p)| {
+            let out = p.wait_with_output().unwrap();
+            format!("---- node {id} ----\n{}", String::from_utf8_lossy(&out.stderr))
+        })
+        .collect();
+    assert!(agreed, "the three never agreed on 3\n{}", logs.join("\n"));
+    assert!(logs[2].contains("listening"), "{}", logs[2]);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use runtime::config::{check_range, CommonConfig, ConfigError, DaemonConfig};
+use runtime::config::{check_range, AliasLayer, CommonConfig, ConfigError, DaemonConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::node::{Algorithm, ElConfig, ElError};
@@ -49,6 +49,12 @@ impl Default for ElectdConfig {
 
 impl DaemonConfig for ElectdConfig {
     const NAME: &'static str = "electd";
+
+    /// The seed's `ELECTION_ID`, `HOSTID`, `ELECTION_DEST_IPS`,
+    /// `ELECTION_DEST_PORT` and `SUCCESSOR_IP` ([`crate::seed_env`]).
+    fn env_aliases(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<AliasLayer>, ConfigError> {
+        crate::seed_env::layer(var)
+    }
 
     fn validate(&self, common: &CommonConfig) -> Result<(), ConfigError> {
         for (key, v) in [

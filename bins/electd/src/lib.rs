@@ -14,6 +14,7 @@ pub mod config;
 pub mod metrics;
 pub mod msg;
 pub mod node;
+pub mod seed_env;
 
 pub use config::ElectdConfig;
 pub use msg::{Denial, Msg};

@@ -7,6 +7,8 @@ use std::process::ExitStatus;
 pub const OK: u8 = 0;
 /// Any error: cannot connect, refused, a reply that makes no sense.
 pub const ERROR: u8 = 1;
+/// `ftctl leader`: the daemon knows no coordinator (an election is under way).
+pub const NO_LEADER: u8 = 3;
 /// The lock was lost while the command ran (EX_UNAVAILABLE).
 pub const LOCK_LOST: u8 = 69;
 /// The lock was not obtained in time (EX_TEMPFAIL).
@@ -50,6 +52,26 @@ the lock protects so that it can refuse a late writer holding an older one.
 SIGINT or SIGTERM while CMD runs is forwarded to CMD (to its process only:
 a CMD that starts children should exec or pass signals on); the lock is
 released once CMD has exited, and ftctl exits with CMD's status.";
+
+/// `--help` text for `ftctl leader`.
+pub const LEADER_HELP: &str = "\
+Prints the coordinator the daemon at --addr knows, its term, and the
+daemon's own role: `coordinator 5 term 12 (node 3: consumer)`. With --json:
+{\"node\":3,\"term\":12,\"coordinator\":5,\"role\":\"consumer\",\"leads\":false}
+(coordinator null while none is known; leads: the daemon itself is the
+coordinator and has taken office). With --watch: a line at once and one on
+every change (text lines start with the time since the watch began), until
+interrupted or the daemon goes away.
+
+This is one daemon's view, stale by up to --every plus its detection time:
+for mutual exclusion use `ftctl lock` and its fence.
+
+Exit status:
+  0  a coordinator is known (without --watch)
+  1  error: cannot connect, no answer, the daemon elects no leader, or
+     (with --watch) the daemon went away
+  2  bad arguments
+  3  no coordinator is known: an election is under way (without --watch)";
 
 /// `--help` text for `ftctl status`.
 pub const STATUS_HELP: &str = "\

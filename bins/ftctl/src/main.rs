@@ -1,13 +1,14 @@
 //! `ftctl`: the command-line client of every ftcoord daemon.
 //!
 //! `status` works against any daemon; `lock` against the lock-granting
-//! ones (ntmutexd, tokenwatchd, electd). Each command lives in its module;
+//! ones (ntmutexd, tokenwatchd, electd); `leader` against electd. Each command lives in its module;
 //! this file parses arguments and maps results to exit statuses.
 #![forbid(unsafe_code)]
 
 mod daemon;
 mod duration;
 mod exit;
+mod leader;
 mod lock;
 mod signals;
 mod status;
@@ -25,7 +26,7 @@ struct Cli {
     /// The daemon's client address (its `client_listen`), HOST:PORT.
     #[arg(long, global = true, env = "FTCTL_ADDR", default_value = "127.0.0.1:7201", value_name = "ADDR")]
     addr: String,
-    /// Print results as JSON (`status`; `lock` prints nothing of its own).
+    /// Print results as JSON (`status`, `leader`; `lock` prints nothing of its own).
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -37,6 +38,16 @@ enum Cmd {
     /// Show the daemon, node, incarnation, role, details and peers.
     #[command(after_help = exit::STATUS_HELP)]
     Status,
+    /// Show which node leads (electd), once or on every change.
+    #[command(after_help = exit::LEADER_HELP)]
+    Leader {
+        /// Print a line at once and one on every change, until interrupted.
+        #[arg(long)]
+        watch: bool,
+        /// How often to ask the daemon: 100ms, 1s (a unit is required).
+        #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = duration::parse)]
+        every: Duration,
+    },
     /// Run CMD while holding the cluster-wide lock.
     ///
     /// Waits for the lock, runs CMD with FTCOORD_FENCE set, releases the
@@ -66,6 +77,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Cmd::Status => status::run(&cli.addr, cli.json).await.map(|()| exit::OK),
+            Cmd::Leader { watch, every } => leader::run(&cli.addr, cli.json, watch, every).await,
             Cmd::Lock { timeout, cmd } => lock::run(&cli.addr, &lock::LockArgs { timeout, cmd }).await,
         }
     });

@@ -58,7 +58,7 @@ pub fn to_json(s: &StatusReport) -> String {
 }
 
 /// Appends `s` as a JSON string literal.
-fn push_str(out: &mut String, s: &str) {
+pub fn push_str(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {

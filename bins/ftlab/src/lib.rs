@@ -17,6 +17,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use client::leader::Never;
 use client::{Client, StatusReport};
 use ftcore::Message;
 
@@ -305,7 +306,7 @@ impl Cluster {
                 continue;
             }
             let recovered = || {
-                rt.block_on(self.status::<Opaque, Opaque>(id))
+                rt.block_on(self.status::<Never, Never>(id))
                     .is_ok_and(|s| s.details.iter().find(|(k, _)| k == "recovered").is_none_or(|(_, v)| v == "true"))
             };
             if !wait_until(Duration::from_secs(20), recovered) {
@@ -384,21 +385,6 @@ impl Drop for Cluster {
         for id in 1..=self.procs.len() as u32 {
             self.kill(id);
         }
-    }
-}
-
-/// A client payload type with no values, for requests every daemon
-/// answers alike (status): `ClientRequest::Status` carries none.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-enum Opaque {}
-
-impl Message for Opaque {
-    fn kind(&self) -> u16 {
-        match *self {}
-    }
-
-    fn kind_name(_: u16) -> Option<&'static str> {
-        None
     }
 }
 

@@ -14,6 +14,8 @@
 //! May depend on: `ftcore`, `wire`. Used by: `ftctl`, `ftlab`, the real-process tests.
 #![forbid(unsafe_code)]
 
+pub mod leader;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 

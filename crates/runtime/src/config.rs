@@ -288,6 +288,41 @@ pub trait DaemonConfig: Serialize + DeserializeOwned + Default + Clone + Debug {
     fn chaos(&self) -> Option<wire::Chaos> {
         None
     }
+
+    /// Settings this daemon also takes from environment variables outside
+    /// its prefix (electd: the seed's `ELECTION_ID`, `ELECTION_DEST_IPS`,
+    /// …), read through `var`. The layer is merged above the config file
+    /// and below the prefixed variables and the flags. `Ok(None)` (the
+    /// default): no such variables are set. Errors name the variable.
+    fn env_aliases(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<AliasLayer>, ConfigError> {
+        let _ = var;
+        Ok(None)
+    }
+}
+
+/// Common keys set from a daemon's alias variables
+/// ([`DaemonConfig::env_aliases`]); `None` leaves a key to the other layers.
+#[derive(Serialize, Debug, Clone, Default, PartialEq)]
+pub struct AliasLayer {
+    /// Names the layer in error messages, e.g. `seed variables ELECTION_ID, …`.
+    #[serde(skip)]
+    pub source: String,
+    /// `node_id`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<u32>,
+    /// `peers`, in ring order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers: Option<Vec<PeerConfig>>,
+}
+
+impl Provider for AliasLayer {
+    fn metadata(&self) -> Metadata {
+        Metadata::named(self.source.clone())
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        Serialized::defaults(self).data()
+    }
 }
 
 /// A loaded and validated configuration: the shared keys and the daemon's.
@@ -593,9 +628,10 @@ fn env_prefix<D: DaemonConfig>() -> String {
     format!("{}_", D::NAME.to_ascii_uppercase())
 }
 
-/// The layered sources for daemon `D`: the `--config` file, its environment
+/// The layered sources for daemon `D`: the `--config` file, its alias
+/// variables ([`DaemonConfig::env_aliases`]), its prefixed environment
 /// variables and the flags in `args` (defaults come from the types). Fails
-/// only if the named config file cannot be read.
+/// if the named config file cannot be read or an alias variable is bad.
 pub fn layers<D: DaemonConfig>(args: &CommonArgs) -> Result<Figment, ConfigError> {
     let mut figment = Figment::new();
     if let Some(path) = &args.config {
@@ -615,6 +651,9 @@ pub fn layers<D: DaemonConfig>(args: &CommonArgs) -> Result<Figment, ConfigError
         metrics_listen: args.metrics_listen,
         log_format: args.log_format,
     };
+    if let Some(aliases) = D::env_aliases(&|name| std::env::var(name).ok())? {
+        figment = figment.merge(aliases);
+    }
     Ok(figment.merge(Env::prefixed(&env_prefix::<D>()).split("__")).merge(cli))
 }
 
@@ -977,6 +1016,23 @@ mod tests {
             }
             Ok(())
         }
+
+        /// `SEED_ID` sets `node_id`; `SEED_PEER` (an address) adds a fourth peer.
+        fn env_aliases(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<AliasLayer>, ConfigError> {
+            let Some(id) = var("SEED_ID") else { return Ok(None) };
+            let id = id.parse().map_err(|_| ConfigError {
+                key: Some("node_id".into()),
+                origin: Some("environment variable SEED_ID".into()),
+                message: format!("`{id}` is not a number"),
+            })?;
+            let peers = var("SEED_PEER").map(|addr| {
+                let mut p: Vec<PeerConfig> =
+                    (1..=3).map(|i| PeerConfig { id: i, addr: format!("127.0.0.1:710{i}").parse().unwrap() }).collect();
+                p.push(PeerConfig { id: 4, addr: addr.parse().unwrap() });
+                p
+            });
+            Ok(Some(AliasLayer { source: "seed variables SEED_ID".into(), node_id: Some(id), peers }))
+        }
     }
 
     /// A daemon whose keys are kebab-case.
@@ -1119,6 +1175,36 @@ command = "echo"
             assert_eq!(cfg.common.node_id, 2);
             assert_eq!(cfg.common.listen_addr(), "127.0.0.1:7102".parse().unwrap());
             assert_eq!(cfg.daemon.algorithm, "queue");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn alias_variables_sit_between_the_file_and_the_prefixed_ones() {
+        jailed(|jail| {
+            jail.set_env("SEED_ID", 2);
+            jail.set_env("SEED_PEER", "127.0.0.9:7104");
+            let cfg = load_file(jail, &file("", ""))?;
+            assert_eq!(cfg.common.node_id, 2, "the alias beats the file");
+            assert_eq!(cfg.common.peers.len(), 4, "the alias's peers replace the file's");
+            assert_eq!(cfg.common.listen_addr(), "127.0.0.1:7102".parse().unwrap());
+            jail.set_env("TESTD_NODE_ID", 4);
+            let cfg = load::<TestD>(&args())?;
+            assert_eq!(cfg.common.node_id, 4, "the prefixed variable beats the alias");
+            assert_eq!(cfg.common.listen_addr(), "127.0.0.9:7104".parse().unwrap());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn alias_errors_name_their_variable_and_a_bad_alias_value_names_its_layer() {
+        jailed(|jail| {
+            jail.set_env("SEED_ID", "x");
+            let e = load_err(jail, &file("", ""));
+            assert_err(&e, "node_id", Some("environment variable SEED_ID"), "`x` is not a number");
+            jail.set_env("SEED_ID", 9);
+            let e = load_err(jail, &file("", ""));
+            assert_err(&e, "node_id", Some("seed variables SEED_ID"), "9");
             Ok(())
         });
     }
