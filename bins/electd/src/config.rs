@@ -100,6 +100,7 @@ impl ElectdConfig {
             coordinator_max_queue: self.coordinator_max_queue,
             election_jitter: ms(self.election_jitter_ms),
             max_queue: self.max_queue,
+            mutations: Default::default(),
         };
         if self.election_timeout_ms == 0 {
             c.election_timeout = c.derived_election_timeout(common.peers.len());

@@ -11,34 +11,16 @@
 //! The long sweep: `SIM_SEEDS=5000 cargo test --release -p electd --test
 //! sim sweep -- --ignored` (shard it with `SIM_SEED_FROM`).
 
-use std::collections::BTreeMap;
+mod kit;
+
 use std::time::Duration;
 
-use electd::{Algorithm, ElConfig, ElEvent, ElNode};
+use electd::{Algorithm, ElEvent, ElNode};
 use ftcore::{ClientId, NodeId};
+use kit::{acquire, config, safety};
 use lockservice::{LockReply, LockRequest};
-use sim::{for_seeds, Action, FaultPlan, NetConfig, Sim, World};
+use sim::{for_seeds, Action, FaultPlan, NetConfig, Sim};
 use timer::Instant;
-
-fn config(alg: Algorithm, n: u32) -> ElConfig {
-    let mut c = ElConfig {
-        algorithm: alg,
-        heartbeat: Duration::from_millis(10),
-        suspect_after: Duration::from_millis(40),
-        lease: Duration::from_millis(30),
-        hop_timeout: Duration::from_millis(6),
-        request_timeout: Duration::from_millis(30),
-        grant_ttl: Duration::from_millis(250),
-        election_jitter: Duration::from_millis(10),
-        ..ElConfig::default()
-    };
-    c.election_timeout = c.derived_election_timeout(n as usize);
-    c
-}
-
-fn acquire(node: NodeId, client: ClientId) -> Action<ElNode> {
-    Action::Request(node, client, LockRequest::Acquire { timeout_ms: 60_000 })
-}
 
 /// `n` processes, a client per process looping acquire → hold 1–15 ms →
 /// release → think 0–10 ms.
@@ -59,58 +41,6 @@ fn cluster(seed: u64, n: u32, alg: Algorithm) -> Sim<ElNode> {
         sim.at(Instant::from_millis(20 + u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
     }
     sim
-}
-
-/// Safety after every step (electd.md, Invariants 2–4).
-fn safety() -> impl FnMut(&World<ElNode>) -> Result<(), String> {
-    let mut seen_events = 0usize;
-    let mut seen_replies = 0usize;
-    let mut office: BTreeMap<u64, NodeId> = BTreeMap::new();
-    let mut holding: BTreeMap<(NodeId, ClientId), u128> = BTreeMap::new();
-    let mut max_fence = 0u128;
-    let mut max_grant_term = 0u64;
-    move |w| {
-        for (_, node, e) in &w.events[seen_events..] {
-            // No lower-term grant after the first grant of a higher term.
-            if let ElEvent::Granted { fence, .. } = e {
-                let term = lockservice::fence_parts(*fence).0;
-                if term < max_grant_term {
-                    return Err(format!("{node} granted in term {term} after a grant of term {max_grant_term}"));
-                }
-                max_grant_term = term;
-            }
-            if let ElEvent::TookOffice { term } = e {
-                if let Some(other) = office.insert(*term, *node) {
-                    if other != *node {
-                        return Err(format!("two coordinators in term {term}: {other} and {node}"));
-                    }
-                }
-            }
-        }
-        seen_events = w.events.len();
-        for (_, node, client, reply) in &w.replies[seen_replies..] {
-            match reply {
-                LockReply::Granted { fence } => {
-                    if *fence <= max_fence {
-                        return Err(format!("{node} granted fence {fence:#x} after {max_fence:#x}"));
-                    }
-                    max_fence = *fence;
-                    holding.insert((*node, *client), *fence);
-                }
-                LockReply::Released | LockReply::LockLost { .. } => {
-                    holding.remove(&(*node, *client));
-                }
-                _ => {}
-            }
-        }
-        seen_replies = w.replies.len();
-        // A crashed process's clients are gone with it.
-        holding.retain(|(node, _), _| w.is_up(*node));
-        if holding.len() > 1 {
-            return Err(format!("clients hold the lock at once: {holding:x?}"));
-        }
-        Ok(())
-    }
 }
 
 /// After the faults: every live process names the highest live id, which

@@ -183,6 +183,12 @@ impl ElNode {
         });
         self.timers.set(Timer::GrantExpiry, now + self.cfg.shrunk(self.cfg.grant_ttl));
         self.send_renew(now);
+        if self.cfg.mutations.lease_from_granted {
+            if let Some(g) = self.consumer.grant.as_mut() {
+                g.confirmed = true;
+            }
+            let _ = self.locks.grant_next(now, f, false, &mut self.out);
+        }
     }
 
     fn send_renew(&mut self, now: Instant) {

@@ -95,6 +95,25 @@ pub struct ElConfig {
     pub election_jitter: Duration,
     /// Most local clients waiting at once.
     pub max_queue: usize,
+    /// Rules switched off, for the scenarios that show each is needed
+    /// (`tests/safety.rs`); none in production (no config key sets them).
+    pub mutations: ElMutations,
+}
+
+/// Each switch disables one (safety) rule of electd.md; `tests/safety.rs`
+/// has a scenario per switch that passes with the rule and fails without.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ElMutations {
+    /// No failover gap: a new coordinator grants as soon as it takes office.
+    pub no_failover_gap: bool,
+    /// No quorum lease: a coordinator in office grants and renews without
+    /// a majority's recent heartbeat acks, and never steps down for lack of one.
+    pub no_quorum_lease: bool,
+    /// The holder grants its client on `Granted`, its lease running from
+    /// the receipt, instead of waiting for an acked renewal.
+    pub lease_from_granted: bool,
+    /// No pre-vote: a process starts term + 1 without asking.
+    pub no_prevote: bool,
 }
 
 impl Default for ElConfig {
@@ -112,6 +131,7 @@ impl Default for ElConfig {
             coordinator_max_queue: 1_024,
             election_jitter: Duration::from_millis(100),
             max_queue: 1_024,
+            mutations: ElMutations::default(),
         }
     }
 }
@@ -500,7 +520,9 @@ impl ElNode {
     /// its quorum lease.
     pub fn may_grant(&self, now: Instant) -> bool {
         match &self.role {
-            Role::Coordinator(o) => o.took_office.is_some() && o.quorum_valid(&self.cfg, now),
+            Role::Coordinator(o) => {
+                o.took_office.is_some() && (o.quorum_valid(&self.cfg, now) || self.cfg.mutations.no_quorum_lease)
+            }
             _ => false,
         }
     }

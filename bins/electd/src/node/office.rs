@@ -65,7 +65,11 @@ impl ElNode {
     fn quorum_reached(&mut self, now: Instant, seq: u64) {
         let deadline = self.term_since + self.cfg.shrunk(self.cfg.election_timeout);
         let term = self.term;
-        let gap = self.cfg.stretched(self.cfg.lease + self.cfg.grant_ttl) + self.cfg.hop_timeout;
+        let gap = if self.cfg.mutations.no_failover_gap {
+            Duration::ZERO
+        } else {
+            self.cfg.stretched(self.cfg.lease + self.cfg.grant_ttl) + self.cfg.hop_timeout
+        };
         let Role::Coordinator(o) = &mut self.role else { return };
         o.quorum_from(seq);
         if o.took_office.is_some() {
@@ -102,6 +106,7 @@ impl ElNode {
     pub(super) fn on_check(&mut self, now: Instant) {
         self.timers.set(Timer::Check, now + self.cfg.heartbeat);
         let lacking = match &self.role {
+            Role::Coordinator(_) if self.cfg.mutations.no_quorum_lease => false,
             Role::Coordinator(o) => {
                 let since = o.quorum_lapsed_at(&self.cfg).unwrap_or(o.elected_at);
                 !o.quorum_valid(&self.cfg, now) && now.saturating_since(since) >= self.cfg.suspect_after

@@ -164,6 +164,9 @@ impl ElNode {
             return;
         }
         let asked = self.term.saturating_add(1);
+        if self.cfg.mutations.no_prevote {
+            return self.start_term(now, asked);
+        }
         let mut yes = BTreeSet::new();
         yes.insert(self.me);
         self.prevote = Some(PreVoteRound { asked, yes, max_told: self.term });
