@@ -8,7 +8,13 @@ use std::time::Duration;
 
 use ftlab::{bin, wait_until, Cluster};
 
-const PREFIXES: [&str; 3] = ["ntmutex_", "hbring_", "tokenwatch_"];
+const PREFIXES: [&str; 4] = ["ntmutex_", "hbring_", "tokenwatch_", "electd_"];
+
+/// electd's test timings (as in `tests/electd.rs`): the first election
+/// comes a few hundred ms after start, a failover ~200 ms after a SIGKILL.
+const ELECTD_TIMING: &str =
+    "hop_timeout_ms = 10\nrequest_timeout_ms = 100\ngrant_ttl_ms = 600\nelection_jitter_ms = 20\n\
+     [timing]\nheartbeat_ms = 20\nsuspect_after_ms = 100\nlease_ms = 50\n";
 
 /// Metric names referenced by the dashboards (PromQL inside the JSON).
 fn dashboard_metrics() -> BTreeSet<String> {
@@ -95,7 +101,15 @@ fn every_metric_in_every_dashboard_is_exported() {
         Cluster::start("tokenwatchd", 3, "ring_timeout_ms = 20\nmax_hold_ms = 300\nmax_datagram_delay_ms = 10\n")
             .unwrap();
     assert!(lock_once(&tw, 1), "log:\n{}", tw.log(1));
-    let holder = (1..=3).find(|id| tw.metric(*id, "tokenwatch_has_token") == Some(1.0)).unwrap_or(1);
+    let mut holder = None;
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            holder = (1..=3).find(|id| tw.metric(*id, "tokenwatch_has_token") == Some(1.0));
+            holder.is_some()
+        }),
+        "nobody holds the token"
+    );
+    let holder = holder.expect("found");
     tw.kill(holder);
     let live: Vec<u32> = (1..=3).filter(|id| *id != holder).collect();
     assert!(wait_until(Duration::from_secs(30), || scrape_all(&tw, &live)
@@ -106,6 +120,40 @@ fn every_metric_in_every_dashboard_is_exported() {
         wait_until(Duration::from_secs(5), || scrape_all(&tw, &live).contains("tokenwatch_rotation_seconds_bucket"))
     );
     have.extend(scrape_all(&tw, &live));
+
+    // electd: the first election (3 leads), a grant through node 1 (the
+    // coordinator's grant wait is in node 3's scrape, taken before the
+    // kill), then a SIGKILL of the coordinator and a failover to 2.
+    let mut el = Cluster::start("electd", 3, ELECTD_TIMING).unwrap();
+    let all = [1, 2, 3];
+    let all_name =
+        |c: &Cluster, ids: &[u32], who: f64| ids.iter().all(|id| c.metric(*id, "electd_coordinator_id") == Some(who));
+    assert!(
+        wait_until(Duration::from_secs(20), || all_name(&el, &all, 3.0)),
+        "no coordinator 3; logs:\n{}\n{}\n{}",
+        el.log(1),
+        el.log(2),
+        el.log(3)
+    );
+    assert!(lock_once(&el, 1), "log:\n{}\n{}", el.log(1), el.log(3));
+    assert!(
+        wait_until(Duration::from_secs(5), || scrape_all(&el, &[3]).contains("electd_grant_wait_seconds_bucket")),
+        "no grant recorded by the coordinator; log:\n{}",
+        el.log(3)
+    );
+    have.extend(scrape_all(&el, &all));
+    el.kill(3);
+    let live = [1, 2];
+    assert!(
+        wait_until(Duration::from_secs(20), || all_name(&el, &live, 2.0)
+            && live.iter().all(|id| el
+                .scrape(*id)
+                .is_ok_and(|t| exposed(&t).contains("electd_failover_duration_seconds_bucket")))),
+        "no failover to 2 after 3 was killed; logs:\n{}\n{}",
+        el.log(1),
+        el.log(2)
+    );
+    have.extend(scrape_all(&el, &live));
 
     let missing: Vec<&String> = wanted.iter().filter(|m| !have.contains(*m)).collect();
     assert!(missing.is_empty(), "dashboards use metrics nobody exports: {missing:?}");
