@@ -181,12 +181,42 @@ fn crash_of_the_coordinator_fails_over_to_the_next_highest() {
 
 #[test]
 fn relay_under_crashes_and_partitions() {
-    for_seeds(40, |seed| faulty_run(seed, Algorithm::Relay));
+    for_seeds(150, |seed| faulty_run(seed, Algorithm::Relay));
 }
 
 #[test]
 fn ring_under_crashes_and_partitions() {
-    for_seeds(40, |seed| faulty_run(seed, Algorithm::Ring));
+    for_seeds(150, |seed| faulty_run(seed, Algorithm::Ring));
+}
+
+/// Pauses (a stopped process whose clock runs on: false suspicion) and
+/// slow links (delays beyond every window) mixed with crashes, wiped disks
+/// and partitions.
+fn paused_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {
+    let n = 3 + (seed % 4) as u32;
+    let mut sim = cluster(seed, n, alg).without_trace();
+    sim.check(kit::safety_under_pauses());
+    sim.random_faults(&FaultPlan {
+        crashes: 2,
+        wipes: 1,
+        pauses: 4,
+        pause_len: (Duration::from_millis(10), Duration::from_millis(600)),
+        slow_periods: 2,
+        slow_extra: Duration::from_millis(60),
+        ..faults(n)
+    });
+    for t in (600..8_000).step_by(300) {
+        for i in 1..=n {
+            sim.at(Instant::from_millis(t), acquire(NodeId(i), ClientId(u64::from(i))));
+        }
+    }
+    sim.run_until(Instant::from_millis(5_000))?;
+    converged(&mut sim)
+}
+
+#[test]
+fn both_algorithms_under_pauses_slow_links_and_wiped_disks() {
+    for_seeds(100, |seed| paused_run(seed, if seed % 2 == 0 { Algorithm::Relay } else { Algorithm::Ring }));
 }
 
 #[test]
@@ -194,6 +224,7 @@ fn ring_under_crashes_and_partitions() {
 fn sweep() {
     for_seeds(5_000, |seed| {
         let alg = if seed % 2 == 0 { Algorithm::Relay } else { Algorithm::Ring };
-        faulty_run(seed, alg)
+        faulty_run(seed, alg)?;
+        paused_run(seed, alg)
     });
 }

@@ -9,8 +9,14 @@ use super::*;
 /// What this process remembers of the current term's alive-list elections.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(super) struct RingState {
-    /// The highest (term, initiator) forwarded here: lower ones are dropped.
+    /// The highest (term, initiator) forwarded here: lower ones are
+    /// dropped, and so is a second copy of it (a hop that was only slow
+    /// was skipped, so the lap goes on twice: forwarding both copies again
+    /// would double them at every slow hop).
     forwarded: Option<(u64, NodeId)>,
+    /// The (term, initiator) of the `Coordinator` laps passed on here: a
+    /// second copy is dropped likewise.
+    passed: BTreeSet<(u64, NodeId)>,
     /// The own election in flight: its term.
     own: Option<u64>,
 }
@@ -89,8 +95,9 @@ impl ElNode {
         if initiator == self.me {
             return self.election_back(now, term, initiator_inc, alive);
         }
-        // Drop an Election lower in (term, initiator) than one forwarded.
-        if self.ring.forwarded.is_some_and(|f| (term, initiator) < f) {
+        // Drop an Election lower in (term, initiator) than one forwarded,
+        // or a second copy of the one forwarded.
+        if self.ring.forwarded.is_some_and(|f| (term, initiator) <= f) {
             return;
         }
         // (safety) One vote per term: a later Election of a term voted in
@@ -139,6 +146,13 @@ impl ElNode {
             return;
         }
         if initiator != self.me {
+            // A second copy of a lap already passed on goes no further.
+            if !self.ring.passed.insert((term, initiator)) {
+                return;
+            }
+            // Only the current term's laps can arrive (dispatch answers
+            // lower terms); forget older ones.
+            self.ring.passed.retain(|(t, _)| *t >= term);
             self.coordinator_pass(now, term, id, alive, initiator);
         }
     }
