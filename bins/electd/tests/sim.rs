@@ -95,9 +95,21 @@ fn faults(n: u32) -> FaultPlan {
 
 fn faulty_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {
     let n = 3 + (seed % 4) as u32;
+    run_with_faults(seed, n, alg, &faults(n), safety())
+}
+
+/// `n` processes under `plan`, checked by `checker` after every step,
+/// then [`converged`].
+fn run_with_faults(
+    seed: u64,
+    n: u32,
+    alg: Algorithm,
+    plan: &FaultPlan,
+    checker: impl FnMut(&sim::World<ElNode>) -> Result<(), String> + 'static,
+) -> Result<(), sim::SimError> {
     let mut sim = cluster(seed, n, alg).without_trace();
-    sim.check(safety());
-    sim.random_faults(&faults(n));
+    sim.check(checker);
+    sim.random_faults(plan);
     // Restarted processes get their client back (one already waiting or
     // holding is refused, changing nothing).
     for t in (600..8_000).step_by(300) {
@@ -194,9 +206,7 @@ fn ring_under_crashes_and_partitions() {
 /// and partitions.
 fn paused_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {
     let n = 3 + (seed % 4) as u32;
-    let mut sim = cluster(seed, n, alg).without_trace();
-    sim.check(kit::safety_under_pauses());
-    sim.random_faults(&FaultPlan {
+    let plan = FaultPlan {
         crashes: 2,
         wipes: 1,
         pauses: 4,
@@ -204,14 +214,8 @@ fn paused_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {
         slow_periods: 2,
         slow_extra: Duration::from_millis(60),
         ..faults(n)
-    });
-    for t in (600..8_000).step_by(300) {
-        for i in 1..=n {
-            sim.at(Instant::from_millis(t), acquire(NodeId(i), ClientId(u64::from(i))));
-        }
-    }
-    sim.run_until(Instant::from_millis(5_000))?;
-    converged(&mut sim)
+    };
+    run_with_faults(seed, n, alg, &plan, kit::safety_under_pauses())
 }
 
 #[test]
