@@ -12,7 +12,9 @@
 #![forbid(unsafe_code)]
 
 mod ids;
+mod lives;
 mod view;
 
 pub use ids::{Incarnation, NodeId};
+pub use lives::Lives;
 pub use view::{Liveness, Member, Membership, MembershipError, Observation, RingView, Status};

@@ -441,7 +441,7 @@ pub struct ElNode {
     /// heard from again.
     suspected: BTreeSet<NodeId>,
     /// Peers heard from, with their life.
-    heard: BTreeMap<NodeId, Incarnation>,
+    heard: membership::Lives,
     relay: Option<relay::RelayRun>,
     ring: ring::RingState,
     prevote: Option<terms::PreVoteRound>,
@@ -696,7 +696,7 @@ impl Protocol for ElNode {
             last_heard: ctx.now,
             lost_coordinator_at: None,
             suspected: BTreeSet::new(),
-            heard: BTreeMap::new(),
+            heard: membership::Lives::default(),
             relay: None,
             ring: ring::RingState::default(),
             prevote: None,
@@ -728,12 +728,10 @@ impl Protocol for ElNode {
             self.out.event(ElEvent::Refused { from, reason: "not_a_member" });
             return;
         }
-        let known = self.heard.entry(from).or_default();
-        if inc < *known {
+        if !self.heard.admit(from, inc) {
             // The transport refuses older lives; a core never acts on one.
             return;
         }
-        *known = inc;
         self.suspected.remove(&from);
         self.dispatch(now, from, msg);
         self.after_input(now);
@@ -837,10 +835,7 @@ impl Protocol for ElNode {
     }
 
     fn peer_view(&self, peer: NodeId) -> PeerView {
-        PeerView {
-            up: !self.suspected.contains(&peer),
-            incarnation: self.heard.get(&peer).copied().unwrap_or_default(),
-        }
+        PeerView { up: !self.suspected.contains(&peer), incarnation: self.heard.of(peer) }
     }
 
     fn join_state(&self) -> JoinState {

@@ -406,7 +406,7 @@ pub struct TwNode {
     /// never send to this process by itself).
     silent: BTreeMap<NodeId, Instant>,
     /// Peers heard from, with their life (status).
-    heard: BTreeMap<NodeId, Incarnation>,
+    heard: membership::Lives,
     phase: Phase,
     locks: LocalLocks,
     leaving: bool,
@@ -568,7 +568,7 @@ impl Protocol for TwNode {
             claim_not_before: first_claim,
             claim_failures: 0,
             hops: BTreeMap::new(),
-            heard: BTreeMap::new(),
+            heard: membership::Lives::default(),
             silent: BTreeMap::new(),
             phase: Phase::Joining { nonce: 0, next_join: ctx.now },
             locks,
@@ -588,12 +588,10 @@ impl Protocol for TwNode {
             self.out.event(TwEvent::Refused { from, reason: "not_a_member" });
             return;
         }
-        let known = self.heard.entry(from).or_default();
-        if inc < *known {
+        if !self.heard.admit(from, inc) {
             // The transport refuses older lives; a core never acts on one.
             return;
         }
-        *known = inc;
         self.silent.remove(&from);
         match msg {
             Msg::Token { epoch, m, bypassed } => self.on_token(now, from, epoch, m, bypassed),
@@ -688,7 +686,7 @@ impl Protocol for TwNode {
     }
 
     fn peer_view(&self, peer: NodeId) -> PeerView {
-        PeerView { up: !self.bypassed.contains(&peer), incarnation: self.heard.get(&peer).copied().unwrap_or_default() }
+        PeerView { up: !self.bypassed.contains(&peer), incarnation: self.heard.of(peer) }
     }
 
     fn join_state(&self) -> JoinState {
