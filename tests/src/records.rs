@@ -42,13 +42,6 @@ pub fn has_token(c: &Cluster, id: u32) -> bool {
     status(c, id).and_then(|s| detail(&s, "has_token")).as_deref() == Some("true")
 }
 
-/// Whether node `id` has its promises: a fresh node (a new cluster's, or
-/// a wiped disk) counts in no majority until its peers have told it what
-/// they promised (foundation.md, Fresh nodes).
-pub fn recovered(c: &Cluster, id: u32) -> bool {
-    status(c, id).and_then(|s| detail(&s, "recovered")).as_deref() == Some("true")
-}
-
 /// Nanoseconds since the epoch, the clock `date +%s%N` reads.
 pub fn now_ns() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_nanos()
