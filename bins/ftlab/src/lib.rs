@@ -98,13 +98,7 @@ impl Cluster {
     /// `extra` TOML to each (daemon keys, timing), and starts them all.
     pub fn start(daemon: &str, n: usize, extra: &str) -> Result<Cluster> {
         let mut c = Cluster::configure(daemon, n, extra)?;
-        for id in 1..=n as u32 {
-            c.spawn(id)?;
-        }
-        for id in 1..=n as u32 {
-            c.wait_ready(id)?;
-        }
-        c.wait_recovered()?;
+        c.start_all()?;
         Ok(c)
     }
 
@@ -125,13 +119,7 @@ impl Cluster {
     /// daemons only: tokenwatchd).
     pub fn start_relayed(daemon: &str, n: usize, extra: &str) -> Result<Cluster> {
         let mut c = Cluster::configure_with(daemon, n, extra, None, true)?;
-        for id in 1..=n as u32 {
-            c.spawn(id)?;
-        }
-        for id in 1..=n as u32 {
-            c.wait_ready(id)?;
-        }
-        c.wait_recovered()?;
+        c.start_all()?;
         Ok(c)
     }
 
@@ -286,6 +274,19 @@ impl Cluster {
             bail!("node {id} never listened on {addr}; log:\n{}", self.log(id));
         }
         Ok(())
+    }
+
+    /// Starts every node, then waits until each listens and has recovered
+    /// its promises ([`wait_recovered`](Self::wait_recovered)).
+    pub fn start_all(&mut self) -> Result<()> {
+        let n = self.nodes.len() as u32;
+        for id in 1..=n {
+            self.spawn(id)?;
+        }
+        for id in 1..=n {
+            self.wait_ready(id)?;
+        }
+        self.wait_recovered()
     }
 
     /// Waits until every running node has its promises: a fresh node (a

@@ -57,13 +57,7 @@ fn up(daemon: &str, n: usize, dir: Option<PathBuf>) -> Result<()> {
     anyhow::ensure!(n >= 1, "-n must be at least 1");
     ftlab::bin(daemon)?;
     let mut cluster = Cluster::configure_in(daemon, n, "", dir)?;
-    for id in 1..=n as u32 {
-        cluster.spawn(id)?;
-    }
-    for id in 1..=n as u32 {
-        cluster.wait_ready(id)?;
-    }
-    cluster.wait_recovered()?;
+    cluster.start_all()?;
     let sd = cluster.write_file_sd()?;
     println!("{n} × {daemon} running; configs and logs in {}", cluster.dir().display());
     println!("{:<5} {:<22} {:<22} {:<22}", "node", "peer", "client (FTCTL_ADDR)", "metrics");
