@@ -168,7 +168,11 @@ fn ftctl_leader(c: &Cluster, id: u32, args: &[&str]) -> (i32, String) {
 fn daemons_configured_only_by_the_seed_variables_elect_the_highest_id() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let port = ftcoord_tests::free_ports(1)[0];
+    // The peer port, the client port, and a metrics port per process, all
+    // free a moment ago (the derived defaults port+100 and port+2000 need
+    // not be).
+    let ports = ftcoord_tests::free_ports(5);
+    let port = ports[0];
     let ips = "3=127.0.0.3,1=127.0.0.1,2=127.0.0.2";
     let successor = |id: u32| match id {
         3 => "127.0.0.1",
@@ -176,7 +180,7 @@ fn daemons_configured_only_by_the_seed_variables_elect_the_highest_id() {
         _ => "127.0.0.3",
     };
     let electd = ftcoord_tests::bin("electd").unwrap();
-    let client = |id: u32| std::net::SocketAddr::from(([127, 0, 0, id as u8], port + 100));
+    let client = |id: u32| std::net::SocketAddr::from(([127, 0, 0, id as u8], ports[1]));
     let spawn = |id: u32, successor: &str| {
         let id_var = if id == 2 { "HOSTID" } else { "ELECTION_ID" };
         std::process::Command::new(&electd)
@@ -187,9 +191,9 @@ fn daemons_configured_only_by_the_seed_variables_elect_the_highest_id() {
             .env("SUCCESSOR_IP", successor)
             .env("ELECTD_STATE_DIR", dir.path().join(format!("node{id}")))
             // One machine for three hosts: the client and metrics ports
-            // default to 127.0.0.1:port+100 and +2000 on every host.
+            // would default to 127.0.0.1:port+100 and +2000 on every host.
             .env("ELECTD_CLIENT_LISTEN", client(id).to_string())
-            .env("ELECTD_METRICS_LISTEN", format!("127.0.0.1:{}", port + 2000 + id as u16))
+            .env("ELECTD_METRICS_LISTEN", format!("127.0.0.1:{}", ports[1 + id as usize]))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
