@@ -101,6 +101,7 @@ impl ElectdConfig {
             election_jitter: ms(self.election_jitter_ms),
             max_queue: self.max_queue,
             mutations: Default::default(),
+            first_counter: 0,
         };
         if self.election_timeout_ms == 0 {
             c.election_timeout = c.derived_election_timeout(common.peers.len());

@@ -2,18 +2,20 @@
 //! passes with the rule and fails with it switched off
 //! ([`ElMutations`], off in production). Judged from outside by the
 //! checker the sweeps use (`kit::safety`: the clients' own replies never
-//! show two holders, fences rise, one coordinator per term), or, for the
-//! pre-vote, by the coordinator staying in office.
+//! show two holders, fences rise, one coordinator per term, no lower-term
+//! grant after a higher term's), or by who takes office (late joiners,
+//! per-hop acks), or by the coordinator staying in office (pre-vote).
 //!
 //! Per rule, `<rule>_holds` runs the scenario with every rule on and
 //! `<rule>_is_needed` with that one off, and expects the failure the rule
-//! prevents. docs/safety-rules.md lists them.
+//! prevents; `masked_rules_break_no_scenario` checks the rules another
+//! covers. docs/safety-rules.md lists them.
 
 mod kit;
 
 use std::time::Duration;
 
-use electd::{Algorithm, ElEvent, ElMutations, ElNode};
+use electd::{Algorithm, ElConfig, ElEvent, ElMutations, ElNode};
 use ftcore::{ClientId, NodeId};
 use kit::{acquire, config, safety};
 use lockservice::{LockReply, LockRequest};
@@ -28,8 +30,13 @@ const AT_ONCE: &str = "clients hold the lock at once";
 /// `n` processes; each local client that is granted holds for `hold`, then
 /// releases; nobody asks but the scenario.
 fn cluster(seed: u64, n: u32, alg: Algorithm, m: ElMutations, hold: Duration) -> Sim<ElNode> {
+    cluster_with(seed, n, ElConfig { mutations: m, ..config(alg, n) }, hold)
+}
+
+/// As [`cluster`], with the settings given.
+fn cluster_with(seed: u64, n: u32, c: ElConfig, hold: Duration) -> Sim<ElNode> {
     let net = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(2));
-    let mut sim = Sim::new(seed, n, net, electd::ElConfig { mutations: m, ..config(alg, n) });
+    let mut sim = Sim::new(seed, n, net, c);
     sim.clients(Box::new(move |_, node, client, reply, _| match reply {
         LockReply::Granted { .. } => vec![(hold, Action::Request(node, client, LockRequest::Release))],
         _ => vec![],
@@ -220,4 +227,302 @@ fn prevote_holds() {
 #[test]
 fn prevote_is_needed() {
     defended(ElMutations { no_prevote: true, ..Default::default() }, &["deposed the coordinator"], prevote);
+}
+
+// ------------------------------------------------------------ stored terms
+
+/// (safety) Terms and votes are stored. 1's client is granted by 3 and
+/// releases; all three processes crash and restart (a cold restart of the
+/// cluster); 1's client asks again. Its fence must be above the first: the
+/// new term must be above every term of the first lives.
+fn cold_restart(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+    let mut sim = cluster(seed, 3, alg, m, Duration::from_millis(5));
+    elect(&mut sim, 3)?;
+    for _ in 0..2 {
+        sim.after(Duration::ZERO, acquire(NodeId(1), client(1)));
+        until_granted(&mut sim, 1, Duration::from_millis(500))?;
+        sim.run_for(Duration::from_millis(20))?;
+    }
+    for i in 1..=3 {
+        sim.after(Duration::ZERO, Action::Crash(NodeId(i)));
+        sim.after(Duration::from_millis(1), Action::Restart(NodeId(i)));
+    }
+    sim.run_for(Duration::from_millis(5))?;
+    sim.after(Duration::ZERO, acquire(NodeId(1), client(1)));
+    until_granted(&mut sim, 1, Duration::from_millis(3_000))?;
+    sim.run_for(Duration::from_millis(100))
+}
+
+#[test]
+fn cold_restart_holds() {
+    for alg in ALGS {
+        cold_restart(7, alg, ElMutations::default()).unwrap();
+    }
+}
+
+#[test]
+fn stored_terms_are_needed() {
+    defended(
+        ElMutations { no_stored_terms: true, ..Default::default() },
+        // Fences fall: seen by the clients, or as a lower-term grant.
+        &["granted fence", "granted in term"],
+        cold_restart,
+    );
+}
+
+// ------------------------------------------------------ one vote per term
+
+/// electd.md, Invariants 2: 1 and 5 both start the same term (t + 1, t
+/// the term 5 leads) and 5 stalls 150 ms, with the default timings
+/// (`hop_timeout` 100 ms). 4 skips the stalled 5, so 1's election names
+/// 4; 5's own election comes back to it after the stall. It must not
+/// collect the votes of 1–4 a second time: never two coordinators in one
+/// term.
+fn same_term_elections(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+    let mut c = ElConfig { algorithm: alg, mutations: m, ..Default::default() };
+    c.election_timeout = c.derived_election_timeout(5);
+    let mut sim = cluster_with(seed, 5, c, Duration::from_millis(5));
+    sim.run_until(Instant::from_millis(10_000))?;
+    if !sim.world().core(NodeId(5)).is_some_and(|c| c.in_office()) {
+        return Err(sim.error("5 is not in office"));
+    }
+    let now = sim.now();
+    for i in [1, 5] {
+        sim.with_core(NodeId(i), |c| c.start_election_now(now));
+    }
+    sim.after(Duration::ZERO, Action::Pause(NodeId(5)));
+    sim.after(Duration::from_millis(150), Action::Resume(NodeId(5)));
+    sim.run_for(Duration::from_millis(5_000))
+}
+
+#[test]
+fn same_term_elections_hold() {
+    for alg in ALGS {
+        same_term_elections(7, alg, ElMutations::default()).unwrap();
+    }
+}
+
+#[test]
+fn one_vote_per_term_is_needed() {
+    defended(
+        ElMutations { vote_again: true, ..Default::default() },
+        &["two coordinators in term"],
+        same_term_elections,
+    );
+}
+
+// ------------------------------------------- StaleTerm, not a lower ack
+
+/// electd.md, Invariants 3: coordinator 4 (5 is down) is cut off from 3
+/// and 5 but still reaches 1 and 2 while 5, restarted, is elected by 1,
+/// 2, 3. 4's own client holds the lock (1.5 s). Once 1 and 2 are in 5's
+/// term they must stop acking 4's heartbeats (and tell it `StaleTerm`):
+/// else 4 keeps its quorum lease and renews its client while 5, after its
+/// failover gap, grants 3.
+fn cut_off_coordinator(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+    let mut sim = cluster(seed, 5, alg, m, Duration::from_millis(1_500));
+    elect(&mut sim, 5)?;
+    sim.after(Duration::ZERO, Action::Crash(NodeId(5)));
+    sim.run_for(Duration::from_millis(1_000))?;
+    if !sim.world().core(NodeId(4)).is_some_and(|c| c.in_office()) {
+        return Err(sim.error("4 is not in office"));
+    }
+    sim.after(Duration::ZERO, acquire(NodeId(4), client(4)));
+    until_granted(&mut sim, 4, Duration::from_millis(500))?;
+    for other in [3, 5] {
+        sim.after(Duration::ZERO, Action::Cut(NodeId(4), NodeId(other)));
+        sim.after(Duration::ZERO, Action::Cut(NodeId(other), NodeId(4)));
+    }
+    sim.after(Duration::from_millis(1), Action::Restart(NodeId(5)));
+    sim.after(Duration::from_millis(2), acquire(NodeId(3), client(3)));
+    until_granted(&mut sim, 3, Duration::from_millis(3_000))?;
+    sim.run_for(Duration::from_millis(500))
+}
+
+#[test]
+fn cut_off_coordinator_holds() {
+    for alg in ALGS {
+        cut_off_coordinator(7, alg, ElMutations::default()).unwrap();
+    }
+}
+
+#[test]
+fn stale_term_is_needed() {
+    defended(ElMutations { ack_lower_terms: true, ..Default::default() }, &[AT_ONCE], cut_off_coordinator);
+}
+
+// ------------------------------------------------- late joiners active
+
+/// (safety) `relay`: late joiners join as active. 5 leads; 1 alone
+/// starts the next term (as after a won pre-vote: its timer fired first).
+/// The others hear of the term from 1's first message: they must join the
+/// run with their own ids, so that 5, the highest id among the term's
+/// voters, is its coordinator, not 1, the only initiator.
+fn late_joiners(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+    let mut sim = cluster(seed, 5, alg, m, Duration::from_millis(5));
+    elect(&mut sim, 5)?;
+    let from = sim.world().events.len();
+    let now = sim.now();
+    sim.with_core(NodeId(1), |c| c.start_election_now(now));
+    sim.run_for(Duration::from_millis(1_000))?;
+    let first = sim.world().events[from..].iter().find_map(|(_, id, e)| match e {
+        ElEvent::TookOffice { term } => Some((*id, *term)),
+        _ => None,
+    });
+    match first {
+        Some((NodeId(5), _)) => Ok(()),
+        Some((id, term)) => Err(sim.error(format!("{id} took office in term {term}, not 5, the highest id (live)"))),
+        None => Err(sim.error("nobody took office after 1 started a term")),
+    }
+}
+
+#[test]
+fn late_joiners_hold() {
+    for alg in ALGS {
+        late_joiners(7, alg, ElMutations::default()).unwrap();
+    }
+}
+
+/// A coordinator that sees a higher term steps down at once: without it,
+/// 5 (in `ring`) ignores 1's Election of the new term, is skipped, and 4
+/// is elected while 5 is live.
+#[test]
+fn step_down_is_needed() {
+    defended(ElMutations { no_step_down: true, ..Default::default() }, &["not 5, the highest id"], late_joiners);
+}
+
+#[test]
+fn late_joiners_active_is_needed() {
+    defended(ElMutations { late_joiners_relay: true, ..Default::default() }, &["not 5, the highest id"], late_joiners);
+}
+
+// ---------------------------------------------------------- per-hop acks
+
+/// (safety) Per-hop acks. Coordinator 5 hangs (paused: its connections
+/// stay open, so nothing reports it gone). Every lap passes 4 → 5: the
+/// survivors must still elect, by noticing the unacked hop.
+fn hung_successor(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+    let mut sim = cluster(seed, 5, alg, m, Duration::from_millis(5));
+    elect(&mut sim, 5)?;
+    sim.after(Duration::ZERO, Action::Pause(NodeId(5)));
+    sim.run_for(Duration::from_millis(2_000))?;
+    if !sim.world().core(NodeId(4)).is_some_and(|c| c.in_office()) {
+        return Err(sim.error("no coordinator 2 s after 5 hung"));
+    }
+    Ok(())
+}
+
+#[test]
+fn hung_successor_holds() {
+    for alg in ALGS {
+        hung_successor(7, alg, ElMutations::default()).unwrap();
+    }
+}
+
+#[test]
+fn hop_acks_are_needed() {
+    defended(ElMutations { no_hop_acks: true, ..Default::default() }, &["no coordinator"], hung_successor);
+}
+
+// ------------------------------------------ never office at a loaded term
+
+/// (safety) A process never takes office at or below the term it loaded
+/// (its grant counter is not stored). Coordinator 3 grants its own client
+/// twice, crashes and restarts at once; its client asks again: the fence
+/// must be above both.
+fn restarted_coordinator(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+    let mut sim = cluster(seed, 3, alg, m, Duration::from_millis(5));
+    elect(&mut sim, 3)?;
+    for _ in 0..2 {
+        sim.after(Duration::ZERO, acquire(NodeId(3), client(3)));
+        until_granted(&mut sim, 3, Duration::from_millis(500))?;
+        sim.run_for(Duration::from_millis(20))?;
+    }
+    sim.after(Duration::ZERO, Action::Crash(NodeId(3)));
+    sim.after(Duration::from_millis(1), Action::Restart(NodeId(3)));
+    sim.after(Duration::from_millis(2), acquire(NodeId(3), client(3)));
+    until_granted(&mut sim, 3, Duration::from_millis(3_000))?;
+    sim.run_for(Duration::from_millis(100))
+}
+
+#[test]
+fn restarted_coordinator_holds() {
+    for alg in ALGS {
+        restarted_coordinator(7, alg, ElMutations::default()).unwrap();
+    }
+}
+
+#[test]
+fn no_office_at_the_loaded_term_is_needed() {
+    defended(
+        ElMutations { resume_loaded_office: true, ..Default::default() },
+        &["granted fence"],
+        restarted_coordinator,
+    );
+}
+
+// ------------------------------------------------------- counter overflow
+
+/// (safety) Counter overflow. Every term's grant counter starts two below
+/// `u64::MAX`; 1's client is granted five times in a row. The fences must
+/// keep rising: past `u64::MAX` the coordinator starts a new term.
+fn counter_overflow(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+    let c = ElConfig { mutations: m, first_counter: u64::MAX - 2, ..config(alg, 3) };
+    let mut sim = cluster_with(seed, 3, c, Duration::from_millis(5));
+    elect(&mut sim, 3)?;
+    for _ in 0..5 {
+        sim.after(Duration::ZERO, acquire(NodeId(1), client(1)));
+        until_granted(&mut sim, 1, Duration::from_millis(3_000))?;
+        sim.run_for(Duration::from_millis(20))?;
+    }
+    Ok(())
+}
+
+#[test]
+fn counter_overflow_holds() {
+    for alg in ALGS {
+        counter_overflow(7, alg, ElMutations::default()).unwrap();
+    }
+}
+
+#[test]
+fn counter_overflow_rule_is_needed() {
+    defended(ElMutations { wrap_counter: true, ..Default::default() }, &["granted fence"], counter_overflow);
+}
+
+/// The rules docs/safety-rules.md lists as masked: switched off, no
+/// scenario above breaks (each is covered by another rule). If one ever
+/// does, it shows the rule: move it to "shown" there.
+#[test]
+fn masked_rules_break_no_scenario() {
+    type Scenario = fn(u64, Algorithm, ElMutations) -> Result<(), SimError>;
+    let scenarios: [(&str, Scenario); 11] = [
+        ("failover_gap", failover_gap),
+        ("quorum_lease", quorum_lease),
+        ("lease_from_renewal", lease_from_renewal),
+        ("prevote", prevote),
+        ("cold_restart", cold_restart),
+        ("same_term_elections", same_term_elections),
+        ("cut_off_coordinator", cut_off_coordinator),
+        ("late_joiners", late_joiners),
+        ("hung_successor", hung_successor),
+        ("restarted_coordinator", restarted_coordinator),
+        ("counter_overflow", counter_overflow),
+    ];
+    let mut broke = Vec::new();
+    for m in [
+        ElMutations { no_majority: true, ..Default::default() },
+        ElMutations { no_election_deadline: true, ..Default::default() },
+    ] {
+        for (name, scenario) in scenarios {
+            for alg in ALGS {
+                for seed in 1..=3 {
+                    if let Err(e) = scenario(seed, alg, m) {
+                        broke.push(format!("{m:?} {name} {alg:?} {seed}: {e}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(broke.is_empty(), "{broke:#?}");
 }

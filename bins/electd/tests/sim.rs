@@ -15,18 +15,23 @@ mod kit;
 
 use std::time::Duration;
 
-use electd::{Algorithm, ElEvent, ElNode};
+use electd::{Algorithm, ElConfig, ElEvent, ElMutations, ElNode};
 use ftcore::{ClientId, NodeId};
 use kit::{acquire, config, safety};
 use lockservice::{LockReply, LockRequest};
-use sim::{for_seeds, Action, FaultPlan, NetConfig, Sim};
+use sim::{for_seeds, for_seeds_with, Action, FaultPlan, NetConfig, Sim};
 use timer::Instant;
 
 /// `n` processes, a client per process looping acquire → hold 1–15 ms →
 /// release → think 0–10 ms.
 fn cluster(seed: u64, n: u32, alg: Algorithm) -> Sim<ElNode> {
+    cluster_without(seed, n, alg, ElMutations::default())
+}
+
+/// As [`cluster`], with the rules in `m` switched off.
+fn cluster_without(seed: u64, n: u32, alg: Algorithm, m: ElMutations) -> Sim<ElNode> {
     let net = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(2));
-    let mut sim = Sim::new(seed, n, net, config(alg, n));
+    let mut sim = Sim::new(seed, n, net, ElConfig { mutations: m, ..config(alg, n) });
     sim.clients(Box::new(move |_, node, client, reply, rng| {
         let ms = |rng: &mut timer::SeededRng, lo, hi| Duration::from_millis(rng.range_inclusive(lo, hi));
         match reply {
@@ -94,8 +99,12 @@ fn faults(n: u32) -> FaultPlan {
 }
 
 fn faulty_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {
+    faulty_run_without(seed, alg, ElMutations::default())
+}
+
+fn faulty_run_without(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), sim::SimError> {
     let n = 3 + (seed % 4) as u32;
-    run_with_faults(seed, n, alg, &faults(n), safety())
+    run_with_faults(seed, n, alg, m, &faults(n), safety())
 }
 
 /// `n` processes under `plan`, checked by `checker` after every step,
@@ -104,10 +113,11 @@ fn run_with_faults(
     seed: u64,
     n: u32,
     alg: Algorithm,
+    m: ElMutations,
     plan: &FaultPlan,
     checker: impl FnMut(&sim::World<ElNode>) -> Result<(), String> + 'static,
 ) -> Result<(), sim::SimError> {
-    let mut sim = cluster(seed, n, alg).without_trace();
+    let mut sim = cluster_without(seed, n, alg, m).without_trace();
     sim.check(checker);
     sim.random_faults(plan);
     // Restarted processes get their client back (one already waiting or
@@ -205,6 +215,10 @@ fn ring_under_crashes_and_partitions() {
 /// slow links (delays beyond every window) mixed with crashes, wiped disks
 /// and partitions.
 fn paused_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {
+    paused_run_without(seed, alg, ElMutations::default())
+}
+
+fn paused_run_without(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), sim::SimError> {
     let n = 3 + (seed % 4) as u32;
     let plan = FaultPlan {
         crashes: 2,
@@ -215,12 +229,16 @@ fn paused_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {
         slow_extra: Duration::from_millis(60),
         ..faults(n)
     };
-    run_with_faults(seed, n, alg, &plan, kit::safety_under_pauses())
+    run_with_faults(seed, n, alg, m, &plan, kit::safety_under_pauses())
 }
 
 #[test]
 fn both_algorithms_under_pauses_slow_links_and_wiped_disks() {
-    for_seeds(100, |seed| paused_run(seed, if seed % 2 == 0 { Algorithm::Relay } else { Algorithm::Ring }));
+    // 162: a Granted delayed past its lease, re-registered with the next
+    // coordinator, came back with a lower fence (found by the sweep).
+    for_seeds_with(&[162], 100, |seed| {
+        paused_run(seed, if seed % 2 == 0 { Algorithm::Relay } else { Algorithm::Ring })
+    });
 }
 
 #[test]
@@ -231,4 +249,39 @@ fn sweep() {
         faulty_run(seed, alg)?;
         paused_run(seed, alg)
     });
+}
+
+type Run = fn(u64, Algorithm, ElMutations) -> Result<(), sim::SimError>;
+
+/// Both random-fault families for `seeds` (the algorithm alternating by
+/// seed) with the rules in `m` switched off: the runs that fail.
+fn failing_runs(m: ElMutations, seeds: std::ops::Range<u64>) -> Vec<(&'static str, u64, String)> {
+    let families: [(&str, Run); 2] = [("faulty", faulty_run_without), ("paused", paused_run_without)];
+    let mut failed = Vec::new();
+    for seed in seeds {
+        let alg = if seed % 2 == 0 { Algorithm::Relay } else { Algorithm::Ring };
+        for (family, run) in families {
+            if let Err(e) = run(seed, alg, m) {
+                failed.push((family, seed, e.to_string().lines().nth(1).unwrap_or("").trim().to_string()));
+            }
+        }
+    }
+    failed
+}
+
+/// The rules docs/safety-rules.md lists as masked (each is covered by
+/// another rule, so no run breaks without it): the random-fault sweeps
+/// with each switched off. If one ever fails, a scenario now shows the
+/// rule: move it to "shown" there.
+#[test]
+#[ignore = "long: SIM_SEEDS (100) seeds of both families per masked rule"]
+fn masked_rules_break_no_sweep() {
+    let count: u64 = std::env::var("SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
+    for m in [
+        ElMutations { no_majority: true, ..Default::default() },
+        ElMutations { no_election_deadline: true, ..Default::default() },
+    ] {
+        let failed = failing_runs(m, 0..count);
+        assert!(failed.is_empty(), "{m:?} broke {} runs: {failed:?}", failed.len());
+    }
 }

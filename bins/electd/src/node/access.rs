@@ -56,7 +56,7 @@ pub(super) struct Office {
 }
 
 impl Office {
-    pub(super) fn new(term: u64, now: Instant) -> Self {
+    pub(super) fn new(term: u64, now: Instant, first_counter: u64) -> Self {
         Office {
             term,
             elected_at: now,
@@ -65,7 +65,7 @@ impl Office {
             hb_seq: 0,
             hb: BTreeMap::new(),
             quorum_at: None,
-            counter: 0,
+            counter: first_counter,
             queue: Vec::new(),
             next_pos: 0,
             arrivals: 0,
@@ -194,7 +194,11 @@ impl ElNode {
             self.timers.set(Timer::GapEnds, o.gap_until);
             return;
         }
-        let Some(counter) = o.counter.checked_add(1) else {
+        let next = match o.counter.checked_add(1) {
+            None if self.cfg.mutations.wrap_counter => Some(0),
+            next => next,
+        };
+        let Some(counter) = next else {
             // (safety) The counter would pass u64::MAX: grant nothing more
             // and start term + 1 (no pre-vote: this process leads).
             let next = term.saturating_add(1);

@@ -34,6 +34,9 @@ pub(super) struct HeldGrant {
     sent: BTreeMap<u64, Instant>,
     /// The lease ends here (latest acked renewal's send time + ttl·(1−ρ)).
     expiry: Instant,
+    /// (term, pos) of the request's first `Queued` answer (its place, if
+    /// the grant is given back unconfirmed).
+    key: Option<(u64, u64)>,
 }
 
 /// The consumer side.
@@ -83,10 +86,30 @@ impl ElNode {
     /// (term, pos), and re-register an unexpired grant.
     pub(super) fn coordinator_changed(&mut self, now: Instant) {
         let Some(c) = self.coordinator else { return };
-        if let Some(g) = self.consumer.grant.as_mut() {
-            g.to = c;
-            let f = g.fence;
-            self.send_request(now, c, 0, None, Some(f));
+        match self.consumer.grant.as_mut() {
+            Some(g) if g.confirmed => {
+                g.to = c;
+                let f = g.fence;
+                self.send_request(now, c, 0, None, Some(f));
+            }
+            Some(g) => {
+                // (safety) A grant no renewal has confirmed is not held:
+                // its Granted may have come late, and its coordinator may
+                // have freed it and granted others since. It is given
+                // back, and the request goes to the new coordinator in
+                // its place (never re-registered: adopted, it would start
+                // a holder after the others, with a lower fence).
+                let (old, f, key) = (g.to, g.fence, g.key);
+                self.consumer.grant = None;
+                self.timers.cancel(Timer::Renew);
+                self.timers.cancel(Timer::GrantExpiry);
+                let term = self.term;
+                self.send(old, Msg::Release { term, fence: f });
+                self.consumer.next_req += 1;
+                let req = self.consumer.next_req;
+                self.consumer.pending = Some(Pending { req, to: Some(c), answered: false, key, retried_named: false });
+            }
+            None => {}
         }
         if let Some(p) = self.consumer.pending.as_mut() {
             p.to = Some(c);
@@ -97,14 +120,31 @@ impl ElNode {
         }
     }
 
-    pub(super) fn on_queued(&mut self, from: NodeId, term: u64, req: u64, pos: u64) {
+    /// The connection to `peer` broke: a request it answered `Queued` may
+    /// have lost its `Granted` on the way; it is sent again (the
+    /// coordinator answers a request it still queues with its place).
+    pub(super) fn resend_pending_to(&mut self, now: Instant, peer: NodeId) {
+        let Some(p) = self.consumer.pending.as_mut() else { return };
+        if p.to != Some(peer) || peer == self.me {
+            return;
+        }
+        p.answered = false;
+        let (req, key) = (p.req, p.key);
+        self.send_request(now, peer, req, key, None);
+    }
+
+    pub(super) fn on_queued(&mut self, now: Instant, from: NodeId, term: u64, req: u64, pos: u64) {
         let Some(p) = self.consumer.pending.as_mut() else { return };
         if p.req != req || p.to != Some(from) {
             return;
         }
         p.answered = true;
         p.key = p.key.or(Some((term, pos)));
-        self.timers.cancel(Timer::RequestDue);
+        // Queued: the wait for the grant has no bound but the client's
+        // deadline. Its place is confirmed again every grant_ttl: a
+        // Granted lost on the way (a partition) would otherwise leave it
+        // waiting for ever.
+        self.timers.set(Timer::RequestDue, now + self.cfg.grant_ttl);
     }
 
     /// (deviation) Denials: retry at the named coordinator, back off on a
@@ -136,10 +176,17 @@ impl ElNode {
     }
 
     /// No immediate answer in time: start an election (jittered) and ask
-    /// again.
+    /// again. Queued for `grant_ttl`: ask again (the coordinator answers
+    /// with its place, or queues it at its old place if its Granted was
+    /// lost).
     pub(super) fn on_request_due(&mut self, now: Instant) {
-        let Some(p) = self.consumer.pending.as_ref() else { return };
+        let Some(p) = self.consumer.pending.as_mut() else { return };
         if p.answered {
+            let (to, req, key) = (p.to, p.req, p.key);
+            if let Some(to) = to {
+                p.answered = false;
+                self.send_request(now, to, req, key, None);
+            }
             return;
         }
         let (req, key) = (p.req, p.key);
@@ -170,7 +217,7 @@ impl ElNode {
                 return;
             }
         }
-        self.consumer.pending = None;
+        let key = self.consumer.pending.take().and_then(|p| p.key);
         self.timers.cancel(Timer::RequestDue);
         self.consumer.grant = Some(HeldGrant {
             fence: f,
@@ -180,6 +227,7 @@ impl ElNode {
             sent: BTreeMap::new(),
             // Unconfirmed: it lapses unless a renewal is acked in time.
             expiry: now + self.cfg.shrunk(self.cfg.grant_ttl),
+            key,
         });
         self.timers.set(Timer::GrantExpiry, now + self.cfg.shrunk(self.cfg.grant_ttl));
         self.send_renew(now);

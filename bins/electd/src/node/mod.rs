@@ -98,6 +98,11 @@ pub struct ElConfig {
     /// Rules switched off, for the scenarios that show each is needed
     /// (`tests/safety.rs`); none in production (no config key sets them).
     pub mutations: ElMutations,
+    /// The grant counter a new term's grants count up from (0; scenarios
+    /// set it near `u64::MAX` to reach the overflow rule; no config key
+    /// sets it).
+    #[doc(hidden)]
+    pub first_counter: u64,
 }
 
 /// Each switch disables one (safety) rule of electd.md; `tests/safety.rs`
@@ -114,6 +119,31 @@ pub struct ElMutations {
     pub lease_from_granted: bool,
     /// No pre-vote: a process starts term + 1 without asking.
     pub no_prevote: bool,
+    /// Nothing is stored: terms, votes and promises live in memory only.
+    pub no_stored_terms: bool,
+    /// A process votes (and follows) again in a term it has voted in.
+    pub vote_again: bool,
+    /// A lower-term heartbeat is acked instead of answered `StaleTerm`.
+    pub ack_lower_terms: bool,
+    /// `relay`: a process that receives a term-t message before it started
+    /// term t only relays (it does not join as active).
+    pub late_joiners_relay: bool,
+    /// No per-hop acks: an unanswered election hop is never noticed (`ring`
+    /// skips nobody, `relay` aborts nothing).
+    pub no_hop_acks: bool,
+    /// A restarted process that had voted for itself resumes office in
+    /// the term it loaded (its grant counter starts over).
+    pub resume_loaded_office: bool,
+    /// The grant counter wraps past `u64::MAX` instead of ending the term.
+    pub wrap_counter: bool,
+    /// A coordinator ignores higher-term messages (no step-down).
+    pub no_step_down: bool,
+    /// `ring`: an Election that comes back names a coordinator whatever
+    /// the number of voters in it.
+    pub no_majority: bool,
+    /// No election deadline: an Election back late still names a
+    /// coordinator, and one takes office however long after the term began.
+    pub no_election_deadline: bool,
 }
 
 impl Default for ElConfig {
@@ -132,6 +162,7 @@ impl Default for ElConfig {
             election_jitter: Duration::from_millis(100),
             max_queue: 1_024,
             mutations: ElMutations::default(),
+            first_counter: 0,
         }
     }
 }
@@ -562,6 +593,9 @@ impl ElNode {
     /// anything stored changed.
     fn persist_first(&mut self) {
         let promises = self.promise.take_dirty();
+        if self.cfg.mutations.no_stored_terms {
+            return;
+        }
         if promises.is_none() && (self.term, self.follows) == self.stored {
             return;
         }
@@ -593,6 +627,9 @@ impl ElNode {
             }
             _ => {}
         }
+        if term > self.term && self.cfg.mutations.no_step_down && self.is_coordinator() {
+            return;
+        }
         if term > self.term {
             if self.promise.stored().recovered() || matches!(msg, Msg::StaleTerm { .. }) {
                 self.join_term(now, term);
@@ -603,6 +640,10 @@ impl ElNode {
                 return;
             }
         } else if term < self.term {
+            if let (true, Msg::Heartbeat { term, seq }) = (self.cfg.mutations.ack_lower_terms, &msg) {
+                let (term, seq) = (*term, *seq);
+                return self.send(from, Msg::HeartbeatAck { term, seq });
+            }
             if !matches!(
                 msg,
                 Msg::StaleTerm { .. } | Msg::HopAck { .. } | Msg::HeartbeatAck { .. } | Msg::RenewAck { .. }
@@ -640,7 +681,7 @@ impl ElNode {
             Msg::Heartbeat { term, seq } => self.on_heartbeat(now, from, term, seq),
             Msg::HeartbeatAck { term, seq } => self.on_heartbeat_ack(now, from, term, seq),
             Msg::Request { req, queued, holding, .. } => self.on_request(now, from, req, queued, holding),
-            Msg::Queued { term, req, pos } => self.on_queued(from, term, req, pos),
+            Msg::Queued { term, req, pos } => self.on_queued(now, from, term, req, pos),
             Msg::Denied { req, why, .. } => self.on_denied(now, from, req, why),
             Msg::Granted { req, fence, .. } => self.on_granted(now, from, req, fence),
             Msg::Renew { fence, seq, .. } => self.on_renew(now, from, fence, seq),
@@ -715,6 +756,10 @@ impl Protocol for ElNode {
             cfg: ctx.config,
         };
         node.hello_all(ctx.now);
+        if node.cfg.mutations.resume_loaded_office && node.follows == Some(node.me) && node.term > 0 {
+            node.start_term = 0;
+            node.become_elected(ctx.now);
+        }
         // Initially everyone is electing: the first election once the
         // restart window has passed, unless a coordinator is heard first.
         node.timers.set(Timer::Elect, first_election);
@@ -753,6 +798,8 @@ impl Protocol for ElNode {
         if self.members.contains(&peer) && peer != self.me {
             self.suspected.insert(peer);
         }
+        // A Granted or Queued from it may be lost too: ask again.
+        self.resend_pending_to(now, peer);
         self.after_input(now);
     }
 

@@ -11,15 +11,26 @@ impl ElNode {
     /// This process was elected in its term: it starts sending heartbeats
     /// (it takes office at their first quorum).
     pub(super) fn become_elected(&mut self, now: Instant) {
+        if self.is_coordinator() {
+            // (safety) A second result of the same term (another copy of
+            // the Elected lap) changes nothing: a new office would lose
+            // the queue and count fences from the start again.
+            return;
+        }
         if self.term <= self.start_term {
             // (safety) Never take office at or below the term loaded at
             // start (the grant counter is not stored): a new term instead.
             self.elect_within(now, self.cfg.hop_timeout);
             return;
         }
-        self.role = Role::Coordinator(Box::new(access::Office::new(self.term, now)));
-        self.coordinator = Some(self.me);
+        self.role = Role::Coordinator(Box::new(access::Office::new(self.term, now, self.cfg.first_counter)));
         self.on_heartbeat_timer(now);
+        if self.coordinator != Some(self.me) {
+            // Known again after stepping down in this term: the local
+            // clients' pending request goes to the new office.
+            self.coordinator = Some(self.me);
+            self.coordinator_changed(now);
+        }
     }
 
     pub(super) fn on_heartbeat_timer(&mut self, now: Instant) {
@@ -75,7 +86,7 @@ impl ElNode {
         if o.took_office.is_some() {
             return;
         }
-        if now > deadline {
+        if now > deadline && !self.cfg.mutations.no_election_deadline {
             // The proposal deadline passed: term + 1 instead.
             self.step_down(now, "no quorum within the election timeout");
             self.elect_within(now, self.cfg.election_jitter);

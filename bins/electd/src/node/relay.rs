@@ -68,7 +68,11 @@ impl ElNode {
                 // The term's result is known here; a late run message.
                 return;
             }
-            self.relay_begin(now);
+            if self.cfg.mutations.late_joiners_relay {
+                self.relay = Some(RelayRun { term, part: Part::Relay });
+            } else {
+                self.relay_begin(now);
+            }
         }
         let Some(run) = self.relay.as_mut() else { return };
         match (run.part, phase) {
@@ -128,7 +132,7 @@ impl ElNode {
     fn elected_pass(&mut self, now: Instant, term: u64, d: NodeId, decider: NodeId, accepted: bool) {
         // (safety) One vote per term, stored before it is forwarded; a
         // process that cannot vote follows the first coordinator it hears of.
-        if self.promise.vote(term, now).is_ok() || self.follows.is_none() {
+        if self.promise.vote(term, now).is_ok() || self.follows.is_none() || self.cfg.mutations.vote_again {
             self.follow(now, d);
         }
         let accepted = accepted || d == self.me;

@@ -273,7 +273,7 @@ impl ElNode {
         let hop = self.next_hop;
         let msg = make(hop);
         self.send(to, msg.clone());
-        if to != self.me {
+        if to != self.me && !self.cfg.mutations.no_hop_acks {
             self.hops.insert(hop, Hop { to, msg });
             self.timers.set(Timer::Hop(hop), now + self.cfg.hop_timeout);
         }
@@ -300,6 +300,7 @@ impl ElNode {
         match self.follows {
             None => self.follows = Some(c),
             Some(f) if f == c => {}
+            Some(_) if self.cfg.mutations.vote_again => self.follows = Some(c),
             Some(_) => {
                 self.out.event(ElEvent::FollowConflict);
                 return false;

@@ -267,3 +267,86 @@ fn prevote_is_refused_while_a_live_higher_coordinator_is_known() {
 fn at(t: Instant, ms: u64) -> Instant {
     t + Duration::from_millis(ms)
 }
+
+/// Consumer 1 of ring {1, 2, 3} following coordinator 3 in term 4, its
+/// client's request answered `Queued { pos: 0 }` and then granted with
+/// `fence(4, 1)` (not yet confirmed by an acked renewal).
+fn consumer_granted_unconfirmed() -> ElNode {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 1, Algorithm::Relay, 4);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
+    p.handle_request(T0, ClientId(1), LockRequest::Acquire { timeout_ms: 10_000 });
+    let outs = drain(&mut p);
+    assert!(
+        outs.contains(&Output::Send { to: n(3), msg: Msg::Request { term: 4, req: 1, queued: None, holding: None } })
+    );
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Queued { term: 4, req: 1, pos: 0 });
+    p
+}
+
+#[test]
+fn an_unconfirmed_grant_is_given_back_when_the_coordinator_changes() {
+    let mut p = consumer_granted_unconfirmed();
+    let f = lockservice::fence(4, 1);
+    let outs = deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f });
+    assert_eq!(outs, vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, fence: f, seq: 1 } }]);
+    // Coordinator 2 of term 5 heard before any renewal was acked: the
+    // grant goes back to 3, and the request (its place kept) to 2; it is
+    // not re-registered (`holding`) and the client is not granted.
+    let outs = deliver(&mut p, at(T0, 5), n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 1 });
+    let sends: Vec<&Output<Msg, LockReply, ElEvent, ElDurable>> =
+        outs.iter().filter(|o| matches!(o, Output::Send { .. } | Output::Reply { .. })).collect();
+    assert_eq!(
+        sends,
+        vec![
+            &Output::Send { to: n(3), msg: Msg::Release { term: 5, fence: f } },
+            &Output::Send { to: n(2), msg: Msg::Request { term: 5, req: 2, queued: Some((4, 0)), holding: None } },
+            &Output::Send { to: n(2), msg: Msg::HeartbeatAck { term: 5, seq: 1 } },
+        ]
+    );
+    assert!(p.consumer.grant.is_none() && p.holder().is_none());
+}
+
+#[test]
+fn a_confirmed_grant_is_re_registered_with_the_new_coordinator() {
+    let mut p = consumer_granted_unconfirmed();
+    let f = lockservice::fence(4, 1);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f });
+    let outs = deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::RenewAck { term: 4, fence: f, seq: 1 });
+    assert!(outs.contains(&Output::Reply { client: ClientId(1), reply: LockReply::Granted { fence: f } }), "{outs:?}");
+    let outs = deliver(&mut p, at(T0, 5), n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 1 });
+    assert!(
+        outs.contains(&Output::Send {
+            to: n(2),
+            msg: Msg::Request { term: 5, req: 0, queued: None, holding: Some(f) }
+        }),
+        "{outs:?}"
+    );
+}
+
+#[test]
+fn a_broken_link_to_the_coordinator_resends_the_queued_request() {
+    let mut p = consumer_granted_unconfirmed();
+    // Its Granted may have been lost with the connection: ask again, with
+    // the place the first answer gave.
+    p.handle_link_lost(at(T0, 2), n(3));
+    assert_eq!(
+        drain(&mut p),
+        vec![Output::Send { to: n(3), msg: Msg::Request { term: 4, req: 1, queued: Some((4, 0)), holding: None } }]
+    );
+    // A broken link to another process changes nothing here.
+    p.handle_link_lost(at(T0, 3), n(2));
+    assert_eq!(drain(&mut p), vec![]);
+}
+
+#[test]
+fn a_second_elected_lap_of_the_term_keeps_the_office() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 3, Algorithm::Relay, 4);
+    let elected = |hop| Msg::Elected { term: 5, d: n(3), decider: n(1), accepted: false, hop };
+    let outs = deliver(&mut p, T0, n(2), Incarnation(1), elected(1));
+    assert!(outs.iter().any(|o| matches!(o, Output::Send { msg: Msg::Heartbeat { term: 5, .. }, .. })), "{outs:?}");
+    let outs = deliver(&mut p, at(T0, 5), n(2), Incarnation(1), elected(2));
+    assert!(!outs.iter().any(|o| matches!(o, Output::Send { msg: Msg::Heartbeat { .. }, .. })), "{outs:?}");
+    assert!(matches!(&p.role, Role::Coordinator(o) if o.elected_at == T0), "the office of T0 is kept");
+}
