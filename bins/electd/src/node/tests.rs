@@ -350,3 +350,124 @@ fn a_second_elected_lap_of_the_term_keeps_the_office() {
     assert!(!outs.iter().any(|o| matches!(o, Output::Send { msg: Msg::Heartbeat { .. }, .. })), "{outs:?}");
     assert!(matches!(&p.role, Role::Coordinator(o) if o.elected_at == T0), "the office of T0 is kept");
 }
+
+// ---------------------------------------------------------- access service
+
+/// Process 3 of ring {1, 2, 3}, elected in term 5 at T0 (`Elected` from 2),
+/// its heartbeats acked by 1 until past its failover gap: in office, under
+/// its quorum lease, nothing queued. Returns it and the time reached.
+fn coordinator_in_office() -> (ElNode, Instant) {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 3, Algorithm::Relay, 4);
+    let elected = Msg::Elected { term: 5, d: n(3), decider: n(1), accepted: false, hop: 1 };
+    let mut outs = deliver(&mut p, T0, n(2), Incarnation(1), elected);
+    let mut now = T0;
+    while now < at(T0, 600) {
+        for o in &outs {
+            if let Output::Send { to, msg: Msg::Heartbeat { term, seq } } = o {
+                if *to == n(1) {
+                    let ack = Msg::HeartbeatAck { term: *term, seq: *seq };
+                    deliver(&mut p, now, n(1), Incarnation(1), ack);
+                }
+            }
+        }
+        now = at(now, 20);
+        p.handle_timeout(now);
+        outs = drain(&mut p);
+    }
+    assert!(p.in_office() && p.may_grant(now), "in office under its lease at {now:?}");
+    (p, now)
+}
+
+fn request(req: u64) -> Msg {
+    Msg::Request { term: 5, req, queued: None, holding: None }
+}
+
+#[test]
+fn a_request_is_queued_and_granted_with_the_terms_first_fence() {
+    let (mut p, now) = coordinator_in_office();
+    let f = lockservice::fence(5, 1);
+    let outs = deliver(&mut p, now, n(1), Incarnation(1), request(1));
+    assert_eq!(
+        outs,
+        vec![
+            Output::Send { to: n(1), msg: Msg::Queued { term: 5, req: 1, pos: 0 } },
+            Output::Event(ElEvent::QueueLength(1)),
+            Output::Send { to: n(1), msg: Msg::Granted { term: 5, req: 1, fence: f } },
+            Output::Event(ElEvent::Granted { fence: f, waited: Duration::ZERO }),
+            Output::Event(ElEvent::QueueLength(0)),
+        ]
+    );
+    // 2 asks while 1 holds: queued behind it, nothing granted.
+    let outs = deliver(&mut p, now, n(2), Incarnation(1), request(7));
+    assert_eq!(
+        outs,
+        vec![
+            Output::Send { to: n(2), msg: Msg::Queued { term: 5, req: 7, pos: 1 } },
+            Output::Event(ElEvent::QueueLength(1)),
+        ]
+    );
+    // Renewals: the holder's is acked; another's refused.
+    let outs = deliver(&mut p, now, n(1), Incarnation(1), Msg::Renew { term: 5, fence: f, seq: 1 });
+    assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::RenewAck { term: 5, fence: f, seq: 1 } }]);
+    let outs = deliver(&mut p, now, n(2), Incarnation(1), Msg::Renew { term: 5, fence: f, seq: 1 });
+    assert_eq!(outs, vec![Output::Send { to: n(2), msg: Msg::RenewRefused { term: 5, fence: f } }]);
+    // 1 releases: 2 is granted the next fence.
+    let g = lockservice::fence(5, 2);
+    let outs = deliver(&mut p, at(now, 3), n(1), Incarnation(1), Msg::Release { term: 5, fence: f });
+    assert_eq!(
+        outs,
+        vec![
+            Output::Send { to: n(2), msg: Msg::Granted { term: 5, req: 7, fence: g } },
+            Output::Event(ElEvent::Granted { fence: g, waited: Duration::from_millis(3) }),
+            Output::Event(ElEvent::QueueLength(0)),
+        ]
+    );
+}
+
+#[test]
+fn a_request_to_a_consumer_is_denied_naming_the_coordinator() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
+    let outs = deliver(&mut p, T0, n(1), Incarnation(1), Msg::Request { term: 4, req: 3, queued: None, holding: None });
+    assert_eq!(
+        outs,
+        vec![
+            Output::Event(ElEvent::Denied { reason: "not_coordinator" }),
+            Output::Send { to: n(1), msg: Msg::Denied { term: 4, req: 3, why: Denial::NotCoordinator(Some(n(3))) } },
+        ]
+    );
+}
+
+#[test]
+fn a_coordinator_whose_quorum_lease_lapsed_denies_no_quorum() {
+    let (mut p, now) = coordinator_in_office();
+    // No ack for longer than the lease: no grant, a no_quorum denial.
+    let later = at(now, 60);
+    let outs = deliver(&mut p, later, n(1), Incarnation(1), request(1));
+    assert_eq!(
+        outs,
+        vec![
+            Output::Event(ElEvent::Denied { reason: "no_quorum" }),
+            Output::Send { to: n(1), msg: Msg::Denied { term: 5, req: 1, why: Denial::NoQuorum } },
+        ]
+    );
+}
+
+#[test]
+fn a_full_queue_denies_queue_full() {
+    let (mut p, now) = coordinator_in_office();
+    p.cfg.coordinator_max_queue = 1;
+    deliver(&mut p, now, n(1), Incarnation(1), request(1)); // granted
+    deliver(&mut p, now, n(2), Incarnation(1), request(1)); // queued
+                                                            // 1 asks again while its first request holds: the queue is full.
+    let outs = deliver(&mut p, now, n(1), Incarnation(1), request(2));
+    assert_eq!(
+        outs,
+        vec![
+            Output::Event(ElEvent::Denied { reason: "queue_full" }),
+            Output::Send { to: n(1), msg: Msg::Denied { term: 5, req: 2, why: Denial::QueueFull } },
+        ]
+    );
+}
