@@ -794,7 +794,7 @@ impl Protocol for ElNode {
 
     fn handle_link_lost(&mut self, now: Instant, peer: NodeId) {
         // What was in flight to it is lost: unacked hops time out; a
-        // request to it is re-sent when its answer is due.
+        // request it had answered `Queued` is sent again now.
         if self.members.contains(&peer) && peer != self.me {
             self.suspected.insert(peer);
         }
