@@ -24,6 +24,9 @@ use timer::Instant;
 
 const ALGS: [Algorithm; 2] = [Algorithm::Relay, Algorithm::Ring];
 
+/// A scenario: a seed, an algorithm, the rules switched off.
+type Scenario = fn(u64, Algorithm, ElMutations) -> Result<(), SimError>;
+
 /// The checker's words for two clients holding the lock at once.
 const AT_ONCE: &str = "clients hold the lock at once";
 
@@ -70,6 +73,17 @@ fn until_granted(sim: &mut Sim<ElNode>, node: u32, limit: Duration) -> Result<()
     Err(sim.error(format!("{node}'s client was not granted within {limit:?}")))
 }
 
+/// `node`'s client asks `times` times in turn, each granted within
+/// `limit` (it releases after the cluster's hold), 20 ms apart.
+fn granted_in_turn(sim: &mut Sim<ElNode>, node: u32, times: u32, limit: Duration) -> Result<(), SimError> {
+    for _ in 0..times {
+        sim.after(Duration::ZERO, acquire(NodeId(node), client(node)));
+        until_granted(sim, node, limit)?;
+        sim.run_for(Duration::from_millis(20))?;
+    }
+    Ok(())
+}
+
 fn client(n: u32) -> ClientId {
     ClientId(u64::from(n))
 }
@@ -77,7 +91,7 @@ fn client(n: u32) -> ClientId {
 /// Runs `scenario` for both algorithms and a few seeds: with every rule
 /// on it must pass; with `off` it must fail, with a message containing
 /// one of `failures`, for at least one run.
-fn defended(off: ElMutations, failures: &[&str], scenario: fn(u64, Algorithm, ElMutations) -> Result<(), SimError>) {
+fn defended(off: ElMutations, failures: &[&str], scenario: Scenario) {
     let mut failed = Vec::new();
     for alg in ALGS {
         for seed in 1..=3 {
@@ -93,6 +107,14 @@ fn defended(off: ElMutations, failures: &[&str], scenario: fn(u64, Algorithm, El
     }
     assert!(!failed.is_empty(), "no run failed with {off:?}: the scenario does not show the rule");
     eprintln!("{off:?}: {failed:?} fail with one of {failures:?}");
+}
+
+/// `scenario` passes for both algorithms with every rule on (seed 7; the
+/// `_is_needed` tests run seeds 1–3 with every rule on too).
+fn holds(scenario: Scenario) {
+    for alg in ALGS {
+        scenario(7, alg, ElMutations::default()).unwrap();
+    }
 }
 
 // ------------------------------------------------------------ failover gap
@@ -115,9 +137,7 @@ fn failover_gap(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimErro
 
 #[test]
 fn failover_gap_holds() {
-    for alg in ALGS {
-        failover_gap(7, alg, ElMutations::default()).unwrap();
-    }
+    holds(failover_gap);
 }
 
 #[test]
@@ -144,9 +164,7 @@ fn quorum_lease(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimErro
 
 #[test]
 fn quorum_lease_holds() {
-    for alg in ALGS {
-        quorum_lease(7, alg, ElMutations::default()).unwrap();
-    }
+    holds(quorum_lease);
 }
 
 #[test]
@@ -174,9 +192,7 @@ fn lease_from_renewal(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), S
 
 #[test]
 fn lease_from_renewal_holds() {
-    for alg in ALGS {
-        lease_from_renewal(7, alg, ElMutations::default()).unwrap();
-    }
+    holds(lease_from_renewal);
 }
 
 #[test]
@@ -219,9 +235,7 @@ fn prevote(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
 
 #[test]
 fn prevote_holds() {
-    for alg in ALGS {
-        prevote(7, alg, ElMutations::default()).unwrap();
-    }
+    holds(prevote);
 }
 
 #[test]
@@ -238,11 +252,7 @@ fn prevote_is_needed() {
 fn cold_restart(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
     let mut sim = cluster(seed, 3, alg, m, Duration::from_millis(5));
     elect(&mut sim, 3)?;
-    for _ in 0..2 {
-        sim.after(Duration::ZERO, acquire(NodeId(1), client(1)));
-        until_granted(&mut sim, 1, Duration::from_millis(500))?;
-        sim.run_for(Duration::from_millis(20))?;
-    }
+    granted_in_turn(&mut sim, 1, 2, Duration::from_millis(500))?;
     for i in 1..=3 {
         sim.after(Duration::ZERO, Action::Crash(NodeId(i)));
         sim.after(Duration::from_millis(1), Action::Restart(NodeId(i)));
@@ -255,9 +265,7 @@ fn cold_restart(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimErro
 
 #[test]
 fn cold_restart_holds() {
-    for alg in ALGS {
-        cold_restart(7, alg, ElMutations::default()).unwrap();
-    }
+    holds(cold_restart);
 }
 
 #[test]
@@ -297,9 +305,7 @@ fn same_term_elections(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), 
 
 #[test]
 fn same_term_elections_hold() {
-    for alg in ALGS {
-        same_term_elections(7, alg, ElMutations::default()).unwrap();
-    }
+    holds(same_term_elections);
 }
 
 #[test]
@@ -341,9 +347,7 @@ fn cut_off_coordinator(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), 
 
 #[test]
 fn cut_off_coordinator_holds() {
-    for alg in ALGS {
-        cut_off_coordinator(7, alg, ElMutations::default()).unwrap();
-    }
+    holds(cut_off_coordinator);
 }
 
 #[test]
@@ -378,9 +382,7 @@ fn late_joiners(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimErro
 
 #[test]
 fn late_joiners_hold() {
-    for alg in ALGS {
-        late_joiners(7, alg, ElMutations::default()).unwrap();
-    }
+    holds(late_joiners);
 }
 
 /// A coordinator that sees a higher term steps down at once: without it,
@@ -414,9 +416,7 @@ fn hung_successor(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimEr
 
 #[test]
 fn hung_successor_holds() {
-    for alg in ALGS {
-        hung_successor(7, alg, ElMutations::default()).unwrap();
-    }
+    holds(hung_successor);
 }
 
 #[test]
@@ -433,11 +433,7 @@ fn hop_acks_are_needed() {
 fn restarted_coordinator(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
     let mut sim = cluster(seed, 3, alg, m, Duration::from_millis(5));
     elect(&mut sim, 3)?;
-    for _ in 0..2 {
-        sim.after(Duration::ZERO, acquire(NodeId(3), client(3)));
-        until_granted(&mut sim, 3, Duration::from_millis(500))?;
-        sim.run_for(Duration::from_millis(20))?;
-    }
+    granted_in_turn(&mut sim, 3, 2, Duration::from_millis(500))?;
     sim.after(Duration::ZERO, Action::Crash(NodeId(3)));
     sim.after(Duration::from_millis(1), Action::Restart(NodeId(3)));
     sim.after(Duration::from_millis(2), acquire(NodeId(3), client(3)));
@@ -447,9 +443,7 @@ fn restarted_coordinator(seed: u64, alg: Algorithm, m: ElMutations) -> Result<()
 
 #[test]
 fn restarted_coordinator_holds() {
-    for alg in ALGS {
-        restarted_coordinator(7, alg, ElMutations::default()).unwrap();
-    }
+    holds(restarted_coordinator);
 }
 
 #[test]
@@ -470,19 +464,13 @@ fn counter_overflow(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), Sim
     let c = ElConfig { mutations: m, first_counter: u64::MAX - 2, ..config(alg, 3) };
     let mut sim = cluster_with(seed, 3, c, Duration::from_millis(5));
     elect(&mut sim, 3)?;
-    for _ in 0..5 {
-        sim.after(Duration::ZERO, acquire(NodeId(1), client(1)));
-        until_granted(&mut sim, 1, Duration::from_millis(3_000))?;
-        sim.run_for(Duration::from_millis(20))?;
-    }
+    granted_in_turn(&mut sim, 1, 5, Duration::from_millis(3_000))?;
     Ok(())
 }
 
 #[test]
 fn counter_overflow_holds() {
-    for alg in ALGS {
-        counter_overflow(7, alg, ElMutations::default()).unwrap();
-    }
+    holds(counter_overflow);
 }
 
 #[test]
@@ -495,7 +483,6 @@ fn counter_overflow_rule_is_needed() {
 /// does, it shows the rule: move it to "shown" there.
 #[test]
 fn masked_rules_break_no_scenario() {
-    type Scenario = fn(u64, Algorithm, ElMutations) -> Result<(), SimError>;
     let scenarios: [(&str, Scenario); 11] = [
         ("failover_gap", failover_gap),
         ("quorum_lease", quorum_lease),

@@ -52,14 +52,8 @@ impl ElNode {
     /// After every input: ask for the local waiters, give back a grant
     /// whose local hold has ended.
     pub(super) fn consumer_serve(&mut self, now: Instant) {
-        if let Some(g) = &self.consumer.grant {
-            if g.confirmed && !self.locks.is_held() {
-                let (to, f, term) = (g.to, g.fence, self.term);
-                self.consumer.grant = None;
-                self.timers.cancel(Timer::Renew);
-                self.timers.cancel(Timer::GrantExpiry);
-                self.send(to, Msg::Release { term, fence: f });
-            }
+        if self.consumer.grant.as_ref().is_some_and(|g| g.confirmed && !self.locks.is_held()) {
+            self.give_back_grant();
         }
         let Some(c) = self.coordinator else { return };
         if !self.locks.has_waiters()
@@ -70,10 +64,41 @@ impl ElNode {
             return;
         }
         self.consumer.backoff_until = None;
+        self.new_pending(c, None);
+        self.ask_pending(now, c);
+    }
+
+    /// A new request for the local waiters, to `to`, keeping `key` (the
+    /// place of an earlier one) if any; sent by [`Self::ask_pending`].
+    fn new_pending(&mut self, to: NodeId, key: Option<(u64, u64)>) {
         self.consumer.next_req += 1;
         let req = self.consumer.next_req;
-        self.consumer.pending = Some(Pending { req, to: Some(c), answered: false, key: None, retried_named: false });
-        self.send_request(now, c, req, None, None);
+        self.consumer.pending = Some(Pending { req, to: Some(to), answered: false, key, retried_named: false });
+    }
+
+    /// Sends the pending request to `to` (with its place, if it has one)
+    /// and waits for the immediate answer.
+    fn ask_pending(&mut self, now: Instant, to: NodeId) {
+        let Some(p) = self.consumer.pending.as_mut() else { return };
+        p.to = Some(to);
+        p.answered = false;
+        let (req, key) = (p.req, p.key);
+        self.send_request(now, to, req, key, None);
+    }
+
+    /// Drops the grant held here (no more renewals or expiry).
+    fn take_grant(&mut self) -> Option<HeldGrant> {
+        self.timers.cancel(Timer::Renew);
+        self.timers.cancel(Timer::GrantExpiry);
+        self.consumer.grant.take()
+    }
+
+    /// Gives the grant held here back to the coordinator it came from.
+    fn give_back_grant(&mut self) -> Option<HeldGrant> {
+        let g = self.take_grant()?;
+        let term = self.term;
+        self.send(g.to, Msg::Release { term, fence: g.fence });
+        Some(g)
     }
 
     fn send_request(&mut self, now: Instant, to: NodeId, req: u64, queued: Option<(u64, u64)>, holding: Option<u128>) {
@@ -92,31 +117,21 @@ impl ElNode {
                 let f = g.fence;
                 self.send_request(now, c, 0, None, Some(f));
             }
-            Some(g) => {
+            Some(_) => {
                 // (safety) A grant no renewal has confirmed is not held:
                 // its Granted may have come late, and its coordinator may
                 // have freed it and granted others since. It is given
                 // back, and the request goes to the new coordinator in
                 // its place (never re-registered: adopted, it would start
                 // a holder after the others, with a lower fence).
-                let (old, f, key) = (g.to, g.fence, g.key);
-                self.consumer.grant = None;
-                self.timers.cancel(Timer::Renew);
-                self.timers.cancel(Timer::GrantExpiry);
-                let term = self.term;
-                self.send(old, Msg::Release { term, fence: f });
-                self.consumer.next_req += 1;
-                let req = self.consumer.next_req;
-                self.consumer.pending = Some(Pending { req, to: Some(c), answered: false, key, retried_named: false });
+                let key = self.give_back_grant().and_then(|g| g.key);
+                self.new_pending(c, key);
             }
             None => {}
         }
         if let Some(p) = self.consumer.pending.as_mut() {
-            p.to = Some(c);
-            p.answered = false;
             p.retried_named = false;
-            let (req, key) = (p.req, p.key);
-            self.send_request(now, c, req, key, None);
+            self.ask_pending(now, c);
         }
     }
 
@@ -124,13 +139,9 @@ impl ElNode {
     /// have lost its `Granted` on the way; it is sent again (the
     /// coordinator answers a request it still queues with its place).
     pub(super) fn resend_pending_to(&mut self, now: Instant, peer: NodeId) {
-        let Some(p) = self.consumer.pending.as_mut() else { return };
-        if p.to != Some(peer) || peer == self.me {
-            return;
+        if peer != self.me && self.consumer.pending.as_ref().is_some_and(|p| p.to == Some(peer)) {
+            self.ask_pending(now, peer);
         }
-        p.answered = false;
-        let (req, key) = (p.req, p.key);
-        self.send_request(now, peer, req, key, None);
     }
 
     pub(super) fn on_queued(&mut self, now: Instant, from: NodeId, term: u64, req: u64, pos: u64) {
@@ -180,24 +191,18 @@ impl ElNode {
     /// with its place, or queues it at its old place if its Granted was
     /// lost).
     pub(super) fn on_request_due(&mut self, now: Instant) {
-        let Some(p) = self.consumer.pending.as_mut() else { return };
+        let Some(p) = self.consumer.pending.as_ref() else { return };
         if p.answered {
-            let (to, req, key) = (p.to, p.req, p.key);
-            if let Some(to) = to {
-                p.answered = false;
-                self.send_request(now, to, req, key, None);
+            if let Some(to) = p.to {
+                self.ask_pending(now, to);
             }
             return;
         }
-        let (req, key) = (p.req, p.key);
         if self.coordinator != Some(self.me) {
             self.elect_within(now, self.cfg.election_jitter);
         }
         if let Some(c) = self.coordinator {
-            if let Some(p) = self.consumer.pending.as_mut() {
-                p.to = Some(c);
-            }
-            self.send_request(now, c, req, key, None);
+            self.ask_pending(now, c);
         }
     }
 
@@ -291,9 +296,7 @@ impl ElNode {
     }
 
     fn lose_grant(&mut self, now: Instant, why: &str) {
-        self.consumer.grant = None;
-        self.timers.cancel(Timer::Renew);
-        self.timers.cancel(Timer::GrantExpiry);
+        self.take_grant();
         self.locks.lose(now, why, &mut self.out);
     }
 }

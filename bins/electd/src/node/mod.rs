@@ -413,7 +413,8 @@ enum Timer {
     /// Check the coordinator's heartbeats (consumer) or the quorum
     /// (coordinator).
     Check,
-    /// The immediate answer to the pending request is due.
+    /// The immediate answer to the pending request is due; once it was
+    /// answered `Queued`, the time to confirm its place again.
     RequestDue,
     /// The holder's next renewal.
     Renew,
