@@ -25,52 +25,19 @@ impl DaemonConfig for HbringdConfig {
     const NAME: &'static str = "hbringd";
 }
 
+/// The ring's events as `hbring_` metrics; a repair is this daemon's
+/// recovery.
 fn on_event(e: &HbEvent, m: &Metrics) {
-    match e {
-        HbEvent::Suspected { node, inc } => {
-            tracing::warn!(peer = node.0, incarnation = inc.0, "suspected failed");
-            metrics::counter!(m.name("suspicions_total")).increment(1);
-        }
-        HbEvent::Down { node, inc } => {
-            tracing::info!(peer = node.0, incarnation = inc.0, "reported down");
-        }
-        HbEvent::Up { node, inc } => {
-            tracing::info!(peer = node.0, incarnation = inc.0, "up in a new life");
-            metrics::counter!(m.name("rejoins_seen_total")).increment(1);
-        }
-        HbEvent::Rejoined { inc } => {
-            tracing::warn!(incarnation = inc.0, "this node had been excluded; rejoined as a new life");
-            metrics::counter!(m.name("self_rejoins_total")).increment(1);
-        }
-        HbEvent::Repaired { new_predecessor, took } => {
-            tracing::info!(predecessor = new_predecessor.0, took_ms = took.as_millis() as u64, "ring repaired");
-            metrics::counter!(m.name("recoveries_total")).increment(1);
-            m.recovery(*took);
-        }
-        HbEvent::StaleMessage { .. } => metrics::counter!(m.name("stale_messages_total")).increment(1),
-        HbEvent::ExcludedPeer { .. } => metrics::counter!(m.name("excluded_replies_total")).increment(1),
-        HbEvent::PredecessorChanged { to, .. } => {
-            tracing::info!(predecessor = to.map(|n| n.0), "predecessor changed");
-        }
-        HbEvent::SuccessorChanged { to, .. } => {
-            tracing::info!(successor = to.map(|n| n.0), "successor changed");
-        }
+    if let HbEvent::Repaired { took, .. } = e {
+        metrics::counter!(m.name("recoveries_total")).increment(1);
+        m.recovery(*took);
     }
+    m.ring_event(e);
 }
 
-/// Declares the counters once at start (at 0), so dashboards see them
-/// before the first event.
 fn declare(m: &Metrics) {
-    for c in [
-        "suspicions_total",
-        "recoveries_total",
-        "rejoins_seen_total",
-        "self_rejoins_total",
-        "stale_messages_total",
-        "excluded_replies_total",
-    ] {
-        metrics::counter!(m.name(c)).increment(0);
-    }
+    m.declare_ring();
+    metrics::counter!(m.name("recoveries_total")).increment(0);
 }
 
 fn main() -> ExitCode {

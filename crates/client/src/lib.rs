@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod leader;
+pub mod ring;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -7,14 +7,14 @@
 //! heartbeating the node after it: the ring repairs itself. Restarts and
 //! wrongly excluded nodes come back as new incarnations.
 //!
-//! [`HbRing`] is the component that `ringd` and `electd` embed (they route
+//! [`HbRing`] is the component that `ringd` embeds (it routes
 //! [`HbMsg`]s through their own message enums and call
 //! [`HbRing::on_contact`] for every other message). [`HbNode`] wraps it as a
 //! complete [`ftcore::Protocol`], run by the `hbringd` daemon, the
 //! simulator tests, and the real-process tests.
 //!
-//! May depend on: `ftcore`, `timer`, `membership`. Used by: `hbringd`, and
-//! the daemons that embed the ring (ringd, electd).
+//! May depend on: `ftcore`, `timer`, `membership`. Used by: `hbringd`, `runtime` (its metrics), and
+//! the daemon that embeds the ring (ringd).
 #![forbid(unsafe_code)]
 
 mod msg;

@@ -7,7 +7,8 @@
 //!
 //! Daemon crates depend on this; it depends on the protocol-agnostic crates
 //! (`wire`, `timer`, `membership`, `ftcore`, `client`, `durable`,
-//! `lockservice` for the lock metrics every lock daemon exports) and never
+//! `lockservice` for the lock metrics every lock daemon exports, `hbring` for
+//! the heartbeat ring's metrics that hbringd and ringd export) and never
 //! on a daemon. No protocol core depends on it.
 #![forbid(unsafe_code)]
 

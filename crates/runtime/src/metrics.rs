@@ -90,6 +90,56 @@ impl Metrics {
         }
     }
 
+    /// Declares the heartbeat ring's counters at 0 (hbringd, and ringd,
+    /// which embeds the ring).
+    pub fn declare_ring(&self) {
+        for c in [
+            "suspicions_total",
+            "rejoins_seen_total",
+            "self_rejoins_total",
+            "stale_messages_total",
+            "excluded_replies_total",
+        ] {
+            metrics::counter!(self.name(c)).increment(0);
+        }
+    }
+
+    /// Records one event of the heartbeat ring ([`hbring::HbRing`]) as
+    /// counters and log lines. A repair (`Repaired`) is only logged: what
+    /// counts as a daemon's recovery is its own business (hbringd: the
+    /// repair; ringd: its IAmNewNext recovery).
+    pub fn ring_event(&self, e: &hbring::HbEvent) {
+        use hbring::HbEvent;
+        match e {
+            HbEvent::Suspected { node, inc } => {
+                tracing::warn!(peer = node.0, incarnation = inc.0, "suspected failed");
+                metrics::counter!(self.name("suspicions_total")).increment(1);
+            }
+            HbEvent::Down { node, inc } => {
+                tracing::info!(peer = node.0, incarnation = inc.0, "reported down");
+            }
+            HbEvent::Up { node, inc } => {
+                tracing::info!(peer = node.0, incarnation = inc.0, "up in a new life");
+                metrics::counter!(self.name("rejoins_seen_total")).increment(1);
+            }
+            HbEvent::Rejoined { inc } => {
+                tracing::warn!(incarnation = inc.0, "this node had been excluded; rejoined as a new life");
+                metrics::counter!(self.name("self_rejoins_total")).increment(1);
+            }
+            HbEvent::Repaired { new_predecessor, took } => {
+                tracing::info!(predecessor = new_predecessor.0, took_ms = took.as_millis() as u64, "ring repaired");
+            }
+            HbEvent::StaleMessage { .. } => metrics::counter!(self.name("stale_messages_total")).increment(1),
+            HbEvent::ExcludedPeer { .. } => metrics::counter!(self.name("excluded_replies_total")).increment(1),
+            HbEvent::PredecessorChanged { to, .. } => {
+                tracing::info!(predecessor = to.map(|n| n.0), "predecessor changed");
+            }
+            HbEvent::SuccessorChanged { to, .. } => {
+                tracing::info!(successor = to.map(|n| n.0), "successor changed");
+            }
+        }
+    }
+
     /// Metrics that record into whatever recorder is installed (none: a
     /// no-op), for tests and tools.
     pub fn detached(prefix: &'static str) -> Metrics {

@@ -1,0 +1,86 @@
+//! The core's events as `ringd_` metrics and log lines (ringd.md, Metrics).
+
+use runtime::metrics::Metrics;
+
+use crate::node::{CensusOutcome, RdEvent};
+
+/// Declares the counters once at start (at 0).
+pub fn declare(m: &Metrics) {
+    m.declare_ring();
+    for c in [
+        "recoveries_total",
+        "regenerations_total",
+        "stale_answers_total",
+        "token_passes_total",
+        "stale_tokens_total",
+        "lease_expiries_total",
+        "superseded_total",
+        "supervisor_kills_total",
+    ] {
+        metrics::counter!(m.name(c)).increment(0);
+    }
+    for o in [
+        CensusOutcome::Regenerated,
+        CensusOutcome::Busy,
+        CensusOutcome::Stale,
+        CensusOutcome::Lapsed,
+        CensusOutcome::Aborted,
+    ] {
+        metrics::counter!(m.name("censuses_total"), "outcome" => o.label()).increment(0);
+    }
+}
+
+/// Records one core event.
+pub fn record(e: &RdEvent, m: &Metrics) {
+    match e {
+        RdEvent::Hb(e) => m.ring_event(e),
+        RdEvent::Accepted { id } => tracing::trace!(epoch = id.0, seq = id.1, "token accepted"),
+        RdEvent::Passed { to } => {
+            tracing::trace!(to = to.0, "token passed");
+            metrics::counter!(m.name("token_passes_total")).increment(1);
+        }
+        RdEvent::Ran { fence, service, .. } => {
+            tracing::debug!(epoch = fence.0, seq = fence.1, service, "token service ran");
+            metrics::gauge!(m.name("fence_epoch")).set(fence.0 as f64);
+            metrics::gauge!(m.name("fence_counter")).set(fence.1 as f64);
+        }
+        RdEvent::Executed { service, outcome } => {
+            metrics::counter!(m.name("services_executed_total"), "service" => service.clone(), "outcome" => *outcome)
+                .increment(1)
+        }
+        RdEvent::Rotated { took } => metrics::histogram!(m.name("token_rotation_seconds")).record(took.as_secs_f64()),
+        RdEvent::StaleDiscarded => metrics::counter!(m.name("stale_tokens_total")).increment(1),
+        RdEvent::StaleAnswered => metrics::counter!(m.name("stale_answers_total")).increment(1),
+        RdEvent::Superseded => {
+            tracing::warn!("stopped owning the token (a newer one exists, or this replica was excluded)");
+            metrics::counter!(m.name("superseded_total")).increment(1);
+        }
+        RdEvent::LeaseExpired => {
+            tracing::warn!("the token lease expired with token services waiting");
+            metrics::counter!(m.name("lease_expiries_total")).increment(1);
+        }
+        RdEvent::CensusStarted { epoch } => tracing::info!(epoch, "census started"),
+        RdEvent::CensusEnded { outcome } => {
+            tracing::info!(outcome = outcome.label(), "census ended");
+            metrics::counter!(m.name("censuses_total"), "outcome" => outcome.label()).increment(1);
+        }
+        RdEvent::Regenerated { epoch } => {
+            tracing::warn!(epoch, "token regenerated");
+            metrics::counter!(m.name("regenerations_total")).increment(1);
+        }
+        RdEvent::RecoveryStarted { failed } => tracing::warn!(failed = failed.0, "predecessor failed: ring recovery"),
+        RdEvent::Recovered { took } => {
+            tracing::info!(took_ms = took.as_millis() as u64, "ring recovered");
+            metrics::counter!(m.name("recoveries_total")).increment(1);
+            m.recovery(*took);
+        }
+        RdEvent::StateRecovered { max } => {
+            tracing::warn!(recovered_max = max, "fresh state recovered from the peers' answers")
+        }
+        RdEvent::LookedUp { took } => metrics::histogram!(m.name("lookup_seconds")).record(took.as_secs_f64()),
+        RdEvent::Refused { from, reason } => {
+            tracing::debug!(peer = from.0, reason, "message refused");
+            metrics::counter!(m.name("refused_total"), "reason" => *reason).increment(1);
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! Regeneration only by a census promised by a majority (ringd.md): the
+//! origin proposes an epoch above its floor to every configured replica;
+//! an owner or a recent HolderAlive acker answers `Busy`, a replica whose
+//! threshold is not below it `Stale`, the others store the promise and
+//! answer with their newest copy. The origin regenerates (proposed, 0) with
+//! the newest copy's state only if every member of its ring answered, a
+//! majority of configured replicas promised, and nobody refused, within
+//! `suspect_after·(1−ρ)`.
+
+use std::collections::BTreeSet;
+
+use durable::promise::{Failure, Refusal, Step, UseError};
+use ftcore::NodeId;
+use timer::{Instant, Lease};
+
+use super::{RdEvent, RdNode};
+use crate::msg::{CensusAnswer, Msg, Token};
+
+/// How an own census ended (metric label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CensusOutcome {
+    /// It made a token.
+    Regenerated,
+    /// A replica owns the token or acked its HolderAlive.
+    Busy,
+    /// A replica had promised or seen a higher epoch (or another refusal).
+    Stale,
+    /// Not complete within its deadline.
+    Lapsed,
+    /// A token showed up meanwhile.
+    Aborted,
+}
+
+impl CensusOutcome {
+    /// Metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            CensusOutcome::Regenerated => "regenerated",
+            CensusOutcome::Busy => "busy",
+            CensusOutcome::Stale => "stale",
+            CensusOutcome::Lapsed => "lapsed",
+            CensusOutcome::Aborted => "aborted",
+        }
+    }
+}
+
+/// The own census in flight.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct CensusRun {
+    value: u64,
+    answered: BTreeSet<NodeId>,
+    /// The newest copy heard of (own, a recovery's, the answers').
+    best: Option<Token>,
+}
+
+fn newest(a: Option<Token>, b: Option<Token>) -> Option<Token> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.id() > a.id() { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+impl RdNode {
+    /// Starts a census now if allowed (not owning, none running, past the
+    /// retry delay, recovered); otherwise remembers that one is wanted.
+    /// `copy`: a recovery's copy, supplying state.
+    pub(super) fn start_census(&mut self, now: Instant, copy: Option<Token>) {
+        self.census_wanted = true;
+        if let Some(c) = self.census.as_mut() {
+            c.best = newest(c.best.take(), copy);
+            return;
+        }
+        if copy.is_some() {
+            self.census_copy = newest(self.census_copy.take(), copy);
+        }
+        if self.owns_token() || now < self.census_not_before {
+            return;
+        }
+        if !self.promise.stored().recovered() {
+            self.census_not_before = now + self.cfg.suspect_after;
+            return;
+        }
+        let value = match self.promise.propose(now) {
+            Ok(v) => v,
+            Err(Refusal::Restarting { remaining }) => {
+                self.census_not_before = now + remaining;
+                return;
+            }
+            Err(r) => {
+                let wait = self.promise.retry_after(&Failure::Refused(r), &mut self.rng);
+                self.census_not_before = now + wait;
+                return;
+            }
+        };
+        let own = self.held.as_ref().map(|h| h.token.clone());
+        let best = newest(own, self.census_copy.take());
+        self.census = Some(CensusRun { value, answered: BTreeSet::new(), best });
+        self.out.event(RdEvent::CensusStarted { epoch: value });
+        for &m in &self.members {
+            if m != self.me {
+                self.out.send(m, Msg::Census { proposed: value });
+            }
+        }
+        self.try_complete(now);
+    }
+
+    pub(super) fn on_census(&mut self, now: Instant, from: NodeId, proposed: u64) {
+        let honours = Lease::new(now, self.cfg.lease, self.cfg.drift_ppm).grantor_honours_until();
+        let busy = if self.cfg.mutations.census_ignores_owner {
+            None
+        } else if self.owns_token() {
+            Some(honours.saturating_since(now))
+        } else {
+            self.acked_holder.and_then(|(h, at)| {
+                let until = Lease::new(at, self.cfg.lease, self.cfg.drift_ppm).grantor_honours_until();
+                (h != from && now < until).then(|| until.saturating_since(now))
+            })
+        };
+        let answer = match busy {
+            Some(remaining) => CensusAnswer::Refused(Refusal::Busy { remaining }),
+            None => match self.promise.on_proposal(from, proposed, now) {
+                Ok(p) => {
+                    if p.abandoned_own.is_some() && self.census.take().is_some() {
+                        self.out.event(RdEvent::CensusEnded { outcome: CensusOutcome::Stale });
+                    }
+                    CensusAnswer::Promise { copy: self.held.as_ref().map(|h| Box::new(h.token.clone())) }
+                }
+                Err(r) => CensusAnswer::Refused(r),
+            },
+        };
+        self.out.send(from, Msg::CensusReply { proposed, answer });
+    }
+
+    pub(super) fn on_census_reply(&mut self, now: Instant, from: NodeId, proposed: u64, answer: CensusAnswer) {
+        let Some(c) = self.census.as_mut() else { return };
+        if c.value != proposed {
+            return;
+        }
+        let step = match answer {
+            CensusAnswer::Promise { copy } => {
+                c.best = newest(c.best.take(), copy.map(|b| *b));
+                c.answered.insert(from);
+                self.promise.on_answer(from, proposed, Ok(()), now)
+            }
+            CensusAnswer::Refused(r) => self.promise.on_answer(from, proposed, Err(r), now),
+        };
+        match step {
+            Step::Abandoned(f) => self.census_failed(now, f),
+            Step::Ignored => {}
+            Step::Pending | Step::Majority => self.try_complete(now),
+        }
+    }
+
+    /// Regenerates if every ring member answered and a majority promised.
+    fn try_complete(&mut self, now: Instant) {
+        let Some(c) = self.census.as_ref() else { return };
+        let all =
+            self.ring.view().alive_from_me().into_iter().filter(|m| *m != self.me).all(|m| c.answered.contains(&m));
+        let value = c.value;
+        let token = if self.cfg.mutations.census_without_majority {
+            self.promise.abandon(now);
+            self.promise.raise_floor(value);
+            Some(value)
+        } else {
+            if !all {
+                return;
+            }
+            match self.promise.use_proposal(now) {
+                Ok(v) => Some(v),
+                Err(UseError::NoMajority) => None,
+                Err(UseError::Abandoned(f)) => {
+                    self.census_failed(now, f);
+                    None
+                }
+                Err(UseError::NoProposal) => None,
+            }
+        };
+        let Some(epoch) = token else { return };
+        let best = self.census.take().and_then(|c| c.best);
+        let mut t = Token::regenerated(epoch, self.me, best.as_ref());
+        t.seq = self.cfg.first_seq;
+        self.came_from = None;
+        self.census_wanted = false;
+        self.out.event(RdEvent::Regenerated { epoch });
+        self.out.event(RdEvent::CensusEnded { outcome: CensusOutcome::Regenerated });
+        self.install(now, t);
+    }
+
+    fn census_failed(&mut self, now: Instant, f: Failure) {
+        self.census = None;
+        let outcome = match f {
+            Failure::Busy { .. } => CensusOutcome::Busy,
+            Failure::Deadline => CensusOutcome::Lapsed,
+            Failure::Refused(_) | Failure::Vetoed => CensusOutcome::Stale,
+        };
+        self.out.event(RdEvent::CensusEnded { outcome });
+        self.census_not_before = now + self.promise.retry_after(&f, &mut self.rng);
+    }
+
+    /// A token showed up: the own census is moot.
+    pub(super) fn abandon_census(&mut self, now: Instant) {
+        self.census_wanted = false;
+        self.census_copy = None;
+        if self.census.take().is_some() {
+            self.promise.abandon(now);
+            self.out.event(RdEvent::CensusEnded { outcome: CensusOutcome::Aborted });
+        }
+    }
+
+    /// A HolderAlive of `epoch`: a token is in use; an own census below it is moot.
+    pub(super) fn abandon_census_below(&mut self, now: Instant, epoch: u64) {
+        if self.census.as_ref().is_some_and(|c| c.value <= epoch) || self.census.is_none() {
+            self.abandon_census(now);
+        }
+    }
+
+    pub(super) fn census_deadline(&self) -> Option<Instant> {
+        self.census.as_ref().and(self.promise.proposal()).map(|(_, d)| d)
+    }
+
+    pub(super) fn census_timeout(&mut self, now: Instant) {
+        if self.census.is_some() && self.promise.proposal().is_some_and(|(_, d)| now >= d) {
+            let _ = self.promise.on_deadline(now);
+            self.census_failed(now, Failure::Deadline);
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! The owner's majority lease (ringd.md, Majority lease): while it has
+//! token services queued, the owner sends `HolderAlive` to every configured
+//! replica every heartbeat, the first before it runs one, and runs them
+//! only until `t + lease·(1−ρ)`, t the send time of the latest renewal a
+//! majority acked. An acker answers no census for `lease·(1+ρ)` (Busy), so
+//! no token is regenerated beside an owner whose lease may be valid.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use ftcore::NodeId;
+use timer::{Instant, Lease};
+
+use super::{RdEvent, RdNode, Role};
+use crate::msg::Msg;
+
+/// The lease of the current visit.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct LeaseState {
+    nonce: u64,
+    /// The latest renewal: its nonce, when it was sent, who acked it.
+    pending: Option<(u64, Instant, BTreeSet<NodeId>)>,
+    /// Token services may run before this.
+    pub(super) valid_until: Option<Instant>,
+    /// When this visit first asked for a lease.
+    first_try: Option<Instant>,
+}
+
+impl LeaseState {
+    /// A new visit (or none): no lease, nothing pending.
+    pub(super) fn reset(&mut self) {
+        let nonce = self.nonce;
+        *self = LeaseState { nonce, ..LeaseState::default() };
+    }
+
+    pub(super) fn valid(&self, now: Instant) -> bool {
+        self.valid_until.is_some_and(|v| now < v)
+    }
+
+    /// Whether the owner should keep the token for its queued token
+    /// services: the lease is valid, or was first asked for less than
+    /// `lease` ago (else it passes the token on and tries next visit).
+    pub(super) fn worth_waiting(&self, now: Instant, lease: Duration) -> bool {
+        self.valid(now) || self.first_try.is_some_and(|t| now < t + lease)
+    }
+
+    /// Whether a lease is held or being asked for in this visit.
+    pub(super) fn worth_waiting_any(&self) -> bool {
+        self.valid_until.is_some() || self.first_try.is_some()
+    }
+
+    fn next_renewal(&self, heartbeat: Duration) -> Option<Instant> {
+        self.pending.as_ref().map(|(_, sent, _)| *sent + heartbeat)
+    }
+}
+
+impl RdNode {
+    /// Whether token services wait here under an owned token.
+    fn wants_lease(&self) -> bool {
+        self.owns_token() && !self.token_queue.is_empty()
+    }
+
+    /// Sends a renewal now (the first of a visit, or one due).
+    pub(super) fn renew_lease(&mut self, now: Instant) {
+        let Some(epoch) = self.held.as_ref().map(|h| h.token.epoch) else { return };
+        self.lease.nonce += 1;
+        let nonce = self.lease.nonce;
+        let mut acks = BTreeSet::new();
+        acks.insert(self.me);
+        self.lease.first_try.get_or_insert(now);
+        for &m in &self.members {
+            if m != self.me {
+                self.out.send(m, Msg::HolderAlive { epoch, nonce });
+            }
+        }
+        self.lease.pending = Some((nonce, now, acks));
+        self.count_lease(now);
+    }
+
+    /// The lease is valid until `sent + lease·(1−ρ)` once a majority acked.
+    fn count_lease(&mut self, _now: Instant) {
+        let majority = self.majority();
+        let Some((_, sent, acks)) = &self.lease.pending else { return };
+        if acks.len() >= majority {
+            let until = Lease::new(*sent, self.cfg.lease, self.cfg.drift_ppm).holder_valid_until();
+            self.lease.valid_until = Some(self.lease.valid_until.map_or(until, |v| v.max(until)));
+        }
+    }
+
+    pub(super) fn lease_deadline(&self) -> Option<Instant> {
+        if !self.wants_lease() {
+            return None;
+        }
+        [
+            self.lease.next_renewal(self.cfg.heartbeat),
+            self.lease.valid_until,
+            self.lease.first_try.map(|t| t + self.cfg.lease),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    pub(super) fn lease_timeout(&mut self, now: Instant) {
+        if !self.wants_lease() {
+            return;
+        }
+        if self.lease.valid_until.is_some_and(|v| now >= v) {
+            self.lease.valid_until = None;
+            self.out.event(RdEvent::LeaseExpired);
+        }
+        if self.lease.first_try.is_some_and(|t| now >= t + self.cfg.lease) {
+            // Waited a whole lease for a majority: the token moves on (or,
+            // alone, goes on renewing).
+            self.lease.first_try = None;
+        }
+        if self.lease.next_renewal(self.cfg.heartbeat).is_some_and(|t| now >= t) {
+            self.renew_lease(now);
+        }
+    }
+
+    /// Ensures a renewal is in flight before token services run.
+    pub(super) fn ensure_lease(&mut self, now: Instant) {
+        if self.lease.pending.is_none() {
+            self.renew_lease(now);
+        }
+    }
+
+    pub(super) fn on_holder_alive(&mut self, now: Instant, from: NodeId, epoch: u64, nonce: u64) {
+        if !self.promise.stored().recovered() {
+            return;
+        }
+        let threshold = self.promise.threshold();
+        if epoch < threshold || self.promise.on_in_use(epoch, now).is_err() {
+            self.out.send(from, Msg::Stale { epoch: threshold });
+            self.out.event(RdEvent::StaleAnswered);
+            return;
+        }
+        // A higher epoch in use elsewhere: an own older token is no longer
+        // owned (its owner is superseded).
+        let older_here = self
+            .held
+            .as_ref()
+            .is_some_and(|h| h.token.epoch < epoch && matches!(h.role, Role::Owned { .. } | Role::Unacked { .. }));
+        if older_here {
+            self.stop_owning(now, false);
+        }
+        self.abandon_census_below(now, epoch);
+        self.acked_holder = Some((from, now));
+        self.token_activity(now);
+        self.out.send(from, Msg::HolderAliveAck { epoch, nonce });
+    }
+
+    pub(super) fn on_holder_alive_ack(&mut self, now: Instant, from: NodeId, epoch: u64, nonce: u64) {
+        let owned_epoch = self.held.as_ref().filter(|_| self.owns_token()).map(|h| h.token.epoch);
+        if owned_epoch != Some(epoch) {
+            return;
+        }
+        if let Some((n, _, acks)) = self.lease.pending.as_mut() {
+            if *n == nonce {
+                acks.insert(from);
+            }
+        }
+        self.count_lease(now);
+    }
+}

@@ -1,0 +1,247 @@
+//! Ring repair on top of the heartbeat ring (ringd.md, Liveness and ring
+//! repair), and fresh-node recovery (foundation.md, Fresh nodes).
+//!
+//! The embedded `hbring` owns the topology: its view decides the successor
+//! and predecessor, `Excluded` and rejoin. What ringd adds here is the
+//! seed's `IAmNewNext`: the replica whose predecessor died (the detector D)
+//! sends it round the ring to whoever pointed at that life of the failed
+//! replica, which answers `IAmNewPrevious` and hands D its frozen or
+//! unacknowledged copy if D has not seen it — D then starts a census at
+//! once, the copy supplying the state.
+
+use std::time::Duration;
+
+use durable::promise::{AckStep, RoundStep, Values};
+use ftcore::{Incarnation, NodeId};
+use hbring::HbRing;
+use timer::Instant;
+
+use super::{RdEvent, RdNode, Role};
+use crate::msg::{Msg, Token};
+
+/// The ring neighbours and life as of the last input.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct RingSnapshot {
+    pred: Option<(NodeId, Incarnation)>,
+    succ: Option<(NodeId, Incarnation)>,
+    inc: Incarnation,
+}
+
+impl RingSnapshot {
+    pub(super) fn of(ring: &HbRing) -> Self {
+        let view = ring.view();
+        let with_life = |n: Option<NodeId>| n.map(|n| (n, view.liveness(n).map(|l| l.incarnation).unwrap_or_default()));
+        RingSnapshot { pred: with_life(view.predecessor()), succ: with_life(view.successor()), inc: ring.incarnation() }
+    }
+}
+
+/// The pending own recovery (this replica detected its predecessor's death).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Recovery {
+    pub(super) id: u64,
+    pub(super) failed: NodeId,
+    pub(super) since: Instant,
+}
+
+/// Fresh-node recovery rounds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct HelloState {
+    next: Option<Instant>,
+}
+
+impl RdNode {
+    /// Whether `n` in life `inc` has left the view (dead, or replaced by a
+    /// new life).
+    fn gone(&self, n: NodeId, inc: Incarnation) -> bool {
+        !self.ring.view().is_alive(n) || self.life_of(n) != inc
+    }
+
+    /// Reacts to what the heartbeat ring changed since the last input.
+    pub(super) fn ring_changed(&mut self, now: Instant) {
+        let before = std::mem::replace(&mut self.last_ring, RingSnapshot::of(&self.ring));
+        let after = self.last_ring.clone();
+        if after.inc != before.inc {
+            // Excluded (or behind): a new life owns no token.
+            self.stop_owning(now, false);
+        }
+        if let Some((s, inc)) = before.succ {
+            if self.gone(s, inc) {
+                self.lost_next = Some((s, inc));
+            }
+        }
+        if after.succ != before.succ {
+            if let (Some((origin, r)), Some((s, _))) = (self.forwarded, after.succ) {
+                if s == origin {
+                    // Two neighbours failed together: the IAmNewNext stalled
+                    // on a dead replica. Splice to its origin, no copy.
+                    self.forwarded = None;
+                    let members = self.ring.view().alive_from_me();
+                    self.out.send(origin, Msg::IAmNewPrevious { recovery: r, members });
+                }
+            }
+        }
+        if let Some((p, inc)) = before.pred {
+            if after.pred != before.pred && self.gone(p, inc) {
+                self.start_recovery(now, p, inc);
+            }
+        }
+    }
+
+    /// This replica's predecessor `failed` (life `inc`) died: hand the
+    /// token's newest copy to this replica (ringd.md, IAmNewNext).
+    fn start_recovery(&mut self, now: Instant, failed: NodeId, inc: Incarnation) {
+        let id = self.fresh_id();
+        self.out.event(RdEvent::RecoveryStarted { failed });
+        self.recovery = Some(Recovery { id, failed, since: now });
+        match self.successor() {
+            Some(s) if s != failed => {
+                let seen = self.seen;
+                self.out
+                    .send(s, Msg::IAmNewNext { failed, failed_inc: inc, origin: self.me, recovery: id, seen, hops: 0 });
+            }
+            _ => {
+                // Alone (a two-replica ring): the rule applies to itself.
+                if self.sent_to(failed, inc).is_some() {
+                    self.start_census(now, None);
+                }
+                self.end_recovery(now);
+            }
+        }
+    }
+
+    /// The copy this replica sent to `to` in life `inc` and has not had
+    /// released (unacknowledged or frozen).
+    fn sent_to(&self, to: NodeId, inc: Incarnation) -> Option<&Token> {
+        let h = self.held.as_ref()?;
+        match h.role {
+            Role::Unacked { to: t, inc: i, .. } | Role::Frozen { to: t, inc: i } if t == to && i == inc => {
+                Some(&h.token)
+            }
+            _ => None,
+        }
+    }
+
+    fn end_recovery(&mut self, now: Instant) {
+        if let Some(r) = self.recovery.take() {
+            self.out.event(RdEvent::Recovered { took: now.saturating_since(r.since) });
+        }
+    }
+
+    /// Whether `a` is newer than `b` as tokens are compared: by (epoch, seq).
+    pub(super) fn newer(&self, a: (u64, u64), b: (u64, u64)) -> bool {
+        if self.cfg.mutations.seen_by_seq {
+            a.1 > b.1
+        } else {
+            a > b
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_i_am_new_next(
+        &mut self,
+        now: Instant,
+        failed: NodeId,
+        failed_inc: Incarnation,
+        origin: NodeId,
+        recovery: u64,
+        seen: (u64, u64),
+        hops: u32,
+    ) {
+        if origin == self.me {
+            // Back at the detector: nobody points at that life any more.
+            if self.recovery.as_ref().is_some_and(|r| r.id == recovery) {
+                self.end_recovery(now);
+            }
+            return;
+        }
+        let points = (self.successor() == Some(failed) && self.life_of(failed) == failed_inc && failed != origin)
+            || self.lost_next == Some((failed, failed_inc));
+        if points {
+            self.lost_next = None;
+            // The copy first: the detector acts on it only while its
+            // recovery is pending, which IAmNewPrevious ends.
+            if let Some(t) = self.sent_to(failed, failed_inc).filter(|t| self.newer(t.id(), seen)).cloned() {
+                self.out.send(origin, Msg::Copy { recovery, token: Box::new(t) });
+            }
+            let members = self.ring.view().alive_from_me();
+            self.out.send(origin, Msg::IAmNewPrevious { recovery, members });
+            return;
+        }
+        let n = u32::try_from(self.members.len()).unwrap_or(u32::MAX);
+        let hops = hops.saturating_add(1);
+        if hops >= n {
+            self.out.event(RdEvent::Refused { from: origin, reason: "hops" });
+            return;
+        }
+        if let Some(s) = self.successor() {
+            self.forwarded = Some((origin, recovery));
+            self.out.send(s, Msg::IAmNewNext { failed, failed_inc, origin, recovery, seen, hops });
+        }
+    }
+
+    pub(super) fn on_i_am_new_previous(&mut self, now: Instant, _from: NodeId, recovery: u64) {
+        if self.recovery.as_ref().is_some_and(|r| r.id == recovery) {
+            self.end_recovery(now);
+        }
+    }
+
+    pub(super) fn on_copy(&mut self, now: Instant, recovery: u64, token: Token) {
+        if self.recovery.as_ref().is_none_or(|r| r.id != recovery) || !self.newer(token.id(), self.seen) {
+            return;
+        }
+        if self.cfg.mutations.regenerate_from_copy {
+            // The unsafe shortcut: copy.epoch + 1 chosen locally.
+            let mut t = token;
+            t.epoch += 1;
+            t.seq = 0;
+            t.from = self.me;
+            self.install(now, t);
+            return;
+        }
+        self.start_census(now, Some(token));
+    }
+
+    // ---- fresh-node recovery ----
+
+    pub(super) fn start_hello(&mut self, now: Instant) {
+        let nonce = self.fresh_id();
+        self.hello.next = match self.promise.recovery_round(nonce, now) {
+            RoundStep::NotNeeded => None,
+            RoundStep::Wait { until } => Some(until),
+            RoundStep::Send => {
+                for &m in &self.members {
+                    if m != self.me {
+                        self.out.send(m, Msg::Hello { nonce });
+                    }
+                }
+                Some(now + self.cfg.suspect_after.max(Duration::from_millis(1)))
+            }
+            RoundStep::Recovered { max } => {
+                self.out.event(RdEvent::StateRecovered { max });
+                None
+            }
+        };
+    }
+
+    pub(super) fn hello_deadline(&self) -> Option<Instant> {
+        self.hello.next
+    }
+
+    pub(super) fn hello_timeout(&mut self, now: Instant) {
+        if self.hello.next.is_some_and(|t| now >= t) {
+            self.start_hello(now);
+        }
+    }
+
+    pub(super) fn on_hello(&mut self, from: NodeId, nonce: u64) {
+        let values = self.promise.values();
+        self.out.send(from, Msg::HelloAck { nonce, values });
+    }
+
+    pub(super) fn on_hello_ack(&mut self, _now: Instant, from: NodeId, nonce: u64, values: Option<Values>) {
+        if let AckStep::Recovered { max } = self.promise.on_hello_ack(from, nonce, values, _now) {
+            self.out.event(RdEvent::StateRecovered { max });
+            self.hello.next = None;
+        }
+    }
+}

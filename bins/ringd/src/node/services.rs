@@ -1,0 +1,215 @@
+//! Services (ringd.md, Services): `Execute`, the built-ins, and token
+//! services run in order under the owner's lease, each under its own fence
+//! (epoch, seq), answered only once the successor has acked the token that
+//! carries the result (or at once when alone). A repeated `request_id`
+//! returns the stored outcome.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use client::ring::{ExecError, Outcome, ServiceResult};
+use ftcore::ClientId;
+use timer::Instant;
+
+use super::{Job, Pending, RdEvent, RdNode, Role};
+use client::ring::RingReply;
+
+/// Longest `sleep`.
+const MAX_SLEEP_MS: u64 = 3_600_000;
+
+/// Most keys in the token's shared state.
+pub const MAX_STATE_KEYS: usize = 10_000;
+
+/// Longest key or value in the shared state, in bytes.
+pub const MAX_VALUE_LEN: usize = 1_024;
+
+/// Whether `service` is a built-in token service.
+pub fn is_token_service(service: &str) -> bool {
+    matches!(service, "counter.incr" | "counter.get" | "kv.put" | "kv.get")
+}
+
+fn ok(output: String, fence: Option<u128>) -> Outcome {
+    Ok(ServiceResult { output, status: 0, fence })
+}
+
+fn bad(msg: &str) -> Outcome {
+    Err(ExecError::BadArguments(msg.to_string()))
+}
+
+/// Runs a built-in token service on the token's shared state.
+pub fn run_builtin(state: &mut BTreeMap<String, String>, service: &str, args: &[String], fence: u128) -> Outcome {
+    let long = args.iter().any(|a| a.len() > MAX_VALUE_LEN);
+    if long {
+        return bad("an argument is longer than 1024 bytes");
+    }
+    let full = state.len() >= MAX_STATE_KEYS;
+    match (service, args) {
+        ("counter.incr", [name]) | ("counter.incr", [name, _]) => {
+            let by = match args.get(1).map(|b| b.parse::<i64>()) {
+                None => 1,
+                Some(Ok(b)) => b,
+                Some(Err(_)) => return bad("counter.incr NAME [BY]: BY must be an integer"),
+            };
+            let key = format!("counter:{name}");
+            let old = state.get(&key).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+            let Some(new) = old.checked_add(by) else { return bad("counter.incr: the counter would overflow") };
+            if full && !state.contains_key(&key) {
+                return bad("the shared state is full");
+            }
+            state.insert(key, new.to_string());
+            ok(new.to_string(), Some(fence))
+        }
+        ("counter.get", [name]) => {
+            let v = state.get(&format!("counter:{name}")).cloned().unwrap_or_else(|| "0".into());
+            ok(v, Some(fence))
+        }
+        ("kv.put", [key, value]) => {
+            let key = format!("kv:{key}");
+            if full && !state.contains_key(&key) {
+                return bad("the shared state is full");
+            }
+            state.insert(key, value.clone());
+            ok(value.clone(), Some(fence))
+        }
+        ("kv.get", [key]) => match state.get(&format!("kv:{key}")) {
+            Some(v) => ok(v.clone(), Some(fence)),
+            None => Ok(ServiceResult { output: String::new(), status: 1, fence: Some(fence) }),
+        },
+        ("counter.incr", _) => bad("usage: counter.incr NAME [BY]"),
+        ("counter.get", _) => bad("usage: counter.get NAME"),
+        ("kv.put", _) => bad("usage: kv.put KEY VALUE"),
+        ("kv.get", _) => bad("usage: kv.get KEY"),
+        (other, _) => Err(ExecError::UnknownService(other.to_string())),
+    }
+}
+
+impl RdNode {
+    /// Answers a client's Execute and counts it.
+    pub(super) fn answer(&mut self, client: ClientId, request_id: u64, service: &str, outcome: Outcome) {
+        let label = match &outcome {
+            Ok(_) => "ok",
+            Err(e) => e.label(),
+        };
+        self.out.event(RdEvent::Executed { service: service.to_string(), outcome: label });
+        self.out.reply(client, RingReply::Executed { request_id, outcome });
+    }
+
+    pub(super) fn on_execute(
+        &mut self,
+        now: Instant,
+        client: ClientId,
+        request_id: u64,
+        service: String,
+        args: Vec<String>,
+    ) {
+        if self.leaving {
+            return self.answer(client, request_id, &service, Err(ExecError::Leaving));
+        }
+        match service.as_str() {
+            "echo" => self.answer(client, request_id, &service, ok(args.join(" "), None)),
+            "sleep" => match args.as_slice() {
+                [ms] => match ms.parse::<u64>() {
+                    Ok(ms) if ms <= MAX_SLEEP_MS => {
+                        let id = self.fresh_id();
+                        self.sleeping.insert((now + Duration::from_millis(ms), id), (client, request_id));
+                    }
+                    _ => self.answer(client, request_id, &service, bad("sleep MS: MS must be 0..=3600000")),
+                },
+                _ => self.answer(client, request_id, &service, bad("usage: sleep MS")),
+            },
+            s if is_token_service(s) => {
+                // Check the arguments before queueing (on a scratch state).
+                if let Err(e) = run_builtin(&mut BTreeMap::new(), s, &args, 0) {
+                    return self.answer(client, request_id, &service, Err(e));
+                }
+                if self.in_minority() {
+                    return self.answer(client, request_id, &service, Err(ExecError::NoQuorum));
+                }
+                if self.token_queue.len() >= self.cfg.max_queue {
+                    return self.answer(client, request_id, &service, Err(ExecError::Busy));
+                }
+                self.token_queue.push_back(Job { client, request_id, service, args });
+            }
+            _ => {
+                let e = ExecError::UnknownService(service.clone());
+                self.answer(client, request_id, &service, Err(e))
+            }
+        }
+    }
+
+    /// Runs queued token services while the token is owned and the lease
+    /// valid (asking for one first).
+    pub(super) fn run_queued(&mut self, now: Instant) {
+        while self.owns_token() && !self.token_queue.is_empty() {
+            if self.in_minority() {
+                for job in std::mem::take(&mut self.token_queue) {
+                    self.answer(job.client, job.request_id, &job.service, Err(ExecError::NoQuorum));
+                }
+                return;
+            }
+            if !self.cfg.mutations.no_lease && !self.lease.valid(now) {
+                self.ensure_lease(now);
+                if !self.lease.valid(now) {
+                    return;
+                }
+            }
+            let Some(job) = self.token_queue.pop_front() else { return };
+            let lease_until = self.lease.valid_until.unwrap_or(now);
+            let wrap = self.cfg.mutations.wrap_seq;
+            let Some(h) = self.held.as_mut() else { return };
+            let Role::Owned { since, ran } = h.role else { return };
+            let outcome = if let Some(o) = h.token.result_of(job.request_id) {
+                o.clone()
+            } else {
+                if ran {
+                    let next = if wrap { Some(h.token.seq.wrapping_add(1)) } else { h.token.seq.checked_add(1) };
+                    let Some(next) = next else {
+                        // ringd.md, Fence: no seq left in this epoch.
+                        self.token_queue.push_front(job);
+                        self.stop_owning(now, true);
+                        return;
+                    };
+                    h.token.seq = next;
+                }
+                h.role = Role::Owned { since, ran: true };
+                let fence = h.token.id();
+                let packed = (u128::from(fence.0) << 64) | u128::from(fence.1);
+                let outcome = run_builtin(&mut h.token.state, &job.service, &job.args, packed);
+                h.token.record(job.request_id, outcome.clone());
+                self.out.event(RdEvent::Ran {
+                    fence,
+                    service: job.service.clone(),
+                    request_id: job.request_id,
+                    lease_until,
+                });
+                outcome
+            };
+            if self.successor().is_none() || self.cfg.mutations.answer_before_ack {
+                // Alone: no second copy exists; answer at once.
+                self.answer(job.client, job.request_id, &job.service, outcome);
+            } else {
+                self.awaiting_ack.push(Pending {
+                    client: job.client,
+                    request_id: job.request_id,
+                    service: job.service,
+                    outcome,
+                });
+            }
+        }
+    }
+
+    pub(super) fn services_deadline(&self) -> Option<Instant> {
+        self.sleeping.keys().next().map(|(t, _)| *t)
+    }
+
+    pub(super) fn services_timeout(&mut self, now: Instant) {
+        while let Some((&(t, id), _)) = self.sleeping.iter().next() {
+            if t > now {
+                break;
+            }
+            if let Some((client, request_id)) = self.sleeping.remove(&(t, id)) {
+                self.answer(client, request_id, "sleep", ok(String::new(), None));
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! The token (ringd.md, Token): owned → passed (resent until TokenAck) →
+//! frozen → released; stale tokens discarded; `Stale` answered and heeded;
+//! a superseded owner keeps its token only as a copy.
+
+use client::ring::ExecError;
+use durable::promise::Refusal;
+use ftcore::NodeId;
+use timer::Instant;
+
+use super::{Held, RdEvent, RdNode, Role};
+use crate::msg::{Msg, Token};
+
+impl RdNode {
+    pub(super) fn on_token(&mut self, now: Instant, from: NodeId, t: Token) {
+        match self.promise.check_token(t.epoch) {
+            Ok(()) => {}
+            // An unrecovered replica neither acks nor forwards: the sender
+            // resends, and the ring routes around it if it stays so.
+            Err(Refusal::Unrecovered) => return,
+            Err(Refusal::Promised { value }) | Err(Refusal::Stale { recovered_max: value }) => {
+                self.out.send(from, Msg::Stale { epoch: value });
+                self.out.event(RdEvent::StaleAnswered);
+                return;
+            }
+            Err(_) => {
+                self.out.event(RdEvent::Refused { from, reason: "epoch" });
+                return;
+            }
+        }
+        if self.came_from == Some((from, t.id())) {
+            // A resend of the token accepted last: its ack was lost.
+            self.out.send(from, Msg::TokenAck { epoch: t.epoch, seq: t.seq });
+            return;
+        }
+        if !self.newer(t.id(), self.seen) {
+            self.out.event(RdEvent::StaleDiscarded);
+            return;
+        }
+        if let Err(Refusal::Promised { value }) = self.promise.on_in_use(t.epoch, now) {
+            self.out.send(from, Msg::Stale { epoch: value });
+            return;
+        }
+        if self.owns_token() && !self.cfg.mutations.keep_superseded {
+            // A newer token while owning one: stop owning ours.
+            self.out.event(RdEvent::Superseded);
+        }
+        self.abandon_census(now);
+        // The ack follows the Persist of a raised epoch (after_input).
+        self.out.send(from, Msg::TokenAck { epoch: t.epoch, seq: t.seq });
+        self.came_from = Some((from, t.id()));
+        self.install(now, t);
+    }
+
+    /// Makes `t` the owned token here (accepted or regenerated).
+    pub(super) fn install(&mut self, now: Instant, t: Token) {
+        // Results waiting for the old token's ack: answered from the new
+        // token if it carries them, else lost.
+        for p in std::mem::take(&mut self.awaiting_ack) {
+            let outcome = t.result_of(p.request_id).cloned().unwrap_or(Err(ExecError::TokenLost));
+            self.answer(p.client, p.request_id, &p.service, outcome);
+        }
+        if let Some((e, at)) = self.last_arrival {
+            if e == t.epoch {
+                self.out.event(RdEvent::Rotated { took: now.saturating_since(at) });
+            }
+        }
+        self.last_arrival = Some((t.epoch, now));
+        self.seen = t.id();
+        self.out.event(RdEvent::Accepted { id: t.id() });
+        self.held = Some(Held { token: t, role: Role::Owned { since: now, ran: false } });
+        self.lease.reset();
+        self.token_activity(now);
+    }
+
+    /// Hands the owned token to the successor (seq + 1), or keeps it when
+    /// alone.
+    pub(super) fn pass(&mut self, now: Instant) {
+        let Some(s) = self.successor() else { return };
+        let inc = self.life_of(s);
+        let Some(h) = self.held.as_mut() else { return };
+        let next =
+            if self.cfg.mutations.wrap_seq { Some(h.token.seq.wrapping_add(1)) } else { h.token.seq.checked_add(1) };
+        let Some(next) = next else {
+            // ringd.md, Fence: seq would pass u64::MAX.
+            self.stop_owning(now, true);
+            return;
+        };
+        h.token.seq = next;
+        h.token.from = self.me;
+        let t = h.token.clone();
+        h.role = Role::Unacked { to: s, inc, last_sent: now };
+        self.lease.reset();
+        self.out.send(s, Msg::Token(Box::new(t)));
+        self.out.event(RdEvent::Passed { to: s });
+    }
+
+    pub(super) fn on_token_ack(&mut self, _now: Instant, from: NodeId, id: (u64, u64)) {
+        let Some(h) = self.held.as_mut() else { return };
+        let Role::Unacked { to, inc, .. } = h.role else { return };
+        if to != from || h.token.id() != id {
+            return;
+        }
+        h.role = Role::Frozen { to, inc };
+        for p in std::mem::take(&mut self.awaiting_ack) {
+            self.answer(p.client, p.request_id, &p.service, p.outcome);
+        }
+        if let Some((x, (epoch, seq))) = self.came_from {
+            if x != self.me {
+                self.out.send(x, Msg::TokenRelease { epoch, seq });
+            }
+        }
+    }
+
+    pub(super) fn on_token_release(&mut self, id: (u64, u64)) {
+        if let Some(h) = self.held.as_mut() {
+            if matches!(h.role, Role::Frozen { .. }) && h.token.id() == id {
+                h.role = Role::Released;
+            }
+        }
+    }
+
+    pub(super) fn on_stale(&mut self, now: Instant, epoch: u64) {
+        self.promise.raise_floor(epoch);
+        if self.cfg.mutations.ignore_stale {
+            return;
+        }
+        let hit = self
+            .held
+            .as_ref()
+            .is_some_and(|h| matches!(h.role, Role::Owned { .. } | Role::Unacked { .. }) && h.token.epoch <= epoch);
+        if hit {
+            self.stop_owning(now, true);
+        }
+    }
+
+    /// Stops owning (or sending) the token: kept only as a copy; results
+    /// not yet acked are lost. `census`: start one at once (a `Stale`, an
+    /// overflow).
+    pub(super) fn stop_owning(&mut self, now: Instant, census: bool) {
+        if let Some(h) = self.held.as_mut() {
+            match h.role {
+                Role::Owned { .. } => {
+                    h.role = Role::CopyOnly;
+                    self.out.event(RdEvent::Superseded);
+                }
+                Role::Unacked { .. } => h.role = Role::CopyOnly,
+                _ => {}
+            }
+        }
+        for p in std::mem::take(&mut self.awaiting_ack) {
+            self.answer(p.client, p.request_id, &p.service, Err(ExecError::TokenLost));
+        }
+        self.lease.reset();
+        if census {
+            self.start_census(now, None);
+        }
+    }
+
+    /// Resends an unacknowledged token to `peer` (a broken link, or its
+    /// period), to the same life only.
+    pub(super) fn resend_to(&mut self, now: Instant, peer: NodeId) {
+        let alive = |n: NodeId, inc| self.ring.view().is_alive(n) && self.life_of(n) == inc;
+        let Some(h) = self.held.as_ref() else { return };
+        let Role::Unacked { to, inc, .. } = h.role else { return };
+        if to != peer || !alive(to, inc) {
+            return;
+        }
+        let t = h.token.clone();
+        if let Some(h) = self.held.as_mut() {
+            h.role = Role::Unacked { to, inc, last_sent: now };
+        }
+        self.out.send(to, Msg::Token(Box::new(t)));
+    }
+
+    pub(super) fn token_deadline(&self) -> Option<Instant> {
+        let role = self.held.as_ref().map(|h| &h.role);
+        // The next census try: at once when one is wanted, else when the
+        // token counts as lost; never before the retry delay.
+        let census = if self.census.is_some() {
+            None
+        } else if self.census_wanted {
+            Some(self.census_not_before)
+        } else {
+            Some(self.lost_at().max(self.census_not_before))
+        };
+        match role {
+            Some(Role::Owned { since, .. }) => {
+                // Alone, or waiting for a lease (lease_deadline): no pass due.
+                let waiting = !self.token_queue.is_empty() && self.lease.worth_waiting_any();
+                (self.successor().is_some() && !waiting).then(|| *since + self.cfg.token_min_hold)
+            }
+            Some(Role::Unacked { last_sent, .. }) => {
+                [Some(*last_sent + self.cfg.suspect_after), census].into_iter().flatten().min()
+            }
+            _ => census,
+        }
+    }
+
+    pub(super) fn token_timeout(&mut self, now: Instant) {
+        if let Some(Role::Unacked { to, inc, last_sent }) = self.held.as_ref().map(|h| h.role.clone()) {
+            if now >= last_sent + self.cfg.suspect_after {
+                // Resent to that life if it is still in the ring; the
+                // period goes on either way (a recovery may ask for it).
+                if let Some(h) = self.held.as_mut() {
+                    h.role = Role::Unacked { to, inc, last_sent: now };
+                }
+                self.resend_to(now, to);
+            }
+        }
+        let due = self.census_wanted || now >= self.lost_at();
+        if !self.owns_token() && due && self.census.is_none() && now >= self.census_not_before {
+            self.start_census(now, None);
+        }
+    }
+
+    /// The visit: run what the lease allows, then pass the token on when
+    /// nothing is left to run (after `token_min_hold` if idle).
+    pub(super) fn serve(&mut self, now: Instant) {
+        let Some(Role::Owned { since, ran }) = self.held.as_ref().map(|h| h.role.clone()) else { return };
+        self.run_queued(now);
+        if !self.owns_token() {
+            return;
+        }
+        if !self.token_queue.is_empty() && self.lease.worth_waiting(now, self.cfg.lease) {
+            return;
+        }
+        let ran_now = matches!(self.held.as_ref().map(|h| &h.role), Some(Role::Owned { ran: true, .. }));
+        if ran || ran_now || now >= since + self.cfg.token_min_hold || self.leaving {
+            self.pass(now);
+        }
+    }
+}

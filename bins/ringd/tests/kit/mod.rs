@@ -1,0 +1,184 @@
+//! What ringd's simulator tests share: small timings, a client workload
+//! (counter increments with retries by request id, and lookups), and the
+//! safety checker judged from outside (events and the clients' replies).
+// Each test binary that includes this module uses a part of it.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use client::ring::{ExecError, RingReply, RingRequest};
+use ftcore::{ClientId, NodeId, Protocol};
+use ringd::{RdConfig, RdEvent, RdNode};
+use sim::{Action, NetConfig, Sim, World};
+use timer::Instant;
+
+/// Small timings: heartbeat 5 ms, suspect_after 40 ms, lease 20 ms,
+/// token_min_hold 2 ms, lookup 60 ms; token_lost_after derived for `n`.
+pub fn config(n: u32) -> RdConfig {
+    let mut c = RdConfig {
+        heartbeat: Duration::from_millis(5),
+        suspect_after: Duration::from_millis(40),
+        lease: Duration::from_millis(20),
+        token_min_hold: Duration::from_millis(2),
+        lookup_timeout: Duration::from_millis(60),
+        ..RdConfig::default()
+    };
+    c.token_lost_after = c.derived_token_lost_after(n as usize);
+    c
+}
+
+/// The network: reliable links, 0.2–2 ms.
+pub fn net() -> NetConfig {
+    NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(2))
+}
+
+/// Request ids: client `c`'s k-th logical request is `c·2³² + k`.
+pub fn incr(node: NodeId, client: ClientId, request_id: u64) -> Action<RdNode> {
+    Action::Request(
+        node,
+        client,
+        RingRequest::Execute { request_id, service: "counter.incr".into(), args: vec!["c".into()] },
+    )
+}
+
+/// `n` replicas, a client per replica looping counter.incr (a new request
+/// id after a result, the same one after `token_lost` / `no_quorum` /
+/// `busy`), think time 0–10 ms.
+pub fn cluster(seed: u64, n: u32, cfg: RdConfig) -> Sim<RdNode> {
+    let mut sim = Sim::new(seed, n, net(), cfg);
+    let mut next: BTreeMap<ClientId, u64> = BTreeMap::new();
+    sim.clients(Box::new(move |_, node, client, reply, rng| {
+        let think = Duration::from_millis(rng.range_inclusive(0, 10));
+        match reply {
+            RingReply::Executed { request_id, outcome } => {
+                let id = match outcome {
+                    Ok(_) | Err(ExecError::BadArguments(_)) | Err(ExecError::UnknownService(_)) => {
+                        let k = next.entry(client).or_insert(1);
+                        *k += 1;
+                        (client.0 << 32) + *k
+                    }
+                    Err(_) => *request_id,
+                };
+                vec![(think, incr(node, client, id))]
+            }
+            RingReply::LookedUp { .. } => vec![],
+        }
+    }));
+    for i in 1..=n {
+        let c = ClientId(u64::from(i));
+        sim.at(Instant::from_millis(50 + u64::from(i)), incr(NodeId(i), c, (c.0 << 32) + 1));
+    }
+    sim
+}
+
+/// The safety checker (ringd.md, Invariants 1, 2, 4): token services run
+/// one at a time with strictly rising fences (epoch, seq); no two
+/// regenerations share an epoch; a retried request id always gets the same
+/// result; with `strict` (runs where at most one replica is down at a
+/// time and nothing is partitioned or paused), no two acknowledged
+/// increments return the same value (an acknowledged result lost by a
+/// regeneration would let a later increment return it again).
+pub fn safety(strict: bool) -> impl FnMut(&World<RdNode>) -> Result<(), String> {
+    let mut seen_events = 0usize;
+    let mut seen_replies = 0usize;
+    let mut last_fence: Option<(u64, u64, NodeId)> = None;
+    let mut epochs: BTreeSet<u64> = BTreeSet::new();
+    let mut by_id: BTreeMap<u64, String> = BTreeMap::new();
+    let mut values: BTreeMap<String, u64> = BTreeMap::new();
+    move |w| {
+        for (_, node, e) in &w.events[seen_events..] {
+            match e {
+                RdEvent::Ran { fence, .. } => {
+                    if let Some((e0, s0, n0)) = last_fence {
+                        if *fence <= (e0, s0) {
+                            return Err(format!(
+                                "{node} ran under fence {fence:?} after {n0} ran under {:?}",
+                                (e0, s0)
+                            ));
+                        }
+                    }
+                    last_fence = Some((fence.0, fence.1, *node));
+                }
+                RdEvent::Regenerated { epoch } if !epochs.insert(*epoch) => {
+                    return Err(format!("{node} regenerated epoch {epoch} a second time"));
+                }
+                _ => {}
+            }
+        }
+        seen_events = w.events.len();
+        for (_, node, _, reply) in &w.replies[seen_replies..] {
+            if let RingReply::Executed { request_id, outcome: Ok(r) } = reply {
+                if let Some(before) = by_id.insert(*request_id, r.output.clone()) {
+                    if before != r.output {
+                        return Err(format!(
+                            "{node}: request {request_id:#x} answered {} after {before}: applied twice",
+                            r.output
+                        ));
+                    }
+                    continue;
+                }
+                if strict {
+                    if let Some(other) = values.insert(r.output.clone(), *request_id) {
+                        return Err(format!(
+                            "{node}: requests {other:#x} and {request_id:#x} both got counter value {}: an acknowledged increment was lost",
+                            r.output
+                        ));
+                    }
+                }
+            }
+        }
+        seen_replies = w.replies.len();
+        Ok(())
+    }
+}
+
+/// The liveness phase: `Sim::converge` for `settle`, then every client
+/// (whose replica may have crashed with its request) asks again, and after
+/// 1.5 s every replica's ring holds all `n` and every client got a result.
+pub fn converged(sim: &mut Sim<RdNode>, n: u32, settle: Duration) -> Result<(), sim::SimError> {
+    sim.converge(settle)?;
+    for i in 1..=n {
+        let c = ClientId(u64::from(i));
+        sim.after(Duration::from_millis(u64::from(i)), incr(NodeId(i), c, (c.0 << 32) + 1_000_000));
+    }
+    sim.run_for(Duration::from_millis(1_500))?;
+    served_again(sim, n, Duration::from_millis(1_400))
+}
+
+/// Every replica's ring holds all `n`, and every replica's client got a
+/// result in the last `within`.
+pub fn served_again(sim: &Sim<RdNode>, n: u32, within: Duration) -> Result<(), sim::SimError> {
+    let w = sim.world();
+    let views: Vec<String> = w
+        .live()
+        .map(|(id, c)| {
+            format!(
+                "{id}: ring {} owns {} seen {:?} census {:?}",
+                c.ring().view().alive_count(),
+                c.owns_token(),
+                c.seen(),
+                c.status().role
+            )
+        })
+        .collect();
+    for (id, c) in w.live() {
+        if c.ring().view().alive_count() != n as usize {
+            return Err(sim.error(format!(
+                "{id}'s ring has {} of {n}\n{}",
+                c.ring().view().alive_count(),
+                views.join("\n")
+            )));
+        }
+    }
+    let since = Instant::from_micros(w.now.as_micros().saturating_sub(within.as_micros() as u64));
+    for (id, _) in w.live() {
+        let served = w.replies.iter().any(|(t, node, _, r)| {
+            *t >= since && *node == id && matches!(r, RingReply::Executed { outcome: Ok(_), .. })
+        });
+        if !served {
+            return Err(sim.error(format!("{id}'s client got no result after the faults\n{}", views.join("\n"))));
+        }
+    }
+    Ok(())
+}

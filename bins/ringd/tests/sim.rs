@@ -1,0 +1,80 @@
+//! ringd in the deterministic simulator: a client per replica looping
+//! counter increments while replicas crash and restart, links are
+//! partitioned and delayed, and replicas pause. Checked after every step
+//! by `kit::safety`; after the faults (`Sim::converge`) the ring re-forms
+//! over every replica and every client is served again.
+//!
+//! The long sweep: `SIM_SEEDS=5000 cargo test --release -p ringd --test sim
+//! sweep -- --exact --ignored` (shard it with `SIM_SEED_FROM`).
+
+mod kit;
+
+use std::time::Duration;
+
+use kit::{cluster, config, converged, safety, served_again};
+use sim::{for_seeds, FaultPlan};
+use timer::Instant;
+
+#[test]
+fn a_quiet_ring_serves_every_client() {
+    for_seeds(20, |seed| {
+        let n = 3 + (seed % 3) as u32;
+        let mut sim = cluster(seed, n, config(n));
+        sim.check(safety(true));
+        sim.run_for(Duration::from_millis(2_000))?;
+        served_again(&sim, n, Duration::from_millis(500))
+    });
+}
+
+/// Crashes one at a time (the token holder included), restarts.
+fn crash_run(seed: u64) -> Result<(), sim::SimError> {
+    let n = 3 + (seed % 3) as u32;
+    let mut sim = cluster(seed, n, config(n));
+    sim.check(safety(true));
+    sim.random_faults(&FaultPlan {
+        start: Instant::from_millis(400),
+        end: Instant::from_millis(3_000),
+        crashes: 3,
+        max_down: 1,
+        downtime: (Duration::from_millis(20), Duration::from_millis(600)),
+        ..FaultPlan::default()
+    });
+    sim.run_for(Duration::from_millis(3_500))?;
+    converged(&mut sim, n, Duration::from_millis(1_500))
+}
+
+#[test]
+fn crashes_and_restarts() {
+    for_seeds(60, crash_run);
+}
+
+/// Every fault kind: crashes (a minority at a time), partitions, pauses,
+/// slow links, a majority down, client disconnects.
+fn faulty_run(seed: u64) -> Result<(), sim::SimError> {
+    let n = 3 + (seed % 3) as u32;
+    let mut sim = cluster(seed, n, config(n));
+    sim.check(safety(false));
+    let clients = (1..=n).map(|i| (ftcore::NodeId(i), ftcore::ClientId(u64::from(i)))).collect();
+    sim.random_faults(&FaultPlan {
+        start: Instant::from_millis(400),
+        end: Instant::from_millis(3_000),
+        downtime: (Duration::from_millis(20), Duration::from_millis(600)),
+        pause_len: (Duration::from_millis(5), Duration::from_millis(200)),
+        slow_extra: Duration::from_millis(30),
+        disconnects: 0,
+        ..FaultPlan::everything(n).with_clients(clients)
+    });
+    sim.run_for(Duration::from_millis(3_500))?;
+    converged(&mut sim, n, Duration::from_millis(2_000))
+}
+
+#[test]
+fn every_fault_kind() {
+    for_seeds(60, faulty_run);
+}
+
+#[test]
+#[ignore = "long sweep: SIM_SEEDS=5000 cargo test --release -p ringd --test sim sweep -- --exact --ignored"]
+fn sweep() {
+    for_seeds(5_000, |seed| crash_run(seed).and_then(|()| faulty_run(seed)));
+}

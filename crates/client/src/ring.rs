@@ -1,0 +1,218 @@
+//! ringd's client API (ringd.md, Lookup and Services): find the
+//! least-loaded replica, then ask it to execute a service.
+//!
+//! [`RingRequest`] and [`RingReply`] are what a ringd replica's
+//! `client_listen` speaks inside [`ClientRequest::Op`](crate::ClientRequest)
+//! and [`ClientResponse::Op`](crate::ClientResponse); [`RingClient`] is the
+//! client side (what `ftctl lookup` and `ftctl exec` use).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), client::ClientError> {
+//! use std::time::Duration;
+//! use client::ring::RingClient;
+//!
+//! // Any replica answers the lookup; the chosen one executes.
+//! let any = "127.0.0.1:7801".parse().unwrap();
+//! let (replica, addr) = RingClient::lookup(any, Duration::from_secs(5)).await?;
+//! let mut on = RingClient::connect(addr).await?;
+//! let value = on.execute("counter.incr", &["visits".into()], Duration::from_secs(5)).await?;
+//! println!("replica {replica}: visits = {value:?}");
+//! # Ok(())
+//! # }
+//! ```
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ftcore::{message_kinds, NodeId};
+use serde::{Deserialize, Serialize};
+
+use crate::{Client, ClientError};
+
+/// A request to a ringd replica.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RingRequest {
+    /// Which replica is the least loaded? Answered [`RingReply::LookedUp`]
+    /// (always: after two laps lost, with the best known, this one at worst).
+    LookUp {
+        /// Chosen by the client; echoed in the answer.
+        request_id: u64,
+    },
+    /// Run `service` with `args` here. Answered [`RingReply::Executed`].
+    /// A token service's `request_id` makes retries idempotent: a repeat
+    /// returns the stored outcome instead of running again.
+    Execute {
+        /// Chosen by the client (unique per logical request); echoed.
+        request_id: u64,
+        /// The service's name (`echo`, `counter.incr`, a configured one, …).
+        service: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+}
+
+message_kinds!(RingRequest { LookUp => "lookup", Execute => "execute" });
+
+/// A ringd replica's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RingReply {
+    /// The least-loaded replica found by a lap of the ring.
+    LookedUp {
+        /// The lookup's id.
+        request_id: u64,
+        /// The replica.
+        replica: NodeId,
+        /// Its client address (`client_listen`).
+        address: String,
+        /// Its load when the lap passed it (services running + token
+        /// services queued).
+        load: u32,
+    },
+    /// The outcome of an `Execute`.
+    Executed {
+        /// The request's id.
+        request_id: u64,
+        /// The service's result, or why it has none.
+        outcome: Outcome,
+    },
+}
+
+message_kinds!(RingReply { LookedUp => "looked_up", Executed => "executed" });
+
+/// What a service returned, or why it did not run to the end.
+pub type Outcome = Result<ServiceResult, ExecError>;
+
+/// A service's result.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ServiceResult {
+    /// Its output (the new value for `counter.incr` / `kv.put`, the value
+    /// for the getters, the arguments for `echo`, captured stdout for a
+    /// command service).
+    pub output: String,
+    /// A command service's exit status (0 for built-ins).
+    pub status: i32,
+    /// The fence it ran under (token services; `None` for the others), as
+    /// interfaces.md packs it: `epoch·2⁶⁴ + seq`.
+    pub fence: Option<u128>,
+}
+
+/// Why a service has no result.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
+pub enum ExecError {
+    /// No service of that name here.
+    #[error("unknown service `{0}`")]
+    UnknownService(String),
+    /// The arguments do not fit the service.
+    #[error("bad arguments: {0}")]
+    BadArguments(String),
+    /// It ran past its `timeout_ms` (or its token lease ended) and was killed.
+    #[error("timed out")]
+    TimedOut,
+    /// The replica is shutting down.
+    #[error("replica leaving")]
+    Leaving,
+    /// The replica's ring is a minority of the configured replicas: token
+    /// services are refused.
+    #[error("no_quorum: this replica's ring is a minority")]
+    NoQuorum,
+    /// The token was lost or superseded before the result was confirmed;
+    /// the service may or may not have taken effect: retry with the same
+    /// `request_id` (applied at most once).
+    #[error("token_lost: retry with the same request_id")]
+    TokenLost,
+    /// Too many requests queued here.
+    #[error("busy: too many requests queued")]
+    Busy,
+    /// A command service could not be started.
+    #[error("cannot run: {0}")]
+    Spawn(String),
+}
+
+impl ExecError {
+    /// A short stable label (metrics, JSON output).
+    pub fn label(&self) -> &'static str {
+        match self {
+            ExecError::UnknownService(_) => "unknown_service",
+            ExecError::BadArguments(_) => "bad_arguments",
+            ExecError::TimedOut => "timed_out",
+            ExecError::Leaving => "leaving",
+            ExecError::NoQuorum => "no_quorum",
+            ExecError::TokenLost => "token_lost",
+            ExecError::Busy => "busy",
+            ExecError::Spawn(_) => "spawn_failed",
+        }
+    }
+}
+
+/// A connection to one ringd replica.
+pub type RingConnection = Client<RingRequest, RingReply>;
+
+/// The client side of ringd: a connection plus request ids.
+#[derive(Debug)]
+pub struct RingClient {
+    conn: RingConnection,
+    next_id: u64,
+}
+
+impl RingClient {
+    /// Connects to a replica's `client_listen`.
+    pub async fn connect(addr: SocketAddr) -> Result<RingClient, ClientError> {
+        // Ids unique across this client's connections: start from the clock
+        // (an id only needs to differ from this client's other requests).
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            .max(1);
+        Ok(RingClient { conn: Client::connect(addr).await?, next_id: seed })
+    }
+
+    /// Asks the replica at `addr` for the least-loaded replica: its id and
+    /// client address.
+    pub async fn lookup(addr: SocketAddr, timeout: Duration) -> Result<(NodeId, SocketAddr), ClientError> {
+        let mut c = RingClient::connect(addr).await?;
+        let (replica, address, _) = c.look_up(timeout).await?;
+        let address = address
+            .parse()
+            .map_err(|_| ClientError::Unexpected(format!("replica address `{address}` is not HOST:PORT")))?;
+        Ok((replica, address))
+    }
+
+    fn fresh_id(&mut self) -> u64 {
+        self.next_id = self.next_id.wrapping_add(1);
+        self.next_id
+    }
+
+    /// One lookup over this connection: (replica, address, load).
+    pub async fn look_up(&mut self, timeout: Duration) -> Result<(NodeId, String, u32), ClientError> {
+        let id = self.fresh_id();
+        match self.conn.call(RingRequest::LookUp { request_id: id }, timeout).await? {
+            RingReply::LookedUp { request_id, replica, address, load } if request_id == id => {
+                Ok((replica, address, load))
+            }
+            other => Err(ClientError::Unexpected(format!("{other:?}"))),
+        }
+    }
+
+    /// Executes `service` with `args` on this replica and waits for the
+    /// outcome (a fresh request id).
+    pub async fn execute(&mut self, service: &str, args: &[String], timeout: Duration) -> Result<Outcome, ClientError> {
+        let id = self.fresh_id();
+        self.execute_as(id, service, args, timeout).await
+    }
+
+    /// As [`Self::execute`] with the caller's `request_id` (to retry a
+    /// token service idempotently after `token_lost` or a lost connection).
+    pub async fn execute_as(
+        &mut self,
+        request_id: u64,
+        service: &str,
+        args: &[String],
+        timeout: Duration,
+    ) -> Result<Outcome, ClientError> {
+        let req = RingRequest::Execute { request_id, service: service.to_string(), args: args.to_vec() };
+        match self.conn.call(req, timeout).await? {
+            RingReply::Executed { request_id: got, outcome } if got == request_id => Ok(outcome),
+            other => Err(ClientError::Unexpected(format!("{other:?}"))),
+        }
+    }
+}
