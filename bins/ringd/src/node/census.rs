@@ -120,8 +120,11 @@ impl RdNode {
             Some(remaining) => CensusAnswer::Refused(Refusal::Busy { remaining }),
             None => match self.promise.on_proposal(from, proposed, now) {
                 Ok(p) => {
-                    if p.abandoned_own.is_some() && self.census.take().is_some() {
-                        self.out.event(RdEvent::CensusEnded { outcome: CensusOutcome::Stale });
+                    if p.abandoned_own.is_some() && self.census.is_some() {
+                        // Its own census gave way to a higher one: let that
+                        // one finish before trying again (else every
+                        // replica keeps outbidding the others).
+                        self.census_failed(now, Failure::Vetoed);
                     }
                     CensusAnswer::Promise { copy: self.held.as_ref().map(|h| Box::new(h.token.clone())) }
                 }

@@ -106,8 +106,6 @@ pub struct RdMutations {
     pub seen_by_seq: bool,
     /// A replica told `Stale` keeps owning.
     pub ignore_stale: bool,
-    /// A superseded owner (newer token accepted) keeps running services.
-    pub keep_superseded: bool,
     /// Seq wraps at u64::MAX instead of forcing a census.
     pub wrap_seq: bool,
 }
@@ -447,6 +445,11 @@ impl RdNode {
     /// Whether this replica owns the token.
     pub fn owns_token(&self) -> bool {
         matches!(self.held, Some(Held { role: Role::Owned { .. }, .. }))
+    }
+
+    /// Whether this replica has passed the token and awaits its TokenAck.
+    pub fn is_passing(&self) -> bool {
+        matches!(self.held, Some(Held { role: Role::Unacked { .. }, .. }))
     }
 
     /// The newest token known here (owned or a copy).

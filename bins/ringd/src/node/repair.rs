@@ -51,9 +51,10 @@ pub(super) struct HelloState {
 
 impl RdNode {
     /// Whether `n` in life `inc` has left the view (dead, or replaced by a
-    /// new life).
+    /// new life). Life 0 is "not heard from yet": learning a peer's life
+    /// is no failure.
     fn gone(&self, n: NodeId, inc: Incarnation) -> bool {
-        !self.ring.view().is_alive(n) || self.life_of(n) != inc
+        inc != Incarnation(0) && (!self.ring.view().is_alive(n) || self.life_of(n) != inc)
     }
 
     /// Reacts to what the heartbeat ring changed since the last input.

@@ -1,1 +1,305 @@
+//! Handler tests with exact outputs (the heartbeat ring's own messages and
+//! events are left out: `hbring` has its own tests).
 
+use std::net::SocketAddr;
+
+use client::ring::{ExecError, ServiceResult};
+use durable::promise::Refusal;
+use ftcore::testing::{deliver, drain, request, timeout};
+use ftcore::Output;
+use membership::{Member, Membership};
+
+use super::*;
+use crate::msg::CensusAnswer;
+
+const T0: Instant = Instant::from_millis(10_000);
+
+fn n(i: u32) -> NodeId {
+    NodeId(i)
+}
+
+fn cfg() -> RdConfig {
+    let mut c = RdConfig {
+        heartbeat: Duration::from_millis(20),
+        suspect_after: Duration::from_millis(100),
+        lease: Duration::from_millis(100),
+        token_min_hold: Duration::from_millis(5),
+        client_addr: "127.0.0.1:7801".into(),
+        ..RdConfig::default()
+    };
+    c.token_lost_after = c.derived_token_lost_after(3);
+    c
+}
+
+fn ring3() -> Membership {
+    Membership::new(
+        (1..=3u32)
+            .map(|id| Member { id: n(id), addr: SocketAddr::from(([127, 0, 0, 1], 20_000 + id as u16)) })
+            .collect(),
+    )
+    .expect("valid ring")
+}
+
+/// Replica `me` of the ring 1 → 2 → 3 → 1, recovered, started 200 ms
+/// before T0 (its restart window is over), and heard from by both
+/// neighbours at T0 (nobody is suspected before T0 + 100 ms).
+fn replica(me: u32) -> RdNode {
+    let start = Instant::from_millis(T0.as_micros() / 1000 - 200);
+    let mut ctx = Context::new(n(me), Incarnation(1), ring3(), start, cfg());
+    ctx.stored = Some(RdDurable { promises: Some(Promises::recovered_with(0)) });
+    let mut r = RdNode::start(ctx).expect("valid config");
+    let (pred, succ) = (n((me + 1) % 3 + 1), n(me % 3 + 1));
+    deliver(&mut r, T0, pred, Incarnation(1), Msg::Hb(hbring::HbMsg::Heartbeat { digest: 0 }));
+    deliver(&mut r, T0, succ, Incarnation(1), Msg::Hb(hbring::HbMsg::HeartbeatAck { digest: 0 }));
+    drain(&mut r);
+    r
+}
+
+type Out = OutputOf<RdNode>;
+
+/// The outputs without the heartbeat ring's traffic and events.
+fn proto(outs: Vec<Out>) -> Vec<Out> {
+    outs.into_iter()
+        .filter(|o| !matches!(o, Output::Send { msg: Msg::Hb(_), .. } | Output::Event(RdEvent::Hb(_))))
+        .collect()
+}
+
+fn token(epoch: u64, seq: u64, from: u32) -> Token {
+    Token { epoch, seq, from: n(from), state: BTreeMap::new(), results: Vec::new() }
+}
+
+fn send(to: u32, msg: Msg) -> Out {
+    Output::Send { to: n(to), msg }
+}
+
+fn stored(r: &RdNode) -> Out {
+    Output::Persist(RdDurable { promises: Some(r.promises().stored().clone()) })
+}
+
+/// Replica 1 owning (1025, 5), received from 3.
+fn owner() -> RdNode {
+    let mut r = replica(1);
+    drain_token(&mut r, token(1025, 5, 3));
+    r
+}
+
+fn drain_token(r: &mut RdNode, t: Token) -> Vec<Out> {
+    proto(deliver(r, T0, n(3), Incarnation(1), Msg::Token(Box::new(t))))
+}
+
+#[test]
+fn a_newer_token_is_stored_acked_and_owned() {
+    let mut r = replica(1);
+    let outs = drain_token(&mut r, token(1025, 5, 3));
+    assert_eq!(
+        outs,
+        vec![
+            stored(&r),
+            send(3, Msg::TokenAck { epoch: 1025, seq: 5 }),
+            Output::Event(RdEvent::Accepted { id: (1025, 5) })
+        ]
+    );
+    assert!(r.owns_token());
+    assert_eq!(r.epoch(), 1025);
+}
+
+#[test]
+fn a_lower_epoch_is_answered_stale_an_older_seq_discarded_a_resend_acked_again() {
+    let mut r = owner();
+    assert_eq!(
+        drain_token(&mut r, token(2, 9, 3)),
+        vec![send(3, Msg::Stale { epoch: 1025 }), Output::Event(RdEvent::StaleAnswered)]
+    );
+    assert_eq!(drain_token(&mut r, token(1025, 4, 3)), vec![Output::Event(RdEvent::StaleDiscarded)]);
+    assert_eq!(drain_token(&mut r, token(1025, 5, 3)), vec![send(3, Msg::TokenAck { epoch: 1025, seq: 5 })]);
+    assert!(r.owns_token());
+}
+
+#[test]
+fn an_idle_owner_passes_after_min_hold_and_releases_its_sender_once_acked() {
+    let mut r = owner();
+    assert_eq!(proto(timeout(&mut r, T0 + Duration::from_millis(4))), vec![]);
+    let passed = token(1025, 6, 1);
+    assert_eq!(
+        proto(timeout(&mut r, T0 + Duration::from_millis(5))),
+        vec![send(2, Msg::Token(Box::new(passed))), Output::Event(RdEvent::Passed { to: n(2) })]
+    );
+    assert!(r.is_passing() && !r.owns_token());
+    let ack = Msg::TokenAck { epoch: 1025, seq: 6 };
+    assert_eq!(
+        proto(deliver(&mut r, T0 + Duration::from_millis(6), n(2), Incarnation(1), ack)),
+        vec![send(3, Msg::TokenRelease { epoch: 1025, seq: 5 })]
+    );
+    assert!(!r.is_passing());
+}
+
+#[test]
+fn token_services_wait_for_a_majority_lease_and_answer_after_the_successors_ack() {
+    let mut r = owner();
+    let incr = RingRequest::Execute { request_id: 7, service: "counter.incr".into(), args: vec!["c".into()] };
+    // The first renewal goes to every replica before anything runs.
+    assert_eq!(
+        proto(request(&mut r, T0, ClientId(1), incr)),
+        vec![send(2, Msg::HolderAlive { epoch: 1025, nonce: 1 }), send(3, Msg::HolderAlive { epoch: 1025, nonce: 1 })]
+    );
+    // One ack makes a majority (2 of 3): it runs at fence (1025, 5) and
+    // passes the token at once; the client waits for the successor's ack.
+    let t1 = T0 + Duration::from_millis(1);
+    let outs = proto(deliver(&mut r, t1, n(3), Incarnation(1), Msg::HolderAliveAck { epoch: 1025, nonce: 1 }));
+    let fence = (1025u128 << 64) | 5;
+    let result = ServiceResult { output: "1".into(), status: 0, fence: Some(fence) };
+    let mut passed = token(1025, 6, 1);
+    passed.state.insert("counter:c".into(), "1".into());
+    passed.results.push((7, Ok(result.clone())));
+    let lease_until = Lease::new(T0, Duration::from_millis(100), 1_000).holder_valid_until();
+    assert_eq!(
+        outs,
+        vec![
+            Output::Event(RdEvent::Ran {
+                fence: (1025, 5),
+                service: "counter.incr".into(),
+                request_id: 7,
+                lease_until
+            }),
+            send(2, Msg::Token(Box::new(passed))),
+            Output::Event(RdEvent::Passed { to: n(2) }),
+        ]
+    );
+    let ack = Msg::TokenAck { epoch: 1025, seq: 6 };
+    assert_eq!(
+        proto(deliver(&mut r, t1, n(2), Incarnation(1), ack)),
+        vec![
+            Output::Event(RdEvent::Executed { service: "counter.incr".into(), outcome: "ok" }),
+            Output::Reply { client: ClientId(1), reply: RingReply::Executed { request_id: 7, outcome: Ok(result) } },
+            send(3, Msg::TokenRelease { epoch: 1025, seq: 5 }),
+        ]
+    );
+}
+
+#[test]
+fn an_owner_answers_a_census_busy_a_member_promises_with_its_copy() {
+    let mut r = owner();
+    let busy = Refusal::Busy { remaining: Duration::from_micros(100_100) };
+    assert_eq!(
+        proto(deliver(&mut r, T0, n(2), Incarnation(1), Msg::Census { proposed: 2050 })),
+        vec![send(2, Msg::CensusReply { proposed: 2050, answer: CensusAnswer::Refused(busy) })]
+    );
+    let mut m = replica(3);
+    let outs = proto(deliver(&mut m, T0, n(2), Incarnation(1), Msg::Census { proposed: 2050 }));
+    assert_eq!(
+        outs,
+        vec![stored(&m), send(2, Msg::CensusReply { proposed: 2050, answer: CensusAnswer::Promise { copy: None } })]
+    );
+    // From then on it refuses lower censuses and lower tokens.
+    let outs = proto(deliver(&mut m, T0, n(1), Incarnation(1), Msg::Census { proposed: 1025 }));
+    let refused = CensusAnswer::Refused(Refusal::Promised { value: 2050 });
+    assert_eq!(outs, vec![send(1, Msg::CensusReply { proposed: 1025, answer: refused })]);
+}
+
+#[test]
+fn a_sender_told_stale_keeps_a_copy_and_starts_a_census() {
+    let mut r = owner();
+    let _ = proto(timeout(&mut r, T0 + Duration::from_millis(5)));
+    let outs = proto(deliver(&mut r, T0 + Duration::from_millis(6), n(2), Incarnation(1), Msg::Stale { epoch: 3000 }));
+    // The next epoch in its slot (0) above 3000: round 3.
+    let proposed = 3 << 10;
+    assert_eq!(
+        outs,
+        vec![
+            stored(&r),
+            Output::Event(RdEvent::CensusStarted { epoch: proposed }),
+            send(2, Msg::Census { proposed }),
+            send(3, Msg::Census { proposed }),
+        ]
+    );
+    assert!(!r.owns_token() && !r.is_passing());
+}
+
+#[test]
+fn a_census_regenerates_only_once_every_ring_member_promised() {
+    let mut r = replica(1);
+    r.start_census(T0, None);
+    r.after_input(T0);
+    let proposed = r.promises().proposal().expect("a census is out").0;
+    // The proposal is stored before anyone hears of it.
+    assert_eq!(
+        proto(drain(&mut r)),
+        vec![
+            stored(&r),
+            Output::Event(RdEvent::CensusStarted { epoch: proposed }),
+            send(2, Msg::Census { proposed }),
+            send(3, Msg::Census { proposed }),
+        ]
+    );
+    let copy = |seq| Some(Box::new(token(1025, seq, 2)));
+    let promise = |copy| Msg::CensusReply { proposed, answer: CensusAnswer::Promise { copy } };
+    // 2 makes a majority, but 3 is in the ring and has not answered.
+    assert_eq!(proto(deliver(&mut r, T0, n(2), Incarnation(1), promise(copy(7)))), vec![]);
+    let outs = proto(deliver(&mut r, T0, n(3), Incarnation(1), promise(copy(9))));
+    assert_eq!(
+        outs,
+        vec![
+            stored(&r),
+            Output::Event(RdEvent::Regenerated { epoch: proposed }),
+            Output::Event(RdEvent::CensusEnded { outcome: CensusOutcome::Regenerated }),
+            Output::Event(RdEvent::Accepted { id: (proposed, 0) }),
+        ]
+    );
+    assert!(r.owns_token());
+}
+
+#[test]
+fn a_find_takes_a_less_loaded_replica_and_is_dropped_after_n_hops() {
+    let mut r = replica(2);
+    let find = |hops, best_load| Msg::Find {
+        request_id: 9,
+        lap: 1,
+        hops,
+        origin: n(1),
+        best: n(1),
+        best_load,
+        best_addr: "a".into(),
+    };
+    let outs = proto(deliver(&mut r, T0, n(1), Incarnation(1), find(0, 3)));
+    let mine = Msg::Find {
+        request_id: 9,
+        lap: 1,
+        hops: 1,
+        origin: n(1),
+        best: n(2),
+        best_load: 0,
+        best_addr: "127.0.0.1:7801".into(),
+    };
+    assert_eq!(outs, vec![send(3, mine)]);
+    assert_eq!(proto(deliver(&mut r, T0, n(1), Incarnation(1), find(2, 0))), vec![]);
+}
+
+#[test]
+fn execute_errors_are_clear() {
+    let mut r = replica(1);
+    let ex = |service: &str, args: &[&str]| RingRequest::Execute {
+        request_id: 1,
+        service: service.into(),
+        args: args.iter().map(|a| a.to_string()).collect(),
+    };
+    let reply = |outs: Vec<Out>| {
+        outs.into_iter().find_map(|o| match o {
+            Output::Reply { reply: RingReply::Executed { outcome, .. }, .. } => Some(outcome),
+            _ => None,
+        })
+    };
+    assert_eq!(
+        reply(request(&mut r, T0, ClientId(1), ex("nope", &[]))),
+        Some(Err(ExecError::UnknownService("nope".into())))
+    );
+    assert!(matches!(
+        reply(request(&mut r, T0, ClientId(1), ex("sleep", &["x"]))),
+        Some(Err(ExecError::BadArguments(_)))
+    ));
+    assert!(matches!(
+        reply(request(&mut r, T0, ClientId(1), ex("kv.put", &["k"]))),
+        Some(Err(ExecError::BadArguments(_)))
+    ));
+    let echo = reply(request(&mut r, T0, ClientId(1), ex("echo", &["a", "b"])));
+    assert_eq!(echo, Some(Ok(ServiceResult { output: "a b".into(), status: 0, fence: None })));
+}

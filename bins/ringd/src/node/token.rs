@@ -40,7 +40,7 @@ impl RdNode {
             self.out.send(from, Msg::Stale { epoch: value });
             return;
         }
-        if self.owns_token() && !self.cfg.mutations.keep_superseded {
+        if self.owns_token() {
             // A newer token while owning one: stop owning ours.
             self.out.event(RdEvent::Superseded);
         }
