@@ -1,11 +1,12 @@
 //! ringd's own configuration keys (beside the common ones).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use runtime::config::{check_range, CommonConfig, ConfigError, DaemonConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::node::{RdConfig, RdError};
+use crate::node::{RdConfig, RdError, ServiceSpec};
 
 /// Keys of `ringd.toml` beyond the common ones (ringd.md).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -24,6 +25,30 @@ pub struct RingdConfig {
     pub allow_minority: bool,
     /// Most token services queued at this replica.
     pub max_queue: usize,
+    /// Most command services running at once at this replica.
+    pub workers: usize,
+    /// Command services: `[services.NAME]` tables.
+    pub services: BTreeMap<String, ServiceConfig>,
+}
+
+/// One `[services.NAME]` table: a command run on request, argv only
+/// (never through a shell), the request's arguments appended.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// Program and first arguments.
+    pub command: Vec<String>,
+    /// Run under the token: one at a time in the ring, `FTCOORD_FENCE` set.
+    #[serde(default)]
+    pub needs_token: bool,
+    /// Killed this long after it starts (and, under the token, at its
+    /// lease's end). Default 10000.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_timeout_ms() -> u64 {
+    10_000
 }
 
 impl Default for RingdConfig {
@@ -34,6 +59,8 @@ impl Default for RingdConfig {
             lookup_timeout_ms: 500,
             allow_minority: false,
             max_queue: 1_024,
+            workers: 16,
+            services: BTreeMap::new(),
         }
     }
 }
@@ -49,6 +76,15 @@ impl DaemonConfig for RingdConfig {
         ] {
             check_range(key, v, 0, 86_400_000)?;
         }
+        for (name, svc) in &self.services {
+            check_range(&format!("services.{name}.timeout_ms"), svc.timeout_ms, 1, 86_400_000)?;
+            if svc.command.is_empty() || svc.command[0].is_empty() {
+                return Err(ConfigError::new(format!("services.{name}.command"), "must name a program"));
+            }
+            if crate::node::is_builtin(name) {
+                return Err(ConfigError::new(format!("services.{name}"), "is a built-in service's name"));
+            }
+        }
         if let Err(e) = self.core(common).validate(common.peers.len()) {
             let key = match e {
                 RdError::Heartbeat => "timing.heartbeat_ms",
@@ -56,6 +92,7 @@ impl DaemonConfig for RingdConfig {
                 RdError::LostTooSoon { .. } => "token_lost_after_ms",
                 RdError::ZeroLookupTimeout => "lookup_timeout_ms",
                 RdError::ZeroQueue => "max_queue",
+                RdError::BadService(_) => "services",
                 RdError::Promise(_) | RdError::Membership(_) => "peers",
             };
             return Err(ConfigError::new(key, e.to_string()));
@@ -79,6 +116,19 @@ impl RingdConfig {
             lookup_timeout: ms(self.lookup_timeout_ms),
             allow_minority: self.allow_minority,
             max_queue: self.max_queue,
+            workers: self.workers,
+            services: self
+                .services
+                .iter()
+                .map(|(name, s)| {
+                    let spec = ServiceSpec {
+                        command: s.command.clone(),
+                        needs_token: s.needs_token,
+                        timeout: ms(s.timeout_ms),
+                    };
+                    (name.clone(), spec)
+                })
+                .collect(),
             client_addr: common.client_addr().to_string(),
             mutations: Default::default(),
             first_seq: 0,

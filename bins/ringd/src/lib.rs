@@ -10,8 +10,7 @@ pub mod config;
 pub mod metrics;
 pub mod msg;
 pub mod node;
-pub mod supervisor;
 
 pub use config::RingdConfig;
 pub use msg::{Msg, Token};
-pub use node::{CensusOutcome, RdConfig, RdDurable, RdError, RdEvent, RdMutations, RdNode};
+pub use node::{CensusOutcome, RdConfig, RdDurable, RdError, RdEvent, RdMutations, RdNode, ServiceSpec};

@@ -14,8 +14,8 @@ mod kit;
 
 use std::time::Duration;
 
-use ftcore::NodeId;
-use kit::{cluster, config, safety};
+use ftcore::{ClientId, NodeId};
+use kit::{cluster, config, job, safety, with_job};
 use ringd::{RdConfig, RdMutations, RdNode};
 use sim::{Action, Sim, SimError};
 
@@ -128,7 +128,75 @@ fn owner_crash(seed: u64, m: RdMutations) -> Result<(), SimError> {
     sim.run_for(Duration::from_millis(500))
 }
 
-const SCENARIOS: [(&str, Scenario); 5] = [
+/// Majority lease with a command service (ringd.md, Invariants 3): the
+/// owner runs a 300 ms token service when it is cut off from every other
+/// replica; its lease cannot be renewed, so its supervisor kills the
+/// command at the lease's end — before the others (after
+/// token_lost_after and the acked leases) regenerate and run.
+fn cut_off_command(seed: u64, m: RdMutations) -> Result<(), SimError> {
+    let cfg = with_job(with(5, m), 300, Duration::from_millis(1_000));
+    let mut sim = cluster(seed, 5, cfg);
+    sim.check(safety(false));
+    sim.run_for(Duration::from_millis(300))?;
+    let o = until(&mut sim, owner)?;
+    sim.after(Duration::ZERO, job(o, ClientId(99), 99));
+    until(&mut sim, |s| s.world().jobs.iter().any(|j| j.node == o && j.ended.is_none()).then_some(o))?;
+    sim.after(Duration::from_millis(5), Action::Partition(vec![o]));
+    sim.run_for(Duration::from_millis(800))?;
+    sim.after(Duration::ZERO, Action::Heal);
+    sim.run_for(Duration::from_millis(500))
+}
+
+/// The supervisor (ringd.md, Invariants 3): ringd is paused (SIGSTOP)
+/// while its 300 ms token service runs; the supervisor kills the command
+/// at the lease's end although ringd cannot ask it to, before the next
+/// owner executes.
+fn paused_ringd_command(seed: u64, m: RdMutations) -> Result<(), SimError> {
+    let cfg = with_job(with(5, m), 300, Duration::from_millis(1_000));
+    let mut sim = cluster(seed, 5, cfg);
+    sim.check(safety(false));
+    sim.run_for(Duration::from_millis(300))?;
+    let o = until(&mut sim, owner)?;
+    sim.after(Duration::ZERO, job(o, ClientId(99), 99));
+    until(&mut sim, |s| s.world().jobs.iter().any(|j| j.node == o && j.ended.is_none()).then_some(o))?;
+    sim.pause(o);
+    sim.run_for(Duration::from_millis(800))?;
+    sim.resume(o);
+    sim.run_for(Duration::from_millis(500))
+}
+
+/// No regeneration beside an owner (ringd.md, design review): the owner
+/// runs a token service longer than token_lost_after while the
+/// HolderAlives to two replicas are lost, so those two start censuses,
+/// and what reaches the owner is slow (it would hear of a new token late).
+/// The owner and the replicas that acked its HolderAlive answer Busy.
+fn long_command_while_censuses(seed: u64, m: RdMutations) -> Result<(), SimError> {
+    // Renewals 15 ms apart: an owner hears of a census it was not asked
+    // to block only at its next renewal.
+    let mut cfg = with(5, m);
+    cfg.heartbeat = Duration::from_millis(15);
+    cfg.lease = Duration::from_millis(45);
+    cfg.token_lost_after = cfg.derived_token_lost_after(5);
+    let cfg = with_job(cfg, 600, Duration::from_millis(2_000));
+    let mut sim = cluster(seed, 5, cfg);
+    sim.check(safety(false));
+    sim.run_for(Duration::from_millis(300))?;
+    let o = until(&mut sim, owner)?;
+    for other in (1..=5).map(NodeId).filter(|n| *n != o).take(2) {
+        sim.drop_kind(o, other, "holder_alive", 1_000);
+        sim.drop_kind(o, other, "token", 1_000);
+    }
+    sim.after(Duration::ZERO, job(o, ClientId(99), 99));
+    // What reaches the owner is slow: it hears of a new owner late.
+    let to_owner: Vec<(NodeId, NodeId)> = (1..=5).map(NodeId).filter(|n| *n != o).map(|n| (n, o)).collect();
+    sim.after(Duration::from_millis(1), Action::Slow(to_owner, Duration::from_millis(20)));
+    sim.run_for(Duration::from_millis(1_200))
+}
+
+const SCENARIOS: [(&str, Scenario); 8] = [
+    ("cut_off_command", cut_off_command),
+    ("paused_ringd_command", paused_ringd_command),
+    ("long_command_while_censuses", long_command_while_censuses),
     ("paused_successor", paused_successor),
     ("minority_census", minority_census),
     ("cold_restart", cold_restart),
@@ -164,6 +232,26 @@ fn needed(name: &str, scenario: Scenario, m: RdMutations, expect: &str) -> usize
 }
 
 #[test]
+fn majority_lease_is_needed() {
+    let m = RdMutations { no_lease: true, ..Default::default() };
+    needed("cut_off_command", cut_off_command, m, "still runs");
+}
+
+#[test]
+fn supervisor_deadline_at_lease_end_is_needed() {
+    // Without the lease, the supervisor's deadline is the timeout, not the
+    // lease's end: the paused replica's command outlives its lease.
+    let m = RdMutations { no_lease: true, ..Default::default() };
+    needed("paused_ringd_command", paused_ringd_command, m, "still runs");
+}
+
+#[test]
+fn census_busy_beside_an_owner_is_needed() {
+    let m = RdMutations { census_ignores_owner: true, ..Default::default() };
+    needed("long_command_while_censuses", long_command_while_censuses, m, "still runs");
+}
+
+#[test]
 fn census_majority_is_needed() {
     let m = RdMutations { census_without_majority: true, ..Default::default() };
     needed("minority_census", minority_census, m, "acknowledged increment was lost");
@@ -188,9 +276,10 @@ fn answer_after_ack_is_needed() {
 #[test]
 fn masked_rules_break_no_scenario() {
     let masked: [(&str, Scenario, RdMutations); 2] = [
-        // The paused replica suspects its predecessor as soon as it
-        // resumes (its overdue timers fire first), so the old token that
-        // reaches it is answered Excluded, never accepted.
+        // With instant built-ins only: the paused replica suspects its
+        // predecessor as soon as it resumes (its overdue timers fire
+        // first), so the old token that reaches it is answered Excluded,
+        // never accepted. (The lease is shown with command services.)
         ("paused_successor", paused_successor, RdMutations { no_lease: true, ..Default::default() }),
         // A wrapped seq is below the receiver's seen: the token is
         // discarded as stale and regenerated after token_lost_after

@@ -1,6 +1,7 @@
 //! ringd in the deterministic simulator: a client per replica looping
-//! counter increments while replicas crash and restart, links are
-//! partitioned and delayed, and replicas pause. Checked after every step
+//! counter increments (and, in the every-fault sweep, a 15 ms command
+//! under the token on even replicas) while replicas crash and restart,
+//! links are partitioned and delayed, and replicas pause. Checked after every step
 //! by `kit::safety`; after the faults (`Sim::converge`) the ring re-forms
 //! over every replica and every client is served again.
 //!
@@ -11,7 +12,7 @@ mod kit;
 
 use std::time::Duration;
 
-use kit::{cluster, config, converged, safety, served_again};
+use kit::{cluster, config, converged, safety, served_again, with_job};
 use sim::{for_seeds, FaultPlan};
 use timer::Instant;
 
@@ -52,7 +53,8 @@ fn crashes_and_restarts() {
 /// slow links, a majority down, client disconnects.
 fn faulty_run(seed: u64) -> Result<(), sim::SimError> {
     let n = 3 + (seed % 3) as u32;
-    let mut sim = cluster(seed, n, config(n));
+    // Even replicas' clients run a 15 ms command under the token.
+    let mut sim = cluster(seed, n, with_job(config(n), 15, Duration::from_millis(200)));
     sim.check(safety(false));
     let clients = (1..=n).map(|i| (ftcore::NodeId(i), ftcore::ClientId(u64::from(i)))).collect();
     sim.random_faults(&FaultPlan {

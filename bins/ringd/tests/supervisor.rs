@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ringd::supervisor::{monotonic_ns, CommandSpec, Job, JobOutcome, KillReason};
+use runtime::supervisor::{monotonic_ns, CommandSpec, Job, JobOutcome, KillReason};
 
 const SUPERVISOR: &str = env!("CARGO_BIN_EXE_ringd-supervise");
 

@@ -113,6 +113,75 @@ pub enum Output<M, R, E, D = ()> {
     /// output queued after it: what a node promises, acks or uses is on
     /// disk before anyone hears of it (foundation.md, Durable state).
     Persist(D),
+    /// Start, extend or kill a command the driver runs for the core under a
+    /// supervisor (ringd's command services); its end comes back through
+    /// [`Protocol::handle_job_end`].
+    Job(JobCommand),
+}
+
+/// What a core asks its driver to do with a supervised command.
+///
+/// A job runs under a supervisor process that kills its process group at
+/// the deadline (a monotonic instant, on the core's clock) without the
+/// daemon's help, so a paused or killed daemon leaves nothing running past
+/// it. The driver (and the simulator) report every job's end exactly once.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum JobCommand {
+    /// Run `argv` (no shell) with `FTCOORD_FENCE=fence` if given, until
+    /// `deadline`.
+    Start {
+        /// Chosen by the core, unique in this life.
+        id: u64,
+        /// Program and arguments.
+        argv: Vec<String>,
+        /// The fence it runs under, if any (interfaces.md: one u128).
+        fence: Option<u128>,
+        /// Killed at this instant unless extended.
+        deadline: Instant,
+        /// At most this much of its stdout is kept.
+        max_output: usize,
+    },
+    /// Move the deadline of job `id`.
+    Extend {
+        /// The job.
+        id: u64,
+        /// Its new deadline.
+        deadline: Instant,
+    },
+    /// Kill job `id` now.
+    Kill {
+        /// The job.
+        id: u64,
+    },
+}
+
+/// How a supervised job ended.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum JobEnd {
+    /// It exited with `status`.
+    Exited {
+        /// Exit status.
+        status: i32,
+        /// Its stdout (bounded).
+        stdout: String,
+    },
+    /// A signal from elsewhere ended it.
+    Signalled {
+        /// The signal.
+        signal: i32,
+        /// Its stdout (bounded).
+        stdout: String,
+    },
+    /// Killed: at its deadline (`deadline`), or on request / because the
+    /// daemon's pipe closed.
+    Killed {
+        /// True at the deadline.
+        deadline: bool,
+        /// Its stdout so far (bounded).
+        stdout: String,
+    },
+    /// It could not be started (or its supervisor failed).
+    Failed(String),
 }
 
 /// The outputs of protocol `P`.
@@ -259,6 +328,12 @@ pub trait Protocol {
     /// or waited for is released.
     fn handle_client_gone(&mut self, now: Instant, client: ClientId);
 
+    /// A job started by [`Output::Job`] ended (exactly once per job). Cores
+    /// that run no jobs keep the default, which ignores it.
+    fn handle_job_end(&mut self, now: Instant, id: u64, end: JobEnd) {
+        let _ = (now, id, end);
+    }
+
     /// The link to `peer` was torn down with messages to it lost (its send
     /// queue was full: the peer stopped reading, or the network stalled).
     /// The loss coincides with a connection break, as a crash's would; the
@@ -356,6 +431,11 @@ impl<M, R, E, D> Outbox<M, R, E, D> {
     /// Queues a durable write, to be done before what is queued after it.
     pub fn persist(&mut self, state: D) {
         self.queue.push_back(Output::Persist(state));
+    }
+
+    /// Queues a command for a supervised job.
+    pub fn job(&mut self, cmd: JobCommand) {
+        self.queue.push_back(Output::Job(cmd));
     }
 
     /// Queues a durable write ahead of everything already queued: for a

@@ -276,6 +276,7 @@ async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
             dir.store(&NodeState { incarnation: inc.0, core: core.cloned() }).map_err(|e| e.to_string())
         }),
         stored: (incarnation, stored_core),
+        jobs: crate::driver::Jobs::new(crate::supervisor::supervisor_path()),
     }
     .run()
     .await

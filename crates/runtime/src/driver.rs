@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use client::{ClientRequest, ClientResponse};
-use ftcore::{ClientId, Incarnation, JoinState, Message, NodeId, Output, Protocol};
+use ftcore::{ClientId, Incarnation, JobCommand, JobEnd, JoinState, Message, NodeId, Output, Protocol};
 use timer::{Clock, RealClock};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -67,6 +67,74 @@ pub struct Driver<P: Protocol> {
     /// The life and core state last stored (the core's `None` until its
     /// first `Persist`, unless loaded at start).
     pub stored: (Incarnation, Option<P::Durable>),
+    /// Supervised jobs the core started.
+    pub jobs: Jobs,
+}
+
+/// The supervised jobs a core started (ringd's command services): each
+/// runs under the supervisor binary ([`crate::supervisor`]), which kills it
+/// at its deadline without the daemon's help. Their ends come back on a
+/// channel, at most one per running job (the core bounds how many run);
+/// dropping this kills every job still running.
+#[derive(Debug)]
+pub struct Jobs {
+    supervisor: std::path::PathBuf,
+    running: HashMap<u64, crate::supervisor::JobControl>,
+    tx: mpsc::UnboundedSender<(u64, JobEnd)>,
+    rx: mpsc::UnboundedReceiver<(u64, JobEnd)>,
+}
+
+impl Jobs {
+    /// Jobs run under the supervisor binary at `supervisor`.
+    pub fn new(supervisor: std::path::PathBuf) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Jobs { supervisor, running: HashMap::new(), tx, rx }
+    }
+
+    fn command(&mut self, cmd: JobCommand, clock: &RealClock) {
+        use crate::supervisor::{CommandSpec, Job, JobOutcome, KillReason};
+        match cmd {
+            JobCommand::Start { id, argv, fence, deadline, max_output } => {
+                // The core caps the deadline itself (timeout_ms, the lease).
+                let spec = CommandSpec { argv, timeout: Duration::from_secs(365 * 24 * 3600), max_output };
+                let tx = self.tx.clone();
+                match Job::spawn(&self.supervisor, &spec, &[], fence, clock.to_std(deadline)) {
+                    Ok(job) => {
+                        let (control, waiter) = job.split();
+                        self.running.insert(id, control);
+                        tokio::spawn(async move {
+                            let end = match waiter.wait().await {
+                                JobOutcome::Exited { status, stdout, .. } => JobEnd::Exited { status, stdout },
+                                JobOutcome::Signalled { signal, stdout, .. } => JobEnd::Signalled { signal, stdout },
+                                JobOutcome::Killed { why, stdout, .. } => {
+                                    JobEnd::Killed { deadline: why == KillReason::Deadline, stdout }
+                                }
+                                JobOutcome::SpawnFailed(e) | JobOutcome::SupervisorFailed(e) => JobEnd::Failed(e),
+                            };
+                            let _ = tx.send((id, end));
+                        });
+                    }
+                    Err(e) => {
+                        let why = format!("cannot start the supervisor {}: {e}", self.supervisor.display());
+                        tracing::error!("{why}");
+                        let _ = tx.send((id, JobEnd::Failed(why)));
+                    }
+                }
+            }
+            JobCommand::Extend { id, deadline } => {
+                if let Some(c) = self.running.get_mut(&id) {
+                    if let Err(e) = c.extend(clock.to_std(deadline)) {
+                        tracing::warn!(job = id, "cannot extend a job's deadline (it keeps the old one): {e}");
+                    }
+                }
+            }
+            JobCommand::Kill { id } => {
+                if let Some(c) = self.running.get_mut(&id) {
+                    c.kill();
+                }
+            }
+        }
+    }
 }
 
 impl<P: Protocol> std::fmt::Debug for Driver<P> {
@@ -112,6 +180,10 @@ where
                     break;
                 }
                 _ = sleep_until_opt(deadline) => self.core.handle_timeout(self.clock.now()),
+                Some((id, end)) = self.jobs.rx.recv() => {
+                    self.jobs.running.remove(&id);
+                    self.core.handle_job_end(self.clock.now(), id, end);
+                }
                 incoming = self.peers.recv() => match incoming {
                     Some(Incoming::Message { from, inc, msg }) => {
                         self.metrics.received(kind_name(&msg));
@@ -268,6 +340,7 @@ where
                     self.queue_for_client(replies, client, ToClient::Reply(ClientResponse::Op(reply)))
                 }
                 Output::Event(e) => (self.on_event)(&e, &self.metrics),
+                Output::Job(cmd) => self.jobs.command(cmd, &self.clock),
             }
         }
         Ok(lost)

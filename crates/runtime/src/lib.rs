@@ -2,8 +2,8 @@
 //! ([`config`]), logging ([`logging`]), metrics ([`metrics`]), the systemd
 //! notify protocol ([`notify`]), the client API server ([`client_api`]), the
 //! driver loop that owns a protocol core ([`driver`]), the node's durable
-//! state at start-up ([`state`]), and the whole daemon's life from arguments
-//! to exit status ([`daemon`]).
+//! state at start-up ([`state`]), supervised commands ([`supervisor`]), and
+//! the whole daemon's life from arguments to exit status ([`daemon`]).
 //!
 //! Daemon crates depend on this; it depends on the protocol-agnostic crates
 //! (`wire`, `timer`, `membership`, `ftcore`, `client`, `durable`,
@@ -20,3 +20,4 @@ pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod state;
+pub mod supervisor;

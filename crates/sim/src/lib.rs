@@ -45,7 +45,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 pub use faults::FaultPlan;
-use ftcore::{ClientId, Context, Incarnation, NodeId, Output, Protocol};
+use ftcore::{ClientId, Context, Incarnation, JobCommand, JobEnd, NodeId, Output, Protocol};
 use membership::Membership;
 pub use net::{Channel, Link, NetConfig};
 use net::{InFlight, Network};
@@ -105,13 +105,16 @@ pub enum Action<P: Protocol> {
     Slow(Vec<Link>, Duration),
     /// End a slow period started by `Slow` with the same arguments.
     Unslow(Vec<Link>, Duration),
+    /// A supervised job of the node ended (scheduled by the simulator's
+    /// job model; see [`Sim`]): reported to the core unless it crashed.
+    JobEnd(NodeId, u64, JobEnd),
 }
 
 impl<P: Protocol> Action<P> {
     /// Whether this is something that happens to the cluster (a fault or
     /// its end) rather than a client's request or a graceful leave.
     pub fn is_fault(&self) -> bool {
-        !matches!(self, Action::Request(..) | Action::Shutdown(_))
+        !matches!(self, Action::Request(..) | Action::Shutdown(_) | Action::JobEnd(..))
     }
 }
 
@@ -131,6 +134,25 @@ pub struct Slot<P: Protocol> {
     pub paused: bool,
 }
 
+/// One supervised job as the simulator ran it: when its command ran, under
+/// which fence (checkers judge exclusion from these intervals, as a real
+/// cluster's would be judged from the commands' own records).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobRecord {
+    /// The node whose core started it.
+    pub node: NodeId,
+    /// The core's job id.
+    pub id: u64,
+    /// Its fence.
+    pub fence: Option<u128>,
+    /// Its program and arguments.
+    pub argv: Vec<String>,
+    /// When it started.
+    pub started: Instant,
+    /// When it ended (exited, or was killed); `None` while it runs.
+    pub ended: Option<Instant>,
+}
+
 /// What checkers see: the cores, and everything observable so far.
 #[derive(Debug)]
 pub struct World<P: Protocol> {
@@ -144,6 +166,8 @@ pub struct World<P: Protocol> {
     pub replies: Vec<(Instant, NodeId, ClientId, P::Reply)>,
     /// Messages sent, per message kind name.
     pub sent_by_kind: BTreeMap<&'static str, u64>,
+    /// Every supervised job any core started, in order of start.
+    pub jobs: Vec<JobRecord>,
     /// Index into `events` of the first event of the current step.
     pub step_events_from: usize,
     /// Since when no pause, partition, cut, hold or slow link has been in
@@ -264,6 +288,18 @@ pub struct Sim<P: Protocol> {
     inbox: Vec<VecDeque<Input<P>>>,
     /// Inputs of resumed nodes still to be handled, before anything else.
     replay: VecDeque<(NodeId, Replay<P>)>,
+    /// Running jobs: (node, job id) → (index in `world.jobs`, natural end,
+    /// deadline, key of its scheduled `JobEnd`).
+    running: BTreeMap<(NodeId, u64), RunningJob>,
+}
+
+/// A job the simulator's model runs.
+#[derive(Clone, Copy, Debug)]
+struct RunningJob {
+    record: usize,
+    natural_end: Instant,
+    deadline: Instant,
+    key: (Instant, u64),
 }
 
 /// Something a paused node has yet to handle.
@@ -318,6 +354,7 @@ impl<P: Protocol> Sim<P> {
                 events: Vec::new(),
                 replies: Vec::new(),
                 sent_by_kind: BTreeMap::new(),
+                jobs: Vec::new(),
                 step_events_from: 0,
                 timely_since: Some(Instant::ZERO),
                 disturbed_ever: false,
@@ -337,6 +374,7 @@ impl<P: Protocol> Sim<P> {
             steps: 0,
             inbox: (0..n).map(|_| VecDeque::new()).collect(),
             replay: VecDeque::new(),
+            running: BTreeMap::new(),
         };
         for i in 1..=n {
             sim.drain(NodeId(i));
@@ -649,11 +687,18 @@ impl<P: Protocol> Sim<P> {
 
     fn apply(&mut self, action: Action<P>) {
         let now = self.world.now;
+        if let Action::JobEnd(id, job, _) = &action {
+            // The command ended now, whether or not its node can hear it.
+            if let Some(rj) = self.running.remove(&(*id, *job)) {
+                self.world.jobs[rj.record].ended = Some(now);
+            }
+        }
         if let Some(id) = Self::local_target(&action).filter(|id| self.world.is_paused(*id)) {
             self.log(|| {
                 let what = match &action {
                     Action::Request(_, client, req) => format!("{client} {req:?}"),
                     Action::ClientGone(_, client) => format!("{client} gone"),
+                    Action::JobEnd(_, job, end) => format!("job {job} ended {end:?}"),
                     _ => "shutdown".to_owned(),
                 };
                 format!("{now} {id} <- queued (paused) {what}")
@@ -679,6 +724,8 @@ impl<P: Protocol> Sim<P> {
                     self.inbox[id.0 as usize - 1].clear();
                     self.replay.retain(|(r, _)| *r != id);
                     self.log(|| format!("{now} {id} CRASH"));
+                    // The supervisors see their pipes close: every job dies.
+                    self.end_jobs_of(id);
                     if lost > 0 {
                         self.log(|| format!("{now} {id} lost {lost} queued inputs"));
                     }
@@ -782,6 +829,13 @@ impl<P: Protocol> Sim<P> {
                 self.log(|| format!("{now} {from}->{to} DROP next {count} {kind}"));
                 self.net.drop_kind((from, to), kind, count);
             }
+            Action::JobEnd(id, job, end) => {
+                self.log(|| format!("{now} {id} <- job {job} ended {end:?}"));
+                if let Some(core) = self.core_mut(id) {
+                    core.handle_job_end(now, job, end);
+                    self.drain(id);
+                }
+            }
             Action::Slow(links, extra) => {
                 self.log(|| format!("{now} SLOW +{extra:?} {links:?}"));
                 for l in links {
@@ -801,7 +855,9 @@ impl<P: Protocol> Sim<P> {
     /// The node a client-side action is addressed to (queued while paused).
     fn local_target(action: &Action<P>) -> Option<NodeId> {
         match action {
-            Action::Request(id, _, _) | Action::ClientGone(id, _) | Action::Shutdown(id) => Some(*id),
+            Action::Request(id, _, _) | Action::ClientGone(id, _) | Action::Shutdown(id) | Action::JobEnd(id, _, _) => {
+                Some(*id)
+            }
             _ => None,
         }
     }
@@ -898,9 +954,82 @@ impl<P: Protocol> Sim<P> {
                     self.log(|| format!("{now} {id} persist {state:?}"));
                     self.world.slots[id.0 as usize - 1].disk = Some(state);
                 }
+                Output::Job(cmd) => {
+                    self.log(|| format!("{now} {id} job {cmd:?}"));
+                    self.job(id, cmd);
+                }
             }
         }
         self.refresh_deadline(id);
+    }
+
+    /// The job model. A job whose argv is `sleep MS` (a program named
+    /// `sleep` and a whole number of milliseconds) runs that long; any
+    /// other job ends at once, exiting 0 and printing its argv. Its
+    /// supervisor kills it at its deadline even while the node is paused
+    /// (the end is queued for the node then), and at once on `Kill` or when
+    /// the node crashes (the pipe closes).
+    fn job(&mut self, id: NodeId, cmd: JobCommand) {
+        let now = self.world.now;
+        match cmd {
+            JobCommand::Start { id: job, argv, fence, deadline, .. } => {
+                let natural_end = match argv.as_slice() {
+                    [p, ms] if p.rsplit('/').next() == Some("sleep") => {
+                        ms.parse::<u64>().map_or(now, |ms| now + Duration::from_millis(ms))
+                    }
+                    _ => now,
+                };
+                let record = self.world.jobs.len();
+                self.world.jobs.push(JobRecord { node: id, id: job, fence, argv, started: now, ended: None });
+                let rj = RunningJob { record, natural_end, deadline, key: (now, 0) };
+                self.schedule_job_end(id, job, rj);
+            }
+            JobCommand::Extend { id: job, deadline } => {
+                if let Some(mut rj) = self.running.remove(&(id, job)) {
+                    self.schedule.remove(&rj.key);
+                    rj.deadline = deadline;
+                    self.schedule_job_end(id, job, rj);
+                }
+            }
+            JobCommand::Kill { id: job } => {
+                if let Some(rj) = self.running.remove(&(id, job)) {
+                    self.schedule.remove(&rj.key);
+                    self.world.jobs[rj.record].ended = Some(now);
+                    self.at(now, Action::JobEnd(id, job, JobEnd::Killed { deadline: false, stdout: String::new() }));
+                }
+            }
+        }
+    }
+
+    /// (Re)schedules the end of a running job: its natural end, or its
+    /// deadline if that comes first (at once if both have passed).
+    fn schedule_job_end(&mut self, id: NodeId, job: u64, mut rj: RunningJob) {
+        let now = self.world.now;
+        let (at, end) = if rj.natural_end <= rj.deadline {
+            let argv = &self.world.jobs[rj.record].argv;
+            let stdout =
+                if rj.natural_end > self.world.jobs[rj.record].started { String::new() } else { argv.join(" ") };
+            (rj.natural_end, JobEnd::Exited { status: 0, stdout })
+        } else {
+            (rj.deadline, JobEnd::Killed { deadline: true, stdout: String::new() })
+        };
+        let at = at.max(now);
+        self.schedule_seq += 1;
+        rj.key = (at, self.schedule_seq);
+        self.schedule.insert(rj.key, Action::JobEnd(id, job, end));
+        self.running.insert((id, job), rj);
+    }
+
+    /// A crashed node's jobs die with their supervisors' pipes.
+    fn end_jobs_of(&mut self, id: NodeId) {
+        let now = self.world.now;
+        let mine: Vec<(NodeId, u64)> = self.running.range((id, 0)..=(id, u64::MAX)).map(|(k, _)| *k).collect();
+        for k in mine {
+            if let Some(rj) = self.running.remove(&k) {
+                self.schedule.remove(&rj.key);
+                self.world.jobs[rj.record].ended = Some(now);
+            }
+        }
     }
 }
 

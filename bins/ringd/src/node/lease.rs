@@ -5,7 +5,7 @@
 //! majority acked. An acker answers no census for `lease·(1+ρ)` (Busy), so
 //! no token is regenerated beside an owner whose lease may be valid.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
 use ftcore::NodeId;
@@ -14,12 +14,17 @@ use timer::{Instant, Lease};
 use super::{RdEvent, RdNode, Role};
 use crate::msg::Msg;
 
+/// Renewals whose acks still count.
+const RENEWALS: usize = 8;
+
 /// The lease of the current visit.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(super) struct LeaseState {
     nonce: u64,
-    /// The latest renewal: its nonce, when it was sent, who acked it.
-    pending: Option<(u64, Instant, BTreeSet<NodeId>)>,
+    /// Recent renewals, oldest first: nonce, when it was sent, who acked
+    /// it. Acks may take longer than a heartbeat: each renewal counts on
+    /// its own (at most [`RENEWALS`] are remembered).
+    pending: VecDeque<(u64, Instant, BTreeSet<NodeId>)>,
     /// Token services may run before this.
     pub(super) valid_until: Option<Instant>,
     /// When this visit first asked for a lease.
@@ -50,14 +55,14 @@ impl LeaseState {
     }
 
     fn next_renewal(&self, heartbeat: Duration) -> Option<Instant> {
-        self.pending.as_ref().map(|(_, sent, _)| *sent + heartbeat)
+        self.pending.back().map(|(_, sent, _)| *sent + heartbeat)
     }
 }
 
 impl RdNode {
     /// Whether token services wait here under an owned token.
     fn wants_lease(&self) -> bool {
-        self.owns_token() && !self.token_queue.is_empty()
+        self.owns_token() && (!self.token_queue.is_empty() || self.token_job.is_some())
     }
 
     /// Sends a renewal now (the first of a visit, or one due).
@@ -73,17 +78,27 @@ impl RdNode {
                 self.out.send(m, Msg::HolderAlive { epoch, nonce });
             }
         }
-        self.lease.pending = Some((nonce, now, acks));
+        if self.lease.pending.len() == RENEWALS {
+            self.lease.pending.pop_front();
+        }
+        self.lease.pending.push_back((nonce, now, acks));
         self.count_lease(now);
     }
 
     /// The lease is valid until `sent + lease·(1−ρ)` once a majority acked.
     fn count_lease(&mut self, _now: Instant) {
         let majority = self.majority();
-        let Some((_, sent, acks)) = &self.lease.pending else { return };
-        if acks.len() >= majority {
+        // The latest renewal a majority acked.
+        let Some((_, sent, _)) = self.lease.pending.iter().rev().find(|(_, _, acks)| acks.len() >= majority) else {
+            return;
+        };
+        {
             let until = Lease::new(*sent, self.cfg.lease, self.cfg.drift_ppm).holder_valid_until();
-            self.lease.valid_until = Some(self.lease.valid_until.map_or(until, |v| v.max(until)));
+            let before = self.lease.valid_until;
+            self.lease.valid_until = Some(before.map_or(until, |v| v.max(until)));
+            if self.lease.valid_until != before {
+                self.extend_token_job();
+            }
         }
     }
 
@@ -121,7 +136,7 @@ impl RdNode {
 
     /// Ensures a renewal is in flight before token services run.
     pub(super) fn ensure_lease(&mut self, now: Instant) {
-        if self.lease.pending.is_none() {
+        if self.lease.pending.is_empty() {
             self.renew_lease(now);
         }
     }
@@ -156,10 +171,8 @@ impl RdNode {
         if owned_epoch != Some(epoch) {
             return;
         }
-        if let Some((n, _, acks)) = self.lease.pending.as_mut() {
-            if *n == nonce {
-                acks.insert(from);
-            }
+        if let Some((_, _, acks)) = self.lease.pending.iter_mut().find(|(n, _, _)| *n == nonce) {
+            acks.insert(from);
         }
         self.count_lease(now);
     }

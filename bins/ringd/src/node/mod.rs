@@ -45,6 +45,7 @@ use timer::{Instant, Lease, SeededRng};
 use crate::msg::{Msg, Token};
 
 pub use census::CensusOutcome;
+pub use services::{is_builtin, MAX_OUTPUT};
 
 /// Protocol settings (derived from the daemon's config; checked by
 /// [`RdConfig::validate`]).
@@ -72,6 +73,10 @@ pub struct RdConfig {
     pub allow_minority: bool,
     /// Most token services queued here.
     pub max_queue: usize,
+    /// Most command services running here at once (the worker pool).
+    pub workers: usize,
+    /// Configured command services by name.
+    pub services: BTreeMap<String, ServiceSpec>,
     /// This replica's client address (lookups answer it).
     pub client_addr: String,
     /// Rules switched off on purpose, for mutation tests only
@@ -82,6 +87,18 @@ pub struct RdConfig {
     /// 0 in production).
     #[doc(hidden)]
     pub first_seq: u64,
+}
+
+/// A configured command service (`[services.NAME]`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ServiceSpec {
+    /// The program and its first arguments (never a shell); the request's
+    /// arguments follow.
+    pub command: Vec<String>,
+    /// Runs under the token (one at a time in the ring, with a fence).
+    pub needs_token: bool,
+    /// Killed this long after it started (and at its token lease's end).
+    pub timeout: Duration,
 }
 
 /// (safety) rules a mutation test may switch off, to show that a scenario
@@ -122,6 +139,8 @@ impl Default for RdConfig {
             lookup_timeout: Duration::from_millis(500),
             allow_minority: false,
             max_queue: 1_024,
+            workers: 16,
+            services: BTreeMap::new(),
             client_addr: String::new(),
             mutations: RdMutations::default(),
             first_seq: 0,
@@ -166,8 +185,13 @@ impl RdConfig {
         if self.lookup_timeout.is_zero() {
             return Err(RdError::ZeroLookupTimeout);
         }
-        if self.max_queue == 0 {
+        if self.max_queue == 0 || self.workers == 0 {
             return Err(RdError::ZeroQueue);
+        }
+        for (name, spec) in &self.services {
+            if spec.command.is_empty() || spec.timeout.is_zero() || services::is_builtin(name) {
+                return Err(RdError::BadService(name.clone()));
+            }
         }
         Ok(())
     }
@@ -193,9 +217,13 @@ pub enum RdError {
     /// `lookup_timeout_ms` is 0.
     #[error("lookup_timeout_ms must be above 0")]
     ZeroLookupTimeout,
-    /// `max_queue` is 0.
-    #[error("max_queue must be at least 1")]
+    /// `max_queue` or `workers` is 0.
+    #[error("max_queue and workers must be at least 1")]
     ZeroQueue,
+    /// A command service without a command or a timeout, or named as a
+    /// built-in.
+    #[error("services.{0}: needs a non-empty command, timeout_ms above 0, and a name that is not a built-in")]
+    BadService(String),
     /// The promise component refused the settings.
     #[error(transparent)]
     Promise(#[from] promise::ConfigError),
@@ -405,6 +433,10 @@ pub struct RdNode {
     awaiting_ack: Vec<Pending>,
     /// Running non-token services (`sleep`): when each ends.
     sleeping: BTreeMap<(Instant, u64), (ClientId, u64)>,
+    /// Running command services, by job id.
+    jobs: BTreeMap<u64, services::RunningJob>,
+    /// The token service running under the owned token, if any (its job).
+    token_job: Option<u64>,
     lookups: BTreeMap<u64, lookup::Lookup>,
     counter: u64,
     leaving: bool,
@@ -439,7 +471,7 @@ impl RdNode {
 
     /// Load: services running here plus token services queued.
     pub fn load(&self) -> u32 {
-        u32::try_from(self.sleeping.len() + self.token_queue.len()).unwrap_or(u32::MAX)
+        u32::try_from(self.sleeping.len() + self.jobs.len() + self.token_queue.len()).unwrap_or(u32::MAX)
     }
 
     /// Whether this replica owns the token.
@@ -572,6 +604,8 @@ impl Protocol for RdNode {
             token_queue: VecDeque::new(),
             awaiting_ack: Vec::new(),
             sleeping: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            token_job: None,
             lookups: BTreeMap::new(),
             counter: 0,
             leaving: false,
@@ -622,6 +656,11 @@ impl Protocol for RdNode {
         self.after_input(now);
     }
 
+    fn handle_job_end(&mut self, now: Instant, id: u64, end: ftcore::JobEnd) {
+        self.on_job_end(now, id, end);
+        self.after_input(now);
+    }
+
     fn handle_link_lost(&mut self, now: Instant, peer: NodeId) {
         self.resend_to(now, peer);
         self.after_input(now);
@@ -649,7 +688,9 @@ impl Protocol for RdNode {
 
     fn is_left(&self) -> bool {
         // Left once the token is handed on and acked (or never here).
-        self.leaving && !matches!(self.held, Some(Held { role: Role::Owned { .. } | Role::Unacked { .. }, .. }))
+        self.leaving
+            && self.jobs.is_empty()
+            && !matches!(self.held, Some(Held { role: Role::Owned { .. } | Role::Unacked { .. }, .. }))
     }
 
     fn poll_output(&mut self) -> Option<OutputOf<Self>> {
@@ -728,7 +769,7 @@ impl Protocol for RdNode {
             ("fence_counter", fence.1 as f64),
             ("epoch", self.epoch() as f64),
             ("ring_size", self.ring.view().alive_count() as f64),
-            ("services_running", self.sleeping.len() as f64),
+            ("services_running", (self.sleeping.len() + self.jobs.len()) as f64),
             ("queued", self.token_queue.len() as f64),
         ]
     }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use client::ring::{ExecError, Outcome, ServiceResult};
-use ftcore::ClientId;
+use ftcore::{ClientId, JobCommand, JobEnd};
 use timer::Instant;
 
 use super::{Job, Pending, RdEvent, RdNode, Role};
@@ -26,6 +26,32 @@ pub const MAX_VALUE_LEN: usize = 1_024;
 /// Whether `service` is a built-in token service.
 pub fn is_token_service(service: &str) -> bool {
     matches!(service, "counter.incr" | "counter.get" | "kv.put" | "kv.get")
+}
+
+/// Whether `service` is a built-in (no configured service may take its name).
+pub fn is_builtin(service: &str) -> bool {
+    matches!(service, "echo" | "sleep") || is_token_service(service)
+}
+
+/// Most bytes of a command service's stdout returned.
+pub const MAX_OUTPUT: usize = 64 * 1024;
+
+/// A command service running here.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct RunningJob {
+    client: ClientId,
+    request_id: u64,
+    service: String,
+    /// Its fence, for a token service.
+    fence: Option<u128>,
+    /// `timeout_ms` after its start: no deadline goes past it.
+    limit: Instant,
+    /// Killed because the token was lost: answered `token_lost`.
+    lost: bool,
+}
+
+fn packed(fence: (u64, u64)) -> u128 {
+    (u128::from(fence.0) << 64) | u128::from(fence.1)
 }
 
 fn ok(output: String, fence: Option<u128>) -> Outcome {
@@ -130,6 +156,27 @@ impl RdNode {
                 }
                 self.token_queue.push_back(Job { client, request_id, service, args });
             }
+            s if self.cfg.services.contains_key(s) => {
+                let spec = self.cfg.services[s].clone();
+                if spec.needs_token {
+                    if self.in_minority() {
+                        return self.answer(client, request_id, &service, Err(ExecError::NoQuorum));
+                    }
+                    if self.token_queue.len() >= self.cfg.max_queue {
+                        return self.answer(client, request_id, &service, Err(ExecError::Busy));
+                    }
+                    self.token_queue.push_back(Job { client, request_id, service, args });
+                    return;
+                }
+                if self.jobs.len() >= self.cfg.workers {
+                    return self.answer(client, request_id, &service, Err(ExecError::Busy));
+                }
+                let id = self.fresh_id();
+                let limit = now + spec.timeout;
+                let argv = spec.command.iter().chain(args.iter()).cloned().collect();
+                self.out.job(JobCommand::Start { id, argv, fence: None, deadline: limit, max_output: MAX_OUTPUT });
+                self.jobs.insert(id, RunningJob { client, request_id, service, fence: None, limit, lost: false });
+            }
             _ => {
                 let e = ExecError::UnknownService(service.clone());
                 self.answer(client, request_id, &service, Err(e))
@@ -137,10 +184,94 @@ impl RdNode {
         }
     }
 
+    /// Starts a configured token service under the owned token's fence,
+    /// until the lease's end (never past `timeout_ms`).
+    fn start_token_job(&mut self, job: Job, fence: (u64, u64), lease_until: Instant, now: Instant) {
+        let Some(spec) = self.cfg.services.get(&job.service).cloned() else { return };
+        let id = self.fresh_id();
+        let limit = now + spec.timeout;
+        let deadline = if self.cfg.mutations.no_lease { limit } else { lease_until.min(limit) };
+        let argv = spec.command.iter().chain(job.args.iter()).cloned().collect();
+        let fence = Some(packed(fence));
+        self.out.job(JobCommand::Start { id, argv, fence, deadline, max_output: MAX_OUTPUT });
+        let running = RunningJob {
+            client: job.client,
+            request_id: job.request_id,
+            service: job.service,
+            fence,
+            limit,
+            lost: false,
+        };
+        self.jobs.insert(id, running);
+        self.token_job = Some(id);
+    }
+
+    /// The lease moved: the running token service may run until its new
+    /// end (never past its `timeout_ms`).
+    pub(super) fn extend_token_job(&mut self) {
+        let (Some(id), Some(until)) = (self.token_job, self.lease.valid_until) else { return };
+        if self.cfg.mutations.no_lease {
+            return;
+        }
+        if let Some(j) = self.jobs.get(&id).filter(|j| !j.lost) {
+            self.out.job(JobCommand::Extend { id, deadline: until.min(j.limit) });
+        }
+    }
+
+    /// The token is no longer owned: its running service is killed and
+    /// answered `token_lost` when it ends.
+    pub(super) fn kill_token_job(&mut self) {
+        if let Some(id) = self.token_job {
+            if let Some(j) = self.jobs.get_mut(&id).filter(|j| !j.lost) {
+                j.lost = true;
+                self.out.job(JobCommand::Kill { id });
+            }
+        }
+    }
+
+    pub(super) fn on_job_end(&mut self, now: Instant, id: u64, end: JobEnd) {
+        let Some(j) = self.jobs.remove(&id) else { return };
+        let outcome = match end {
+            _ if j.lost => Err(ExecError::TokenLost),
+            JobEnd::Exited { status, stdout } => Ok(ServiceResult { output: stdout, status, fence: j.fence }),
+            JobEnd::Signalled { signal, stdout } => {
+                Ok(ServiceResult { output: stdout, status: 128 + signal, fence: j.fence })
+            }
+            JobEnd::Killed { .. } if now >= j.limit => Err(ExecError::TimedOut),
+            // Killed at its lease's end: the token's lease was lost.
+            JobEnd::Killed { deadline: true, .. } if j.fence.is_some() => Err(ExecError::TokenLost),
+            JobEnd::Killed { .. } => Err(ExecError::TimedOut),
+            JobEnd::Failed(e) => Err(ExecError::Spawn(e)),
+        };
+        if self.token_job != Some(id) {
+            return self.answer(j.client, j.request_id, &j.service, outcome);
+        }
+        self.token_job = None;
+        let owned = self.owns_token();
+        if !owned || outcome.is_err() && !matches!(outcome, Err(ExecError::Spawn(_))) {
+            // Not recorded: a retry runs it again.
+            return self.answer(j.client, j.request_id, &j.service, outcome);
+        }
+        if let Some(h) = self.held.as_mut() {
+            h.token.record(j.request_id, outcome.clone());
+        }
+        self.finish(j.client, j.request_id, j.service, outcome);
+    }
+
+    /// A token service's outcome: answered once the successor has acked the
+    /// token carrying it (at once when alone).
+    fn finish(&mut self, client: ClientId, request_id: u64, service: String, outcome: Outcome) {
+        if self.successor().is_none() || self.cfg.mutations.answer_before_ack {
+            self.answer(client, request_id, &service, outcome);
+        } else {
+            self.awaiting_ack.push(Pending { client, request_id, service, outcome });
+        }
+    }
+
     /// Runs queued token services while the token is owned and the lease
     /// valid (asking for one first).
     pub(super) fn run_queued(&mut self, now: Instant) {
-        while self.owns_token() && !self.token_queue.is_empty() {
+        while self.owns_token() && !self.token_queue.is_empty() && self.token_job.is_none() {
             if self.in_minority() {
                 for job in std::mem::take(&mut self.token_queue) {
                     self.answer(job.client, job.request_id, &job.service, Err(ExecError::NoQuorum));
@@ -173,28 +304,22 @@ impl RdNode {
                 }
                 h.role = Role::Owned { since, ran: true };
                 let fence = h.token.id();
-                let packed = (u128::from(fence.0) << 64) | u128::from(fence.1);
-                let outcome = run_builtin(&mut h.token.state, &job.service, &job.args, packed);
-                h.token.record(job.request_id, outcome.clone());
                 self.out.event(RdEvent::Ran {
                     fence,
                     service: job.service.clone(),
                     request_id: job.request_id,
                     lease_until,
                 });
+                if self.cfg.services.contains_key(&job.service) {
+                    self.start_token_job(job, fence, lease_until, now);
+                    return;
+                }
+                let outcome = run_builtin(&mut h.token.state, &job.service, &job.args, packed(fence));
+                h.token.record(job.request_id, outcome.clone());
                 outcome
             };
-            if self.successor().is_none() || self.cfg.mutations.answer_before_ack {
-                // Alone: no second copy exists; answer at once.
-                self.answer(job.client, job.request_id, &job.service, outcome);
-            } else {
-                self.awaiting_ack.push(Pending {
-                    client: job.client,
-                    request_id: job.request_id,
-                    service: job.service,
-                    outcome,
-                });
-            }
+            // Alone, no second copy exists: answered at once.
+            self.finish(job.client, job.request_id, job.service, outcome);
         }
     }
 

@@ -42,6 +42,7 @@ impl RdNode {
         }
         if self.owns_token() {
             // A newer token while owning one: stop owning ours.
+            self.kill_token_job();
             self.out.event(RdEvent::Superseded);
         }
         self.abandon_census(now);
@@ -137,6 +138,7 @@ impl RdNode {
     /// not yet acked are lost. `census`: start one at once (a `Stale`, an
     /// overflow).
     pub(super) fn stop_owning(&mut self, now: Instant, census: bool) {
+        self.kill_token_job();
         if let Some(h) = self.held.as_mut() {
             match h.role {
                 Role::Owned { .. } => {
@@ -186,7 +188,8 @@ impl RdNode {
         match role {
             Some(Role::Owned { since, .. }) => {
                 // Alone, or waiting for a lease (lease_deadline): no pass due.
-                let waiting = !self.token_queue.is_empty() && self.lease.worth_waiting_any();
+                let waiting =
+                    self.token_job.is_some() || (!self.token_queue.is_empty() && self.lease.worth_waiting_any());
                 (self.successor().is_some() && !waiting).then(|| *since + self.cfg.token_min_hold)
             }
             Some(Role::Unacked { last_sent, .. }) => {
@@ -218,7 +221,8 @@ impl RdNode {
     pub(super) fn serve(&mut self, now: Instant) {
         let Some(Role::Owned { since, ran }) = self.held.as_ref().map(|h| h.role.clone()) else { return };
         self.run_queued(now);
-        if !self.owns_token() {
+        if !self.owns_token() || self.token_job.is_some() {
+            // A token service runs: the token stays until it ends.
             return;
         }
         if !self.token_queue.is_empty() && self.lease.worth_waiting(now, self.cfg.lease) {

@@ -42,10 +42,34 @@ pub fn incr(node: NodeId, client: ClientId, request_id: u64) -> Action<RdNode> {
     )
 }
 
+/// The token service `job`: a command (`sleep MS` in the simulator's job
+/// model) run under the token, killed after `timeout`.
+pub fn with_job(mut cfg: RdConfig, ms: u64, timeout: Duration) -> RdConfig {
+    let spec = ringd::ServiceSpec { command: vec!["sleep".into(), ms.to_string()], needs_token: true, timeout };
+    cfg.services.insert("job".into(), spec);
+    cfg
+}
+
+/// A local client of `node` asks for the token service `job`.
+pub fn job(node: NodeId, client: ClientId, request_id: u64) -> Action<RdNode> {
+    Action::Request(node, client, RingRequest::Execute { request_id, service: "job".into(), args: vec![] })
+}
+
 /// `n` replicas, a client per replica looping counter.incr (a new request
 /// id after a result, the same one after `token_lost` / `no_quorum` /
 /// `busy`), think time 0–10 ms.
+///
+/// With a `job` service configured ([`with_job`]), the clients of even
+/// replicas ask for `job` instead (a command under the token).
 pub fn cluster(seed: u64, n: u32, cfg: RdConfig) -> Sim<RdNode> {
+    let jobs = cfg.services.contains_key("job");
+    let ask = move |node: NodeId, client: ClientId, id: u64| {
+        if jobs && client.0.is_multiple_of(2) {
+            job(node, client, id)
+        } else {
+            incr(node, client, id)
+        }
+    };
     let mut sim = Sim::new(seed, n, net(), cfg);
     let mut next: BTreeMap<ClientId, u64> = BTreeMap::new();
     sim.clients(Box::new(move |_, node, client, reply, rng| {
@@ -60,14 +84,14 @@ pub fn cluster(seed: u64, n: u32, cfg: RdConfig) -> Sim<RdNode> {
                     }
                     Err(_) => *request_id,
                 };
-                vec![(think, incr(node, client, id))]
+                vec![(think, ask(node, client, id))]
             }
             RingReply::LookedUp { .. } => vec![],
         }
     }));
     for i in 1..=n {
         let c = ClientId(u64::from(i));
-        sim.at(Instant::from_millis(50 + u64::from(i)), incr(NodeId(i), c, (c.0 << 32) + 1));
+        sim.at(Instant::from_millis(50 + u64::from(i)), ask(NodeId(i), c, (c.0 << 32) + 1));
     }
     sim
 }
@@ -90,6 +114,18 @@ pub fn safety(strict: bool) -> impl FnMut(&World<RdNode>) -> Result<(), String> 
         for (_, node, e) in &w.events[seen_events..] {
             match e {
                 RdEvent::Ran { fence, .. } => {
+                    // A command service under an older fence still runs
+                    // (its supervisor has not killed it): two executors.
+                    // (A higher fence's command started earlier would fail
+                    // the rising-fence check below.)
+                    let packed = (u128::from(fence.0) << 64) | u128::from(fence.1);
+                    if let Some(j) = w.jobs.iter().find(|j| j.ended.is_none() && j.fence.is_some_and(|f| f < packed)) {
+                        return Err(format!(
+                            "{node} ran under fence {fence:?} while {}'s command (fence {:#x}) still runs",
+                            j.node,
+                            j.fence.unwrap_or_default()
+                        ));
+                    }
                     if let Some((e0, s0, n0)) = last_fence {
                         if *fence <= (e0, s0) {
                             return Err(format!(
