@@ -59,6 +59,10 @@ pub fn record(e: &RdEvent, m: &Metrics) {
             tracing::warn!("the token lease expired with token services waiting");
             metrics::counter!(m.name("lease_expiries_total")).increment(1);
         }
+        RdEvent::SupervisorKilled { service } => {
+            tracing::warn!(service, "a command service was killed at its deadline (timeout or lease end)");
+            metrics::counter!(m.name("supervisor_kills_total")).increment(1);
+        }
         RdEvent::CensusStarted { epoch } => tracing::info!(epoch, "census started"),
         RdEvent::CensusEnded { outcome } => {
             tracing::info!(outcome = outcome.label(), "census ended");

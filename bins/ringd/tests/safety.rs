@@ -128,11 +128,12 @@ fn owner_crash(seed: u64, m: RdMutations) -> Result<(), SimError> {
     sim.run_for(Duration::from_millis(500))
 }
 
-/// Majority lease with a command service (ringd.md, Invariants 3): the
-/// owner runs a 300 ms token service when it is cut off from every other
-/// replica; its lease cannot be renewed, so its supervisor kills the
-/// command at the lease's end — before the others (after
-/// token_lost_after and the acked leases) regenerate and run.
+/// Majority lease with a command service (ringd.md, Invariants 3, the
+/// partition {1,2} | {3,4,5} while 1 owns): the owner runs a 300 ms token
+/// service when it and its successor are cut off from the other three;
+/// its lease cannot be renewed, so its supervisor kills the command at
+/// the lease's end — before the three (after token_lost_after and the
+/// acked leases) regenerate and run.
 fn cut_off_command(seed: u64, m: RdMutations) -> Result<(), SimError> {
     let cfg = with_job(with(5, m), 300, Duration::from_millis(1_000));
     let mut sim = cluster(seed, 5, cfg);
@@ -141,7 +142,8 @@ fn cut_off_command(seed: u64, m: RdMutations) -> Result<(), SimError> {
     let o = until(&mut sim, owner)?;
     sim.after(Duration::ZERO, job(o, ClientId(99), 99));
     until(&mut sim, |s| s.world().jobs.iter().any(|j| j.node == o && j.ended.is_none()).then_some(o))?;
-    sim.after(Duration::from_millis(5), Action::Partition(vec![o]));
+    let next = sim.world().core(o).and_then(|c| c.ring().view().successor()).expect("a successor");
+    sim.after(Duration::from_millis(5), Action::Partition(vec![o, next]));
     sim.run_for(Duration::from_millis(800))?;
     sim.after(Duration::ZERO, Action::Heal);
     sim.run_for(Duration::from_millis(500))

@@ -91,8 +91,6 @@ fn masked_rules_sweep() {
         ("regenerate_from_copy", RdMutations { regenerate_from_copy: true, ..Default::default() }),
         ("seen_by_seq", RdMutations { seen_by_seq: true, ..Default::default() }),
         ("ignore_stale", RdMutations { ignore_stale: true, ..Default::default() }),
-        ("census_ignores_owner", RdMutations { census_ignores_owner: true, ..Default::default() }),
-        ("no_lease", RdMutations { no_lease: true, ..Default::default() }),
     ] {
         let mut failed = Vec::new();
         for seed in 0..std::env::var("SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100u64) {

@@ -185,6 +185,9 @@ impl RdConfig {
         if self.lookup_timeout.is_zero() {
             return Err(RdError::ZeroLookupTimeout);
         }
+        if self.allow_minority {
+            return Err(RdError::MinorityUnsupported);
+        }
         if self.max_queue == 0 || self.workers == 0 {
             return Err(RdError::ZeroQueue);
         }
@@ -217,6 +220,11 @@ pub enum RdError {
     /// `lookup_timeout_ms` is 0.
     #[error("lookup_timeout_ms must be above 0")]
     ZeroLookupTimeout,
+    /// `allow_minority = true`: serving alone is not built yet.
+    #[error(
+        "allow_minority = true is not supported yet: a replica alone can neither regenerate the token nor hold a lease without a majority (ftcoord issue 12)"
+    )]
+    MinorityUnsupported,
     /// `max_queue` or `workers` is 0.
     #[error("max_queue and workers must be at least 1")]
     ZeroQueue,
@@ -288,6 +296,12 @@ pub enum RdEvent {
     Superseded,
     /// The owner's lease ran out with token services waiting.
     LeaseExpired,
+    /// A command service's supervisor killed it at its deadline (its
+    /// timeout, or its token lease's end).
+    SupervisorKilled {
+        /// The service.
+        service: String,
+    },
     /// A census was started.
     CensusStarted {
         /// Its epoch.

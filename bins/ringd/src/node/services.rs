@@ -231,6 +231,9 @@ impl RdNode {
 
     pub(super) fn on_job_end(&mut self, now: Instant, id: u64, end: JobEnd) {
         let Some(j) = self.jobs.remove(&id) else { return };
+        if matches!(end, JobEnd::Killed { deadline: true, .. }) {
+            self.out.event(RdEvent::SupervisorKilled { service: j.service.clone() });
+        }
         let outcome = match end {
             _ if j.lost => Err(ExecError::TokenLost),
             JobEnd::Exited { status, stdout } => Ok(ServiceResult { output: stdout, status, fence: j.fence }),
