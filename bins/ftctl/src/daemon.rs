@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use client::{Client, ClientError};
+use ftcore::Message;
 use lockservice::{LockReply, LockRequest};
 
 /// A connection speaking the lock API. `Status` works on it against any
@@ -19,6 +20,11 @@ const HINT: &str = "(is the daemon running? set --addr or FTCTL_ADDR)";
 
 /// Connects to `addr` (`HOST:PORT`).
 pub async fn connect(addr: &str) -> Result<LockClient> {
+    connect_as(addr).await
+}
+
+/// Connects to `addr` (`HOST:PORT`), speaking requests `R` and replies `P`.
+pub async fn connect_as<R: Message, P: Message>(addr: &str) -> Result<Client<R, P>> {
     let sock = resolve(addr).await?;
     match tokio::time::timeout(CONNECT_TIMEOUT, Client::connect(sock)).await {
         Ok(Ok(c)) => Ok(c),

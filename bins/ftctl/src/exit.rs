@@ -9,9 +9,12 @@ pub const OK: u8 = 0;
 pub const ERROR: u8 = 1;
 /// `ftctl leader`: the daemon knows no coordinator (an election is under way).
 pub const NO_LEADER: u8 = 3;
+/// `ftctl exec`: unknown service, or bad arguments for it (EX_USAGE).
+pub const USAGE: u8 = 64;
 /// The lock was lost while the command ran (EX_UNAVAILABLE).
 pub const LOCK_LOST: u8 = 69;
-/// The lock was not obtained in time (EX_TEMPFAIL).
+/// The lock was not obtained in time; `ftctl exec`: a failure worth
+/// retrying later (EX_TEMPFAIL).
 pub const TIMED_OUT: u8 = 75;
 /// The command was found but could not be started.
 pub const CANNOT_EXECUTE: u8 = 126;
@@ -45,6 +48,10 @@ Exit status:
   126, 127      CMD could not be started / was not found (nothing ran)
   130, 143      SIGINT / SIGTERM while waiting for the lock
 
+ringd and hbringd grant no client locks: against them ftctl lock says so and
+exits 1 (ringd's cluster-exclusive jobs are its needs_token command
+services: `ftctl exec SERVICE`).
+
 CMD runs with FTCOORD_FENCE=<fencing token> in its environment: a number
 larger than any granted before anywhere in the cluster. Pass it to whatever
 the lock protects so that it can refuse a late writer holding an older one.
@@ -72,6 +79,57 @@ Exit status:
      (with --watch) the daemon went away
   2  bad arguments
   3  no coordinator is known: an election is under way (without --watch)";
+
+/// `--help` text for `ftctl lookup`.
+pub const LOOKUP_HELP: &str = "\
+Asks the ringd replica at --addr for the least-loaded replica: a Find goes
+once round the ring, each replica putting itself forward if its load is
+smaller (load: services running plus token services queued, when the Find
+passed). Prints `replica 3 127.0.0.1:7803 load 0` (id, client address,
+load), or with --json {\"replica\":3,\"address\":\"127.0.0.1:7803\",\"load\":0}.
+Every lookup is answered: when the ring does not bring the Find back, with
+the best replica known (the asked one at worst).
+
+Exit status:
+  0   the replica was printed
+  1   error: cannot connect, not a ringd replica, refused, bad reply
+  2   bad arguments
+  75  no answer within --timeout (EX_TEMPFAIL)";
+
+/// `--help` text for `ftctl exec`.
+pub const EXEC_HELP: &str = "\
+Without --on, the replica at --addr first finds the least-loaded replica (as
+`ftctl lookup` does) and SERVICE runs there; with --on ADDR it runs on the
+replica at ADDR. Prints the service's output, followed by a newline unless it
+is empty, and exits with the service's status. With --json:
+{\"request_id\":7,\"replica\":3,\"output\":\"a b\",\"status\":0,\"fence\":null}
+(fence: a token service's fence, a decimal string), or on a service error
+{\"error\":\"token_lost\",\"message\":\"...\",\"request_id\":7}.
+
+Built-in services: echo ARGS, sleep MS, and the token services counter.incr
+NAME [BY], counter.get NAME, kv.put KEY VALUE, kv.get KEY.
+
+Retries: a token service is applied at most once per request id. An answer
+token_lost (the token was lost before the result was confirmed; the service
+may or may not have taken effect) is retried by ftctl itself with the same
+request id, up to 5 times 100 ms apart: the replica answers the stored
+outcome if it had been applied, or runs it. After any other failure once the
+request was sent (exit 1 or 75; the request id is on stderr), rerun with
+--request-id N, on any replica, to retry without applying it twice.
+
+Exit status:
+  SERVICE's status  it ran: 0 for the built-ins (kv.get: 1 when the key is
+                    missing); a command service's exit status
+  1                 error: cannot connect, not a ringd replica, the connection
+                    broke, refused, bad reply
+  2                 bad arguments to ftctl
+  64                unknown service, or bad arguments for it (EX_USAGE)
+  75                try again later (EX_TEMPFAIL): token_lost (after the
+                    retries), timed_out (killed at its timeout or at its
+                    lease's end), no_quorum (the replica's ring is a minority
+                    of the cluster), busy (its queue is full), leaving (it is
+                    shutting down), or no answer within --timeout
+  126               a command service could not be started (spawn_failed)";
 
 /// `--help` text for `ftctl status`.
 pub const STATUS_HELP: &str = "\
@@ -111,7 +169,8 @@ mod tests {
 
     #[test]
     fn statuses_do_not_collide_with_each_other() {
-        let mut all = [OK, ERROR, LOCK_LOST, TIMED_OUT, CANNOT_EXECUTE, NOT_FOUND, of_signal(2), of_signal(15)];
+        let mut all =
+            [OK, ERROR, NO_LEADER, USAGE, LOCK_LOST, TIMED_OUT, CANNOT_EXECUTE, NOT_FOUND, of_signal(2), of_signal(15)];
         all.sort_unstable();
         assert!(all.windows(2).all(|w| w[0] != w[1]), "{all:?}");
     }

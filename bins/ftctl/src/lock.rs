@@ -101,13 +101,20 @@ pub async fn run(addr: &str, args: &LockArgs) -> Result<u8> {
 
     let answer_by = tokio::time::sleep(args.timeout.saturating_add(ANSWER_GRACE));
     let fence = tokio::select! {
-        reply = client.recv() => match on_wait_reply(reply, args.timeout) {
-            Wait::Granted(fence) => fence,
-            Wait::Exit(code, message) => {
-                eprintln!("ftctl: {message}");
-                return Ok(code);
+        reply = client.recv() => {
+            // A reply that is no lock reply, or a daemon that hung up: it
+            // may speak another API (ringd, hbringd).
+            let other_api =
+                matches!(reply, Err(ClientError::Frame(_) | ClientError::Closed | ClientError::Unexpected(_)));
+            match on_wait_reply(reply, args.timeout) {
+                Wait::Granted(fence) => fence,
+                Wait::Exit(code, message) => {
+                    let no_locks = if other_api { grants_no_locks(addr).await } else { None };
+                    eprintln!("ftctl: {}", no_locks.unwrap_or(message));
+                    return Ok(code);
+                }
             }
-        },
+        }
         () = answer_by => {
             give_up(&mut client).await;
             eprintln!("ftctl: lock not obtained: no answer from {addr} within {:?}", args.timeout.saturating_add(ANSWER_GRACE));
@@ -153,6 +160,35 @@ pub async fn run(addr: &str, args: &LockArgs) -> Result<u8> {
     };
     warn_if_err(release(&mut client).await);
     Ok(exit::of_status(status))
+}
+
+/// How long asking a daemon that refused a lock request for its status may take.
+const PROBE: Duration = Duration::from_secs(2);
+
+/// What `ftctl lock` says to a daemon that grants no client locks
+/// (interfaces.md), `None` for the others.
+pub fn no_locks_message(daemon: &str) -> Option<String> {
+    match daemon {
+        "ringd" => Some(
+            "ringd grants no client locks: cluster-exclusive jobs are its needs_token command services \
+             (run one with `ftctl exec SERVICE`)"
+                .to_string(),
+        ),
+        "hbringd" => Some(
+            "hbringd grants no client locks (it only detects failures): `ftctl lock` works against ntmutexd, \
+             tokenwatchd and electd"
+                .to_string(),
+        ),
+        _ => None,
+    }
+}
+
+/// Asks the daemon at `addr` (a new connection) which it is; the message
+/// for a daemon that grants no locks.
+async fn grants_no_locks(addr: &str) -> Option<String> {
+    let mut c = tokio::time::timeout(PROBE, daemon::connect(addr)).await.ok()?.ok()?;
+    let status = tokio::time::timeout(PROBE, c.status()).await.ok()?.ok()?;
+    no_locks_message(&status.daemon)
 }
 
 /// Stops waiting: sends `Release` without waiting for the answer (closing
@@ -236,6 +272,21 @@ mod tests {
             on_wait_reply(Ok(LockReply::TimedOut), Duration::from_millis(500)),
             Wait::Exit(exit::TIMED_OUT, "lock not obtained within 500ms".into())
         );
+    }
+
+    #[test]
+    fn ringd_and_hbringd_say_they_grant_no_locks() {
+        assert_eq!(
+            no_locks_message("ringd").as_deref(),
+            Some(
+                "ringd grants no client locks: cluster-exclusive jobs are its needs_token command services \
+                 (run one with `ftctl exec SERVICE`)"
+            )
+        );
+        assert!(no_locks_message("hbringd").is_some_and(|m| m.starts_with("hbringd grants no client locks")));
+        for lock_daemon in ["ntmutexd", "tokenwatchd", "electd"] {
+            assert_eq!(no_locks_message(lock_daemon), None);
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `ftctl`: the command-line client of every ftcoord daemon.
 //!
 //! `status` works against any daemon; `lock` against the lock-granting
-//! ones (ntmutexd, tokenwatchd, electd); `leader` against electd. Each command lives in its module;
+//! ones (ntmutexd, tokenwatchd, electd); `leader` against electd; `lookup`
+//! and `exec` against ringd. Each command lives in its module;
 //! this file parses arguments and maps results to exit statuses.
 #![forbid(unsafe_code)]
 
@@ -10,6 +11,7 @@ mod duration;
 mod exit;
 mod leader;
 mod lock;
+mod ring;
 mod signals;
 mod status;
 
@@ -26,7 +28,8 @@ struct Cli {
     /// The daemon's client address (its `client_listen`), HOST:PORT.
     #[arg(long, global = true, env = "FTCTL_ADDR", default_value = "127.0.0.1:7201", value_name = "ADDR")]
     addr: String,
-    /// Print results as JSON (`status`, `leader`; `lock` prints nothing of its own).
+    /// Print results as JSON (`status`, `leader`, `lookup`, `exec`; `lock`
+    /// prints nothing of its own).
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -63,6 +66,43 @@ enum Cmd {
         #[arg(value_name = "CMD", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
         cmd: Vec<OsString>,
     },
+    /// Find the least-loaded ringd replica: its id, client address and load.
+    #[command(after_help = exit::LOOKUP_HELP)]
+    Lookup {
+        /// How long to wait for the answer: 500ms, 5s (a unit is required).
+        #[arg(long, value_name = "DUR", default_value = "5s", value_parser = ring::positive)]
+        timeout: Duration,
+    },
+    /// Run a ringd service on the least-loaded replica (or on --on ADDR).
+    ///
+    /// Prints the service's output and exits with its status.
+    #[command(
+        override_usage = "ftctl [--addr ADDR] [--json] exec [--on ADDR] [--timeout DUR] [--request-id N] SERVICE \
+                          [ARGS]...",
+        after_help = exit::EXEC_HELP
+    )]
+    Exec {
+        /// Run on the replica at this client address (HOST:PORT), without a lookup.
+        #[arg(long, value_name = "ADDR")]
+        on: Option<String>,
+        /// How long the whole exec may take (lookup, service, retries): 500ms,
+        /// 10s, 2m (a unit is required).
+        #[arg(long, value_name = "DUR", default_value = "30s", value_parser = ring::positive)]
+        timeout: Duration,
+        /// Use this request id (to retry an exec whose outcome is unknown:
+        /// a token service is then not applied twice); fresh by default.
+        #[arg(long, value_name = "N")]
+        request_id: Option<u64>,
+        /// The service and its arguments (options for ftctl go before SERVICE).
+        #[arg(
+            value_name = "SERVICE",
+            required = true,
+            num_args = 1..,
+            trailing_var_arg = true,
+            allow_hyphen_values = true
+        )]
+        service: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -79,13 +119,19 @@ fn main() -> ExitCode {
             Cmd::Status => status::run(&cli.addr, cli.json).await.map(|()| exit::OK),
             Cmd::Leader { watch, every } => leader::run(&cli.addr, cli.json, watch, every).await,
             Cmd::Lock { timeout, cmd } => lock::run(&cli.addr, &lock::LockArgs { timeout, cmd }).await,
+            Cmd::Lookup { timeout } => ring::run_lookup(&cli.addr, cli.json, timeout).await,
+            Cmd::Exec { on, timeout, request_id, mut service } => {
+                let args = service.split_off(1);
+                let service = service.pop().unwrap_or_default();
+                ring::run_exec(&cli.addr, cli.json, &ring::ExecArgs { on, timeout, request_id, service, args }).await
+            }
         }
     });
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("ftctl: {e:#}");
-            ExitCode::from(exit::ERROR)
+            ExitCode::from(ring::exit_of_error(&e))
         }
     }
 }

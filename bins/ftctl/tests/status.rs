@@ -72,7 +72,13 @@ async fn status_reads_the_address_from_ftctl_addr() {
 #[tokio::test]
 async fn connection_refused_says_what_to_do() {
     let addr = dead_addr();
-    for args in [vec!["--addr", &addr, "status"], vec!["--addr", &addr, "lock", "--", "true"]] {
+    for args in [
+        vec!["--addr", &addr, "status"],
+        vec!["--addr", &addr, "lock", "--", "true"],
+        vec!["--addr", &addr, "lookup"],
+        vec!["--addr", &addr, "exec", "echo", "x"],
+        vec!["exec", "--on", &addr, "echo", "x"],
+    ] {
         let out = run(&args).await;
         assert_eq!(out.code, 1, "{out:?}");
         assert!(out.stdout.is_empty(), "{out:?}");
@@ -94,6 +100,16 @@ async fn bad_addresses_and_durations_are_usage_errors() {
 
     let out = run(&["lock"]).await;
     assert_eq!(out.code, 2, "{out:?}");
+
+    let out = run(&["exec"]).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    for args in [&["exec", "--timeout", "0", "echo"][..], &["lookup", "--timeout", "0"]] {
+        let out = run(args).await;
+        assert_eq!(out.code, 2, "{out:?}");
+        assert!(out.stderr.contains("must be above 0"), "{}", out.stderr);
+    }
+    let out = run(&["exec", "--request-id", "x", "echo"]).await;
+    assert_eq!(out.code, 2, "{out:?}");
 }
 
 #[tokio::test]
@@ -103,6 +119,16 @@ async fn help_documents_the_exit_statuses() {
     for needle in ["75", "69", "130", "143", "CMD's status", "FTCOORD_FENCE", "--timeout"] {
         assert!(out.stdout.contains(needle), "lock --help lacks {needle}:\n{}", out.stdout);
     }
+    let out = run(&["exec", "--help"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    for needle in
+        ["SERVICE's status", "64", "75", "126", "token_lost", "--request-id", "--on", "up to 5 times 100 ms apart"]
+    {
+        assert!(out.stdout.contains(needle), "exec --help lacks {needle}:\n{}", out.stdout);
+    }
+    let out = run(&["lookup", "--help"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("Exit status") && out.stdout.contains("replica 3 127.0.0.1:7803 load 0"));
     let out = run(&["status", "--help"]).await;
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.contains("Exit status"), "{}", out.stdout);

@@ -10,7 +10,7 @@ use crate::node::{RdConfig, RdError, ServiceSpec};
 
 /// Keys of `ringd.toml` beyond the common ones (ringd.md).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct RingdConfig {
     /// An idle owner holds the token this long before passing it on.
     pub token_min_hold_ms: u64,
@@ -75,6 +75,15 @@ impl DaemonConfig for RingdConfig {
             ("lookup_timeout_ms", self.lookup_timeout_ms),
         ] {
             check_range(key, v, 0, 86_400_000)?;
+        }
+        if common.limits.max_frame_bytes < crate::node::MIN_FRAME {
+            return Err(ConfigError::new(
+                "limits.max_frame_bytes",
+                format!(
+                    "ringd needs at least {} (the token carries the shared state and recent results in one frame)",
+                    crate::node::MIN_FRAME
+                ),
+            ));
         }
         for (name, svc) in &self.services {
             check_range(&format!("services.{name}.timeout_ms"), svc.timeout_ms, 1, 86_400_000)?;

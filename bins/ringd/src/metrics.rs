@@ -7,9 +7,9 @@ use crate::node::{CensusOutcome, RdEvent};
 /// Declares the counters once at start (at 0).
 pub fn declare(m: &Metrics) {
     m.declare_ring();
+    metrics::counter!(m.name("recoveries_total"), "kind" => "ring").increment(0);
     for c in [
-        "recoveries_total",
-        "regenerations_total",
+        "token_regenerations_total",
         "stale_answers_total",
         "token_passes_total",
         "stale_tokens_total",
@@ -70,12 +70,12 @@ pub fn record(e: &RdEvent, m: &Metrics) {
         }
         RdEvent::Regenerated { epoch } => {
             tracing::warn!(epoch, "token regenerated");
-            metrics::counter!(m.name("regenerations_total")).increment(1);
+            metrics::counter!(m.name("token_regenerations_total")).increment(1);
         }
         RdEvent::RecoveryStarted { failed } => tracing::warn!(failed = failed.0, "predecessor failed: ring recovery"),
         RdEvent::Recovered { took } => {
             tracing::info!(took_ms = took.as_millis() as u64, "ring recovered");
-            metrics::counter!(m.name("recoveries_total")).increment(1);
+            metrics::counter!(m.name("recoveries_total"), "kind" => "ring").increment(1);
             m.recovery(*took);
         }
         RdEvent::StateRecovered { max } => {

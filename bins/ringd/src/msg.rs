@@ -11,7 +11,11 @@ use serde::{Deserialize, Serialize};
 
 /// Most recent token-service results a token carries (`request_id →
 /// outcome`), for idempotent retries.
-pub const MAX_RESULTS: usize = 1_024;
+pub const MAX_RESULTS: usize = 128;
+
+/// The longest output a token keeps in a stored result (a retry of a
+/// command service gets at most this much of its output back).
+pub const MAX_STORED_OUTPUT: usize = 256;
 
 /// The ring's token (ringd.md, Token).
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -67,12 +71,27 @@ impl Token {
         self.results.iter().rev().find(|(id, _)| *id == request_id).map(|(_, o)| o)
     }
 
-    /// Records an outcome, dropping the oldest beyond [`MAX_RESULTS`].
-    pub fn record(&mut self, request_id: u64, outcome: Outcome) {
+    /// Records an outcome (its output cut to [`MAX_STORED_OUTPUT`] bytes),
+    /// dropping the oldest beyond [`MAX_RESULTS`].
+    pub fn record(&mut self, request_id: u64, mut outcome: Outcome) {
+        if let Ok(r) = outcome.as_mut() {
+            if r.output.len() > MAX_STORED_OUTPUT {
+                let mut cut = MAX_STORED_OUTPUT;
+                while !r.output.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                r.output.truncate(cut);
+            }
+        }
         if self.results.len() >= MAX_RESULTS {
             let _ = self.results.remove(0);
         }
         self.results.push((request_id, outcome));
+    }
+
+    /// Bytes of keys and values in the shared state.
+    pub fn state_bytes(&self) -> usize {
+        self.state.iter().map(|(k, v)| k.len() + v.len()).sum()
     }
 }
 

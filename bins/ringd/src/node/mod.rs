@@ -45,7 +45,7 @@ use timer::{Instant, Lease, SeededRng};
 use crate::msg::{Msg, Token};
 
 pub use census::CensusOutcome;
-pub use services::{is_builtin, MAX_OUTPUT};
+pub use services::{is_builtin, MAX_OUTPUT, MIN_FRAME};
 
 /// Protocol settings (derived from the daemon's config; checked by
 /// [`RdConfig::validate`]).

@@ -70,13 +70,7 @@ impl RdNode {
                 self.lost_next = Some((s, inc));
             }
         }
-        if let (Some((s, _)), Some((lost, _))) = (after.succ, self.lost_next) {
-            if s == lost {
-                // It rejoined (a new life) where it was: a late IAmNewNext
-                // about its old life splices nothing and takes no copy.
-                self.lost_next = None;
-            }
-        }
+
         if after.succ != before.succ {
             if let (Some((origin, r)), Some((s, _))) = (self.forwarded, after.succ) {
                 if s == origin {

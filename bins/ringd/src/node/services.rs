@@ -17,11 +17,17 @@ use client::ring::RingReply;
 /// Longest `sleep`.
 const MAX_SLEEP_MS: u64 = 3_600_000;
 
-/// Most keys in the token's shared state.
-pub const MAX_STATE_KEYS: usize = 10_000;
+/// Most bytes of keys and values in the token's shared state: with
+/// [`crate::msg::MAX_RESULTS`] stored results of at most
+/// [`crate::msg::MAX_STORED_OUTPUT`] bytes, the token fits in one frame of
+/// [`MIN_FRAME`] bytes (`limits.max_frame_bytes` may not be lower).
+pub const MAX_STATE_BYTES: usize = 16 * 1024;
 
 /// Longest key or value in the shared state, in bytes.
-pub const MAX_VALUE_LEN: usize = 1_024;
+pub const MAX_VALUE_LEN: usize = 256;
+
+/// The least `limits.max_frame_bytes` ringd runs with.
+pub const MIN_FRAME: usize = 64 * 1024;
 
 /// Whether `service` is a built-in token service.
 pub fn is_token_service(service: &str) -> bool {
@@ -66,9 +72,10 @@ fn bad(msg: &str) -> Outcome {
 pub fn run_builtin(state: &mut BTreeMap<String, String>, service: &str, args: &[String], fence: u128) -> Outcome {
     let long = args.iter().any(|a| a.len() > MAX_VALUE_LEN);
     if long {
-        return bad("an argument is longer than 1024 bytes");
+        return bad("an argument is longer than 256 bytes");
     }
-    let full = state.len() >= MAX_STATE_KEYS;
+    let used: usize = state.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let full = used + args.iter().map(String::len).sum::<usize>() + 16 > MAX_STATE_BYTES;
     match (service, args) {
         ("counter.incr", [name]) | ("counter.incr", [name, _]) => {
             let by = match args.get(1).map(|b| b.parse::<i64>()) {
@@ -80,7 +87,7 @@ pub fn run_builtin(state: &mut BTreeMap<String, String>, service: &str, args: &[
             let old = state.get(&key).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
             let Some(new) = old.checked_add(by) else { return bad("counter.incr: the counter would overflow") };
             if full && !state.contains_key(&key) {
-                return bad("the shared state is full");
+                return bad("the shared state is full (16 KiB)");
             }
             state.insert(key, new.to_string());
             ok(new.to_string(), Some(fence))
@@ -91,8 +98,8 @@ pub fn run_builtin(state: &mut BTreeMap<String, String>, service: &str, args: &[
         }
         ("kv.put", [key, value]) => {
             let key = format!("kv:{key}");
-            if full && !state.contains_key(&key) {
-                return bad("the shared state is full");
+            if full {
+                return bad("the shared state is full (16 KiB)");
             }
             state.insert(key, value.clone());
             ok(value.clone(), Some(fence))

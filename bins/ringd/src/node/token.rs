@@ -54,11 +54,14 @@ impl RdNode {
 
     /// Makes `t` the owned token here (accepted or regenerated).
     pub(super) fn install(&mut self, now: Instant, t: Token) {
-        // Results waiting for the old token's ack: answered from the new
-        // token if it carries them, else lost.
+        // Results waiting for the old token's ack: if the new token carries
+        // them they wait on for ITS next ack (it may exist only here, e.g.
+        // regenerated from this replica's own copy); if not, they are lost.
         for p in std::mem::take(&mut self.awaiting_ack) {
-            let outcome = t.result_of(p.request_id).cloned().unwrap_or(Err(ExecError::TokenLost));
-            self.answer(p.client, p.request_id, &p.service, outcome);
+            match t.result_of(p.request_id) {
+                Some(_) => self.awaiting_ack.push(p),
+                None => self.answer(p.client, p.request_id, &p.service, Err(ExecError::TokenLost)),
+            }
         }
         if let Some((e, at)) = self.last_arrival {
             if e == t.epoch {
