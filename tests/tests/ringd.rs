@@ -531,3 +531,62 @@ fn example_config_is_valid() {
         assert!(stdout.contains(key), "effective config lacks {key}: {stdout}");
     }
 }
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet).
+fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) == Some("Z"),
+    }
+}
+
+/// ringd.md, Invariants 3, with real processes: a replica runs a
+/// `needs_token` command (a `sleep 30` that writes its pid) and its ringd
+/// is SIGSTOPped. The command's supervisor kills it at the lease's end
+/// although ringd cannot ask it to — well before the other replicas
+/// regenerate the token and execute again. The time from SIGSTOP to the
+/// command's death and to the next acknowledged increment is printed.
+#[test]
+fn a_token_command_dies_at_its_lease_end_while_its_ringd_is_stopped() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("hold.pid");
+    let extra = format!(
+        "{TIMING}[services.hold]\ncommand = [\"sh\", \"-c\", \"echo $$ > {}; exec sleep 30\"]\nneeds_token = true\n\
+         timeout_ms = 20000\n",
+        pidfile.display()
+    );
+    let c = Cluster::start("ringd", 3, &extra).unwrap();
+    assert!(wait_until(Duration::from_secs(20), || ring_is(&c, &all(3), 3)), "{}", logs(&c, &all(3)));
+    let on1 = c.node(1).client.to_string();
+    let mut client = Command::new(bin("ftctl").unwrap())
+        .args(["exec", "--on", &on1, "--timeout", "30s", "hold"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let read_pid = || std::fs::read_to_string(&pidfile).ok().and_then(|s| s.trim().parse::<u32>().ok());
+    assert!(wait_until(Duration::from_secs(10), || read_pid().is_some()), "{}", logs(&c, &all(3)));
+    let pid = read_pid().unwrap();
+    assert!(!process_gone(pid), "the command runs");
+    let ringd1 = c.pid(1).expect("ringd 1 runs");
+    signal(ringd1, "STOP");
+    let stopped = Instant::now();
+    let died = wait_until(Duration::from_secs(3), || process_gone(pid));
+    let death = stopped.elapsed();
+    // The others go on: an increment through replica 2 is acknowledged.
+    let on2 = c.node(2).client.to_string();
+    let (code, out, err) = ftctl_at(&on2, &["exec", "--on", &on2, "--timeout", "20s", "counter.incr", "after"]);
+    let next = stopped.elapsed();
+    signal(ringd1, "CONT");
+    let _ = client.kill();
+    let _ = client.wait();
+    assert!(died, "the command (pid {pid}) still runs {death:?} after its ringd was stopped\n{}", logs(&c, &all(3)));
+    assert_eq!(code, 0, "{out}{err}\n{}", logs(&c, &all(3)));
+    assert!(death < next, "the command died after the next owner executed");
+    eprintln!(
+        "ringd SIGSTOPped with a token command running: the command died {death:?} later (lease_ms 50), the next \
+         increment through another replica was acknowledged {next:?} later"
+    );
+}

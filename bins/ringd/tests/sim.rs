@@ -13,7 +13,7 @@ mod kit;
 use std::time::Duration;
 
 use kit::{cluster, config, converged, safety, served_again, with_job};
-use sim::{for_seeds, FaultPlan};
+use sim::{for_seeds, for_seeds_with, FaultPlan};
 use timer::Instant;
 
 #[test]
@@ -27,7 +27,9 @@ fn a_quiet_ring_serves_every_client() {
     });
 }
 
-/// Crashes one at a time (the token holder included), restarts.
+/// Crashes one at a time (the token holder included), restarts. Seed 42
+/// once lost an acknowledged increment (a replica with the only copy of
+/// it ignored the IAmNewNext of a replica that had rejoined meanwhile).
 fn crash_run(seed: u64) -> Result<(), sim::SimError> {
     let n = 3 + (seed % 3) as u32;
     let mut sim = cluster(seed, n, config(n));
@@ -46,7 +48,7 @@ fn crash_run(seed: u64) -> Result<(), sim::SimError> {
 
 #[test]
 fn crashes_and_restarts() {
-    for_seeds(60, crash_run);
+    for_seeds_with(&[42], 150, crash_run);
 }
 
 /// Every fault kind: crashes (a minority at a time), partitions, pauses,
@@ -72,7 +74,7 @@ fn faulty_run(seed: u64) -> Result<(), sim::SimError> {
 
 #[test]
 fn every_fault_kind() {
-    for_seeds(60, faulty_run);
+    for_seeds(150, faulty_run);
 }
 
 #[test]

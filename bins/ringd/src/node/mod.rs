@@ -73,7 +73,8 @@ pub struct RdConfig {
     pub allow_minority: bool,
     /// Most token services queued here.
     pub max_queue: usize,
-    /// Most command services running here at once (the worker pool).
+    /// Most command services (and `sleep`s) running here at once (the
+    /// worker pool); more are answered `busy`.
     pub workers: usize,
     /// Configured command services by name.
     pub services: BTreeMap<String, ServiceSpec>,

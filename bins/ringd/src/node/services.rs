@@ -140,6 +140,9 @@ impl RdNode {
         }
         match service.as_str() {
             "echo" => self.answer(client, request_id, &service, ok(args.join(" "), None)),
+            "sleep" if self.jobs.len() + self.sleeping.len() >= self.cfg.workers => {
+                self.answer(client, request_id, &service, Err(ExecError::Busy))
+            }
             "sleep" => match args.as_slice() {
                 [ms] => match ms.parse::<u64>() {
                     Ok(ms) if ms <= MAX_SLEEP_MS => {
@@ -175,7 +178,7 @@ impl RdNode {
                     self.token_queue.push_back(Job { client, request_id, service, args });
                     return;
                 }
-                if self.jobs.len() >= self.cfg.workers {
+                if self.jobs.len() + self.sleeping.len() >= self.cfg.workers {
                     return self.answer(client, request_id, &service, Err(ExecError::Busy));
                 }
                 let id = self.fresh_id();

@@ -178,7 +178,22 @@ pub fn converged(sim: &mut Sim<RdNode>, n: u32, settle: Duration) -> Result<(), 
         let c = ClientId(u64::from(i));
         sim.after(Duration::from_millis(u64::from(i)), incr(NodeId(i), c, (c.0 << 32) + 1_000_000));
     }
-    sim.run_for(Duration::from_millis(1_500))?;
+    sim.run_for(Duration::from_millis(1_200))?;
+    // Every replica answers a lookup (a lap of the re-formed ring).
+    let asked = sim.world().replies.len();
+    for i in 1..=n {
+        let c = ClientId(1_000 + u64::from(i));
+        sim.after(Duration::ZERO, Action::Request(NodeId(i), c, RingRequest::LookUp { request_id: u64::from(i) }));
+    }
+    sim.run_for(Duration::from_millis(300))?;
+    for i in 1..=n {
+        let answered = sim.world().replies[asked..].iter().any(|(_, node, client, r)| {
+            *node == NodeId(i) && client.0 == 1_000 + u64::from(i) && matches!(r, RingReply::LookedUp { .. })
+        });
+        if !answered {
+            return Err(sim.error(format!("n{i} did not answer a lookup after the faults")));
+        }
+    }
     served_again(sim, n, Duration::from_millis(1_400))
 }
 
