@@ -100,7 +100,6 @@ impl DaemonConfig for RingdConfig {
                 RdError::LeaseTooShort => "timing.lease_ms",
                 RdError::LostTooSoon { .. } => "token_lost_after_ms",
                 RdError::ZeroLookupTimeout => "lookup_timeout_ms",
-                RdError::MinorityUnsupported => "allow_minority",
                 RdError::ZeroQueue => "max_queue",
                 RdError::BadService(_) => "services",
                 RdError::Promise(_) | RdError::Membership(_) => "peers",

@@ -115,3 +115,47 @@ fn masked_rules_sweep() {
         eprintln!("{name}: {} failing seeds: {:?}", failed.len(), failed.iter().take(3).collect::<Vec<_>>());
     }
 }
+
+/// ringd.md: with two replicas the survivor of a crash is alone. With
+/// `allow_minority` it keeps or regenerates the token from its own copy
+/// and serves alone (no acknowledged increment lost); without, it answers
+/// token services `no_quorum`. Once the other restarts both are served.
+#[test]
+fn a_two_replica_survivor_serves_alone_only_with_allow_minority() {
+    use client::ring::{ExecError, RingReply};
+    use ftcore::NodeId;
+    use sim::Action;
+    for_seeds(10, |seed| {
+        for allow in [true, false] {
+            let mut cfg = config(2);
+            cfg.allow_minority = allow;
+            let mut sim = cluster(seed, 2, cfg);
+            sim.check(safety(true));
+            sim.run_for(Duration::from_millis(500))?;
+            sim.after(Duration::ZERO, Action::Crash(NodeId(2)));
+            sim.run_for(Duration::from_millis(1_000))?;
+            let since = Instant::from_micros(sim.now().as_micros() - 500_000);
+            let recent = |ok: bool| {
+                sim.world().replies.iter().any(|(t, n, _, r)| {
+                    *t >= since
+                        && *n == NodeId(1)
+                        && match r {
+                            RingReply::Executed { outcome: Ok(_), .. } => ok,
+                            RingReply::Executed { outcome: Err(ExecError::NoQuorum), .. } => !ok,
+                            _ => false,
+                        }
+                })
+            };
+            if allow && !recent(true) {
+                return Err(sim.error("the survivor did not serve alone with allow_minority"));
+            }
+            if !allow && (recent(true) || !recent(false)) {
+                return Err(sim.error("the survivor served alone (or answered no no_quorum) without allow_minority"));
+            }
+            sim.after(Duration::ZERO, Action::Restart(NodeId(2)));
+            sim.run_for(Duration::from_millis(1_000))?;
+            converged(&mut sim, 2, Duration::from_millis(500))?;
+        }
+        Ok(())
+    });
+}

@@ -456,11 +456,21 @@ impl PromiseNode {
     /// and nobody refused. On `Ok` the value is stored as in use: persist,
     /// then create the token / take office with it.
     pub fn use_proposal(&mut self, now: Instant) -> Result<u64, UseError> {
+        self.use_proposal_with_quorum(now, self.cfg.majority())
+    }
+
+    /// As [`Self::use_proposal`], with `quorum` promisers (this node
+    /// included) instead of a majority of the configured nodes. Only for a
+    /// daemon configured to serve in a minority (ringd's `allow_minority`:
+    /// the majority of its current ring), which then accepts that a
+    /// partition yields two tokens; a quorum below a configured majority
+    /// gives up the guarantees of this component.
+    pub fn use_proposal_with_quorum(&mut self, now: Instant, quorum: usize) -> Result<u64, UseError> {
         if self.expire(now).is_some() {
             return Err(UseError::Abandoned(Failure::Deadline));
         }
         let p = self.proposal.as_ref().ok_or(UseError::NoProposal)?;
-        if p.promisers.len() < self.cfg.majority() {
+        if p.promisers.len() < quorum.max(1) {
             return Err(UseError::NoMajority);
         }
         let value = p.value;

@@ -168,7 +168,7 @@ impl RdNode {
             if !all {
                 return;
             }
-            match self.promise.use_proposal(now) {
+            match self.promise.use_proposal_with_quorum(now, self.quorum()) {
                 Ok(v) => Some(v),
                 Err(UseError::NoMajority) => None,
                 Err(UseError::Abandoned(f)) => {

@@ -87,7 +87,7 @@ impl RdNode {
 
     /// The lease is valid until `sent + lease·(1−ρ)` once a majority acked.
     fn count_lease(&mut self, _now: Instant) {
-        let majority = self.majority();
+        let majority = self.quorum();
         // The latest renewal a majority acked.
         let Some((_, sent, _)) = self.lease.pending.iter().rev().find(|(_, _, acks)| acks.len() >= majority) else {
             return;

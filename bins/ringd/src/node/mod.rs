@@ -186,9 +186,7 @@ impl RdConfig {
         if self.lookup_timeout.is_zero() {
             return Err(RdError::ZeroLookupTimeout);
         }
-        if self.allow_minority {
-            return Err(RdError::MinorityUnsupported);
-        }
+
         if self.max_queue == 0 || self.workers == 0 {
             return Err(RdError::ZeroQueue);
         }
@@ -221,11 +219,7 @@ pub enum RdError {
     /// `lookup_timeout_ms` is 0.
     #[error("lookup_timeout_ms must be above 0")]
     ZeroLookupTimeout,
-    /// `allow_minority = true`: serving alone is not built yet.
-    #[error(
-        "allow_minority = true is not supported yet: a replica alone can neither regenerate the token nor hold a lease without a majority (ftcoord issue 12)"
-    )]
-    MinorityUnsupported,
+
     /// `max_queue` or `workers` is 0.
     #[error("max_queue and workers must be at least 1")]
     ZeroQueue,
@@ -470,6 +464,17 @@ impl RdNode {
         self.members.len() / 2 + 1
     }
 
+    /// How many replicas (this one included) make a lease or a census: a
+    /// majority of the configured ones, or with `allow_minority` of the
+    /// current ring (a partition then yields two tokens).
+    fn quorum(&self) -> usize {
+        if self.cfg.allow_minority {
+            self.ring.view().alive_count() / 2 + 1
+        } else {
+            self.majority()
+        }
+    }
+
     /// Whether this replica's ring is a minority it may not serve in.
     fn in_minority(&self) -> bool {
         !self.cfg.allow_minority && self.ring.view().alive_count() < self.majority()
@@ -544,6 +549,9 @@ impl RdNode {
     /// ahead of every output this input produced.
     fn after_input(&mut self, now: Instant) {
         self.ring_changed(now);
+        if self.in_minority() {
+            self.refuse_in_minority();
+        }
         self.serve(now);
         self.persist_first();
     }

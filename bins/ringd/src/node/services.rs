@@ -336,6 +336,19 @@ impl RdNode {
         }
     }
 
+    /// This replica's ring is a minority: queued token services are
+    /// answered `no_quorum`, and results still waiting for a second copy
+    /// `token_lost` (a retry with the same request id gets the stored
+    /// outcome if the token kept it).
+    pub(super) fn refuse_in_minority(&mut self) {
+        for job in std::mem::take(&mut self.token_queue) {
+            self.answer(job.client, job.request_id, &job.service, Err(ExecError::NoQuorum));
+        }
+        for p in std::mem::take(&mut self.awaiting_ack) {
+            self.answer(p.client, p.request_id, &p.service, Err(ExecError::TokenLost));
+        }
+    }
+
     pub(super) fn services_deadline(&self) -> Option<Instant> {
         self.sleeping.keys().next().map(|(t, _)| *t)
     }

@@ -223,6 +223,13 @@ impl RdNode {
     /// nothing is left to run (after `token_min_hold` if idle).
     pub(super) fn serve(&mut self, now: Instant) {
         let Some(Role::Owned { since, ran }) = self.held.as_ref().map(|h| h.role.clone()) else { return };
+        if self.successor().is_none() {
+            // Alone, owning: no second copy can exist; what waited for one
+            // is answered now.
+            for p in std::mem::take(&mut self.awaiting_ack) {
+                self.answer(p.client, p.request_id, &p.service, p.outcome);
+            }
+        }
         self.run_queued(now);
         if !self.owns_token() || self.token_job.is_some() {
             // A token service runs: the token stays until it ends.
