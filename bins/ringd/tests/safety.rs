@@ -195,7 +195,35 @@ fn long_command_while_censuses(seed: u64, m: RdMutations) -> Result<(), SimError
     sim.run_for(Duration::from_millis(1_200))
 }
 
-const SCENARIOS: [(&str, Scenario); 8] = [
+/// The copy only supplies state to a census (ringd.md, At D): the owner is
+/// paused (SIGSTOP) with a 300 ms token command running under a lease
+/// longer than suspect_after (80 ms > 40 ms); its successor D suspects it
+/// and gets the owner's predecessor's frozen copy through IAmNewNext. A
+/// census is answered Busy by the replicas that acked the owner's lease
+/// until it has run out (the supervisor kills the command at its end); a
+/// token D made itself from the copy would run beside it.
+fn paused_owner_copy(seed: u64, m: RdMutations) -> Result<(), SimError> {
+    let mut cfg = with(5, m);
+    cfg.heartbeat = Duration::from_millis(15);
+    cfg.lease = Duration::from_millis(80);
+    cfg.token_lost_after = cfg.derived_token_lost_after(5);
+    let cfg = with_job(cfg, 300, Duration::from_millis(1_000));
+    let mut sim = cluster(seed, 5, cfg);
+    sim.check(safety(false));
+    sim.run_for(Duration::from_millis(300))?;
+    // An owner that received the token from its predecessor (which keeps
+    // a frozen copy of it).
+    let o = until(&mut sim, |s| s.world().live().find(|(_, c)| c.owns_token() && c.seen().1 >= 10).map(|(i, _)| i))?;
+    sim.after(Duration::ZERO, job(o, ClientId(99), 99));
+    until(&mut sim, |s| s.world().jobs.iter().any(|j| j.node == o && j.ended.is_none()).then_some(o))?;
+    sim.pause(o);
+    sim.run_for(Duration::from_millis(600))?;
+    sim.resume(o);
+    sim.run_for(Duration::from_millis(500))
+}
+
+const SCENARIOS: [(&str, Scenario); 9] = [
+    ("paused_owner_copy", paused_owner_copy),
     ("cut_off_command", cut_off_command),
     ("paused_ringd_command", paused_ringd_command),
     ("long_command_while_censuses", long_command_while_censuses),
@@ -251,6 +279,12 @@ fn supervisor_deadline_at_lease_end_is_needed() {
 fn census_busy_beside_an_owner_is_needed() {
     let m = RdMutations { census_ignores_owner: true, ..Default::default() };
     needed("long_command_while_censuses", long_command_while_censuses, m, "still runs");
+}
+
+#[test]
+fn the_copy_only_supplies_state_to_a_census() {
+    let m = RdMutations { regenerate_from_copy: true, ..Default::default() };
+    needed("paused_owner_copy", paused_owner_copy, m, "still runs");
 }
 
 #[test]

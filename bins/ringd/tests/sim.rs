@@ -90,7 +90,6 @@ fn sweep() {
 fn masked_rules_sweep() {
     use ringd::{RdConfig, RdMutations};
     for (name, m) in [
-        ("regenerate_from_copy", RdMutations { regenerate_from_copy: true, ..Default::default() }),
         ("seen_by_seq", RdMutations { seen_by_seq: true, ..Default::default() }),
         ("ignore_stale", RdMutations { ignore_stale: true, ..Default::default() }),
     ] {
