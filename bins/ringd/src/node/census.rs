@@ -120,6 +120,12 @@ impl RdNode {
             Some(remaining) => CensusAnswer::Refused(Refusal::Busy { remaining }),
             None => match self.promise.on_proposal(from, proposed, now) {
                 Ok(p) => {
+                    // The promised census makes a token within W: the
+                    // token-lost deadline starts over, and a census this
+                    // replica wanted is that one (a census of its own now
+                    // would only outbid it).
+                    self.token_activity(now);
+                    self.census_wanted = false;
                     if p.abandoned_own.is_some() && self.census.is_some() {
                         // Its own census gave way to a higher one: let that
                         // one finish before trying again (else every

@@ -197,12 +197,28 @@ fn an_owner_answers_a_census_busy_a_member_promises_with_its_copy() {
 }
 
 #[test]
-fn a_sender_told_stale_keeps_a_copy_and_starts_a_census() {
+fn a_sender_told_stale_keeps_a_copy_and_censuses_after_a_random_delay() {
     let mut r = owner();
     let _ = proto(timeout(&mut r, T0 + Duration::from_millis(5)));
-    let outs = proto(deliver(&mut r, T0 + Duration::from_millis(6), n(2), Incarnation(1), Msg::Stale { epoch: 3000 }));
-    // The next epoch in its slot (0) above 3000: round 3.
+    let t = T0 + Duration::from_millis(6);
+    let outs = proto(deliver(&mut r, t, n(2), Incarnation(1), Msg::Stale { epoch: 3000 }));
+    // The floor rises to 3000 (stored); no census yet: the one the refuser
+    // promised may be about to finish.
+    assert_eq!(outs, vec![stored(&r)]);
+    assert!(!r.owns_token() && !r.is_passing());
+    let due = r.token_deadline().expect("a census is due");
+    // W·(1+ρ)/(1−ρ) to twice that, W = suspect_after = 100 ms.
+    assert!(due >= t + Duration::from_millis(100) && due <= t + Duration::from_millis(201), "{due:?}");
+    // Then (neighbours heard from again meanwhile) the next epoch in its
+    // slot (0) above 3000: round 3.
+    deliver(&mut r, due, n(3), Incarnation(1), Msg::Hb(hbring::HbMsg::Heartbeat { digest: 0 }));
+    deliver(&mut r, due, n(2), Incarnation(1), Msg::Hb(hbring::HbMsg::HeartbeatAck { digest: 0 }));
+    let _ = drain(&mut r);
     let proposed = 3 << 10;
+    let outs: Vec<Out> = proto(timeout(&mut r, due))
+        .into_iter()
+        .filter(|o| !matches!(o, Output::Send { msg: Msg::Token(_), .. }))
+        .collect();
     assert_eq!(
         outs,
         vec![
@@ -212,7 +228,6 @@ fn a_sender_told_stale_keeps_a_copy_and_starts_a_census() {
             send(3, Msg::Census { proposed }),
         ]
     );
-    assert!(!r.owns_token() && !r.is_passing());
 }
 
 #[test]

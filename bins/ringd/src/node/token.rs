@@ -3,7 +3,7 @@
 //! a superseded owner keeps its token only as a copy.
 
 use client::ring::ExecError;
-use durable::promise::Refusal;
+use durable::promise::{Failure, Refusal};
 use ftcore::NodeId;
 use timer::Instant;
 
@@ -133,7 +133,15 @@ impl RdNode {
             .as_ref()
             .is_some_and(|h| matches!(h.role, Role::Owned { .. } | Role::Unacked { .. }) && h.token.epoch <= epoch);
         if hit {
-            self.stop_owning(now, true);
+            // The refuser promised (or saw) a higher epoch: a census is
+            // under way elsewhere, or a newer token exists. Census too, but
+            // only after a random delay, so that the other one can finish
+            // (a census at once outbids it, and each new token then meets
+            // the next promise: a storm of regenerations).
+            self.stop_owning(now, false);
+            self.census_wanted = true;
+            let wait = self.promise.retry_after(&Failure::Refused(Refusal::Promised { value: epoch }), &mut self.rng);
+            self.census_not_before = self.census_not_before.max(now + wait);
         }
     }
 

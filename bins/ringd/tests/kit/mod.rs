@@ -173,6 +173,7 @@ pub fn safety(strict: bool) -> impl FnMut(&World<RdNode>) -> Result<(), String> 
 /// (whose replica may have crashed with its request) asks again, and after
 /// 1.5 s every replica's ring holds all `n` and every client got a result.
 pub fn converged(sim: &mut Sim<RdNode>, n: u32, settle: Duration) -> Result<(), sim::SimError> {
+    let from = sim.world().events.len();
     sim.converge(settle)?;
     for i in 1..=n {
         let c = ClientId(u64::from(i));
@@ -193,6 +194,13 @@ pub fn converged(sim: &mut Sim<RdNode>, n: u32, settle: Duration) -> Result<(), 
         if !answered {
             return Err(sim.error(format!("n{i} did not answer a lookup after the faults")));
         }
+    }
+    // ringd.md, Invariants 5: the token circulates again after at most one
+    // regeneration.
+    let regenerations =
+        sim.world().events[from..].iter().filter(|(_, _, e)| matches!(e, RdEvent::Regenerated { .. })).count();
+    if regenerations > 1 {
+        return Err(sim.error(format!("{regenerations} regenerations after the faults stopped")));
     }
     served_again(sim, n, Duration::from_millis(1_400))
 }
