@@ -65,7 +65,6 @@ fn faulty_run(seed: u64) -> Result<(), sim::SimError> {
         downtime: (Duration::from_millis(20), Duration::from_millis(600)),
         pause_len: (Duration::from_millis(5), Duration::from_millis(200)),
         slow_extra: Duration::from_millis(30),
-        disconnects: 0,
         ..FaultPlan::everything(n).with_clients(clients)
     });
     sim.run_for(Duration::from_millis(3_500))?;
