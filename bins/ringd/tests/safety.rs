@@ -18,6 +18,7 @@ use ftcore::{ClientId, NodeId};
 use kit::{cluster, config, job, safety, with_job};
 use ringd::{RdConfig, RdMutations, RdNode};
 use sim::{Action, Sim, SimError};
+use timer::Instant;
 
 /// A scenario: a seed, the rules switched off.
 type Scenario = fn(u64, RdMutations) -> Result<(), SimError>;
@@ -222,6 +223,27 @@ fn paused_owner_copy(seed: u64, m: RdMutations) -> Result<(), SimError> {
     sim.run_for(Duration::from_millis(500))
 }
 
+/// `seen` compared as the pair (epoch, seq) (ringd.md, IAmNewNext): three
+/// crashes one at a time (the token holder among them) and restarts, then
+/// the liveness phase (`kit::converged`). Compared by seq alone, a
+/// regenerated token (e', 0) looks older than what a replica saw of the
+/// old epoch and is discarded, and the ring regenerates over and over.
+fn crashes_then_converge(seed: u64, m: RdMutations) -> Result<(), SimError> {
+    let n = 3 + (seed % 3) as u32;
+    let mut sim = cluster(seed, n, with(n, m));
+    sim.check(safety(true));
+    sim.random_faults(&sim::FaultPlan {
+        start: Instant::from_millis(400),
+        end: Instant::from_millis(3_000),
+        crashes: 3,
+        max_down: 1,
+        downtime: (Duration::from_millis(20), Duration::from_millis(600)),
+        ..sim::FaultPlan::default()
+    });
+    sim.run_for(Duration::from_millis(3_500))?;
+    kit::converged(&mut sim, n, Duration::from_millis(1_500))
+}
+
 const SCENARIOS: [(&str, Scenario); 9] = [
     ("paused_owner_copy", paused_owner_copy),
     ("cut_off_command", cut_off_command),
@@ -285,6 +307,19 @@ fn census_busy_beside_an_owner_is_needed() {
 fn the_copy_only_supplies_state_to_a_census() {
     let m = RdMutations { regenerate_from_copy: true, ..Default::default() };
     needed("paused_owner_copy", paused_owner_copy, m, "still runs");
+}
+
+#[test]
+fn seen_as_a_pair_is_needed() {
+    // Seeds where the random crashes regenerate while an old epoch's
+    // higher seq is still what some replica saw last.
+    let m = RdMutations { seen_by_seq: true, ..Default::default() };
+    for seed in [8, 20] {
+        crashes_then_converge(seed, RdMutations::default())
+            .unwrap_or_else(|e| panic!("seed {seed} fails with every rule on: {e}"));
+        let e = crashes_then_converge(seed, m).expect_err("passes with seen compared by seq");
+        assert!(e.to_string().contains("regenerations after the faults stopped"), "{e}");
+    }
 }
 
 #[test]

@@ -88,10 +88,7 @@ fn sweep() {
 #[ignore = "survey of the masked rules: SIM_SEEDS=300 cargo test --release -p ringd --test sim masked -- --ignored"]
 fn masked_rules_sweep() {
     use ringd::{RdConfig, RdMutations};
-    for (name, m) in [
-        ("seen_by_seq", RdMutations { seen_by_seq: true, ..Default::default() }),
-        ("ignore_stale", RdMutations { ignore_stale: true, ..Default::default() }),
-    ] {
+    for (name, m) in [("ignore_stale", RdMutations { ignore_stale: true, ..Default::default() })] {
         let mut failed = Vec::new();
         for seed in 0..std::env::var("SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100u64) {
             let n = 3 + (seed % 3) as u32;
