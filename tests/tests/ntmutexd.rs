@@ -433,8 +433,17 @@ fn restarted_node_does_not_suspect_live_peers() {
     assert!(suspected.is_empty(), "the new life of node 5 suspected live peers: {suspected:#?}\n{all}");
     let regenerations = sum_metric(&c, &[1, 2, 3, 4, 5], "ntmutex_token_regenerations_total");
     // The first token is made by a regeneration round (never chosen
-    // locally); a live idle token is never regenerated.
-    assert_eq!(regenerations, 1.0, "a live idle token was regenerated\n{all}");
+    // locally); a live idle token is not regenerated because a node
+    // restarted. One exception, by design (foundation.md, Fresh nodes): node
+    // 5 started after the first token was made, so its first start, as a
+    // fresh node, recovered `recovered_max` = that token's epoch, and it
+    // accepts no token at or below it, across restarts too; its new life
+    // discards the live token as stale and a regeneration above it
+    // replaces the token (seen in CI about 1 run in 40, when node 5's
+    // process was slow to start).
+    let recovered_late = log5.contains("fresh state recovered") && new_life.contains("stale token discarded");
+    let expected = if recovered_late { 2.0 } else { 1.0 };
+    assert_eq!(regenerations, expected, "a live idle token was regenerated\n{all}");
     assert!(!all.contains("token superseded"), "a live holder lost its token\n{all}");
 }
 
