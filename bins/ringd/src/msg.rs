@@ -88,11 +88,6 @@ impl Token {
         }
         self.results.push((request_id, outcome));
     }
-
-    /// Bytes of keys and values in the shared state.
-    pub fn state_bytes(&self) -> usize {
-        self.state.iter().map(|(k, v)| k.len() + v.len()).sum()
-    }
 }
 
 /// A replica's answer to a census.

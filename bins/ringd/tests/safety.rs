@@ -29,6 +29,23 @@ fn with(n: u32, m: RdMutations) -> RdConfig {
     RdConfig { mutations: m, ..config(n) }
 }
 
+/// Five replicas with renewals every `heartbeat_ms` and a lease of
+/// `lease_ms` (token_lost_after derived), the rules in `m` off.
+fn timed(m: RdMutations, heartbeat_ms: u64, lease_ms: u64) -> RdConfig {
+    let mut cfg = with(5, m);
+    cfg.heartbeat = Duration::from_millis(heartbeat_ms);
+    cfg.lease = Duration::from_millis(lease_ms);
+    cfg.token_lost_after = cfg.derived_token_lost_after(5);
+    cfg
+}
+
+/// A client of `o` asks for the token service `job`; runs until its
+/// command runs.
+fn start_job(sim: &mut Sim<RdNode>, o: NodeId) -> Result<NodeId, SimError> {
+    sim.after(Duration::ZERO, job(o, ClientId(99), 99));
+    until(sim, |s| s.world().jobs.iter().any(|j| j.node == o && j.ended.is_none()).then_some(o))
+}
+
 /// The replica that owns the token now.
 fn owner(sim: &Sim<RdNode>) -> Option<NodeId> {
     sim.world().live().find(|(_, c)| c.owns_token()).map(|(id, _)| id)
@@ -159,8 +176,7 @@ fn cut_off_command(seed: u64, m: RdMutations) -> Result<(), SimError> {
     sim.check(safety(false));
     sim.run_for(Duration::from_millis(300))?;
     let o = until(&mut sim, owner)?;
-    sim.after(Duration::ZERO, job(o, ClientId(99), 99));
-    until(&mut sim, |s| s.world().jobs.iter().any(|j| j.node == o && j.ended.is_none()).then_some(o))?;
+    start_job(&mut sim, o)?;
     let next = sim.world().core(o).and_then(|c| c.ring().view().successor()).expect("a successor");
     sim.after(Duration::from_millis(5), Action::Partition(vec![o, next]));
     sim.run_for(Duration::from_millis(800))?;
@@ -178,8 +194,7 @@ fn paused_ringd_command(seed: u64, m: RdMutations) -> Result<(), SimError> {
     sim.check(safety(false));
     sim.run_for(Duration::from_millis(300))?;
     let o = until(&mut sim, owner)?;
-    sim.after(Duration::ZERO, job(o, ClientId(99), 99));
-    until(&mut sim, |s| s.world().jobs.iter().any(|j| j.node == o && j.ended.is_none()).then_some(o))?;
+    start_job(&mut sim, o)?;
     sim.pause(o);
     sim.run_for(Duration::from_millis(800))?;
     sim.resume(o);
@@ -194,11 +209,7 @@ fn paused_ringd_command(seed: u64, m: RdMutations) -> Result<(), SimError> {
 fn long_command_while_censuses(seed: u64, m: RdMutations) -> Result<(), SimError> {
     // Renewals 15 ms apart: an owner hears of a census it was not asked
     // to block only at its next renewal.
-    let mut cfg = with(5, m);
-    cfg.heartbeat = Duration::from_millis(15);
-    cfg.lease = Duration::from_millis(45);
-    cfg.token_lost_after = cfg.derived_token_lost_after(5);
-    let cfg = with_job(cfg, 600, Duration::from_millis(2_000));
+    let cfg = with_job(timed(m, 15, 45), 600, Duration::from_millis(2_000));
     let mut sim = cluster(seed, 5, cfg);
     sim.check(safety(false));
     sim.run_for(Duration::from_millis(300))?;
@@ -222,19 +233,14 @@ fn long_command_while_censuses(seed: u64, m: RdMutations) -> Result<(), SimError
 /// until it has run out (the supervisor kills the command at its end); a
 /// token D made itself from the copy would run beside it.
 fn paused_owner_copy(seed: u64, m: RdMutations) -> Result<(), SimError> {
-    let mut cfg = with(5, m);
-    cfg.heartbeat = Duration::from_millis(15);
-    cfg.lease = Duration::from_millis(80);
-    cfg.token_lost_after = cfg.derived_token_lost_after(5);
-    let cfg = with_job(cfg, 300, Duration::from_millis(1_000));
+    let cfg = with_job(timed(m, 15, 80), 300, Duration::from_millis(1_000));
     let mut sim = cluster(seed, 5, cfg);
     sim.check(safety(false));
     sim.run_for(Duration::from_millis(300))?;
     // An owner that received the token from its predecessor (which keeps
     // a frozen copy of it).
     let o = until(&mut sim, |s| s.world().live().find(|(_, c)| c.owns_token() && c.seen().1 >= 10).map(|(i, _)| i))?;
-    sim.after(Duration::ZERO, job(o, ClientId(99), 99));
-    until(&mut sim, |s| s.world().jobs.iter().any(|j| j.node == o && j.ended.is_none()).then_some(o))?;
+    start_job(&mut sim, o)?;
     sim.pause(o);
     sim.run_for(Duration::from_millis(600))?;
     sim.resume(o);
@@ -250,14 +256,7 @@ fn crashes_then_converge(seed: u64, m: RdMutations) -> Result<(), SimError> {
     let n = 3 + (seed % 3) as u32;
     let mut sim = cluster(seed, n, with(n, m));
     sim.check(safety(true));
-    sim.random_faults(&sim::FaultPlan {
-        start: Instant::from_millis(400),
-        end: Instant::from_millis(3_000),
-        crashes: 3,
-        max_down: 1,
-        downtime: (Duration::from_millis(20), Duration::from_millis(600)),
-        ..sim::FaultPlan::default()
-    });
+    sim.random_faults(&kit::crash_plan());
     sim.run_for(Duration::from_millis(3_500))?;
     kit::converged(&mut sim, n, Duration::from_millis(1_500))
 }

@@ -12,8 +12,8 @@ mod kit;
 
 use std::time::Duration;
 
-use kit::{cluster, config, converged, safety, served_again, with_job};
-use sim::{for_seeds, for_seeds_with, FaultPlan};
+use kit::{cluster, config, converged, crash_plan, every_fault_plan, safety, served_again, with_job};
+use sim::{for_seeds, for_seeds_with};
 use timer::Instant;
 
 #[test]
@@ -34,14 +34,7 @@ fn crash_run(seed: u64) -> Result<(), sim::SimError> {
     let n = 3 + (seed % 3) as u32;
     let mut sim = cluster(seed, n, config(n));
     sim.check(safety(true));
-    sim.random_faults(&FaultPlan {
-        start: Instant::from_millis(400),
-        end: Instant::from_millis(3_000),
-        crashes: 3,
-        max_down: 1,
-        downtime: (Duration::from_millis(20), Duration::from_millis(600)),
-        ..FaultPlan::default()
-    });
+    sim.random_faults(&crash_plan());
     sim.run_for(Duration::from_millis(3_500))?;
     converged(&mut sim, n, Duration::from_millis(1_500))
 }
@@ -58,15 +51,7 @@ fn faulty_run(seed: u64) -> Result<(), sim::SimError> {
     // Even replicas' clients run a 15 ms command under the token.
     let mut sim = cluster(seed, n, with_job(config(n), 15, Duration::from_millis(200)));
     sim.check(safety(false));
-    let clients = (1..=n).map(|i| (ftcore::NodeId(i), ftcore::ClientId(u64::from(i)))).collect();
-    sim.random_faults(&FaultPlan {
-        start: Instant::from_millis(400),
-        end: Instant::from_millis(3_000),
-        downtime: (Duration::from_millis(20), Duration::from_millis(600)),
-        pause_len: (Duration::from_millis(5), Duration::from_millis(200)),
-        slow_extra: Duration::from_millis(30),
-        ..FaultPlan::everything(n).with_clients(clients)
-    });
+    sim.random_faults(&every_fault_plan(n));
     sim.run_for(Duration::from_millis(3_500))?;
     converged(&mut sim, n, Duration::from_millis(2_000))
 }
@@ -94,15 +79,7 @@ fn masked_rules_sweep() {
             let n = 3 + (seed % 3) as u32;
             let mut sim = cluster(seed, n, RdConfig { mutations: m, ..config(n) });
             sim.check(safety(false));
-            let clients = (1..=n).map(|i| (ftcore::NodeId(i), ftcore::ClientId(u64::from(i)))).collect();
-            sim.random_faults(&FaultPlan {
-                start: Instant::from_millis(400),
-                end: Instant::from_millis(3_000),
-                downtime: (Duration::from_millis(20), Duration::from_millis(600)),
-                pause_len: (Duration::from_millis(5), Duration::from_millis(200)),
-                slow_extra: Duration::from_millis(30),
-                ..FaultPlan::everything(n).with_clients(clients)
-            });
+            sim.random_faults(&every_fault_plan(n));
             if let Err(e) = sim.run_for(Duration::from_millis(3_500)) {
                 failed.push((seed, e.to_string().lines().nth(1).unwrap_or_default().to_string()));
             }

@@ -218,7 +218,7 @@ impl RdNode {
 
     /// A HolderAlive of `epoch`: a token is in use; an own census below it is moot.
     pub(super) fn abandon_census_below(&mut self, now: Instant, epoch: u64) {
-        if self.census.as_ref().is_some_and(|c| c.value <= epoch) || self.census.is_none() {
+        if self.census.as_ref().is_none_or(|c| c.value <= epoch) {
             self.abandon_census(now);
         }
     }

@@ -685,7 +685,7 @@ impl Protocol for RdNode {
     }
 
     fn handle_link_lost(&mut self, now: Instant, peer: NodeId) {
-        self.resend_to(now, peer);
+        let _resent = self.resend_to(now, peer);
         self.after_input(now);
     }
 

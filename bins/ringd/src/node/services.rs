@@ -285,12 +285,8 @@ impl RdNode {
     /// valid (asking for one first).
     pub(super) fn run_queued(&mut self, now: Instant) {
         while self.owns_token() && !self.token_queue.is_empty() && self.token_job.is_none() {
-            if self.in_minority() {
-                for job in std::mem::take(&mut self.token_queue) {
-                    self.answer(job.client, job.request_id, &job.service, Err(ExecError::NoQuorum));
-                }
-                return;
-            }
+            // (A minority's queue was answered `no_quorum` before the visit:
+            // `after_input`, `refuse_in_minority`.)
             if !self.cfg.mutations.no_lease && !self.lease.valid(now) {
                 self.ensure_lease(now);
                 if !self.lease.valid(now) {

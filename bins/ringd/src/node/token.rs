@@ -171,18 +171,19 @@ impl RdNode {
 
     /// Resends an unacknowledged token to `peer` (a broken link, or its
     /// period), to the same life only.
-    pub(super) fn resend_to(&mut self, now: Instant, peer: NodeId) {
+    pub(super) fn resend_to(&mut self, now: Instant, peer: NodeId) -> bool {
         let alive = |n: NodeId, inc| self.ring.view().is_alive(n) && self.life_of(n) == inc;
-        let Some(h) = self.held.as_ref() else { return };
-        let Role::Unacked { to, inc, .. } = h.role else { return };
+        let Some(h) = self.held.as_ref() else { return false };
+        let Role::Unacked { to, inc, .. } = h.role else { return false };
         if to != peer || !alive(to, inc) {
-            return;
+            return false;
         }
         let t = h.token.clone();
         if let Some(h) = self.held.as_mut() {
             h.role = Role::Unacked { to, inc, last_sent: now };
         }
         self.out.send(to, Msg::Token(Box::new(t)));
+        true
     }
 
     pub(super) fn token_deadline(&self) -> Option<Instant> {
@@ -215,10 +216,11 @@ impl RdNode {
             if now >= last_sent + self.cfg.suspect_after {
                 // Resent to that life if it is still in the ring; the
                 // period goes on either way (a recovery may ask for it).
-                if let Some(h) = self.held.as_mut() {
-                    h.role = Role::Unacked { to, inc, last_sent: now };
+                if !self.resend_to(now, to) {
+                    if let Some(h) = self.held.as_mut() {
+                        h.role = Role::Unacked { to, inc, last_sent: now };
+                    }
                 }
-                self.resend_to(now, to);
             }
         }
         let due = self.census_wanted || now >= self.lost_at();

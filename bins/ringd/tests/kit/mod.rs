@@ -10,7 +10,7 @@ use std::time::Duration;
 use client::ring::{ExecError, RingReply, RingRequest};
 use ftcore::{ClientId, NodeId, Protocol};
 use ringd::{RdConfig, RdEvent, RdNode};
-use sim::{Action, NetConfig, Sim, World};
+use sim::{Action, FaultPlan, NetConfig, Sim, World};
 use timer::Instant;
 
 /// Small timings: heartbeat 5 ms, suspect_after 40 ms, lease 20 ms,
@@ -40,6 +40,34 @@ pub fn incr(node: NodeId, client: ClientId, request_id: u64) -> Action<RdNode> {
         client,
         RingRequest::Execute { request_id, service: "counter.incr".into(), args: vec!["c".into()] },
     )
+}
+
+/// Three crashes one at a time (the token holder may be among them), each
+/// restarted after 20–600 ms, between 0.4 s and 3 s.
+pub fn crash_plan() -> FaultPlan {
+    FaultPlan {
+        start: Instant::from_millis(400),
+        end: Instant::from_millis(3_000),
+        crashes: 3,
+        max_down: 1,
+        downtime: (Duration::from_millis(20), Duration::from_millis(600)),
+        ..FaultPlan::default()
+    }
+}
+
+/// Every fault kind for `n` replicas (`FaultPlan::everything`) between 0.4 s
+/// and 3 s, timed for [`config`]: pauses up to 200 ms, links up to 30 ms
+/// slower, every replica's client may disconnect.
+pub fn every_fault_plan(n: u32) -> FaultPlan {
+    let clients = (1..=n).map(|i| (NodeId(i), ClientId(u64::from(i)))).collect();
+    FaultPlan {
+        start: Instant::from_millis(400),
+        end: Instant::from_millis(3_000),
+        downtime: (Duration::from_millis(20), Duration::from_millis(600)),
+        pause_len: (Duration::from_millis(5), Duration::from_millis(200)),
+        slow_extra: Duration::from_millis(30),
+        ..FaultPlan::everything(n).with_clients(clients)
+    }
 }
 
 /// The token service `job`: a command (`sleep MS` in the simulator's job
