@@ -90,6 +90,24 @@ impl Token {
     }
 }
 
+/// Ring repair's `IAmNewNext`: the detector `origin` lost its predecessor
+/// `failed` (that life).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NewNext {
+    /// The failed predecessor.
+    pub failed: NodeId,
+    /// Its life.
+    pub failed_inc: Incarnation,
+    /// The detector.
+    pub origin: NodeId,
+    /// The detector's recovery id.
+    pub recovery: u64,
+    /// The newest (epoch, seq) the detector accepted.
+    pub seen: (u64, u64),
+    /// Hops so far (dropped at N).
+    pub hops: u32,
+}
+
 /// A replica's answer to a census.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum CensusAnswer {
@@ -123,22 +141,9 @@ pub enum Msg {
         /// Its stored values.
         values: Option<Values>,
     },
-    /// Ring repair: the detector `origin` lost its predecessor `failed`
-    /// (that life); travels the ring to whoever pointed at it.
-    IAmNewNext {
-        /// The failed predecessor.
-        failed: NodeId,
-        /// Its life.
-        failed_inc: Incarnation,
-        /// The detector.
-        origin: NodeId,
-        /// The detector's recovery id.
-        recovery: u64,
-        /// The newest (epoch, seq) the detector accepted.
-        seen: (u64, u64),
-        /// Hops so far (dropped at N).
-        hops: u32,
-    },
+    /// Ring repair: the detector lost its predecessor; travels the ring to
+    /// whoever pointed at it.
+    IAmNewNext(NewNext),
     /// "I am your predecessor now" (to the detector), with the sender's ring.
     IAmNewPrevious {
         /// The recovery it answers.

@@ -804,9 +804,7 @@ impl RdNode {
             Msg::Hb(_) => {} // routed before
             Msg::Hello { nonce } => self.on_hello(from, nonce),
             Msg::HelloAck { nonce, values } => self.on_hello_ack(now, from, nonce, values),
-            Msg::IAmNewNext { failed, failed_inc, origin, recovery, seen, hops } => {
-                self.on_i_am_new_next(now, failed, failed_inc, origin, recovery, seen, hops)
-            }
+            Msg::IAmNewNext(m) => self.on_i_am_new_next(now, m),
             Msg::IAmNewPrevious { recovery, members: _ } => self.on_i_am_new_previous(now, from, recovery),
             Msg::Copy { recovery, token } => self.on_copy(now, recovery, *token),
             Msg::Token(t) => self.on_token(now, from, *t),

@@ -17,7 +17,7 @@ use hbring::HbRing;
 use timer::Instant;
 
 use super::{RdEvent, RdNode, Role};
-use crate::msg::{Msg, Token};
+use crate::msg::{Msg, NewNext, Token};
 
 /// The ring neighbours and life as of the last input.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -98,8 +98,10 @@ impl RdNode {
         match self.successor() {
             Some(s) if s != failed => {
                 let seen = self.seen;
-                self.out
-                    .send(s, Msg::IAmNewNext { failed, failed_inc: inc, origin: self.me, recovery: id, seen, hops: 0 });
+                self.out.send(
+                    s,
+                    Msg::IAmNewNext(NewNext { failed, failed_inc: inc, origin: self.me, recovery: id, seen, hops: 0 }),
+                );
             }
             _ => {
                 // Alone (a two-replica ring): the rule applies to itself.
@@ -138,17 +140,8 @@ impl RdNode {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn on_i_am_new_next(
-        &mut self,
-        now: Instant,
-        failed: NodeId,
-        failed_inc: Incarnation,
-        origin: NodeId,
-        recovery: u64,
-        seen: (u64, u64),
-        hops: u32,
-    ) {
+    pub(super) fn on_i_am_new_next(&mut self, now: Instant, m: NewNext) {
+        let NewNext { failed, failed_inc, origin, recovery, seen, hops } = m;
         if origin == self.me {
             // Back at the detector: nobody points at that life any more.
             if self.recovery.as_ref().is_some_and(|r| r.id == recovery) {
@@ -177,7 +170,7 @@ impl RdNode {
         }
         if let Some(s) = self.successor() {
             self.forwarded = Some((origin, recovery));
-            self.out.send(s, Msg::IAmNewNext { failed, failed_inc, origin, recovery, seen, hops });
+            self.out.send(s, Msg::IAmNewNext(NewNext { failed, failed_inc, origin, recovery, seen, hops }));
         }
     }
 
