@@ -74,6 +74,9 @@ impl RdNode {
         self.held = Some(Held { token: t, role: Role::Owned { since: now, ran: false } });
         self.lease.reset();
         self.token_activity(now);
+        // A token exists: a census wanted earlier (after a `Stale`, an
+        // overflow, a recovery's copy) would only end it.
+        self.census_wanted = false;
     }
 
     /// Hands the owned token to the successor (seq + 1), or keeps it when
@@ -94,6 +97,9 @@ impl RdNode {
         let t = h.token.clone();
         h.role = Role::Unacked { to: s, inc, last_sent: now };
         self.lease.reset();
+        // It had the token until now (however long the visit ran): the
+        // token-lost deadline starts here, not at the arrival.
+        self.token_activity(now);
         self.out.send(s, Msg::Token(Box::new(t)));
         self.out.event(RdEvent::Passed { to: s });
     }
