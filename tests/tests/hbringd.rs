@@ -159,6 +159,18 @@ async fn a_node_of_another_cluster_or_without_the_key_moves_nothing() {
 }
 
 #[test]
+fn example_config_is_valid() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/hbringd.example.toml");
+    let (code, stdout, stderr) = run_once("hbringd", &["--config", path, "--check-config"], &[]).unwrap();
+    assert_eq!(code, 0, "{stderr}");
+    for key in
+        ["listen = \"127.0.0.1:7901\"", "client_listen = \"127.0.0.1:8001\"", "metrics_listen = \"127.0.0.1:9901\""]
+    {
+        assert!(stdout.contains(key), "effective config lacks {key}: {stdout}");
+    }
+}
+
+#[test]
 fn config_errors_exit_2_naming_the_problem() {
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, body: &str| {
