@@ -54,8 +54,11 @@ async fn sigkill_is_detected_the_ring_repairs_and_the_node_rejoins() {
     assert!(eventually(&c, 2, Duration::from_secs(2), |s| detail(s, "successor") == Some("4")).await);
     assert!(eventually(&c, 4, Duration::from_secs(2), |s| detail(s, "predecessor") == Some("2")).await);
     // The repair was measured and exported at 4.
-    assert!(wait_until(Duration::from_secs(3), || c.metric(4, "hbring_recoveries_total").unwrap_or(0.0) >= 1.0));
-    assert!(c.metric(4, "hbring_recovery_duration_seconds_count").unwrap_or(0.0) >= 1.0);
+    assert!(wait_until(Duration::from_secs(3), || c
+        .metric(4, "hbring_recoveries_total{kind=\"ring\"}")
+        .unwrap_or(0.0)
+        >= 1.0));
+    assert!(c.metric(4, "hbring_recovery_duration_seconds_count{kind=\"ring\"}").unwrap_or(0.0) >= 1.0);
     // Gauges refresh every half second.
     assert!(wait_until(Duration::from_secs(2), || c.metric(1, "hbring_peer_up{peer=\"3\"}") == Some(0.0)));
     eprintln!("kill -> all four survivors know: {all_know:?}");

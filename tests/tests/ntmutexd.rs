@@ -116,7 +116,7 @@ fn holder_kill_scenario(restart: bool) {
     }
 
     // The recovery shows in the survivors' metrics.
-    let recoveries = sum_metric(&c, &survivors, "ntmutex_recoveries_total{mechanism=");
+    let recoveries = sum_metric(&c, &survivors, "ntmutex_recoveries_total{kind=");
     let regenerations = sum_metric(&c, &survivors, "ntmutex_token_regenerations_total");
     assert!(recoveries > 0.0 || regenerations > 0.0, "no recovery in the metrics\n{all}");
     let durations: Vec<(u32, String)> = survivors
@@ -124,12 +124,12 @@ fn holder_kill_scenario(restart: bool) {
         .filter_map(|&id| c.scrape(id).ok().map(|t| (id, t)))
         .flat_map(|(id, t)| {
             t.lines()
-                .filter(|l| l.starts_with("ntmutex_recovery_duration_seconds_count{mechanism="))
+                .filter(|l| l.starts_with("ntmutex_recovery_duration_seconds_count{kind="))
                 .map(|l| (id, l.to_string()))
                 .collect::<Vec<_>>()
         })
         .collect();
-    assert!(!durations.is_empty(), "no ntmutex_recovery_duration_seconds_count{{mechanism=…}} on any survivor\n{all}");
+    assert!(!durations.is_empty(), "no ntmutex_recovery_duration_seconds_count{{kind=…}} on any survivor\n{all}");
 
     // The token path was restored without the victim.
     let next_start = holds.iter().find(|h| h.start > kill_ns).expect("holds after the kill");

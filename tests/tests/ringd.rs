@@ -352,8 +352,7 @@ fn acknowledged_increments_survive_sigkill_restart_and_pause_of_the_token_owner(
     assert_eq!(ids.len() as i64, n, "a request acknowledged twice\n{}", diag());
 
     // The names interfaces.md gives and the ones ringd has used: either counts.
-    let regenerations = sum_metric(&c, &all(5), "ringd_token_regenerations_total")
-        + sum_metric(&c, &all(5), "ringd_regenerations_total");
+    let regenerations = sum_metric(&c, &all(5), "ringd_token_regenerations_total");
     let recoveries = sum_metric(&c, &all(5), "ringd_recoveries_total");
     let refs: Vec<&ClientLog> = client_logs.iter().collect();
     let repair = first_ack_after(&refs, killed);

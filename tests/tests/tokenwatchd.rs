@@ -344,8 +344,8 @@ fn figures() {
     eprintln!("SIGKILL of the holder (node 3, its client holding) -> next grant on node 1: {:?}", t.elapsed());
     let _ = holder.wait();
     for id in [1, 2, 4, 5] {
-        let sum = c.metric(id, "tokenwatch_recovery_duration_seconds_sum").unwrap_or(0.0);
-        let n = c.metric(id, "tokenwatch_recovery_duration_seconds_count").unwrap_or(0.0);
+        let sum = c.metric(id, "tokenwatch_recovery_duration_seconds_sum{kind=\"regeneration\"}").unwrap_or(0.0);
+        let n = c.metric(id, "tokenwatch_recovery_duration_seconds_count{kind=\"regeneration\"}").unwrap_or(0.0);
         if n > 0.0 {
             eprintln!("node {id}: no token seen -> new token {:.1} ms (mean of {n})", sum / n * 1e3);
         }

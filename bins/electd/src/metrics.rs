@@ -7,8 +7,18 @@ use crate::node::{Algorithm, ElEvent, PreVoteOutcome};
 /// Election message kinds (the `type` label of `election_messages_total`).
 const ELECTION_KINDS: [&str; 4] = ["relay", "elected", "election", "coordinator"];
 
+/// The `kind` of electd's recovery (interfaces.md's common
+/// `recoveries_total` and `recovery_duration_seconds`): a failover, the
+/// same observation as `failover_duration_seconds`.
+const FAILOVER: &str = "failover";
+
 /// Declares the counters once at start (at 0).
 pub fn declare(m: &Metrics) {
+    describe(m);
+    m.declare_recoveries(
+        &[FAILOVER],
+        "Failovers this node saw complete (kind failover: coordinator suspected, new coordinator known).",
+    );
     m.declare_locks();
     for c in ["step_downs_total", "stale_term_answers_total", "lease_expiries_total", "follow_conflicts_total"] {
         metrics::counter!(m.name(c)).increment(0);
@@ -52,6 +62,8 @@ pub fn record(e: &ElEvent, m: &Metrics) {
         ElEvent::Failover { took } => {
             tracing::warn!(took_ms = took.as_millis() as u64, "failover: a new coordinator is known");
             metrics::histogram!(m.name("failover_duration_seconds")).record(took.as_secs_f64());
+            m.recovery_counted(FAILOVER);
+            m.recovery(FAILOVER, *took);
         }
         ElEvent::TookOffice { term } => tracing::warn!(term, "took office as coordinator"),
         ElEvent::SteppedDown { term, why } => {
@@ -78,4 +90,46 @@ pub fn record(e: &ElEvent, m: &Metrics) {
         }
         ElEvent::QueueLength(n) => metrics::gauge!(m.name("queue_length")).set(*n as f64),
     }
+}
+
+/// The HELP text of electd's own metrics (the common and lock service ones
+/// are described by `runtime`).
+fn describe(m: &Metrics) {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(m.name("step_downs_total"), "Times this node stepped down as coordinator.");
+    describe_counter!(m.name("stale_term_answers_total"), "Answers sent to messages of an older term.");
+    describe_counter!(m.name("lease_expiries_total"), "Grants whose lease expired.");
+    describe_counter!(
+        m.name("follow_conflicts_total"),
+        "Coordinator announcements of a term naming another node than the one this node follows."
+    );
+    describe_counter!(m.name("elections_started_total"), "Elections this node started, by algorithm.");
+    describe_counter!(m.name("elections_completed_total"), "Elections this node completed, by algorithm.");
+    describe_counter!(m.name("pre_votes_total"), "Pre-votes this node ran, by outcome (won, lost).");
+    describe_counter!(m.name("election_messages_total"), "Election messages sent, by type.");
+    describe_counter!(m.name("grants_total"), "Lock grants this node issued as coordinator.");
+    describe_counter!(
+        m.name("denials_total"),
+        "Lock requests denied, by reason (not_coordinator, queue_full, no_quorum)."
+    );
+    describe_counter!(m.name("refused_total"), "Peer messages refused, by reason.");
+    describe_histogram!(
+        m.name("election_duration_seconds"),
+        Unit::Seconds,
+        "Time from the start of an election to its completion."
+    );
+    describe_histogram!(
+        m.name("failover_duration_seconds"),
+        Unit::Seconds,
+        "Time from losing the coordinator to knowing a new one."
+    );
+    describe_histogram!(
+        m.name("grant_wait_seconds"),
+        Unit::Seconds,
+        "Time a lock request waited at the coordinator before its grant."
+    );
+    describe_gauge!(m.name("is_coordinator"), "1 while this node is the coordinator in office, else 0.");
+    describe_gauge!(m.name("coordinator_id"), "The node id of the known coordinator, 0 if none.");
+    describe_gauge!(m.name("term"), "The current term at this node; exact below 2^53.");
+    describe_gauge!(m.name("queue_length"), "Lock requests queued at the coordinator.");
 }

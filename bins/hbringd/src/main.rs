@@ -25,19 +25,23 @@ impl DaemonConfig for HbringdConfig {
     const NAME: &'static str = "hbringd";
 }
 
+/// The `kind` of hbringd's one recovery: the ring closed around a failed
+/// predecessor.
+const RING: &str = "ring";
+
 /// The ring's events as `hbring_` metrics; a repair is this daemon's
 /// recovery.
 fn on_event(e: &HbEvent, m: &Metrics) {
     if let HbEvent::Repaired { took, .. } = e {
-        metrics::counter!(m.name("recoveries_total")).increment(1);
-        m.recovery(*took);
+        m.recovery_counted(RING);
+        m.recovery(RING, *took);
     }
     m.ring_event(e);
 }
 
 fn declare(m: &Metrics) {
+    m.declare_recoveries(&[RING], "Ring repairs this node completed (kind ring: a failed predecessor bypassed).");
     m.declare_ring();
-    metrics::counter!(m.name("recoveries_total")).increment(0);
 }
 
 fn main() -> ExitCode {

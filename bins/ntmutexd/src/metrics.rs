@@ -8,6 +8,7 @@ use crate::node::NtEvent;
 /// them before the first event. The core's gauges (`queue_position`,
 /// `local_waiting`) come from `Protocol::gauges`.
 pub fn declare(m: &Metrics) {
+    describe(m);
     m.declare_locks();
     for c in ["token_regenerations_total", "stale_tokens_total"] {
         metrics::counter!(m.name(c)).increment(0);
@@ -15,9 +16,10 @@ pub fn declare(m: &Metrics) {
     for reason in ["non_member", "epoch", "value", "joining_buffer_full"] {
         metrics::counter!(m.name("messages_refused_total"), "reason" => reason).increment(0);
     }
-    for mech in ["m1", "m2", "m3"] {
-        metrics::counter!(m.name("recoveries_total"), "mechanism" => mech).increment(0);
-    }
+    m.declare_recoveries(
+        &["m1", "m2", "m3"],
+        "Recoveries this node started, by kind (m1: farther predecessors, m2: broadcast, m3: queue search).",
+    );
 }
 
 /// Records one core event.
@@ -27,12 +29,11 @@ pub fn record(e: &NtEvent, m: &Metrics) {
         NtEvent::Joined { bootstrap } => tracing::info!(bootstrap, "joined the cluster"),
         NtEvent::RecoveryStarted { mech } => {
             tracing::warn!(mechanism = mech.label(), "failure detected: recovery started");
-            metrics::counter!(m.name("recoveries_total"), "mechanism" => mech.label()).increment(1);
+            m.recovery_counted(mech.label());
         }
         NtEvent::Recovered { mech, took } => {
             tracing::info!(mechanism = mech.label(), took_ms = took.as_millis() as u64, "token path restored");
-            metrics::histogram!(m.name("recovery_duration_seconds"), "mechanism" => mech.label())
-                .record(took.as_secs_f64());
+            m.recovery(mech.label(), *took);
         }
         NtEvent::Regenerated { epoch } => {
             tracing::warn!(epoch, "token regenerated");
@@ -62,4 +63,23 @@ pub fn record(e: &NtEvent, m: &Metrics) {
             metrics::counter!(m.name("messages_refused_total"), "reason" => *reason).increment(1);
         }
     }
+}
+
+/// The HELP text of ntmutexd's own metrics (the common and lock service
+/// ones are described by `runtime`).
+fn describe(m: &Metrics) {
+    use metrics::{describe_counter, describe_gauge};
+    describe_counter!(
+        m.name("token_regenerations_total"),
+        "Tokens this node made in a regeneration round (the cluster's first token included)."
+    );
+    describe_counter!(m.name("stale_tokens_total"), "Tokens of an older epoch received and discarded.");
+    describe_counter!(
+        m.name("messages_refused_total"),
+        "Peer messages dropped for a value that cannot be accepted, by reason."
+    );
+    describe_gauge!(m.name("has_token"), "1 while this node holds the token, else 0.");
+    describe_gauge!(m.name("epoch"), "The highest token epoch in use at this node; exact below 2^53.");
+    describe_gauge!(m.name("queue_position"), "This node's position in the distributed queue, -1 if none.");
+    describe_gauge!(m.name("local_waiting"), "Local clients waiting for the lock.");
 }

@@ -4,10 +4,20 @@ use runtime::metrics::Metrics;
 
 use crate::node::{CensusOutcome, RdEvent};
 
-/// Declares the counters once at start (at 0).
+/// The `kind` label of ringd's recoveries: a ring recovery around a failed
+/// predecessor (the token's own recovery is a census, counted by outcome).
+const RING: &str = "ring";
+
+/// Describes every `ringd_` metric (the exporter's HELP lines) and declares
+/// the counters once at start (at 0).
 pub fn declare(m: &Metrics) {
+    describe(m);
     m.declare_ring();
-    metrics::counter!(m.name("recoveries_total"), "kind" => "ring").increment(0);
+    m.describe_fences();
+    m.declare_recoveries(
+        &[RING],
+        "Ring recoveries this node completed, by kind (ring: its predecessor failed and the ring closed around it).",
+    );
     for c in [
         "token_regenerations_total",
         "stale_answers_total",
@@ -42,7 +52,7 @@ pub fn record(e: &RdEvent, m: &Metrics) {
         RdEvent::Ran { fence, service, .. } => {
             tracing::debug!(epoch = fence.0, seq = fence.1, service, "token service ran");
             metrics::gauge!(m.name("fence_epoch")).set(fence.0 as f64);
-            metrics::gauge!(m.name("fence_counter")).set(fence.1 as f64);
+            metrics::gauge!(m.name("fence_seq")).set(fence.1 as f64);
         }
         RdEvent::Executed { service, outcome } => {
             metrics::counter!(m.name("services_executed_total"), "service" => service.clone(), "outcome" => *outcome)
@@ -75,8 +85,8 @@ pub fn record(e: &RdEvent, m: &Metrics) {
         RdEvent::RecoveryStarted { failed } => tracing::warn!(failed = failed.0, "predecessor failed: ring recovery"),
         RdEvent::Recovered { took } => {
             tracing::info!(took_ms = took.as_millis() as u64, "ring recovered");
-            metrics::counter!(m.name("recoveries_total"), "kind" => "ring").increment(1);
-            m.recovery(*took);
+            m.recovery_counted(RING);
+            m.recovery(RING, *took);
         }
         RdEvent::StateRecovered { max } => {
             tracing::warn!(recovered_max = max, "fresh state recovered from the peers' answers")
@@ -87,4 +97,50 @@ pub fn record(e: &RdEvent, m: &Metrics) {
             metrics::counter!(m.name("refused_total"), "reason" => *reason).increment(1);
         }
     }
+}
+
+/// The HELP text of ringd's own metrics (the common ones, the heartbeat
+/// ring's and the fence gauges are described by `runtime`).
+fn describe(m: &Metrics) {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        m.name("token_regenerations_total"),
+        "Tokens this node made after a census (a lost token regenerated)."
+    );
+    describe_counter!(
+        m.name("censuses_total"),
+        "Censuses this node ran, by outcome (regenerated, busy, stale, lapsed, aborted)."
+    );
+    describe_counter!(m.name("stale_answers_total"), "Stale answers sent to the holders of an older token.");
+    describe_counter!(m.name("token_passes_total"), "Tokens passed to the successor (first transmissions).");
+    describe_counter!(m.name("stale_tokens_total"), "Stale tokens received and discarded.");
+    describe_counter!(m.name("lease_expiries_total"), "Token leases that ran out with token services waiting.");
+    describe_counter!(
+        m.name("superseded_total"),
+        "Times this node stopped owning the token (a newer one exists, or it was excluded); its token services were killed."
+    );
+    describe_counter!(
+        m.name("supervisor_kills_total"),
+        "Command services killed at their deadline (their timeout, or their token lease's end)."
+    );
+    describe_counter!(
+        m.name("services_executed_total"),
+        "Services answered, by service and outcome (ok or the error)."
+    );
+    describe_counter!(m.name("refused_total"), "Peer messages refused, by reason.");
+    describe_histogram!(
+        m.name("token_rotation_seconds"),
+        Unit::Seconds,
+        "Time the token took to come back to this node in the same epoch (one lap)."
+    );
+    describe_histogram!(
+        m.name("lookup_seconds"),
+        Unit::Seconds,
+        "Time from a lookup request to its answer (the least loaded replica found on the ring)."
+    );
+    describe_gauge!(m.name("has_token"), "1 while this node owns the token, else 0.");
+    describe_gauge!(m.name("epoch"), "The token epoch in use at this node; exact below 2^53.");
+    describe_gauge!(m.name("ring_size"), "Live replicas in this node's view of the ring.");
+    describe_gauge!(m.name("services_running"), "Services running on this node (commands and sleeps).");
+    describe_gauge!(m.name("queued"), "Token services waiting here for the token.");
 }

@@ -5,8 +5,13 @@ use runtime::metrics::Metrics;
 
 use crate::node::{ClaimOutcome, TwEvent};
 
+/// The `kind` of tokenwatchd's recovery: a lost token regenerated.
+const REGENERATION: &str = "regeneration";
+
 /// Declares the counters once at start (at 0).
 pub fn declare(m: &Metrics) {
+    describe(m);
+    m.declare_recoveries(&[REGENERATION], "Lost tokens this node regenerated (kind regeneration: a Claim won).");
     m.declare_locks();
     for c in [
         "token_passes_total",
@@ -70,7 +75,8 @@ pub fn record(e: &TwEvent, m: &Metrics) {
         TwEvent::Regenerated { epoch, tpc, took } => {
             tracing::warn!(epoch, tpc, took_ms = took.as_millis() as u64, "token regenerated");
             metrics::counter!(m.name("token_regenerations_total")).increment(1);
-            metrics::histogram!(m.name("recovery_duration_seconds")).record(took.as_secs_f64());
+            m.recovery_counted(REGENERATION);
+            m.recovery(REGENERATION, *took);
         }
         TwEvent::JoinAnswered => metrics::counter!(m.name("joins_total")).increment(1),
         TwEvent::StateRecovered { max } => {
@@ -82,4 +88,42 @@ pub fn record(e: &TwEvent, m: &Metrics) {
         }
         TwEvent::HasToken(has) => metrics::gauge!(m.name("has_token")).set(if *has { 1.0 } else { 0.0 }),
     }
+}
+
+/// The HELP text of tokenwatchd's own metrics (the common and lock service
+/// ones are described by `runtime`).
+fn describe(m: &Metrics) {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(m.name("token_passes_total"), "Tokens passed to the successor (first transmissions).");
+    describe_counter!(m.name("retransmissions_total"), "Token retransmissions (no acknowledgement in time).");
+    describe_counter!(m.name("stale_tokens_total"), "Stale tokens received and dropped.");
+    describe_counter!(m.name("reacks_total"), "Acknowledgements sent again for a token already received.");
+    describe_counter!(m.name("bypasses_total"), "Silent successors bypassed by a Claim.");
+    describe_counter!(m.name("stale_answers_total"), "Stale answers sent to the senders of an older token.");
+    describe_counter!(m.name("superseded_total"), "Token copies dropped because the successor refused them as stale.");
+    describe_counter!(m.name("joins_total"), "Join requests of other nodes answered.");
+    describe_counter!(
+        m.name("token_regenerations_total"),
+        "Tokens this node made after winning a Claim (a lost token regenerated)."
+    );
+    describe_counter!(m.name("minority_drops_total"), "Token copies dropped with no live successor and no majority.");
+    describe_counter!(m.name("acks_total"), "Token acknowledgements, by how (sent by the receiver, or forwarded).");
+    describe_counter!(m.name("claims_total"), "Claims this node ran, by outcome (won, busy, refused, lapsed).");
+    describe_counter!(
+        m.name("messages_refused_total"),
+        "Peer messages dropped for a value that cannot be accepted, by reason."
+    );
+    describe_histogram!(
+        m.name("rotation_seconds"),
+        Unit::Seconds,
+        "Time the token took to come back to this node in the same epoch (one lap)."
+    );
+    describe_histogram!(
+        m.name("handoff_confirmation_seconds"),
+        Unit::Seconds,
+        "Time from passing the token to its acknowledgement by the successor."
+    );
+    describe_gauge!(m.name("has_token"), "1 while this node holds the token, else 0.");
+    describe_gauge!(m.name("tpc"), "The token pass counter of the latest token seen here; exact below 2^53.");
+    describe_gauge!(m.name("epoch"), "The token epoch in use at this node; exact below 2^53.");
 }

@@ -55,9 +55,40 @@ impl Metrics {
     /// Declares the lock service's counters at 0 (daemons that serve the
     /// lock API: ntmutexd, tokenwatchd, electd).
     pub fn declare_locks(&self) {
+        use metrics::{describe_counter, describe_histogram, Unit};
+        self.describe_fences();
+        describe_counter!(self.name("cs_entries_total"), "Locks granted to local clients (critical sections entered).");
+        describe_counter!(
+            self.name("lock_lost_total"),
+            "Locks taken back from a local holder (revoked at max_hold_ms, or the token was lost or superseded)."
+        );
+        describe_counter!(
+            self.name("acquire_timeouts_total"),
+            "Lock requests of local clients that timed out before a grant."
+        );
+        describe_histogram!(
+            self.name("token_wait_seconds"),
+            Unit::Seconds,
+            "Time a local client waited from its lock request to the grant."
+        );
+        describe_histogram!(self.name("hold_seconds"), Unit::Seconds, "Time a local client held a lock.");
         for c in ["cs_entries_total", "lock_lost_total", "acquire_timeouts_total"] {
             metrics::counter!(self.name(c)).increment(0);
         }
+    }
+
+    /// Describes the fence gauges (every daemon that issues fences: all
+    /// but hbringd). The daemon sets them; they are exact below 2^53.
+    pub fn describe_fences(&self) {
+        use metrics::describe_gauge;
+        describe_gauge!(
+            self.name("fence_epoch"),
+            "Epoch (or term) of the latest fence this node issued; exact below 2^53, `ftctl status --json` gives the exact value."
+        );
+        describe_gauge!(
+            self.name("fence_seq"),
+            "Counter within its epoch of the latest fence this node issued; exact below 2^53, `ftctl status --json` gives the exact value."
+        );
     }
 
     /// Records one event of the lock service ([`lockservice::LocalLocks`]):
@@ -73,7 +104,7 @@ impl Metrics {
                 // has the exact value.
                 let (epoch, counter) = lockservice::fence_parts(*fence);
                 metrics::gauge!(self.name("fence_epoch")).set(epoch as f64);
-                metrics::gauge!(self.name("fence_counter")).set(counter as f64);
+                metrics::gauge!(self.name("fence_seq")).set(counter as f64);
             }
             LockEvent::Released { held, how, .. } => {
                 metrics::histogram!(self.name("hold_seconds")).record(held.as_secs_f64());
@@ -93,6 +124,24 @@ impl Metrics {
     /// Declares the heartbeat ring's counters at 0 (hbringd, and ringd,
     /// which embeds the ring).
     pub fn declare_ring(&self) {
+        use metrics::describe_counter;
+        describe_counter!(self.name("suspicions_total"), "Ring neighbours this node suspected of having failed.");
+        describe_counter!(
+            self.name("rejoins_seen_total"),
+            "Peers seen alive in a new life (restart, rejoin, or back from a partition)."
+        );
+        describe_counter!(
+            self.name("self_rejoins_total"),
+            "Times this node learnt it had been excluded from the ring and rejoined as a new life."
+        );
+        describe_counter!(
+            self.name("stale_messages_total"),
+            "Ring messages from an older life of their sender, ignored."
+        );
+        describe_counter!(
+            self.name("excluded_replies_total"),
+            "Messages from an excluded life of a peer, answered Excluded (so it rejoins)."
+        );
         for c in [
             "suspicions_total",
             "rejoins_seen_total",
@@ -172,7 +221,7 @@ impl Metrics {
         describe_histogram!(
             self.name("recovery_duration_seconds"),
             Unit::Seconds,
-            "Time from detecting the daemon's main failure to service restored."
+            "Time from detecting a failure to service restored, by kind of recovery."
         );
         for reason in wire::RejectReason::ALL {
             metrics::counter!(self.name("frames_rejected_total"), "reason" => reason.label()).absolute(0);
@@ -238,8 +287,25 @@ impl Metrics {
         metrics::gauge!(self.name("incarnation")).set(inc as f64);
     }
 
-    /// One recovery of the daemon's main failure took `d`.
-    pub fn recovery(&self, d: Duration) {
-        metrics::histogram!(self.name("recovery_duration_seconds")).record(d.as_secs_f64());
+    /// Declares `recoveries_total{kind}` at 0 for each of the daemon's
+    /// kinds of recovery (interfaces.md: every daemon labels its
+    /// recoveries by `kind`), with `help` as its HELP text.
+    pub fn declare_recoveries(&self, kinds: &[&'static str], help: &'static str) {
+        metrics::describe_counter!(self.name("recoveries_total"), help);
+        for kind in kinds {
+            metrics::counter!(self.name("recoveries_total"), "kind" => *kind).increment(0);
+        }
+    }
+
+    /// A recovery of `kind` started or completed: `recoveries_total{kind}`
+    /// (each daemon's HELP says which it counts).
+    pub fn recovery_counted(&self, kind: &'static str) {
+        metrics::counter!(self.name("recoveries_total"), "kind" => kind).increment(1);
+    }
+
+    /// A recovery of `kind` took `d`, from detection to service restored:
+    /// `recovery_duration_seconds{kind}`.
+    pub fn recovery(&self, kind: &'static str, d: Duration) {
+        metrics::histogram!(self.name("recovery_duration_seconds"), "kind" => kind).record(d.as_secs_f64());
     }
 }

@@ -789,7 +789,7 @@ impl Protocol for RdNode {
         vec![
             ("has_token", f64::from(u8::from(self.owns_token()))),
             ("fence_epoch", fence.0 as f64),
-            ("fence_counter", fence.1 as f64),
+            ("fence_seq", fence.1 as f64),
             ("epoch", self.epoch() as f64),
             ("ring_size", self.ring.view().alive_count() as f64),
             ("services_running", (self.sleeping.len() + self.jobs.len()) as f64),
