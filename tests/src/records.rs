@@ -77,18 +77,9 @@ pub fn recording_script(client: &str, file: &Path, sleep: &str) -> String {
     )
 }
 
-/// One grant as its CMD recorded it.
-#[derive(Clone, Debug)]
-pub struct Hold {
-    /// The client's name.
-    pub client: String,
-    /// The fence it held.
-    pub fence: u128,
-    /// When CMD started (ns since the epoch).
-    pub start: u128,
-    /// When CMD ended; None when it was stopped before it wrote its end line.
-    pub end: Option<u128>,
-}
+/// One grant as its CMD recorded it (`start`/`end`: ns since the epoch,
+/// `date +%s%N`).
+pub use ftlab::workload::Hold;
 
 /// The holds in a record file, in order of start time.
 pub fn parse_holds(text: &str) -> Vec<Hold> {
@@ -104,7 +95,7 @@ pub fn parse_holds(text: &str) -> Vec<Hold> {
                 let key = (client.to_string(), fence);
                 assert!(!open.contains_key(&key), "fence {fence} granted twice to {client}: {line:?}");
                 open.insert(key, holds.len());
-                holds.push(Hold { client: client.to_string(), fence, start: ts, end: None });
+                holds.push(Hold { client: client.to_string(), fence, asked: None, start: ts, end: None });
             }
             "end" => {
                 let i =
@@ -121,21 +112,11 @@ pub fn parse_holds(text: &str) -> Vec<Hold> {
 }
 
 /// Mutual exclusion over the complete holds, and fences strictly increasing
-/// in order of start time over all of them.
+/// in order of start time over all of them (ftlab's check, which `ftlab
+/// demo` and `ftlab chaos` apply to their own clients).
 pub fn check_exclusion_and_fences(holds: &[Hold], diag: &str) {
-    let mut prev: Option<&Hold> = None;
-    for h in holds.iter().filter(|h| h.end.is_some()) {
-        if let Some(p) = prev {
-            assert!(
-                p.end.expect("complete") < h.start,
-                "overlapping holds: {p:?} and {h:?} (overlap {} ns)\n{diag}",
-                p.end.expect("complete") - h.start
-            );
-        }
-        prev = Some(h);
-    }
-    for w in holds.windows(2) {
-        assert!(w[0].fence < w[1].fence, "fences not increasing in start order: {:?} then {:?}\n{diag}", w[0], w[1]);
+    if let Err(e) = ftlab::workload::check_exclusion_and_fences(holds) {
+        panic!("{e}\n{diag}");
     }
 }
 

@@ -7,7 +7,6 @@
 #![forbid(unsafe_code)]
 
 mod daemon;
-mod duration;
 mod exit;
 mod leader;
 mod lock;
@@ -48,7 +47,7 @@ enum Cmd {
         #[arg(long)]
         watch: bool,
         /// How often to ask the daemon: 100ms, 1s (a unit is required).
-        #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = duration::parse)]
+        #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = client::duration::parse)]
         every: Duration,
     },
     /// Run CMD while holding the cluster-wide lock.
@@ -60,7 +59,7 @@ enum Cmd {
     Lock {
         /// How long to wait for the lock: 500ms, 10s, 2m, 1h (a unit is
         /// required); 0 takes it only if it is free at once.
-        #[arg(long, value_name = "DUR", default_value = "30s", value_parser = duration::parse)]
+        #[arg(long, value_name = "DUR", default_value = "30s", value_parser = client::duration::parse)]
         timeout: Duration,
         /// The command to run and its arguments (put `--` before them).
         #[arg(value_name = "CMD", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]

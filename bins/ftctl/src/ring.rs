@@ -46,7 +46,7 @@ pub struct ExecArgs {
 
 /// `--timeout` for lookup and exec: a duration above 0.
 pub fn positive(text: &str) -> Result<Duration, String> {
-    match crate::duration::parse(text)? {
+    match client::duration::parse(text)? {
         d if d.is_zero() => Err("must be above 0".to_string()),
         d => Ok(d),
     }

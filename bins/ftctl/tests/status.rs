@@ -2,36 +2,10 @@
 
 mod common;
 
-use std::process::Command;
-use std::sync::Once;
-
 use common::{dead_addr, run};
-
-/// Builds hbringd (a no-op when it is up to date): `cargo test -p ftctl`
-/// does not build other packages' binaries, and ftlab runs the one beside
-/// the test executable.
-fn build_hbringd() {
-    static BUILD: Once = Once::new();
-    BUILD.call_once(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-p", "hbringd", "--bin", "hbringd"]).current_dir(env!("CARGO_MANIFEST_DIR"));
-        let exe = std::env::current_exe().unwrap();
-        if exe.ancestors().any(|d| d.file_name().is_some_and(|n| n == "release")) {
-            cmd.arg("--release");
-        }
-        let ok = cmd.status().is_ok_and(|s| s.success());
-        match (ok, ftlab::bin("hbringd")) {
-            (true, Ok(_)) => {}
-            (false, Ok(path)) => eprintln!("warning: `cargo build -p hbringd` failed; using {}", path.display()),
-            (_, Err(e)) => panic!("no hbringd binary: {e:#}"),
-        }
-    });
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_prints_a_real_daemons_report() {
-    build_hbringd();
     let cluster = ftlab::Cluster::start("hbringd", 3, "").unwrap();
     let addr = cluster.node(2).client.to_string();
 
@@ -57,7 +31,6 @@ async fn status_prints_a_real_daemons_report() {
 
 #[tokio::test]
 async fn status_reads_the_address_from_ftctl_addr() {
-    build_hbringd();
     let cluster = ftlab::Cluster::start("hbringd", 3, "").unwrap();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_ftctl"))
         .arg("status")

@@ -21,7 +21,9 @@ use client::leader::Never;
 use client::{Client, StatusReport};
 use ftcore::Message;
 
+pub mod probe;
 mod relay;
+pub mod workload;
 pub use relay::UdpRelay;
 
 /// Path of a daemon binary: beside the running executable, or one
@@ -38,11 +40,26 @@ pub fn bin(name: &str) -> Result<PathBuf> {
     bail!("{name} not found beside {}: run `cargo build --workspace --bins` first", exe.display())
 }
 
-/// `n` distinct loopback ports that were free a moment ago.
+/// `n` distinct loopback ports that were free a moment ago, none handed
+/// out before by this process (clusters configured at once, e.g. by
+/// `ftlab demo`'s threads, would otherwise be given one another's ports
+/// between the choice and the daemons' bind).
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> =
-        (0..n).map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port")).collect();
-    listeners.iter().map(|l| l.local_addr().expect("bound").port()).collect()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut held = Vec::new();
+    let mut ports = Vec::new();
+    while ports.len() < n {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+        let port = l.local_addr().expect("bound").port();
+        if given.insert(port) {
+            ports.push(port);
+        }
+        // Held until all are chosen, so that no port comes twice.
+        held.push(l);
+    }
+    ports
 }
 
 /// Polls `f` every 20 ms until it returns true or `timeout` passes.
@@ -445,6 +462,18 @@ pub fn run_once(daemon: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(i3
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     ))
+}
+
+/// The daemons `ftlab` runs, by binary name.
+pub const DAEMONS: [&str; 5] = ["ntmutexd", "tokenwatchd", "electd", "ringd", "hbringd"];
+
+/// Checks that `name` is one of [`DAEMONS`] and that its binary is built
+/// (beside the running executable; see [`bin`]).
+pub fn check_daemon(name: &str) -> Result<()> {
+    if !DAEMONS.contains(&name) {
+        bail!("unknown daemon {name}: one of {}", DAEMONS.join(", "));
+    }
+    bin(name).map(|_| ())
 }
 
 #[cfg(test)]

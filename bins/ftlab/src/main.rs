@@ -1,17 +1,21 @@
-//! `ftlab`: run whole ftcoord clusters on one machine.
+//! `ftlab`: run, break and measure whole ftcoord clusters on one machine.
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::Result;
 use clap::{Parser, Subcommand};
-use ftlab::Cluster;
 
-/// Run whole ftcoord clusters on one machine (loopback, free ports).
+mod bench;
+mod chaos;
+mod demo;
+mod json;
+mod up;
+
+/// Run, break and measure whole ftcoord clusters on one machine (loopback,
+/// free ports). Daemons: ntmutexd, tokenwatchd, electd, ringd, hbringd.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about = None)]
+#[command(version)]
 struct Args {
     #[command(subcommand)]
     cmd: Cmd,
@@ -19,76 +23,62 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Start a 5-node cluster of every daemon, drive a workload, SIGKILL
+    /// each one's critical node (token holder, coordinator), measure
+    /// detection and recovery from the clients' side, restart it, and check
+    /// safety (no overlapping grants, fences increasing, acknowledged
+    /// results present). Exit status 0 only when every check passed.
+    Demo(demo::DemoArgs),
     /// Write configs for N nodes of DAEMON (each its own state_dir under
-    /// DIR/state), start them, print their endpoints and a Prometheus file_sd
-    /// targets file; Ctrl-C stops them. The first start of a new DIR passes
-    /// --new-cluster; starting again on the same DIR does not. The nodes
-    /// log at `info`, or at the tracing filter in $FTLAB_LOG if set.
-    Up {
-        /// Which daemon (its binary must be built: `cargo build --workspace --bins`).
-        daemon: String,
-        /// Number of nodes.
-        #[arg(short = 'n', long, default_value_t = 5)]
-        nodes: usize,
-        /// Where to write configs and logs (kept); default: a temporary
-        /// directory removed on exit.
-        #[arg(long)]
-        dir: Option<PathBuf>,
+    /// DIR/state), start them, print their endpoints, PIDs and a Prometheus
+    /// file_sd targets file. Ctrl-C, SIGTERM or SIGHUP stop them all, and
+    /// they die with ftlab. The first start of a new DIR passes
+    /// --new-cluster; starting again on the same DIR does not. The nodes log
+    /// at `info`, or at the tracing filter in $FTLAB_LOG if set.
+    Up(up::UpArgs),
+    /// SIGKILL node NODE of the cluster that `ftlab up --dir DIR` runs (and
+    /// no other process).
+    Kill(up::NodeArgs),
+    /// Restart node NODE of the cluster that `ftlab up --dir DIR` runs
+    /// (SIGKILL first if it still runs).
+    Restart(up::NodeArgs),
+    /// Random SIGKILLs and restarts (with --pause: SIGSTOP/SIGCONT pauses)
+    /// of a cluster's nodes under load, then the safety checks; prints the
+    /// seed and a summary.
+    Chaos(chaos::ChaosArgs),
+    /// Measure: `baseline` (one message L over TCP and UDP, one fsync), or
+    /// a DAEMON under load, each figure next to L of the same run.
+    Bench(bench::BenchArgs),
+    /// (internal) The peer process of `ftlab bench`'s baseline: echoes
+    /// messages on TCP and UDP until its stdin closes.
+    #[command(hide = true)]
+    BenchPeer(bench::PeerArgs),
+    /// (internal) Kills the PIDs listed in FILE when its stdin closes: what
+    /// makes `ftlab up`'s nodes die with ftlab even when it is SIGKILLed.
+    #[command(hide = true)]
+    Guard {
+        /// The file of PIDs (one per line, with the config path each runs).
+        file: PathBuf,
     },
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
+    let args = Args::parse();
+    let result = match args.cmd {
+        Cmd::Demo(a) => demo::run(a),
+        Cmd::Up(a) => up::run(a),
+        Cmd::Kill(a) => up::kill(a),
+        Cmd::Restart(a) => up::restart(a),
+        Cmd::Chaos(a) => chaos::run(a),
+        Cmd::Bench(a) => bench::run(a),
+        Cmd::BenchPeer(a) => bench::peer(a),
+        Cmd::Guard { file } => up::guard(&file),
+    };
+    match result {
+        Ok(code) => code,
         Err(e) => {
             eprintln!("ftlab: {e:#}");
             ExitCode::FAILURE
         }
     }
-}
-
-fn run(args: Args) -> Result<()> {
-    match args.cmd {
-        Cmd::Up { daemon, nodes, dir } => up(&daemon, nodes, dir),
-    }
-}
-
-fn up(daemon: &str, n: usize, dir: Option<PathBuf>) -> Result<()> {
-    anyhow::ensure!(n >= 1, "-n must be at least 1");
-    ftlab::bin(daemon)?;
-    let mut cluster = Cluster::configure_in(daemon, n, "", dir)?;
-    cluster.start_all()?;
-    let sd = cluster.write_file_sd()?;
-    println!("{n} × {daemon} running; configs and logs in {}", cluster.dir().display());
-    println!("{:<5} {:<22} {:<22} {:<22}", "node", "peer", "client (FTCTL_ADDR)", "metrics");
-    for id in 1..=n as u32 {
-        let e = cluster.node(id);
-        println!("{:<5} {:<22} {:<22} http://{}/metrics", id, e.peer, e.client, e.metrics);
-    }
-    println!("Prometheus file_sd targets: {}", sd.display());
-    println!("Ctrl-C stops the cluster.");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    rt.block_on(async {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let mut reported = vec![false; n];
-        loop {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => break,
-                _ = tick.tick() => {
-                    for id in 1..=n as u32 {
-                        if !cluster.is_running(id) && !std::mem::replace(&mut reported[id as usize - 1], true) {
-                            eprintln!("node {id} exited; see {}", cluster.dir().join(format!("node{id}.log")).display());
-                        }
-                    }
-                }
-            }
-        }
-    });
-    println!("stopping…");
-    for id in 1..=n as u32 {
-        if cluster.is_running(id) {
-            let _ = cluster.terminate(id, Duration::from_secs(5));
-        }
-    }
-    Ok(())
 }

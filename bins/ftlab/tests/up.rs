@@ -43,3 +43,253 @@ fn up_starts_a_cluster_prints_endpoints_and_stops_on_sigint() {
         assert!(ftlab::scrape(m.parse().unwrap()).is_err(), "{m} still answers");
     }
 }
+
+/// A running `ftlab up`, SIGKILLed when dropped (its guard then kills the
+/// nodes), with what it printed at start.
+struct Up {
+    child: std::process::Child,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    /// The directory it printed.
+    dir: std::path::PathBuf,
+    /// (id, pid, metrics address) of each node, from its table.
+    nodes: Vec<(u32, u32, std::net::SocketAddr)>,
+}
+
+impl Up {
+    fn start(args: &[&str]) -> Up {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ftlab"))
+            .arg("up")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let (mut dir, mut nodes, mut seen) = (None, Vec::new(), Vec::new());
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            if let Some(rest) = line.strip_prefix("starting ") {
+                let d = rest.split_once(" in ").unwrap().1.rsplit_once(" (").unwrap().0;
+                dir = Some(std::path::PathBuf::from(d));
+            }
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if let (Some(id), Some(url)) =
+                (words.first().and_then(|w| w.parse::<u32>().ok()), words.iter().find(|w| w.starts_with("http://")))
+            {
+                let addr = url.trim_start_matches("http://").trim_end_matches("/metrics").parse().unwrap();
+                nodes.push((id, words[1].parse().unwrap(), addr));
+            }
+            let last = line.starts_with("Ctrl-C");
+            seen.push(line);
+            if last {
+                return Up { child, lines, dir: dir.expect("no directory printed"), nodes };
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("ftlab up {args:?} stopped before it was up; it printed:\n{}", seen.join("\n"));
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `sig` (`-TERM`…) to ftlab up itself.
+    fn signal(&self, sig: &str) {
+        assert!(Command::new("kill").arg(sig).arg(self.pid().to_string()).status().unwrap().success());
+    }
+
+    /// Waits for ftlab up to exit and returns its status and what it printed
+    /// after the start.
+    fn wait(&mut self) -> (std::process::ExitStatus, String) {
+        let ok = ftlab::wait_until(Duration::from_secs(30), || matches!(self.child.try_wait(), Ok(Some(_))));
+        assert!(ok, "ftlab up did not exit");
+        let rest: Vec<String> = self.lines.by_ref().map(Result::unwrap).collect();
+        (self.child.wait().unwrap(), rest.join("\n"))
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether process `pid` exists and is not a zombie (one not reaped yet is
+/// dead all the same).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !matches!(stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next()), Some('Z' | 'X')),
+        Err(_) => false,
+    }
+}
+
+fn answers(metrics: std::net::SocketAddr) -> bool {
+    ftlab::scrape(metrics).is_ok_and(|t| t.contains("hbring_build_info"))
+}
+
+fn ftlab_cmd(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ftlab")).args(args).arg("--dir").arg(dir).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn kill_and_restart_act_on_exactly_one_node_and_print_pids() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let mut up = Up::start(&["hbringd", "-n", "3", "--dir", d]);
+    assert_eq!(up.dir, dir.path().canonicalize().unwrap());
+    assert_eq!(up.nodes.iter().map(|n| n.0).collect::<Vec<_>>(), [1, 2, 3]);
+    for &(_, pid, m) in &up.nodes {
+        assert!(alive(pid), "pid {pid} printed but not running");
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        assert!(text(&cmdline).contains("hbringd"), "pid {pid} is not a node: {}", text(&cmdline));
+        assert!(answers(m));
+    }
+    let (_, pid2, m2) = up.nodes[1];
+
+    // A second `ftlab up` on the same directory is refused and changes nothing.
+    let second = Command::new(env!("CARGO_BIN_EXE_ftlab")).args(["up", "hbringd", "-n", "3", "--dir", d]).output();
+    let second = second.unwrap();
+    assert!(!second.status.success());
+    assert!(text(&second.stderr).contains("already runs"), "{}", text(&second.stderr));
+
+    let out = ftlab_cmd(&["kill", "7"], dir.path());
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("no node 7") && text(&out.stderr).contains("1 to 3"), "{}", text(&out.stderr));
+
+    let out = ftlab_cmd(&["kill", "2"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains(&format!("pid {pid2}")), "{}", text(&out.stdout));
+    assert!(ftlab::wait_until(Duration::from_secs(5), || !alive(pid2)), "node 2 (pid {pid2}) still runs");
+    assert!(ftlab::scrape(m2).is_err(), "node 2's metrics still answer");
+    for &(id, pid, m) in [up.nodes[0], up.nodes[2]].iter() {
+        assert!(alive(pid), "node {id} (pid {pid}) died with node 2");
+        assert!(answers(m), "node {id} no longer answers");
+    }
+    assert!(alive(up.pid()), "ftlab up died");
+
+    // Killing it again says it is not running.
+    let out = ftlab_cmd(&["kill", "2"], dir.path());
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("not running"), "{}", text(&out.stderr));
+
+    let out = ftlab_cmd(&["restart", "2"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let new: u32 = stdout
+        .split_once("pid ")
+        .map(|(_, r)| r.chars().take_while(char::is_ascii_digit).collect::<String>())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no new pid in {stdout:?}"));
+    assert_ne!(new, pid2);
+    assert!(alive(new));
+    assert!(text(&std::fs::read(format!("/proc/{new}/cmdline")).unwrap()).contains("node2.toml"));
+    assert!(ftlab::wait_until(Duration::from_secs(10), || answers(m2)), "restarted node 2 does not answer");
+    for &(_, pid, _) in &up.nodes {
+        assert!(pid == pid2 || alive(pid));
+    }
+
+    up.signal("-INT");
+    let (status, rest) = up.wait();
+    assert!(status.success());
+    assert!(rest.contains(&dir.path().canonicalize().unwrap().join("node2.log").display().to_string()), "{rest}");
+    for &(_, pid, m) in &up.nodes {
+        assert!(!alive(pid) && ftlab::scrape(m).is_err());
+    }
+    assert!(!alive(new));
+    // The control socket is gone with it.
+    let out = ftlab_cmd(&["restart", "1"], dir.path());
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("no `ftlab up` runs on"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn sigterm_and_sighup_stop_up_and_all_its_nodes() {
+    let scratch = tempfile::tempdir().unwrap();
+    // SIGTERM on a given directory; SIGHUP on the temporary one `up` makes.
+    for sig in ["-TERM", "-HUP"] {
+        let mut up = if sig == "-TERM" {
+            Up::start(&["hbringd", "-n", "2", "--dir", scratch.path().to_str().unwrap()])
+        } else {
+            Up::start(&["hbringd", "-n", "2"])
+        };
+        let dir = up.dir.clone();
+        assert_eq!(up.nodes.len(), 2);
+        for &(_, pid, m) in &up.nodes {
+            assert!(alive(pid) && answers(m));
+        }
+        up.signal(sig);
+        let (status, rest) = up.wait();
+        assert!(status.success(), "{sig}: {status}");
+        for &(id, pid, m) in &up.nodes {
+            assert!(!alive(pid), "{sig}: node {id} (pid {pid}) still runs");
+            assert!(ftlab::scrape(m).is_err(), "{sig}: node {id} still answers");
+        }
+        // The directory and its logs are kept, and where they are is printed.
+        let log = dir.join("node1.log");
+        assert!(rest.contains(&log.display().to_string()), "{sig}: {rest}");
+        assert!(log.is_file() && dir.join("node2.log").is_file());
+        assert!(!dir.join("ftlab.sock").exists());
+        if sig == "-HUP" {
+            assert!(!dir.starts_with(scratch.path()));
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+}
+
+#[test]
+fn sigkill_of_up_takes_its_nodes_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = Up::start(&["hbringd", "-n", "3", "--dir", dir.path().to_str().unwrap()]);
+    for &(_, pid, m) in &up.nodes {
+        assert!(alive(pid) && answers(m));
+    }
+    up.signal("-KILL");
+    let _ = up.wait();
+    for &(id, pid, m) in &up.nodes {
+        assert!(ftlab::wait_until(Duration::from_secs(5), || !alive(pid)), "node {id} (pid {pid}) outlived ftlab");
+        assert!(ftlab::scrape(m).is_err(), "node {id} still answers");
+    }
+    // Its socket is left behind; kill says the cluster is gone, and a new
+    // `up` on the same directory takes over.
+    let out = ftlab_cmd(&["kill", "1"], dir.path());
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("no `ftlab up` runs on"), "{}", text(&out.stderr));
+    let mut again = Up::start(&["hbringd", "-n", "3", "--dir", dir.path().to_str().unwrap()]);
+    assert!(again.nodes.iter().all(|&(_, pid, m)| alive(pid) && answers(m)));
+    again.signal("-INT");
+    assert!(again.wait().0.success());
+}
+
+#[test]
+fn unknown_daemons_and_absent_clusters_fail_clearly() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ftlab")).args(["up", "nosuchd"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("unknown daemon nosuchd"), "{err}");
+    for d in ftlab::DAEMONS {
+        assert!(err.contains(d), "{err}");
+    }
+    let help = Command::new(env!("CARGO_BIN_EXE_ftlab")).args(["up", "--help"]).output().unwrap();
+    for d in ftlab::DAEMONS {
+        assert!(text(&help.stdout).contains(d), "{}", text(&help.stdout));
+    }
+
+    let empty = tempfile::tempdir().unwrap();
+    for op in ["kill", "restart"] {
+        let out = ftlab_cmd(&[op, "1"], empty.path());
+        assert!(!out.status.success());
+        let err = text(&out.stderr);
+        assert!(err.contains("no `ftlab up` runs on") && err.contains(&empty.path().display().to_string()), "{err}");
+    }
+    // A socket left by an `ftlab up` that died.
+    drop(std::os::unix::net::UnixListener::bind(empty.path().join("ftlab.sock")).unwrap());
+    let out = ftlab_cmd(&["kill", "1"], empty.path());
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("left from one that died"), "{}", text(&out.stderr));
+}

@@ -101,6 +101,18 @@ fn is_needed(r: Result<(), SimError>) {
     }
 }
 
+/// `is_needed`, and the failure is the checker's `what` (not a scenario
+/// that stopped short for another reason).
+fn is_needed_by(r: Result<(), SimError>, what: &str) {
+    match r {
+        Ok(()) => panic!("the scenario passes with the rule switched off: it does not defend the rule"),
+        Err(e) if e.message.contains(what) => {
+            eprintln!("without the rule: {}", e.message.lines().next().unwrap_or(""))
+        }
+        Err(e) => panic!("the scenario fails with the rule switched off, but not with {what:?}:\n{e}"),
+    }
+}
+
 // ---------------------------------------------------------- exploration
 
 fn all_single() -> Vec<(&'static str, NtMutations)> {
@@ -200,7 +212,12 @@ fn contention(seed: u64, m: NtMutations) -> Result<(), SimError> {
 /// Clients that hold until told `LockLost` (their first grant) at the sites
 /// in `forever`, and loop acquire → hold → release elsewhere.
 fn stubborn(seed: u64, n: u32, forever: &'static [u32], m: NtMutations) -> Sim<NtNode> {
-    let mut sim = sites_with(seed, n, 2, net(), m);
+    stubborn_on(seed, n, net(), forever, m)
+}
+
+/// `stubborn` on another network.
+fn stubborn_on(seed: u64, n: u32, net: NetConfig, forever: &'static [u32], m: NtMutations) -> Sim<NtNode> {
+    let mut sim = sites_with(seed, n, 2, net, m);
     // Sites whose client was told LockLost: it releases its later grants.
     let mut told: BTreeSet<NodeId> = BTreeSet::new();
     sim.clients(Box::new(move |_, node, client, reply, rng| {
@@ -433,6 +450,290 @@ fn probes_of_suspected_peers_is_needed() {
     is_needed(every_fault(474, m));
 }
 
+/// Steps (0.1 ms at a time) until `done` holds, failing with `what` at `limit`.
+fn run_until_true(
+    sim: &mut Sim<NtNode>,
+    limit: Instant,
+    what: &str,
+    mut done: impl FnMut(&World<NtNode>) -> bool,
+) -> Result<(), SimError> {
+    while !done(sim.world()) {
+        if sim.now() >= limit {
+            return Err(sim.error(format!("{what} by {limit}")));
+        }
+        sim.run_for(Duration::from_micros(100))?;
+    }
+    Ok(())
+}
+
+/// A lower epoch completing after a higher one. N = 5 on a fast network
+/// (delays ≤ 1 ms, `t_msg` 5 ms); site 5 holds the token (its client holds
+/// on) and crashes; the links 1 ↔ 4 are held both ways, so sites 1 and 4
+/// each search (M3) without hearing the other and propose: 1 the lower
+/// epoch e1 (slot 0), 4 ms later 4 the higher e4 (slot 3). Sites 2 and 3
+/// promise e1 first; their acks to 1 are held. With the promise window
+/// they refuse e4 (`Busy`: they promised 1 less than `W·(1+ρ)` ago); 1
+/// completes e1 when its acks are released 8 ms after its proposal (inside
+/// its `2·t_msg` regeneration window). Without it they promise e4 too, 4
+/// regenerates and grants, and then 1 completes e1 below e4's fences.
+fn late_lower_epoch(m: NtMutations) -> Result<(), SimError> {
+    let fast = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(1));
+    let mut sim = stubborn_on(1, 5, fast, &[5], m);
+    sim.check(staged_safety(Some(accurate_after())));
+    sim.check(client_exclusion(accurate_after()));
+    sim.at(Instant::from_millis(300), acquire(NodeId(5), ClientId(5)));
+    sim.run_until(Instant::from_millis(400))?;
+    let holder = find_holder(&mut sim, 2000)?;
+    if holder != NodeId(5) {
+        return Err(sim.error(format!("expected site 5 to hold the token, {holder} does")));
+    }
+    sim.after(Duration::ZERO, Action::Crash(NodeId(5)));
+    sim.hold(NodeId(1), NodeId(4));
+    sim.hold(NodeId(4), NodeId(1));
+    sim.after(Duration::from_millis(10), acquire(NodeId(1), ClientId(1)));
+    sim.after(Duration::from_millis(14), acquire(NodeId(4), ClientId(4)));
+    let limit = sim.now() + Duration::from_millis(200);
+    let proposing = |w: &World<NtNode>| w.core(NodeId(1)).is_some_and(|c| c.stored().own().is_some());
+    run_until_true(&mut sim, limit, "site 1 did not propose", proposing)?;
+    // 1's Regenerate is on its way to 2 and 3: hold their answers.
+    let proposed = sim.now();
+    sim.hold(NodeId(2), NodeId(1));
+    sim.hold(NodeId(3), NodeId(1));
+    sim.run_until(proposed + Duration::from_millis(8))?;
+    sim.release(NodeId(2), NodeId(1));
+    sim.release(NodeId(3), NodeId(1));
+    sim.run_for(Duration::from_millis(10))?;
+    sim.release(NodeId(1), NodeId(4));
+    sim.release(NodeId(4), NodeId(1));
+    // Site 5 stays down (its client would hold on for ever).
+    let end = sim.now() + Duration::from_millis(2_000);
+    let from = sim.now() + Duration::from_millis(500);
+    keep_clients_coming(&mut sim, 5, from, end);
+    let since = sim.now() + Duration::from_millis(1_000);
+    sim.run_until(end)?;
+    everyone_served_since(sim.world(), since).map_err(|m| sim.error(m))
+}
+
+#[test]
+fn promise_window_holds() {
+    holds(late_lower_epoch(NONE));
+}
+
+#[test]
+fn promise_window_is_needed() {
+    is_needed_by(late_lower_epoch(NtMutations { no_promise_window: true, ..NONE }), "granted before it was created");
+}
+
+/// A provisional chain behind a long critical section, failure-free, every
+/// one-way delay 2 ms (< `t_msg`): N = 4; site 3 takes the token (position
+/// 1), then holds the lock for 400 ms. Site 2 asks (2 → 1 → 3: 3 commits it
+/// at position 2, 6 ms later); site 4 asks 1 ms after 2 (4 → 1 → 2, since 1
+/// now points at 2), reaching 2 before 3's Commit does: 2 links 4 with a
+/// provisional Commit (no position). When 3's Commit gives 2 its position,
+/// 2 cascades position 3 to 4. Without the cascade 4 stays without a
+/// position until its provisional timer (`2·(N+1)·t_msg + 3·lease` =
+/// 200 ms) fires while 3 still holds: it starts M3 in a failure-free run
+/// (invariant 6). A liveness-level consequence: no safety checker fails.
+fn provisional_chain_behind_a_long_hold(m: NtMutations) -> Result<(), SimError> {
+    let net = NetConfig::reliable(Duration::from_micros(200), T_MSG).every_delay(Duration::from_millis(2));
+    let mut sim = sites_with(1, 4, 2, net, m);
+    // Site 3 holds 400 ms the second time it is granted; the others 1 ms.
+    let mut grants_at_3 = 0;
+    sim.clients(Box::new(move |_, node, client, reply, _| match reply {
+        LockReply::Granted { .. } => {
+            let hold = if node == NodeId(3) {
+                grants_at_3 += 1;
+                if grants_at_3 == 2 {
+                    400
+                } else {
+                    1
+                }
+            } else {
+                1
+            };
+            vec![(Duration::from_millis(hold), Action::Request(node, client, LockRequest::Release))]
+        }
+        _ => vec![],
+    }));
+    sim.check(staged_safety(Some(Duration::ZERO)));
+    sim.at(Instant::from_millis(300), acquire(NodeId(3), ClientId(3)));
+    sim.at(Instant::from_millis(400), acquire(NodeId(3), ClientId(3)));
+    sim.at(Instant::from_millis(410), acquire(NodeId(2), ClientId(2)));
+    sim.at(Instant::from_millis(411), acquire(NodeId(4), ClientId(4)));
+    sim.run_until(Instant::from_millis(1_200))?;
+    let w = sim.world();
+    if let Some(e) = w.events.iter().find(|(_, _, e)| matches!(e, NtEvent::RecoveryStarted { .. })) {
+        return Err(sim.error(format!("a failure-free run started a recovery: {e:?}")));
+    }
+    for site in [2, 4] {
+        if !grants(w).iter().any(|(t, n, _)| *n == NodeId(site) && *t >= Instant::from_millis(410)) {
+            return Err(sim.error(format!("site {site} was never served")));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn commit_cascade_holds() {
+    holds(provisional_chain_behind_a_long_hold(NONE));
+}
+
+#[test]
+fn commit_cascade_is_needed() {
+    is_needed_by(
+        provisional_chain_behind_a_long_hold(NtMutations { no_commit_cascade: true, ..NONE }),
+        "a failure-free run started a recovery",
+    );
+}
+
+/// N = 3 under load: site 2 holds the token (its client holds on until the
+/// scenario releases it), site 3 is queued behind it (committed), so the
+/// token goes from 2 to 3 when 2's client releases.
+fn token_from_2_to_3(m: NtMutations) -> Result<Sim<NtNode>, SimError> {
+    let mut sim = sites_with(3, 3, 2, net(), m);
+    // Clients loop acquire → hold → release; site 2's first grant is held
+    // until the scenario releases it.
+    let mut first_at_2 = true;
+    sim.clients(Box::new(move |_, node, client, reply, rng| {
+        let ms = |rng: &mut timer::SeededRng, lo, hi| Duration::from_millis(rng.range_inclusive(lo, hi));
+        match reply {
+            LockReply::Granted { .. } if node == NodeId(2) && std::mem::take(&mut first_at_2) => vec![],
+            LockReply::Granted { .. } => vec![(ms(rng, 1, 8), Action::Request(node, client, LockRequest::Release))],
+            LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
+                vec![(ms(rng, 0, 5), acquire(node, client))]
+            }
+            LockReply::Refused { .. } => vec![],
+        }
+    }));
+    sim.check(staged_safety(Some(accurate_after())));
+    sim.check(client_exclusion(accurate_after()));
+    sim.at(Instant::from_millis(300), acquire(NodeId(2), ClientId(2)));
+    sim.at(Instant::from_millis(330), acquire(NodeId(3), ClientId(3)));
+    sim.run_until(Instant::from_millis(400))?;
+    let w = sim.world();
+    let holds = w.core(NodeId(2)).is_some_and(|c| c.holder().is_some());
+    let queued = w.core(NodeId(3)).is_some_and(|c| c.position().is_some() && !c.has_token());
+    if !holds || !queued {
+        return Err(sim.error("expected site 2 to hold with site 3 committed behind it"));
+    }
+    Ok(sim)
+}
+
+/// The brief's race for the incarnation check: the link 2 → 3 is held;
+/// site 2 passes the token to 3, crashes at once and restarts; the link is
+/// released 10 ms later. The simulator's links are FIFO per pair of sites
+/// across lives, so the held token reaches 3 *before* the new life's
+/// `Hello`, and 3 rightly takes it: no older-life message ever arrives
+/// after its successor's, and the check is never reached (3 is granted
+/// with the epoch in use, nothing is regenerated, with the check on or off).
+fn old_life_token_after_restart(m: NtMutations) -> Result<(), SimError> {
+    let mut sim = token_from_2_to_3(m)?;
+    let epoch = sim.world().core(NodeId(2)).and_then(|c| c.token_epoch());
+    sim.hold(NodeId(2), NodeId(3));
+    sim.after(Duration::ZERO, Action::Request(NodeId(2), ClientId(2), LockRequest::Release));
+    sim.after(Duration::from_millis(1), Action::Crash(NodeId(2)));
+    sim.after(Duration::from_millis(2), Action::Restart(NodeId(2)));
+    sim.run_for(Duration::from_millis(10))?;
+    sim.release(NodeId(2), NodeId(3));
+    sim.run_for(Duration::from_millis(20))?;
+    let w = sim.world();
+    let taken = grants(w).iter().any(|(t, n, f)| {
+        *n == NodeId(3) && *t >= Instant::from_millis(400) && Some(lockservice::fence_parts(*f).0) == epoch
+    });
+    let regenerated =
+        w.events.iter().any(|(t, _, e)| *t >= Instant::from_millis(400) && matches!(e, NtEvent::Regenerated { .. }));
+    if !taken || regenerated {
+        return Err(sim.error("site 3 did not take the token site 2's old life passed it"));
+    }
+    let end = sim.now() + Duration::from_millis(1_500);
+    let from = sim.now() + Duration::from_millis(100);
+    keep_clients_coming(&mut sim, 3, from, end);
+    let since = sim.now() + Duration::from_millis(500);
+    sim.run_until(end)?;
+    everyone_served_since(sim.world(), since).map_err(|m| sim.error(m))
+}
+
+/// An older life's token read after its successor's first message, as a
+/// real transport can deliver it (each life has its own connection: the old
+/// one's buffered frame may be read after the new one's `Hello`). The
+/// simulator's links are FIFO across lives, so the frame is emulated: the
+/// token site 2 passes to 3 is dropped on the link and handed to 3's core
+/// later, with 2's old life, through `Sim::with_core`.
+///
+/// N = 3: 2 holds, 3 is queued behind it; 2 passes the token (dropped),
+/// crashes and restarts; 3 hears the new life (and starts recovering), then
+/// is partitioned off; 1 and 2's new life regenerate without it (2
+/// proposes after its restart window, 1 promises); 5 ms later the old
+/// frame reaches 3, still cut off; heal 20 ms later. With the check, 3
+/// ignores the frame (and answers `Behind`). Without it, 3 takes a token of
+/// the old epoch and grants with it beside the new one; the probes of
+/// suspected peers tell 3 of the newer epoch within `4·suspect_after` of
+/// the heal, before the detector counts as accurate again: the stale token
+/// is the false-suspicion case, retired in time. Without the probes too,
+/// nobody writes to 3 again and two clients hold at once. (The grant made
+/// inside `with_core` is not among any step's events; the checkers see the
+/// token and holder it leaves, and every later grant.)
+fn old_life_token_read_late(m: NtMutations) -> Result<(), SimError> {
+    let mut sim = token_from_2_to_3(m)?;
+    let (old_inc, msg) = {
+        let w = sim.world();
+        let c = w.core(NodeId(2)).expect("site 2 runs");
+        let (epoch, counter) = lockservice::fence_parts(c.holder().expect("site 2 holds").1);
+        let pos = c.position().unwrap_or(0) + 1;
+        let msg = ntmutexd::Msg { epoch: c.max_epoch(), body: ntmutexd::Body::Token { epoch, counter, pos } };
+        (ftcore::Protocol::incarnation(c), msg)
+    };
+    sim.drop_kind(NodeId(2), NodeId(3), "token", 1);
+    sim.after(Duration::ZERO, Action::Request(NodeId(2), ClientId(2), LockRequest::Release));
+    sim.after(Duration::from_millis(1), Action::Crash(NodeId(2)));
+    sim.after(Duration::from_millis(2), Action::Restart(NodeId(2)));
+    sim.after(Duration::from_millis(8), Action::Partition(vec![NodeId(3)]));
+    sim.after(Duration::from_millis(10), acquire(NodeId(1), ClientId(1)));
+    let limit = sim.now() + Duration::from_millis(1_000);
+    run_until_true(&mut sim, limit, "sites 1 and 2 did not regenerate", |w| {
+        w.events.iter().any(|(t, n, e)| {
+            *n != NodeId(3) && matches!(e, NtEvent::Regenerated { .. }) && *t > Instant::from_millis(400)
+        })
+    })?;
+    sim.run_for(Duration::from_millis(5))?;
+    let now = sim.now();
+    sim.with_core(NodeId(3), |c| ftcore::Protocol::handle_message(c, now, NodeId(2), old_inc, msg));
+    sim.run_for(Duration::from_millis(20))?;
+    sim.after(Duration::ZERO, Action::Heal);
+    let end = sim.now() + Duration::from_millis(2_000);
+    let from = sim.now() + Duration::from_millis(100);
+    keep_clients_coming(&mut sim, 3, from, end);
+    let since = sim.now() + Duration::from_millis(1_000);
+    sim.run_until(end)?;
+    everyone_served_since(sim.world(), since).map_err(|m| sim.error(m))
+}
+
+#[test]
+fn incarnation_check_holds() {
+    holds(old_life_token_after_restart(NONE));
+    holds(old_life_token_read_late(NONE));
+}
+
+#[test]
+#[ignore = "not shown: masked (docs/safety-rules.md); see incarnation_check_masked_by_probes"]
+fn incarnation_check_is_needed() {
+    let m = NtMutations { no_incarnation_check: true, ..NONE };
+    is_needed(old_life_token_after_restart(m));
+    is_needed(old_life_token_read_late(m));
+}
+
+/// The mask: the late old-life token breaks mutual exclusion only when the
+/// probes of suspected peers are switched off too; each switch alone passes.
+#[test]
+fn incarnation_check_masked_by_probes() {
+    holds(old_life_token_read_late(NtMutations { no_incarnation_check: true, ..NONE }));
+    holds(old_life_token_read_late(NtMutations { no_probes: true, ..NONE }));
+    is_needed_by(
+        old_life_token_read_late(NtMutations { no_incarnation_check: true, no_probes: true, ..NONE }),
+        "(detector accurate)",
+    );
+}
+
 // ------------------------------------------- rules not shown necessary yet
 
 /// The scenarios the survey ran for a rule that none of them made fail:
@@ -463,7 +764,6 @@ macro_rules! not_shown {
 }
 
 not_shown! {
-    commit_cascade_holds, commit_cascade_is_needed, no_commit_cascade;
     no_token_to_suspected_next_holds, no_token_to_suspected_next_is_needed, pass_to_suspected_next;
     no_forward_to_suspected_last_holds, no_forward_to_suspected_last_is_needed, forward_to_suspected_last;
     restarted_site_last_unknown_holds, restarted_site_last_unknown_is_needed, restart_knows_last;
@@ -471,10 +771,8 @@ not_shown! {
     m3b_election_holds, m3b_election_is_needed, no_election;
     hop_limit_holds, hop_limit_is_needed, no_hop_limit;
     fresh_seq_on_m3_holds, fresh_seq_on_m3_is_needed, keep_seq_on_m3;
-    incarnation_check_holds, incarnation_check_is_needed, no_incarnation_check;
     minority_no_bootstrap_holds, minority_no_bootstrap_is_needed, minority_bootstrap;
     refuse_second_token_holds, refuse_second_token_is_needed, accept_second_token;
     tie_refusal_holds, tie_refusal_is_needed, accept_ties;
-    promise_window_holds, promise_window_is_needed, no_promise_window;
     unrecovered_no_token_holds, unrecovered_no_token_is_needed, unrecovered_takes_token;
 }

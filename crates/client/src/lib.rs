@@ -14,6 +14,7 @@
 //! May depend on: `ftcore`, `wire`. Used by: `ftctl`, `ftlab`, the real-process tests.
 #![forbid(unsafe_code)]
 
+pub mod duration;
 pub mod leader;
 pub mod ring;
 
@@ -26,7 +27,7 @@ use futures::{SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
-use wire::{ClientCodec, StreamError};
+use wire::{ClientCodec, RejectReason, StreamError};
 
 /// What a local client sends to a daemon.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,9 +97,21 @@ pub enum ClientError {
     /// The daemon closed the connection.
     #[error("the daemon closed the connection")]
     Closed,
-    /// The daemon answered something that is not a valid frame.
-    #[error("bad frame from the daemon: {0}")]
+    /// The daemon answered something that is not a valid frame (the
+    /// reason is the error's source).
+    #[error("bad frame from the daemon")]
     Frame(#[from] StreamError),
+    /// The first answer on a connection was not an ftcoord frame: the
+    /// address is some other port (a metrics or peer port, another
+    /// program).
+    #[error(
+        "{addr} is not an ftcoord client port: it answered something that is not an ftcoord frame \
+         (a metrics or peer port? `ftlab up` and the config's client_listen give the client address)"
+    )]
+    NotAClientPort {
+        /// The address connected to.
+        addr: SocketAddr,
+    },
     /// The daemon refused the request.
     #[error("refused: {0}")]
     Refused(String),
@@ -114,6 +127,10 @@ pub enum ClientError {
 #[derive(Debug)]
 pub struct Client<R: Message, P: Message> {
     framed: Framed<TcpStream, ClientCodec<ClientResponse<P>, ClientRequest<R>>>,
+    /// The daemon's address.
+    addr: SocketAddr,
+    /// Whether a valid frame has arrived on this connection yet.
+    answered: bool,
 }
 
 impl<R: Message, P: Message> Client<R, P> {
@@ -121,7 +138,7 @@ impl<R: Message, P: Message> Client<R, P> {
     pub async fn connect(addr: SocketAddr) -> Result<Self, ClientError> {
         let stream = TcpStream::connect(addr).await.map_err(|source| ClientError::Connect { addr, source })?;
         let _ = stream.set_nodelay(true);
-        Ok(Client { framed: Framed::new(stream, ClientCodec::default()) })
+        Ok(Client { framed: Framed::new(stream, ClientCodec::default()), addr, answered: false })
     }
 
     /// Sends a request to the protocol core.
@@ -132,8 +149,17 @@ impl<R: Message, P: Message> Client<R, P> {
 
     /// The next response of any kind; a daemon error becomes `Refused`.
     async fn next_response(&mut self) -> Result<ClientResponse<P>, ClientError> {
-        match self.framed.next().await {
+        let next = self.framed.next().await;
+        let answered = self.answered;
+        self.answered |= matches!(next, Some(Ok(_)));
+        match next {
             None => Err(ClientError::Closed),
+            // Not even a first frame: some other protocol is talking.
+            Some(Err(StreamError::Rejected(r)))
+                if !answered && matches!(r.reason, RejectReason::BadMagic | RejectReason::Oversized) =>
+            {
+                Err(ClientError::NotAClientPort { addr: self.addr })
+            }
             Some(Err(e)) => Err(e.into()),
             Some(Ok(ClientResponse::Error(e))) => Err(ClientError::Refused(e)),
             Some(Ok(r)) => Ok(r),
@@ -204,6 +230,39 @@ mod tests {
         assert_eq!(ClientResponse::Op(Req::Echo("x".into())).kind(), 3);
         assert_eq!(ClientResponse::<Req>::kind_name(2), Some("ping"));
         assert_eq!(ClientResponse::<Req>::kind_name(4), None);
+    }
+
+    /// A server that answers every connection with `reply`, then closes.
+    async fn answering(reply: &'static [u8]) -> SocketAddr {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                use tokio::io::AsyncWriteExt;
+                let _ = s.write_all(reply).await;
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_metrics_port_is_named_as_not_a_client_port() {
+        let addr = answering(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n").await;
+        let mut c = Client::<Req, Req>::connect(addr).await.unwrap();
+        let e = c.status().await.unwrap_err();
+        assert!(matches!(e, ClientError::NotAClientPort { addr: a } if a == addr), "{e:?}");
+        let text = e.to_string();
+        assert!(text.contains("is not an ftcoord client port"), "{text}");
+        // Said once: the message does not repeat its source.
+        assert_eq!(text.matches("oversized").count(), 0, "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_closed_connection_is_not_called_a_wrong_port() {
+        let addr = answering(b"").await;
+        let mut c = Client::<Req, Req>::connect(addr).await.unwrap();
+        let e = c.status().await.unwrap_err();
+        assert!(!matches!(e, ClientError::NotAClientPort { .. }), "{e:?}");
     }
 
     #[test]

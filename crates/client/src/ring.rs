@@ -177,14 +177,16 @@ impl RingClient {
         Ok((replica, address))
     }
 
-    fn fresh_id(&mut self) -> u64 {
+    /// A request id not used before by this client (for
+    /// [`Self::execute_as`], whose retries keep it).
+    pub fn next_request_id(&mut self) -> u64 {
         self.next_id = self.next_id.wrapping_add(1);
         self.next_id
     }
 
     /// One lookup over this connection: (replica, address, load).
     pub async fn look_up(&mut self, timeout: Duration) -> Result<(NodeId, String, u32), ClientError> {
-        let id = self.fresh_id();
+        let id = self.next_request_id();
         match self.conn.call(RingRequest::LookUp { request_id: id }, timeout).await? {
             RingReply::LookedUp { request_id, replica, address, load } if request_id == id => {
                 Ok((replica, address, load))
@@ -196,7 +198,7 @@ impl RingClient {
     /// Executes `service` with `args` on this replica and waits for the
     /// outcome (a fresh request id).
     pub async fn execute(&mut self, service: &str, args: &[String], timeout: Duration) -> Result<Outcome, ClientError> {
-        let id = self.fresh_id();
+        let id = self.next_request_id();
         self.execute_as(id, service, args, timeout).await
     }
 

@@ -1,5 +1,5 @@
-//! `--timeout` values: a whole number with a unit (`500ms`, `10s`, `2m`,
-//! `1h`).
+//! Durations on command lines (`ftctl --timeout`, `ftlab --duration`): a
+//! whole number with a unit (`500ms`, `10s`, `2m`, `1h`).
 //!
 //! A bare number is refused, except `0`: `--timeout 30` could mean seconds
 //! or milliseconds, and a guess wrong by a factor of 1000 is worse than an

@@ -1,0 +1,209 @@
+//! `ftlab bench`: the baseline L and each daemon under load, next to L of
+//! the same run (performance.md).
+//!
+//! - `ftlab bench baseline`: L, half the median round trip of a small
+//!   message between this process and a peer process (`ftlab bench-peer`)
+//!   over loopback TCP (nodelay) and UDP, and fsync_p50, the median of one
+//!   durable state write (write a temporary file, fsync, rename, fsync the
+//!   directory).
+//! - `ftlab bench DAEMON`: a cluster under contending clients; throughput,
+//!   latency percentiles, messages and daemon CPU per operation, each next
+//!   to L of the same run and performance.md's target; the clients' records
+//!   are checked (exit status 1 when a check fails).
+//! - `ftlab bench ntmutexd --against etcd`: the same contended lock
+//!   workload against a local single-member etcd, side by side.
+//!
+//! Nothing here asserts a speed: a target missed is reported, not an error.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+mod baseline;
+mod etcd;
+mod load;
+
+pub use baseline::peer;
+
+/// Daemons `ftlab bench` can drive (hbringd serves no client workload).
+const BENCHED: [&str; 4] = ["ntmutexd", "tokenwatchd", "electd", "ringd"];
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// `baseline`, or a daemon: ntmutexd, tokenwatchd, electd, ringd.
+    target: String,
+    /// Nodes in the cluster.
+    #[arg(short = 'n', long = "nodes", default_value_t = 5)]
+    n: usize,
+    /// Contending clients, spread over the nodes (default: one per node).
+    #[arg(long)]
+    clients: Option<usize>,
+    /// How long the measured window lasts (`10s`, `500ms`, `2m`; a bare
+    /// number is seconds).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Datagram loss injected at every node, 0 to 1 (or `30%`): tokenwatchd
+    /// only (its `chaos.drop_rate`).
+    #[arg(long, value_parser = parse_loss)]
+    loss: Option<f64>,
+    /// Run the same workload against another system too: `etcd` (ntmutexd
+    /// only; needs `etcd` on PATH).
+    #[arg(long, value_name = "SYSTEM")]
+    against: Option<String>,
+    /// Extra TOML appended to every node's config (e.g.
+    /// `token_min_hold_ms = 0`); default timings otherwise.
+    #[arg(long, value_name = "TOML")]
+    extra: Option<String>,
+    /// Directory for the baseline's fsync samples (default: the system's
+    /// temporary directory, where the benched clusters keep their state).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `ftlab bench-peer` (internal): the other end of the baseline's ping-pong.
+#[derive(Args, Debug)]
+pub struct PeerArgs {}
+
+pub fn run(a: BenchArgs) -> Result<ExitCode> {
+    if a.target == "baseline" {
+        if a.loss.is_some() || a.against.is_some() || a.extra.is_some() {
+            bail!("ftlab bench baseline takes no --loss, --against or --extra");
+        }
+        return baseline::run(a.dir, a.json);
+    }
+    if !BENCHED.contains(&a.target.as_str()) {
+        if ftlab::DAEMONS.contains(&a.target.as_str()) {
+            bail!("ftlab bench {}: no client workload to drive (benched: baseline, {})", a.target, BENCHED.join(", "));
+        }
+        bail!("unknown bench target {:?}: one of baseline, {}", a.target, BENCHED.join(", "));
+    }
+    if a.loss.is_some() && a.target != "tokenwatchd" {
+        bail!("--loss: {} has no loss injection (no chaos.drop_rate key); only tokenwatchd (UDP) has one", a.target);
+    }
+    if let Some(sys) = &a.against {
+        if sys != "etcd" {
+            bail!("--against {sys:?}: only `etcd` is supported");
+        }
+        if a.target != "ntmutexd" {
+            bail!("--against etcd compares lock throughput: ntmutexd only");
+        }
+    }
+    if a.n == 0 {
+        bail!("-n must be at least 1");
+    }
+    let clients = a.clients.unwrap_or(a.n);
+    if clients == 0 {
+        bail!("--clients must be at least 1");
+    }
+    if a.duration.is_zero() {
+        bail!("--duration must be positive");
+    }
+    ftlab::check_daemon(&a.target)?;
+    let etcd_bin = match &a.against {
+        Some(_) => Some(etcd::find()?),
+        None => None,
+    };
+    let opts = load::Opts {
+        daemon: a.target.clone(),
+        n: a.n,
+        clients,
+        duration: a.duration,
+        loss: a.loss,
+        extra: a.extra.unwrap_or_default(),
+        json: a.json,
+    };
+    load::run(&opts, etcd_bin)
+}
+
+/// `10s`, `500ms`, `2m`, `1.5s`, or a bare number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, scale) = if let Some(v) = s.strip_suffix("ms") {
+        (v, 1e-3)
+    } else if let Some(v) = s.strip_suffix('s') {
+        (v, 1.0)
+    } else if let Some(v) = s.strip_suffix('m') {
+        (v, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| format!("{s:?} is not a duration (e.g. 10s, 500ms, 2m)"))?;
+    if !v.is_finite() || v < 0.0 || v * scale > 86_400.0 {
+        return Err(format!("{s:?} is out of range (0 to 24 h)"));
+    }
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
+/// `0.3` or `30%`, in 0..=1.
+fn parse_loss(s: &str) -> Result<f64, String> {
+    let s = s.trim();
+    let v = match s.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => s.parse::<f64>(),
+    }
+    .map_err(|_| format!("{s:?} is not a loss rate (0 to 1, or a percentage such as 30%)"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("{s:?} is out of range: 0 to 1 (0% to 100%)"));
+    }
+    Ok(v)
+}
+
+/// The `p`-th percentile (nearest rank) of `v`, sorted in place; None when
+/// empty.
+fn percentile(v: &mut [f64], p: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    Some(v[rank.clamp(1, v.len()) - 1])
+}
+
+/// A time in µs for people: `23.4 µs`, `1.25 ms`, `2.10 s`.
+fn human_us(us: f64) -> String {
+    if us < 1_000.0 {
+        format!("{us:.1} µs")
+    } else if us < 1_000_000.0 {
+        format!("{:.2} ms", us / 1_000.0)
+    } else {
+        format!("{:.2} s", us / 1_000_000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn loss_parses_as_a_rate_or_a_percentage() {
+        assert_eq!(parse_loss("0.3"), Ok(0.3));
+        assert_eq!(parse_loss("30%"), Ok(0.3));
+        assert!(parse_loss("1.5").is_err());
+        assert!(parse_loss("lots").is_err());
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&mut v, 50.0), Some(50.0));
+        assert_eq!(percentile(&mut v, 99.0), Some(99.0));
+        assert_eq!(percentile(&mut [7.0], 99.0), Some(7.0));
+        assert_eq!(percentile(&mut [], 50.0), None);
+    }
+}

@@ -1,0 +1,401 @@
+//! `ftlab demo`: a 5-node cluster of every daemon, a workload through the
+//! client API, a SIGKILL of each one's critical node (token holder,
+//! coordinator), detection and recovery measured from this process (one
+//! clock), a restart, and the safety checks over the clients' records, in
+//! one table. The daemons run at once, each in a thread of its own.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use client::ring::RingClient;
+use client::StatusReport;
+use ftlab::probe::{self, all_see_all, counter_value, detail, is_lock_daemon, poll, prefix, status, sum_samples};
+use ftlab::workload::{check_acks, check_exclusion_and_fences, Clock, Load, Records};
+use ftlab::Cluster;
+
+use crate::json::J;
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Print the table as JSON (the progress still goes to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Nodes per cluster.
+    #[arg(short = 'n', long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(3..=16))]
+    nodes: u32,
+    /// Do not build the daemons first. Run through cargo (`cargo run -p
+    /// ftlab -- demo`), ftlab builds the workspace's binaries (of its own
+    /// profile) before it starts, so that the daemons match the source.
+    #[arg(long)]
+    no_build: bool,
+}
+
+/// The daemons the demo runs, in table order.
+use ftlab::DAEMONS;
+
+/// How long each wait of the demo may take before it counts as a failure.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Settings the demo changes from the defaults, per daemon (shown under
+/// the table). tokenwatchd's lost-token deadline grows with `max_hold_ms`
+/// (a holder may keep the token that long; 2 s by default, which puts the
+/// regeneration ~14 s after the holder died): half a second here.
+fn demo_settings(daemon: &str) -> &'static str {
+    match daemon {
+        "tokenwatchd" => "max_hold_ms = 500\n",
+        // A token service that keeps the token where it runs, to pin the
+        // token on the node the demo kills.
+        "ringd" => "[services.hold]\ncommand = [\"sleep\", \"60\"]\nneeds_token = true\ntimeout_ms = 60000\n",
+        _ => "",
+    }
+}
+
+/// One daemon's line of the table.
+#[derive(Debug)]
+struct Row {
+    daemon: &'static str,
+    /// The node killed and why it was the critical one.
+    killed: String,
+    /// Kill → a survivor's status shows the node down (ms).
+    detection_ms: Option<f64>,
+    /// Kill → service restored, as the clients saw it (ms): the first
+    /// grant or acknowledged increment under a new epoch or term; for
+    /// hbringd, every survivor sees the node down.
+    recovery_ms: Option<f64>,
+    /// Messages the survivors sent from the kill to the recovery.
+    messages: Option<u64>,
+    /// The node restarted and the cluster took it back.
+    rejoined: bool,
+    /// Grants or acknowledged increments over the whole run.
+    operations: usize,
+    /// What the safety checks checked, or what broke.
+    safety: std::result::Result<String, String>,
+    /// Where the cluster's configs and logs are (kept when a check failed).
+    dir: PathBuf,
+}
+
+impl Row {
+    fn new(daemon: &'static str, dir: PathBuf) -> Row {
+        Row {
+            daemon,
+            killed: "-".to_string(),
+            detection_ms: None,
+            recovery_ms: None,
+            messages: None,
+            rejoined: false,
+            operations: 0,
+            safety: Ok(String::new()),
+            dir,
+        }
+    }
+
+    fn passed(&self) -> bool {
+        self.recovery_ms.is_some() && self.rejoined && self.safety.is_ok()
+    }
+}
+
+pub fn run(a: DemoArgs) -> Result<ExitCode> {
+    if !a.no_build {
+        build_daemons()?;
+    }
+    for d in DAEMONS.iter().chain(&["ftctl"]) {
+        ftlab::bin(d)?;
+    }
+    let root = std::env::temp_dir().join(format!("ftlab-demo-{}", std::process::id()));
+    let started = Instant::now();
+    let (tx, rx) = mpsc::channel::<(&'static str, String)>();
+    eprintln!(
+        "ftlab demo: {} nodes of each of {}; configs and logs under {}",
+        a.nodes,
+        DAEMONS.join(", "),
+        root.display()
+    );
+    let rows: Vec<Row> = std::thread::scope(|s| {
+        let handles: Vec<_> = DAEMONS
+            .iter()
+            .map(|&d| {
+                let tx = tx.clone();
+                let dir = root.join(d);
+                s.spawn(move || {
+                    let say = |m: String| {
+                        let _ = tx.send((d, m));
+                    };
+                    demo_one(d, a.nodes, dir.clone(), &say).unwrap_or_else(|e| {
+                        say(format!("FAILED: {e:#}"));
+                        Row { safety: Err(format!("{e:#}")), ..Row::new(d, dir) }
+                    })
+                })
+            })
+            .collect();
+        drop(tx);
+        // Progress: each step of each daemon, as it happens.
+        for (d, m) in rx {
+            eprintln!("[{:5.1}s] {d:<12} {m}", started.elapsed().as_secs_f64());
+        }
+        handles.into_iter().map(|h| h.join().expect("a demo thread panicked")).collect()
+    });
+    let all_passed = rows.iter().all(Row::passed);
+    if a.json {
+        println!("{}", json(&rows, all_passed, started.elapsed()));
+    } else {
+        print!("{}", table(&rows));
+        println!(
+            "{} in {:.1} s",
+            if all_passed { "every check passed" } else { "SOME CHECKS FAILED" },
+            started.elapsed().as_secs_f64()
+        );
+    }
+    for r in &rows {
+        if r.passed() {
+            let _ = std::fs::remove_dir_all(&r.dir);
+        } else {
+            eprintln!("{}: configs and logs kept in {}", r.daemon, r.dir.display());
+        }
+    }
+    let _ = std::fs::remove_dir(&root);
+    Ok(if all_passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Run through cargo (`CARGO` is set), builds the workspace's binaries in
+/// ftlab's own profile, so that `cargo run -p ftlab -- demo` on a fresh
+/// clone needs no other step.
+fn build_daemons() -> Result<()> {
+    let Some(cargo) = std::env::var_os("CARGO") else { return Ok(()) };
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    eprintln!("ftlab demo: building the daemons (cargo build --workspace --bins)…");
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--workspace", "--bins", "--quiet", "--manifest-path"]).arg(&manifest);
+    if !cfg!(debug_assertions) {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().context("run cargo build")?;
+    if !status.success() {
+        bail!("cargo build --workspace --bins failed ({status})");
+    }
+    Ok(())
+}
+
+fn demo_one(daemon: &'static str, n: u32, dir: PathBuf, say: &dyn Fn(String)) -> Result<Row> {
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let mut c = Cluster::configure_in(daemon, n as usize, demo_settings(daemon), Some(dir.clone()))?;
+    c.start_all()?;
+    say(format!("{n} nodes up"));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let mut row = Row::new(daemon, dir);
+    if let Err(e) = rt.block_on(demo_cluster(&mut c, n, &mut row, say)) {
+        say(format!("FAILED: {e:#}"));
+        row.safety = Err(format!("{e:#}"));
+    }
+    Ok(row)
+}
+
+async fn demo_cluster(c: &mut Cluster, n: u32, row: &mut Row, say: &dyn Fn(String)) -> Result<()> {
+    let daemon = row.daemon;
+    let clock = Clock::start();
+    let all: Vec<u32> = (1..=n).collect();
+    let clients = probe::clients(c);
+
+    // The workload: a lock client on every node (10 ms holds), or three
+    // ringd clients incrementing one counter through any replica.
+    let mut load = Load::new();
+    probe::start_workload(c, daemon, &mut load, Duration::from_millis(10), clock);
+    let served = |r: &Records| r.holds.len() + r.acks.len();
+    if daemon != "hbringd" {
+        if poll(WAIT, || async { (served(&load.snapshot()) >= 10).then_some(()) }).await.is_none() {
+            bail!("the workload got no service within {WAIT:?}");
+        }
+        say(format!("serving ({} operations so far)", served(&load.snapshot())));
+    } else if poll(WAIT, || async { all_see_all(c, &all).await.then_some(()) }).await.is_none() {
+        bail!("the ring never formed");
+    }
+
+    // The critical node, pinned so that the SIGKILL certainly hits it: a
+    // client on node 2 holding the lock (the token is there while it
+    // holds), ringd's `hold` token service running on node 2 (the token
+    // stays there while it runs), electd's coordinator; hbringd has none.
+    let pin = 2;
+    let mut hold_job = None;
+    let (victim, role) = match daemon {
+        "ntmutexd" | "tokenwatchd" => {
+            load.hold_once("hold".into(), c.node(pin).client, Duration::from_secs(60), clock);
+            if poll(WAIT, || async { load.snapshot().holding.contains_key("hold").then_some(()) }).await.is_none() {
+                bail!("a long hold through node {pin} was never granted");
+            }
+            (pin, "token holder")
+        }
+        "ringd" => {
+            let addr = c.node(pin).client;
+            hold_job = Some(tokio::spawn(async move {
+                let mut rc = RingClient::connect(addr).await.ok()?;
+                rc.execute("hold", &[], Duration::from_secs(60)).await.ok()
+            }));
+            let owns = || async {
+                let running = c.metric(pin, "ringd_services_running") == Some(1.0);
+                (running && status(c, pin).await.is_some_and(|s| detail(&s, "has_token") == Some("true"))).then_some(())
+            };
+            if poll(WAIT, owns).await.is_none() {
+                bail!("node {pin} never ran the `hold` token service with the token");
+            }
+            (pin, "token owner")
+        }
+        "electd" => probe::critical_node(c, daemon, WAIT).await.ok_or_else(|| anyhow!("no coordinator known"))?,
+        _ => (n / 2 + 1, "ring member"),
+    };
+    row.killed = format!("node {victim} ({role})");
+    let survivors: Vec<u32> = all.iter().copied().filter(|id| *id != victim).collect();
+    let sent = format!("{}_messages_sent_total", prefix(daemon));
+    let before = sum_samples(c, &survivors, &sent);
+
+    let epoch_before = load.snapshot().max_epoch();
+    let killed_at = clock.now();
+    c.kill(victim);
+    say(format!("SIGKILL node {victim} ({role})"));
+    let seen_down = |s: &StatusReport| s.peers.iter().any(|p| p.id.0 == victim && !p.up);
+    let detected = poll(WAIT, || async {
+        for id in &survivors {
+            if status(c, *id).await.is_some_and(|s| seen_down(&s)) {
+                return Some(clock.now());
+            }
+        }
+        None
+    })
+    .await;
+    row.detection_ms = detected.map(|t| ms(t - killed_at));
+    let recovered = if daemon == "hbringd" {
+        poll(WAIT, || async {
+            for id in &survivors {
+                if !status(c, *id).await.is_some_and(|s| seen_down(&s)) {
+                    return None;
+                }
+            }
+            Some(clock.now())
+        })
+        .await
+    } else {
+        // Service under a new token (or term): a grant or an increment
+        // the killed node's token could not have given.
+        poll(WAIT, || async { load.snapshot().first_service_above(epoch_before) }).await
+    };
+    if let Some(job) = hold_job {
+        job.abort();
+    }
+    row.recovery_ms = recovered.map(|t| ms(t - killed_at));
+    row.messages = recovered.map(|_| (sum_samples(c, &survivors, &sent) - before).max(0.0) as u64);
+    match row.recovery_ms {
+        Some(r) => say(format!("recovered in {r:.0} ms")),
+        None => say(format!("NOT recovered within {WAIT:?}")),
+    }
+
+    // The node comes back and the cluster takes it in.
+    c.restart(victim)?;
+    let restarted_at = clock.now();
+    let back = poll(WAIT, || async { all_see_all(c, &all).await.then_some(()) }).await.is_some();
+    let mut extra_acks = Vec::new();
+    let served_again = match daemon {
+        d if is_lock_daemon(d) => {
+            let name = format!("c{victim}");
+            poll(WAIT, || async {
+                load.snapshot().holds.iter().any(|h| h.client == name && h.start > restarted_at).then_some(())
+            })
+            .await
+            .is_some()
+        }
+        "ringd" => {
+            // One increment through the restarted replica, kept with the
+            // others' acknowledgements.
+            let mut one = Load::new();
+            one.incr_client(format!("c{victim}"), vec![c.node(victim).client], probe::COUNTER.into(), clock);
+            let ok = poll(WAIT, || async { (!one.snapshot().acks.is_empty()).then_some(()) }).await.is_some();
+            extra_acks = one.stop().await.acks;
+            ok
+        }
+        _ => true,
+    };
+    row.rejoined = back && served_again;
+    say(format!("restarted node {victim}: {}", if row.rejoined { "rejoined" } else { "NOT rejoined" }));
+
+    let mut records = load.stop().await;
+    records.acks.append(&mut extra_acks);
+    row.operations = records.holds.len() + records.acks.len();
+    row.safety = match daemon {
+        d if is_lock_daemon(d) => check_exclusion_and_fences(&records.holds)
+            .map(|()| format!("{} grants: no overlap, fences increasing", records.holds.len())),
+        "ringd" => {
+            let final_value = counter_value(&clients).await?;
+            check_acks(&records.acks, final_value).map(|()| {
+                format!("{} increments acknowledged: all present (counter {final_value})", records.acks.len())
+            })
+        }
+        _ => Ok("no client service to check".to_string()),
+    };
+    say(match &row.safety {
+        Ok(s) => format!("safety: {s}"),
+        Err(e) => format!("SAFETY FAILED: {e}"),
+    });
+    Ok(())
+}
+
+fn ms(ns: u128) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn opt_ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| format!("{v:.0} ms"))
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut out = format!(
+        "\n{:<12} {:<24} {:>10} {:>10} {:>9} {:>9} {:>6}  {}\n",
+        "daemon", "killed (SIGKILL)", "detection", "recovery", "messages", "rejoined", "ops", "safety"
+    );
+    for r in rows {
+        out += &format!(
+            "{:<12} {:<24} {:>10} {:>10} {:>9} {:>9} {:>6}  {}\n",
+            r.daemon,
+            r.killed,
+            opt_ms(r.detection_ms),
+            opt_ms(r.recovery_ms),
+            r.messages.map_or_else(|| "-".to_string(), |m| m.to_string()),
+            if r.rejoined { "yes" } else { "NO" },
+            r.operations,
+            match &r.safety {
+                Ok(s) => format!("ok: {s}"),
+                Err(e) => format!("FAILED: {e}"),
+            }
+        );
+    }
+    out += "\ndetection: SIGKILL → a survivor's status shows the node down. recovery: SIGKILL → the first grant \
+            (or acknowledged increment) that a client saw under a new epoch or term, which the killed node's \
+            token could not have given (hbringd: every survivor sees the node down). The token was pinned on \
+            the killed node: its client held the lock, or it ran a token service. messages: sent by the \
+            survivors meanwhile (heartbeats included). Default settings, but tokenwatchd's max_hold_ms = 500 \
+            (default 2000, whose lost-token deadline is ~11 s at N = 5).\n";
+    out
+}
+
+fn json(rows: &[Row], passed: bool, took: Duration) -> J {
+    let rows = rows.iter().map(|r| {
+        let (ok, safety) = match &r.safety {
+            Ok(s) => (true, s.as_str()),
+            Err(e) => (false, e.as_str()),
+        };
+        J::obj([
+            ("daemon", J::s(r.daemon)),
+            ("killed", J::s(&r.killed)),
+            ("detection_ms", J::opt(r.detection_ms)),
+            ("recovery_ms", J::opt(r.recovery_ms)),
+            ("messages", J::opt(r.messages.map(|m| m as f64))),
+            ("rejoined", J::from(r.rejoined)),
+            ("operations", J::from(r.operations)),
+            ("safety_ok", J::from(ok)),
+            ("safety", J::s(safety)),
+            ("passed", J::from(r.passed())),
+        ])
+    });
+    J::obj([("passed", J::from(passed)), ("seconds", J::from(took.as_secs_f64())), ("daemons", J::Arr(rows.collect()))])
+}
