@@ -41,9 +41,8 @@ pub struct BenchArgs {
     /// Contending clients, spread over the nodes (default: one per node).
     #[arg(long)]
     clients: Option<usize>,
-    /// How long the measured window lasts (`10s`, `500ms`, `2m`; a bare
-    /// number is seconds).
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    /// How long the measured window lasts (`10s`, `500ms`, `2m`).
+    #[arg(long, default_value = "5s", value_parser = client::duration::parse)]
     duration: Duration,
     /// Datagram loss injected at every node, 0 to 1 (or `30%`): tokenwatchd
     /// only (its `chaos.drop_rate`).
@@ -121,25 +120,6 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
     load::run(&opts, etcd_bin)
 }
 
-/// `10s`, `500ms`, `2m`, `1.5s`, or a bare number of seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, scale) = if let Some(v) = s.strip_suffix("ms") {
-        (v, 1e-3)
-    } else if let Some(v) = s.strip_suffix('s') {
-        (v, 1.0)
-    } else if let Some(v) = s.strip_suffix('m') {
-        (v, 60.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num.trim().parse().map_err(|_| format!("{s:?} is not a duration (e.g. 10s, 500ms, 2m)"))?;
-    if !v.is_finite() || v < 0.0 || v * scale > 86_400.0 {
-        return Err(format!("{s:?} is out of range (0 to 24 h)"));
-    }
-    Ok(Duration::from_secs_f64(v * scale))
-}
-
 /// `0.3` or `30%`, in 0..=1.
 fn parse_loss(s: &str) -> Result<f64, String> {
     let s = s.trim();
@@ -179,16 +159,6 @@ fn human_us(us: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert!(parse_duration("fast").is_err());
-        assert!(parse_duration("-1s").is_err());
-    }
 
     #[test]
     fn loss_parses_as_a_rate_or_a_percentage() {

@@ -8,7 +8,8 @@
 //! holds or awaits the token, has accepted a newer token than the
 //! claimant, promised another Claim within its window, or has a threshold
 //! at or above the epoch; otherwise it stores the promise, joins the
-//! adopters and forwards. Back at the claimant, only a majority of
+//! adopters and forwards (in its restart window, which promises nothing,
+//! it forwards without adopting). Back at the claimant, only a majority of
 //! adopters, in time, with no refusal, makes the token.
 
 use durable::promise::{Failure, Refusal, Step, UseError};
@@ -85,14 +86,15 @@ impl TwNode {
             Some(Refusal::Busy { remaining: self.cfg.max_hold })
         } else if self.awaiting.is_some() {
             Some(Refusal::Busy { remaining: self.cfg.bypass_after })
-        } else if self.seen > claim.seen && now < self.token_seen_at + self.cfg.token_lost_after {
+        } else if self.seen > claim.seen && now < self.token_at + self.cfg.token_lost_after {
             // A bypassed claimant must not kill the live token (one seen
             // here within W: a live token visits every process of its view
             // within a lap); the refusal counts as its Join. A token not
             // seen for W is lost here too, and refusing would only stop
-            // every Claim but the one of whoever saw it last.
+            // every Claim but the one of whoever saw it last. W from the
+            // token itself: Claims (refused or adopted) do not extend it.
             self.readmit.insert(claim.claimant);
-            Some(Refusal::Busy { remaining: self.cfg.token_lost_after })
+            Some(Refusal::Busy { remaining: (self.token_at + self.cfg.token_lost_after).saturating_since(now) })
         } else {
             None
         };
@@ -103,6 +105,19 @@ impl TwNode {
             None => self.promise.on_proposal(claim.claimant, claim.epoch, now),
         };
         match promised {
+            Err(Refusal::Restarting { .. }) => {
+                // In its restart window a process promises nothing, but a
+                // refusal would abandon a Claim that the others may well
+                // carry to a majority, and send its claimant into the long
+                // backoff: it passes the Claim on like a silent process
+                // skipped, adopting nothing (it is no adopter).
+                self.adopted = Some((claim.epoch, claim.claimant));
+                // Its token may follow within W, as for an adopted Claim.
+                self.token_activity(now);
+                let mut c = claim;
+                c.max_tpc = c.max_tpc.max(self.tpc);
+                self.send_hop(now, c);
+            }
             Err(refusal) => {
                 if matches!(refusal, Refusal::Busy { .. } | Refusal::Promised { .. }) {
                     // Another Claim is under way: its token may follow.
@@ -143,13 +158,13 @@ impl TwNode {
         match self.promise.use_proposal(now) {
             Ok(epoch) => {
                 self.claim = None;
-                let took = now.saturating_since(self.token_seen_at);
+                let took = now.saturating_since(self.token_at);
                 // The new token restarts at 1 when max_tpc + 1 would overflow.
                 self.tpc = claim.max_tpc.checked_add(1).unwrap_or(1);
                 self.seen = (epoch, self.tpc);
                 self.last_handoff = None;
                 self.bypassed = claim.skipped.iter().copied().filter(|s| *s != self.me).collect();
-                self.token_activity(now);
+                self.token_here(now);
                 if matches!(self.phase, Phase::Joining { .. }) {
                     self.joined();
                 }
@@ -164,7 +179,7 @@ impl TwNode {
                 self.tpc = claim.max_tpc.checked_add(1).unwrap_or(1);
                 self.seen = (epoch, self.tpc);
                 self.bypassed = claim.skipped.iter().copied().filter(|s| *s != self.me).collect();
-                self.token_activity(now);
+                self.token_here(now);
                 self.install(now, epoch);
             }
             Err(UseError::NoMajority) => {
@@ -184,19 +199,12 @@ impl TwNode {
             Failure::Deadline => ClaimOutcome::Lapsed,
         };
         self.out.event(TwEvent::ClaimEnded { outcome });
-        // Just after a Busy window every refused claimant would retry at
-        // once: spread them over a quarter of W more.
-        // Every claimant's lap leaves promise windows behind it, so
-        // claimants that keep colliding back off further, at random
-        // (exponentially, up to 8·W/2 more).
-        self.claim_failures = self.claim_failures.saturating_add(1);
-        let most = self.cfg.token_lost_after / 2 * (1u32 << self.claim_failures.min(4)).min(8);
-        let spread = match f {
-            Failure::Busy { .. } => self.cfg.token_lost_after / 4 + most,
-            _ => most,
-        };
-        let spread = self.rng.duration_between(Duration::ZERO, spread);
-        self.claim_not_before = now + self.promise.retry_after(&f, &mut self.rng) + spread;
+        // foundation.md, Retries: refused only by windows, just after the
+        // longest with a small jitter; otherwise between W·(1+ρ)/(1−ρ) and
+        // twice that. No more: a window left by a failed Claim ends within
+        // W, and a retry put off further leaves the ring to the adopters,
+        // whose own Claims (W after adopting) collide with each other.
+        self.claim_not_before = now + self.promise.retry_after(&f, &mut self.rng);
     }
 
     pub(super) fn on_claim_ack(&mut self, from: NodeId, epoch: u64, claimant: NodeId) {

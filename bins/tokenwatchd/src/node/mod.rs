@@ -376,17 +376,22 @@ pub struct TwNode {
     /// The (epoch, m) of the last hand-off accepted: its retransmission is
     /// acked again.
     last_handoff: Option<(u64, u64)>,
-    /// The last Claim adopted here (epoch, claimant): a repeat is acked
-    /// again, not forwarded twice.
+    /// The last Claim adopted here, or passed on in the restart window
+    /// (epoch, claimant): a repeat is acked again, not forwarded twice.
     adopted: Option<(u64, NodeId)>,
     visit: Option<Visit>,
     /// When (and in which epoch) the token last arrived here: the next
     /// arrival in the same epoch is one rotation later.
     last_arrival: Option<(u64, Instant)>,
     awaiting: Option<Awaiting>,
-    /// When a token was last accepted or confirmed here (or this life
-    /// started): `token_lost_after` later, a Claim starts.
+    /// When a token was last accepted or confirmed here, or a Claim
+    /// adopted, passed on or refused (or this life started):
+    /// `token_lost_after` (plus `lost_jitter`) later, a Claim starts.
     token_seen_at: Instant,
+    /// When the token itself was last here (accepted, confirmed or made;
+    /// or this life started). Only this bounds the refusal of a claimant
+    /// that saw an older token: Claim traffic is no sign of a live token.
+    token_at: Instant,
     /// A random part of the token-lost deadline, drawn anew whenever the
     /// token shows itself, so that processes that lost it together do not
     /// all claim at once (they would only refuse each other).
@@ -395,9 +400,6 @@ pub struct TwNode {
     claim: Option<(u64, Instant)>,
     /// No own Claim before this (restart window, backoff after a failure).
     claim_not_before: Instant,
-    /// Own Claims failed in a row since the token was last seen: the
-    /// random part of the next retry grows with it (up to 8·W/2).
-    claim_failures: u32,
     /// Claim hops awaiting their ack, by (epoch, claimant).
     hops: BTreeMap<(u64, NodeId), Hop>,
     /// Peers that left a Claim hop unacked for `bypass_after` (and when),
@@ -451,10 +453,14 @@ impl TwNode {
     /// whose token follows within W): the token-lost deadline starts over.
     fn token_activity(&mut self, now: Instant) {
         self.token_seen_at = now;
-        if self.visit.is_some() || self.awaiting.is_some() {
-            self.claim_failures = 0;
-        }
         self.lost_jitter = self.rng.duration_between(Duration::ZERO, self.cfg.token_lost_after / 2);
+    }
+
+    /// The token itself was here (accepted, confirmed or made): the
+    /// token-lost deadline starts over.
+    fn token_here(&mut self, now: Instant) {
+        self.token_at = now;
+        self.token_activity(now);
     }
 
     /// When this process counts the token as lost.
@@ -563,10 +569,10 @@ impl Protocol for TwNode {
             last_arrival: None,
             awaiting: None,
             token_seen_at: ctx.now,
+            token_at: ctx.now,
             lost_jitter: Duration::ZERO,
             claim: None,
             claim_not_before: first_claim,
-            claim_failures: 0,
             hops: BTreeMap::new(),
             heard: membership::Lives::default(),
             silent: BTreeMap::new(),

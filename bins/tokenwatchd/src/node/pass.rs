@@ -1,7 +1,8 @@
 //! The token and its confirmation (tokenwatchd.md, Algorithm): `Token(m)`
 //! accepted when new (`tpc = m + 1`, `Ack(L−1, tpc)` sent forward), dropped
-//! when stale (re-ACKed when it repeats the last hand-off), refused with
-//! `Stale` below the stored epoch; ACKs forwarded while `ttl > 1` whatever
+//! when stale (re-ACKed, forward and straight back to its sender, when it
+//! repeats the last hand-off), refused with `Stale` below the stored
+//! epoch; ACKs forwarded while `ttl > 1` whatever
 //! their `m` and never changing `tpc`; retransmission every ring timeout,
 //! at most r times, then a bypass (a Claim skipping the silent successor);
 //! the visit: grants with a fresh fence each, idle hold, `max_hold`.
@@ -31,6 +32,10 @@ impl TwNode {
             // Stale: a retransmission that already arrived, or an old copy.
             if self.last_handoff == Some((epoch, m)) {
                 self.send_ack(epoch, self.tpc, false);
+                // And straight back to the sender: the ACK around the ring
+                // dies at any dead process on the way, and every process
+                // whose hand-off it carried would bypass a live successor.
+                self.out.send(from, Msg::Ack { epoch, ttl: 1, m: self.tpc });
                 self.out.event(TwEvent::ReAcked);
             }
             self.out.event(TwEvent::StaleDropped);
@@ -66,7 +71,7 @@ impl TwNode {
         self.seen = (epoch, m);
         self.last_handoff = Some((epoch, m));
         self.bypassed = bypassed.into_iter().filter(|b| *b != self.me && self.members.contains(b)).collect();
-        self.token_activity(now);
+        self.token_here(now);
         self.token_seen_joins();
         self.send_ack(epoch, tpc, false);
         self.install(now, epoch);
@@ -115,7 +120,7 @@ impl TwNode {
             if (epoch, m) > (a.epoch, a.m) {
                 let took = now.saturating_since(a.first_sent);
                 self.awaiting = None;
-                self.token_activity(now);
+                self.token_here(now);
                 self.out.event(TwEvent::Confirmed { took });
             }
         }

@@ -106,6 +106,9 @@ fn a_stale_token_is_dropped_and_a_retransmitted_hand_off_is_acked_again() {
         vec![
             send(N3, Msg::Ack { epoch: E, ttl: 2, m: 6 }),
             ev(TwEvent::AckSent { forwarded: false }),
+            // And straight back to its sender, whose confirmation would
+            // otherwise need every process on the way round to be alive.
+            send(N1, Msg::Ack { epoch: E, ttl: 1, m: 6 }),
             ev(TwEvent::ReAcked),
             ev(TwEvent::StaleDropped),
         ]
@@ -227,6 +230,54 @@ fn a_claim_is_adopted_stored_before_its_ack_and_forwarded_once() {
     // Tokens of older epochs are stale now.
     let out = deliver(&mut n, at(502), N1, INC, token(E, 20));
     assert_eq!(out, vec![send(N1, Msg::Stale { epoch: 2 * E }), ev(TwEvent::StaleAnswered)]);
+}
+
+#[test]
+fn a_process_in_its_restart_window_passes_a_claim_on_without_adopting_it() {
+    // The restart window (W = 400 ms from T0) is still open: a refusal
+    // would abandon a Claim the others may carry to a majority.
+    let mut n = node();
+    let claim = Claim { epoch: 2 * E, claimant: N1, seen: (0, 0), max_tpc: 3, adopters: vec![N1], skipped: vec![] };
+    let out = deliver(&mut n, at(100), N1, INC, Msg::Claim(claim.clone()));
+    let fwd = Claim { max_tpc: 5, ..claim.clone() };
+    assert_eq!(out, vec![send(N1, Msg::ClaimAck { epoch: 2 * E, claimant: N1 }), send(N3, Msg::Claim(fwd))]);
+    assert_eq!(n.promise.threshold(), 0, "nothing promised, nothing stored");
+    // A repeat: acked again, not forwarded twice.
+    let out = deliver(&mut n, at(101), N1, INC, Msg::Claim(claim));
+    assert_eq!(out, vec![send(N1, Msg::ClaimAck { epoch: 2 * E, claimant: N1 })]);
+}
+
+#[test]
+fn an_older_claimant_is_refused_only_until_w_after_the_token_itself() {
+    let mut n = holding();
+    timeout(&mut n, at(2));
+    // The hand-off is confirmed at +3 ms: the token was last here then.
+    deliver(&mut n, at(3), N1, INC, Msg::Ack { epoch: E, ttl: 1, m: 7 });
+    let older = |epoch, claimant| Claim {
+        epoch,
+        claimant,
+        seen: (0, 0),
+        max_tpc: 0,
+        adopters: vec![claimant],
+        skipped: vec![],
+    };
+    let busy = |remaining| Refusal::Busy { remaining: Duration::from_millis(remaining) };
+    let out = deliver(&mut n, at(300), N3, INC, Msg::Claim(older(2 * E, N3)));
+    assert_eq!(
+        out,
+        vec![
+            send(N3, Msg::ClaimAck { epoch: 2 * E, claimant: N3 }),
+            send(N3, Msg::ClaimRefused { epoch: 2 * E, refusal: busy(103) }),
+        ]
+    );
+    // Refusing a Claim is no sight of the token: the next is refused only
+    // for what is left of W.
+    let out = deliver(&mut n, at(350), N1, INC, Msg::Claim(older(3 * E, N1)));
+    assert_eq!(out[1], send(N1, Msg::ClaimRefused { epoch: 3 * E, refusal: busy(53) }));
+    // W after the token: adopted (the restart window is over too).
+    let out = deliver(&mut n, at(403), N3, INC, Msg::Claim(older(4 * E, N3)));
+    assert_eq!(n.promise.threshold(), 4 * E);
+    assert!(out.contains(&send(N3, Msg::ClaimAck { epoch: 4 * E, claimant: N3 })), "{out:?}");
 }
 
 #[test]
