@@ -278,3 +278,16 @@ fn check_config_refuses_every_key_out_of_its_range() {
         assert!(checked >= 2 * runtime::config::BOUNDS.len(), "{daemon}: only {checked} values tried");
     }
 }
+
+/// Each daemon's `--help` names its own config file, not another daemon's.
+#[test]
+fn each_daemons_help_names_its_own_config_file() {
+    for daemon in ftcoord_tests::DAEMONS {
+        let (code, out, err) = ftcoord_tests::run_once(daemon, &["--help"], &[]).unwrap();
+        assert_eq!(code, 0, "{daemon} --help: {err}");
+        assert!(out.contains(&format!("/etc/ftcoord/{daemon}.toml")), "{daemon} --help:\n{out}");
+        for other in ftcoord_tests::DAEMONS.iter().filter(|d| **d != daemon) {
+            assert!(!out.contains(&format!("/{other}.toml")), "{daemon} --help names {other}'s file:\n{out}");
+        }
+    }
+}

@@ -78,6 +78,8 @@ impl NtmutexdConfig {
                 max_queue: self.max_queue,
                 max_hold: (self.max_hold_ms > 0).then(|| Duration::from_millis(self.max_hold_ms)),
                 revoke_grace: Duration::from_millis(self.revoke_grace_ms),
+                // A request's round trip: at most 2·t_msg.
+                try_window: 2 * Duration::from_millis(self.t_msg_ms),
             },
             mutations: Default::default(),
         }

@@ -24,7 +24,9 @@
 //! deadline equal to `now` has passed: `handle_timeout(now)` times out every
 //! waiter whose deadline is `<= now`, and `grant_next(now, ..)` first times
 //! out the same waiters, so a waiter is never granted at or after its
-//! deadline. The one exception makes `timeout_ms: 0` a try-lock: such a
+//! deadline. `timeout_ms: 0` is a try-lock: its deadline is its arrival
+//! plus the daemon's [`LocksConfig::try_window`] (one request round trip).
+//! With a zero window it is the one exception: such a
 //! waiter may still be granted by a `grant_next` at the very instant it
 //! arrived (the core calls `grant_next` right after `request`, before the
 //! driver calls `handle_timeout`); if that grant does not happen, the next
@@ -72,6 +74,12 @@ pub struct LocksConfig {
     pub max_hold: Option<Duration>,
     /// How long a revoked holder keeps the lock after its `LockLost`.
     pub revoke_grace: Duration,
+    /// How long a try-lock (`timeout_ms: 0`) waits: one request round trip
+    /// of the daemon (interfaces.md: "granted if the lock can be had within
+    /// one request round trip"), so that it works from every node, not
+    /// only where the token rests. Zero: granted only at its arrival
+    /// instant.
+    pub try_window: Duration,
 }
 
 /// How a hold ended.
@@ -330,6 +338,8 @@ impl LocalLocks {
         match refusal {
             Some(reason) => self.refuse(client, reason, out),
             None => {
+                // A try-lock waits one request round trip.
+                let timeout = if timeout.is_zero() { self.cfg.try_window } else { timeout };
                 self.waiters.push_back(Waiter { client, since: now, in_batch: false });
                 self.timers.set(Timer::Wait(client), now + timeout);
             }

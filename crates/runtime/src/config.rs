@@ -40,7 +40,8 @@ const CLI_SOURCE: &str = "command-line flags";
 /// with `#[command(flatten)]`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct CommonArgs {
-    /// TOML configuration file (e.g. /etc/ftcoord/ntmutexd.toml).
+    /// TOML configuration file (e.g. /etc/ftcoord/<daemon>.toml; each
+    /// daemon's `--help` names its own).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// This node's id (overrides `node_id`).

@@ -96,7 +96,12 @@ pub fn main<D: DaemonConfig, P: Protocol + Send + 'static>(
     use clap::{Args, FromArgMatches};
     // The about text goes on after the flags: `CommonArgs`'s own doc would
     // otherwise replace it.
-    let cmd = CommonArgs::augment_args(clap::Command::new(D::NAME)).version(version).about(about);
+    // `--config`'s example names this daemon's own file.
+    let example = format!("TOML configuration file (e.g. /etc/ftcoord/{}.toml)", D::NAME);
+    let cmd = CommonArgs::augment_args(clap::Command::new(D::NAME))
+        .version(version)
+        .about(about)
+        .mut_arg("config", |a| a.help(example));
     let args = CommonArgs::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit());
     run(&args, spec)
 }

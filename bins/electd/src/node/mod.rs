@@ -723,6 +723,8 @@ impl Protocol for ElNode {
             // The grant's lease bounds a hold; no local max_hold.
             max_hold: None,
             revoke_grace: Duration::ZERO,
+            // A request's round trip to the coordinator and back.
+            try_window: ctx.config.request_timeout,
         });
         let mut node = ElNode {
             me: ctx.me,

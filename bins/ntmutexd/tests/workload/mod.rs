@@ -22,7 +22,12 @@ pub fn cfg(k: usize) -> NtConfig {
         suspect_after: Duration::from_millis(60),
         lease: Duration::from_millis(50),
         drift_ppm: 1_000,
-        locks: LocksConfig { max_queue: 64, max_hold: None, revoke_grace: Duration::from_millis(100) },
+        locks: LocksConfig {
+            max_queue: 64,
+            max_hold: None,
+            revoke_grace: Duration::from_millis(100),
+            try_window: Duration::ZERO,
+        },
         mutations: Default::default(),
     }
 }

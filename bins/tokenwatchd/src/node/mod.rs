@@ -552,6 +552,9 @@ impl Protocol for TwNode {
             // The visit enforces max_hold (from the token's arrival).
             max_hold: None,
             revoke_grace: Duration::ZERO,
+            // The token's way to this process: one lap, each process
+            // keeping it token_min_hold and each hop taking up to δ.
+            try_window: (ctx.config.token_min_hold + ctx.config.max_delay) * members.len() as u32,
         });
         let mut node = TwNode {
             members,

@@ -23,7 +23,7 @@ fn ms(x: u64) -> Duration {
 }
 
 fn cfg() -> LocksConfig {
-    LocksConfig { max_queue: 8, max_hold: None, revoke_grace: ms(100) }
+    LocksConfig { max_queue: 8, max_hold: None, revoke_grace: ms(100), try_window: Duration::ZERO }
 }
 
 fn acquire(timeout_ms: u64) -> LockRequest {
@@ -278,6 +278,25 @@ fn try_lock_is_granted_in_the_step_it_arrives() {
     assert_eq!(l.grant_next(T0, 4, false), Some(c(1)));
     expect(&mut l, &[(1, granted(4))], &[ev_granted(1, 4, 0)]);
     assert_eq!(l.poll_timeout(), None);
+}
+
+#[test]
+fn try_lock_waits_one_round_trip_for_a_token_from_elsewhere() {
+    // A node without the token: the try-lock waits the daemon's window
+    // (one request round trip) and is granted when the token comes in it.
+    let mut l = L::new(LocksConfig { try_window: ms(40), ..cfg() });
+    l.request(T0, c(1), acquire(0));
+    assert_eq!(l.poll_timeout(), Some(at(40)));
+    l.handle_timeout(at(39));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.grant_next(at(30), 5, false), Some(c(1)));
+    expect(&mut l, &[(1, granted(5))], &[ev_granted(1, 5, 30)]);
+
+    // The lock held elsewhere past the window: timed out at its end.
+    let mut l = L::new(LocksConfig { try_window: ms(40), ..cfg() });
+    l.request(T0, c(2), acquire(0));
+    l.handle_timeout(at(40));
+    expect(&mut l, &[(2, LockReply::TimedOut)], &[ev_timed_out(2, 40)]);
 }
 
 #[test]
@@ -651,11 +670,14 @@ fn arb_op() -> impl Strategy<Value = Op> {
 }
 
 fn arb_cfg() -> impl Strategy<Value = LocksConfig> {
-    (0usize..5, proptest::option::of(0u64..50), 0u64..30).prop_map(|(max_queue, max_hold, grace)| LocksConfig {
-        max_queue,
-        max_hold: max_hold.map(ms),
-        revoke_grace: ms(grace),
-    })
+    (0usize..5, proptest::option::of(0u64..50), 0u64..30, prop_oneof![Just(0u64), 1u64..20]).prop_map(
+        |(max_queue, max_hold, grace, try_window)| LocksConfig {
+            max_queue,
+            max_hold: max_hold.map(ms),
+            revoke_grace: ms(grace),
+            try_window: ms(try_window),
+        },
+    )
 }
 
 /// One client's view of its current Acquire.
@@ -818,7 +840,9 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
                 prop_assert!(rs.len() <= 1);
                 match (before, rs.first()) {
                     (Episode::Idle, None) => {
-                        let deadline = now + ms(t);
+                        // A try-lock (0) waits the configured window.
+                        let wait = if t == 0 { cfg.try_window } else { ms(t) };
+                        let deadline = now + wait;
                         m.set(client, Episode::Waiting { since: now, deadline });
                     }
                     // Queue full or shutting down, or a second Acquire: nothing changes.

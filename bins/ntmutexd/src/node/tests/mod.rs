@@ -55,7 +55,7 @@ fn cfg(k: usize) -> NtConfig {
         suspect_after: ms(60),
         lease: ms(50),
         drift_ppm: 0,
-        locks: LocksConfig { max_queue: 8, max_hold: None, revoke_grace: ms(100) },
+        locks: LocksConfig { max_queue: 8, max_hold: None, revoke_grace: ms(100), try_window: Duration::ZERO },
         mutations: Default::default(),
     }
 }

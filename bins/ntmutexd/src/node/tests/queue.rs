@@ -229,7 +229,12 @@ fn nt_token_arriving_with_no_local_waiter_is_kept_idle_or_passed_to_next() {
 #[test]
 fn nt_revoked_holder_keeps_the_token_until_its_grace_ends() {
     let mut h = holder(3, 1, 2);
-    h.locks = LocalLocks::new(LocksConfig { max_queue: 8, max_hold: Some(ms(50)), revoke_grace: ms(100) });
+    h.locks = LocalLocks::new(LocksConfig {
+        max_queue: 8,
+        max_hold: Some(ms(50)),
+        revoke_grace: ms(100),
+        try_window: Duration::ZERO,
+    });
     acquire(&mut h, T0, 1);
     deliver(&mut h, at(1), 3, request(3, 1, 0));
     let f = fence(E, 1);
