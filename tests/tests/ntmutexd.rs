@@ -531,3 +531,35 @@ fn fences_keep_increasing_when_a_majority_restarts_while_the_old_holder_is_stopp
     assert_eq!(holds.len(), 6, "{holds:?}");
     check_exclusion_and_fences(&holds, &logs(&c, &[1, 2, 3]));
 }
+
+/// An idle cluster (no lock traffic reaches node 3): SIGKILL of node 3 is
+/// shown by every survivor, in `ftctl status` and in `peer_up`, through
+/// the liveness probes (one peer per heartbeat, in turn), and its restart
+/// shows it up again. Before them a killed idle peer stayed "up" for good.
+#[test]
+fn every_survivor_shows_a_killed_idle_peer_down_and_its_restart_up() {
+    let _serial = serial();
+    let mut c = Cluster::start("ntmutexd", 5, TIMING).unwrap();
+    let survivors = [1, 2, 4, 5];
+    let up = |c: &Cluster, id: u32, peer: u32| {
+        status(c, id).and_then(|s| s.peers.iter().find(|p| p.id.0 == peer).map(|p| p.up))
+    };
+    assert!(wait_until(Duration::from_secs(10), || survivors.iter().all(|id| up(&c, *id, 3) == Some(true))));
+    c.kill(3);
+    let t = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(10), || survivors.iter().all(|id| up(&c, *id, 3) == Some(false))),
+        "not every survivor shows node 3 down; logs:\n{}",
+        logs(&c, &survivors)
+    );
+    eprintln!("SIGKILL of idle node 3 -> every survivor's status shows it down: {:?}", t.elapsed());
+    // The metric follows (gauges refresh every half second).
+    assert!(wait_until(Duration::from_secs(3), || survivors
+        .iter()
+        .all(|id| c.metric(*id, "ntmutex_peer_up{peer=\"3\"}") == Some(0.0))));
+    c.restart(3).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || survivors.iter().all(|id| up(&c, *id, 3) == Some(true))),
+        "node 3 not shown up again after its restart"
+    );
+}

@@ -81,6 +81,9 @@ impl NtmutexdConfig {
                 // A request's round trip: at most 2·t_msg.
                 try_window: 2 * Duration::from_millis(self.t_msg_ms),
             },
+            // One peer in turn per heartbeat: a silent peer shows down in
+            // status within (N − 1)·heartbeat + suspect_after.
+            liveness_every: Some(common.timing.heartbeat()),
             mutations: Default::default(),
         }
     }

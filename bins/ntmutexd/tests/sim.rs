@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ftcore::{ClientId, NodeId, Protocol};
-use ntmutexd::{Mech, NtEvent};
+use ntmutexd::{Mech, NtConfig, NtEvent};
 use sim::{for_seeds, for_seeds_with, Action, FaultPlan, NetConfig, SimError};
 use timer::Instant;
 use workload::*;
@@ -189,6 +189,20 @@ fn every_fault_kind_but_majority_down(seed: u64) -> Result<(), SimError> {
     let n = 3 + (seed % 6) as u32;
     let plan = FaultPlan { majority_downs: 0, ..everything(n) };
     run_faulty(seed, n, 2, plan).map(|_| ())
+}
+
+/// The daemon's liveness probes (one peer asked `AreYouAlive` per
+/// heartbeat, for status) add messages whose answers reach the detector's
+/// and M1's handlers: every fault kind, with them on, keeps the same
+/// invariants.
+#[test]
+fn every_fault_kind_with_liveness_probes() {
+    for_seeds(40, |seed| {
+        let n = 3 + (seed % 6) as u32;
+        let base = cfg(2);
+        let config = NtConfig { liveness_every: Some(base.heartbeat), ..base };
+        run_faulty_cfg(seed, n, everything(n), config).map(|_| ())
+    });
 }
 
 /// Regression seeds of `every_fault_kind_but_majority_down` that found a

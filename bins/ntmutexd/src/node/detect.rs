@@ -4,7 +4,53 @@
 
 use super::*;
 
+/// The liveness probes' state: one peer asked `AreYouAlive` per
+/// `liveness_every`, in turn; a peer that has not answered its probe within
+/// `suspect_after` is shown down (status and `peer_up`) until it is heard
+/// again. The protocol never reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct Liveness {
+    /// Each peer's oldest probe not answered yet.
+    asked: BTreeMap<NodeId, Instant>,
+    /// Peers shown down.
+    silent: BTreeSet<NodeId>,
+    /// Which peer is asked next (an index into the other members).
+    turn: usize,
+}
+
+impl Liveness {
+    /// Whether `peer` is shown down.
+    pub(super) fn silent(&self, peer: NodeId) -> bool {
+        self.silent.contains(&peer)
+    }
+}
+
 impl NtNode {
+    /// Asks the next peer in turn whether it is alive, after marking every
+    /// peer whose probe has gone unanswered for `suspect_after` as silent.
+    pub(super) fn on_liveness(&mut self, now: Instant) {
+        let Some(every) = self.cfg.liveness_every else { return };
+        for (peer, at) in &self.liveness.asked {
+            if now.saturating_since(*at) >= self.cfg.suspect_after {
+                self.liveness.silent.insert(*peer);
+            }
+        }
+        let others: Vec<NodeId> = self.members.iter().copied().filter(|m| *m != self.me).collect();
+        if !others.is_empty() && !self.leaving {
+            let peer = others[self.liveness.turn % others.len()];
+            self.liveness.turn = self.liveness.turn.wrapping_add(1);
+            self.liveness.asked.entry(peer).or_insert(now);
+            self.send(peer, Body::AreYouAlive);
+        }
+        self.timers.set(Timer::Liveness, now + every);
+    }
+
+    /// Anything heard from `peer` answers its liveness probe.
+    fn heard_from(&mut self, peer: NodeId) {
+        self.liveness.asked.remove(&peer);
+        self.liveness.silent.remove(&peer);
+    }
+
     pub(super) fn suspect(&mut self, node: NodeId, now: Instant) {
         if self.suspected.insert(node) {
             self.out.event(NtEvent::Suspected { node });
@@ -115,6 +161,7 @@ impl NtNode {
         }
         self.peer_inc.insert(from, inc);
         self.suspected.remove(&from);
+        self.heard_from(from);
         if known.is_some_and(|k| inc > k) {
             // A restart: the old life's queue state is gone.
             if self.next.map(|(n, _)| n) == Some(from) {

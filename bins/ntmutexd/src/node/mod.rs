@@ -38,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use timer::{Instant, SeededRng, TimerTable};
 
 use crate::msg::{Body, Msg, Nack};
+use detect::Liveness;
 
 /// Protocol settings (derived from the daemon's config).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -58,6 +59,13 @@ pub struct NtConfig {
     pub drift_ppm: u32,
     /// The local lock service.
     pub locks: LocksConfig,
+    /// Every this often one peer, in turn, is asked `AreYouAlive`, so
+    /// that `ftctl status` and `peer_up` show a peer that stopped
+    /// answering even while no lock traffic reaches it (the protocol's own
+    /// detector watches only the token's path). Status only: a silent peer
+    /// is shown down, not suspected. `None`: no such probes (the
+    /// simulator's message counts).
+    pub liveness_every: Option<Duration>,
     /// Rules switched off on purpose, for mutation tests only
     /// (`tests/safety.rs`, docs/safety-rules.md). Production leaves it at
     /// `Default` (every rule on).
@@ -293,6 +301,8 @@ enum Timer {
     Window,
     Provisional,
     Probe,
+    /// The next liveness probe ([`NtConfig::liveness_every`]).
+    Liveness,
     /// While holding the token: a wake-up every `suspect_after` that
     /// notices when this site was stalled (paused, starved) long enough to
     /// have been suspected.
@@ -434,6 +444,8 @@ pub struct NtNode {
     last_fence: u128,
     peer_inc: BTreeMap<NodeId, Incarnation>,
     suspected: BTreeSet<NodeId>,
+    /// The liveness probes (status only; `detect.rs`).
+    liveness: Liveness,
     recovery: Recovery,
     /// Best M3 candidate seen recently: (accesses, id, until).
     best_candidate: Option<(u64, NodeId, Instant)>,
@@ -495,6 +507,7 @@ impl NtNode {
             last_fence: 0,
             peer_inc: BTreeMap::new(),
             suspected: BTreeSet::new(),
+            liveness: Liveness::default(),
             recovery: Recovery::Idle,
             best_candidate: None,
             timers: TimerTable::new(),
@@ -508,6 +521,9 @@ impl NtNode {
             node.out.event(NtEvent::Epoch(node.promise.stored().in_use()));
         }
         node.recovery_round(now);
+        if let Some(every) = node.cfg.liveness_every {
+            node.timers.set(Timer::Liveness, now + every);
+        }
         if node.members.len() == 1 {
             node.finish_join(now, true);
         } else {
@@ -777,6 +793,7 @@ impl Protocol for NtNode {
                 Timer::AliveCheck => self.on_alive_check(now),
                 Timer::Window => self.on_window(now),
                 Timer::Probe => self.on_probe(now),
+                Timer::Liveness => self.on_liveness(now),
                 Timer::Provisional => {
                     if self.is_requesting() && self.position.is_none() && self.recovery == Recovery::Idle {
                         self.monitored = None;

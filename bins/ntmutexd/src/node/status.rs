@@ -7,7 +7,7 @@ impl NtNode {
     /// How this site sees `peer`.
     pub(super) fn peer_view_of(&self, peer: NodeId) -> PeerView {
         PeerView {
-            up: !self.suspected.contains(&peer),
+            up: !self.suspected.contains(&peer) && !self.liveness.silent(peer),
             incarnation: self.peer_inc.get(&peer).copied().unwrap_or_default(),
         }
     }

@@ -28,6 +28,7 @@ pub fn cfg(k: usize) -> NtConfig {
             revoke_grace: Duration::from_millis(100),
             try_window: Duration::ZERO,
         },
+        liveness_every: None,
         mutations: Default::default(),
     }
 }
@@ -72,7 +73,12 @@ pub fn cluster_on(seed: u64, n: u32, k: usize, load: Load, net: NetConfig) -> Si
 
 /// `cluster_on` with the rules in `m` switched off (tests/safety.rs).
 pub fn cluster_with(seed: u64, n: u32, k: usize, load: Load, net: NetConfig, m: NtMutations) -> Sim<NtNode> {
-    let mut sim = sites_with(seed, n, k, net, m);
+    cluster_cfg(seed, n, load, net, NtConfig { mutations: m, ..cfg(k) })
+}
+
+/// A loaded cluster of sites with settings `config`.
+pub fn cluster_cfg(seed: u64, n: u32, load: Load, net: NetConfig, config: NtConfig) -> Sim<NtNode> {
+    let mut sim = Sim::new(seed, n, net, config);
     sim.clients(Box::new(move |_, node, client, reply, rng| {
         let ms = |rng: &mut timer::SeededRng, (lo, hi): (u64, u64)| Duration::from_millis(rng.range_inclusive(lo, hi));
         match reply {
@@ -162,7 +168,12 @@ pub fn one_token(w: &World<NtNode>) -> Result<(), String> {
 /// invariants checked after every step, then `converge`; every live site
 /// served again and one token left. `m`: rules switched off.
 pub fn run_faulty_with(seed: u64, n: u32, k: usize, plan: FaultPlan, m: NtMutations) -> Result<Sim<NtNode>, SimError> {
-    let mut sim = cluster_with(seed, n, k, HEAVY, net(), m);
+    run_faulty_cfg(seed, n, plan, NtConfig { mutations: m, ..cfg(k) })
+}
+
+/// `run_faulty_with` with settings `config`.
+pub fn run_faulty_cfg(seed: u64, n: u32, plan: FaultPlan, config: NtConfig) -> Result<Sim<NtNode>, SimError> {
+    let mut sim = cluster_cfg(seed, n, HEAVY, net(), config);
     sim.check(staged_safety(Some(accurate_after())));
     sim.random_faults(&plan);
     let end = plan.end + Duration::from_secs(3);

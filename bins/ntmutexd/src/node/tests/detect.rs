@@ -188,3 +188,39 @@ fn detect_a_lost_link_suspects_the_peer_and_probes_it() {
     s.handle_link_lost(at(11), n(1));
     assert_eq!(drain(&mut s), vec![]);
 }
+
+#[test]
+fn liveness_probes_ask_one_peer_in_turn_and_show_a_silent_one_down() {
+    let mut s = site(4, 2, 2);
+    s.cfg.liveness_every = Some(ms(20));
+    s.timers.set(Timer::Liveness, at(20));
+    // One peer per period, in turn: n1, n3, n4, n1, …
+    assert_eq!(timeout(&mut s, at(20)), vec![send(1, Body::AreYouAlive)]);
+    assert_eq!(timeout(&mut s, at(40)), vec![send(3, Body::AreYouAlive)]);
+    assert_eq!(timeout(&mut s, at(60)), vec![send(4, Body::AreYouAlive)]);
+    assert_eq!(s.timers.get(Timer::Liveness), Some(at(80)));
+    // n1 and n4 answer (any message answers); n3 stays silent.
+    let answer = Body::IAmAlive { position: None, next: None };
+    assert_eq!(deliver(&mut s, at(61), 1, answer.clone()), vec![]);
+    assert_eq!(deliver(&mut s, at(62), 4, answer.clone()), vec![]);
+    // suspect_after (60 ms) after n3's probe: shown down, not suspected
+    // (the protocol never reads it), and still asked in its turn.
+    assert_eq!(timeout(&mut s, at(80)), vec![send(1, Body::AreYouAlive)]);
+    assert!(s.peer_view_of(n(3)).up, "shown down only at the next round");
+    assert_eq!(timeout(&mut s, at(100)), vec![send(3, Body::AreYouAlive)]);
+    assert!(!s.peer_view_of(n(3)).up);
+    assert!(s.peer_view_of(n(1)).up && s.peer_view_of(n(4)).up);
+    assert!(s.suspected.is_empty());
+    // Its answer shows it up again.
+    assert_eq!(deliver(&mut s, at(101), 3, answer), vec![]);
+    assert!(s.peer_view_of(n(3)).up);
+}
+
+#[test]
+fn no_liveness_probes_when_switched_off() {
+    let mut s = site(4, 2, 2);
+    assert_eq!(s.cfg.liveness_every, None);
+    s.timers.set(Timer::Liveness, at(20));
+    assert_eq!(timeout(&mut s, at(20)), vec![]);
+    assert_eq!(s.timers.get(Timer::Liveness), None);
+}

@@ -56,6 +56,7 @@ fn cfg(k: usize) -> NtConfig {
         lease: ms(50),
         drift_ppm: 0,
         locks: LocksConfig { max_queue: 8, max_hold: None, revoke_grace: ms(100), try_window: Duration::ZERO },
+        liveness_every: None,
         mutations: Default::default(),
     }
 }
