@@ -33,20 +33,9 @@ const PRED: NodeId = NodeId(1);
 const ME: NodeId = NodeId(2);
 const SUCC: NodeId = NodeId(3);
 
-/// Runs `node`'s timers, deadline after deadline, until an output matches
-/// `want`: returns the state just before that timeout, its time and its
-/// outputs.
+/// `testing::until_output`, which must find one.
 fn until_output(node: &TwNode, want: impl Fn(&OutputOf<TwNode>) -> bool) -> (TwNode, Instant, Vec<OutputOf<TwNode>>) {
-    let mut node = node.clone();
-    for _ in 0..1_000 {
-        let at = node.poll_timeout().expect("a deadline is set");
-        let before = node.clone();
-        let out = testing::timeout(&mut node, at);
-        if out.iter().any(&want) {
-            return (before, at, out);
-        }
-    }
-    panic!("no such output after 1000 timeouts");
+    testing::until_output(node, want).expect("the output within 1000 timeouts")
 }
 
 fn is_token_to(to: NodeId) -> impl Fn(&OutputOf<TwNode>) -> bool {

@@ -550,6 +550,26 @@ pub mod testing {
     pub fn at(t0: Instant, ms: u64) -> Instant {
         t0 + Duration::from_millis(ms)
     }
+
+    /// Fires a copy of `core`'s timers, deadline after deadline (at most
+    /// 1,000), until an output matches `want`: the state just before that
+    /// timeout, its time and its outputs (benches and tests that need a
+    /// core just before it does something). None if no such output came.
+    pub fn until_output<P: Protocol + Clone>(
+        core: &P,
+        want: impl Fn(&OutputOf<P>) -> bool,
+    ) -> Option<(P, Instant, Vec<OutputOf<P>>)> {
+        let mut core = core.clone();
+        for _ in 0..1_000 {
+            let at = core.poll_timeout()?;
+            let before = core.clone();
+            let out = timeout(&mut core, at);
+            if out.iter().any(&want) {
+                return Some((before, at, out));
+            }
+        }
+        None
+    }
 }
 
 #[cfg(test)]
