@@ -165,17 +165,8 @@ pub fn client_loop(
     })
 }
 
-pub fn sum_metric(c: &Cluster, ids: &[u32], prefix: &str) -> f64 {
-    ids.iter()
-        .filter_map(|&id| c.scrape(id).ok())
-        .flat_map(|text| {
-            text.lines()
-                .filter(|l| !l.starts_with('#') && l.starts_with(prefix))
-                .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-                .collect::<Vec<_>>()
-        })
-        .sum()
-}
+/// The sum over nodes `ids` of every sample whose name starts with `prefix`.
+pub use ftlab::probe::sum_samples as sum_metric;
 
 pub fn logs(c: &Cluster, ids: &[u32]) -> String {
     ids.iter().map(|&id| format!("---- node {id} ----\n{}\n", c.log(id))).collect()

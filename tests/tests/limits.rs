@@ -41,13 +41,7 @@ fn all_up(c: &Cluster, n: u32) -> bool {
 
 /// CPU seconds (user + system) process `pid` has used.
 fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start at ')'.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 =
-        f.get(11).and_then(|u| u.parse().ok()).unwrap_or(0.0) + f.get(12).and_then(|s| s.parse().ok()).unwrap_or(0.0);
-    ticks / 100.0 // USER_HZ
+    ftcoord_tests::probe::cpu_us(pid).unwrap_or(0.0) / 1e6
 }
 
 /// Up to `n` connections to `addr` from `ip` (any port), kept open.

@@ -5,14 +5,14 @@
 //! increment present), and service after the last fault.
 
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use ftlab::probe::{self, all_see_all, is_lock_daemon, poll};
 use ftlab::workload::{check_acks, check_exclusion_and_fences, Clock, Event, Load};
-use ftlab::Cluster;
+use ftlab::{signal, Cluster};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -69,14 +69,6 @@ fn schedule(seed: u64, n: u32, k: u32, pause: bool) -> Vec<Fault> {
             }
         })
         .collect()
-}
-
-fn signal(pid: u32, sig: &str) -> Result<()> {
-    let ok = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status()?.success();
-    if !ok {
-        bail!("kill -{sig} {pid} failed");
-    }
-    Ok(())
 }
 
 pub fn run(a: ChaosArgs) -> Result<ExitCode> {

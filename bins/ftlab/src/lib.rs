@@ -350,7 +350,7 @@ impl Cluster {
     /// SIGTERMs node `id` and waits for its exit status.
     pub fn terminate(&mut self, id: u32, timeout: Duration) -> Result<ExitStatus> {
         let mut child = self.procs[id as usize - 1].take().ok_or_else(|| anyhow!("node {id} is not running"))?;
-        Command::new("kill").arg("-TERM").arg(child.id().to_string()).status()?;
+        signal(child.id(), "TERM")?;
         let end = Instant::now() + timeout;
         loop {
             if let Some(status) = child.try_wait()? {
@@ -447,6 +447,15 @@ pub fn metric_value(text: &str, sample: &str) -> Option<f64> {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .find_map(|l| l.rsplit_once(' ').filter(|(k, _)| *k == sample).and_then(|(_, v)| v.parse().ok()))
+}
+
+/// Sends signal `sig` (`TERM`, `STOP`, `CONT`, …) to process `pid`.
+pub fn signal(pid: u32, sig: &str) -> Result<()> {
+    let ok = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status()?.success();
+    if !ok {
+        bail!("kill -{sig} {pid} failed");
+    }
+    Ok(())
 }
 
 /// Runs a daemon binary with arguments and returns (exit code, stderr).

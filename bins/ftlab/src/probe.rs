@@ -6,7 +6,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use client::leader::Never;
 use client::ring::RingClient;
 use client::{Client, StatusReport};
@@ -152,4 +152,30 @@ pub async fn counter_value(replicas: &[SocketAddr]) -> Result<u64> {
         }
     }
     bail!("no replica answered counter.get")
+}
+
+/// utime + stime of process `pid`, µs.
+pub fn cpu_us(pid: u32) -> Result<f64> {
+    let stat =
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("read /proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces): state is
+    // field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).ok_or_else(|| anyhow!("odd /proc/{pid}/stat"))?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).ok_or_else(|| anyhow!("odd /proc/{pid}/stat"));
+    Ok((ticks(11)? + ticks(12)?) as f64 * 1e6 / clock_ticks())
+}
+
+/// Clock ticks per second of /proc's times (`getconf CLK_TCK`, else 100).
+fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .filter(|t: &f64| *t > 0.0)
+            .unwrap_or(100.0)
+    })
 }

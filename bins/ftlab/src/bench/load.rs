@@ -26,9 +26,6 @@ const FIRST_SERVICE_WITHIN: Duration = Duration::from_secs(30);
 const LOOKUPS: usize = 1_000;
 /// ... within this long.
 const LOOKUP_BUDGET: Duration = Duration::from_secs(2);
-/// The counter the ringd clients increment.
-const COUNTER: &str = "ftlab-bench";
-
 /// What to run.
 #[derive(Debug)]
 pub struct Opts {
@@ -48,12 +45,7 @@ impl Opts {
 
     /// The metrics prefix of the daemon.
     fn prefix(&self) -> &'static str {
-        match self.daemon.as_str() {
-            "ntmutexd" => "ntmutex",
-            "tokenwatchd" => "tokenwatch",
-            "electd" => "electd",
-            _ => "ringd",
-        }
+        ftlab::probe::prefix(&self.daemon)
     }
 
     /// Whether the daemon's peers speak UDP (L_udp bounds it) or TCP.
@@ -307,7 +299,7 @@ fn run_daemon(o: &Opts) -> Result<DaemonRun> {
             if o.is_ringd() {
                 let mut rotated = addrs.clone();
                 rotated.rotate_left(node);
-                load.incr_client(name, rotated, COUNTER.to_string(), clock);
+                load.incr_client(name, rotated, ftlab::probe::COUNTER.to_string(), clock);
             } else {
                 load.lock_client(name, addrs[node], Duration::ZERO, clock);
             }
@@ -339,7 +331,7 @@ fn run_daemon(o: &Opts) -> Result<DaemonRun> {
 
     let stats = if o.is_ringd() { ack_stats(&records.acks, t0, t1) } else { hold_stats(&records.holds, t0, t1) };
     let (check_error, checked) = if o.is_ringd() {
-        match rt.block_on(counter_value(&c)) {
+        match rt.block_on(ftlab::probe::counter_value(&ftlab::probe::clients(&c))) {
             Ok(v) => (
                 check_acks(&records.acks, v).err(),
                 format!(
@@ -437,46 +429,12 @@ fn sample(o: &Opts, c: &Cluster) -> Result<Sample> {
     let passes = format!("{}_token_passes_total", o.prefix());
     for id in 1..=c.len() as u32 {
         let text = c.scrape(id).with_context(|| format!("scrape node {id}"))?;
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let Some((name, v)) = line.rsplit_once(' ') else { continue };
-            let base = name.split('{').next().unwrap_or(name);
-            let v: f64 = v.parse().unwrap_or(0.0);
-            if base == sent {
-                s.messages += v;
-            } else if base == passes {
-                s.passes += v;
-            }
-        }
+        s.messages += ftlab::probe::sum_in(&text, &sent);
+        s.passes += ftlab::probe::sum_in(&text, &passes);
         let pid = c.pid(id).ok_or_else(|| anyhow!("node {id} is not running"))?;
-        s.cpu_us += cpu_us(pid)?;
+        s.cpu_us += ftlab::probe::cpu_us(pid)?;
     }
     Ok(s)
-}
-
-/// utime + stime of process `pid`, µs.
-fn cpu_us(pid: u32) -> Result<f64> {
-    let stat =
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("read /proc/{pid}/stat"))?;
-    // Fields after the command name (which may hold spaces): state is
-    // field 3, utime 14, stime 15.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).ok_or_else(|| anyhow!("odd /proc/{pid}/stat"))?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).ok_or_else(|| anyhow!("odd /proc/{pid}/stat"));
-    Ok((ticks(11)? + ticks(12)?) as f64 * 1e6 / clock_ticks())
-}
-
-/// Clock ticks per second of /proc's times (`getconf CLK_TCK`, else 100).
-fn clock_ticks() -> f64 {
-    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| {
-        std::process::Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-            .filter(|t: &f64| *t > 0.0)
-            .unwrap_or(100.0)
-    })
 }
 
 /// ringd: LookUp → LookedUp round trips on one connection per replica, in
@@ -506,25 +464,6 @@ async fn lookups(c: &Cluster) -> (Option<f64>, Option<f64>, usize, usize) {
     }
     let samples = times.len();
     (percentile(&mut times, 50.0), percentile(&mut times, 99.0), samples, failures)
-}
-
-/// ringd: the counter's value, read from the first replica that answers.
-async fn counter_value(c: &Cluster) -> Result<u64> {
-    let mut last = anyhow!("no replica");
-    for id in 1..=c.len() as u32 {
-        let got = async {
-            let mut rc = RingClient::connect(c.node(id).client).await?;
-            let r = rc.execute("counter.get", &[COUNTER.to_string()], Duration::from_secs(10)).await?;
-            let r = r.map_err(|e| anyhow!("counter.get: {e}"))?;
-            r.output.trim().parse::<u64>().map_err(|_| anyhow!("counter.get said {:?}", r.output))
-        }
-        .await;
-        match got {
-            Ok(v) => return Ok(v),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
 }
 
 /// The figures of a run, next to L and the targets.
