@@ -20,7 +20,7 @@ pub fn lock_once(c: &Cluster, id: u32, timeout: Duration) -> Result<u128, String
             client::Client::<LockRequest, LockReply>::connect(c.node(id).client).await.map_err(|e| e.to_string())?;
         let ms = timeout.as_millis() as u64;
         match cl.call(LockRequest::Acquire { timeout_ms: ms }, timeout + Duration::from_secs(1)).await {
-            Ok(LockReply::Granted { fence }) => {
+            Ok(LockReply::Granted { fence, .. }) => {
                 let _ = cl.call(LockRequest::Release, Duration::from_secs(5)).await;
                 Ok(fence)
             }

@@ -66,14 +66,18 @@ pub fn run(mut cmd: Command) -> (i32, String) {
 }
 
 /// A CMD that appends `start C FENCE NS`, sleeps `sleep` seconds (none if
-/// empty), then appends `end C FENCE NS` to `file`. Each line is one
-/// O_APPEND write far below PIPE_BUF, so lines never interleave.
+/// empty), then appends `end C FENCE NS` to `file`. Stopped early by
+/// ftctl's SIGTERM (its lease is running out, or the lock was lost), it
+/// appends its `end` then, so the records show when it really stopped (the
+/// sleep runs in the background and `wait` returns on the signal). Each
+/// line is one O_APPEND write far below PIPE_BUF, so lines never
+/// interleave.
 pub fn recording_script(client: &str, file: &Path, sleep: &str) -> String {
     let f = file.display();
-    let pause = if sleep.is_empty() { String::new() } else { format!("sleep {sleep}; ") };
+    let pause = if sleep.is_empty() { String::new() } else { format!("sleep {sleep} & wait $!; ") };
     format!(
-        "echo \"start {client} $FTCOORD_FENCE $(date +%s%N)\" >> '{f}'; {pause}\
-         echo \"end {client} $FTCOORD_FENCE $(date +%s%N)\" >> '{f}'"
+        "rec() {{ echo \"$1 {client} $FTCOORD_FENCE $(date +%s%N)\" >> '{f}'; }}; \
+         trap 'trap \"\" TERM; rec end; exit 143' TERM; rec start; {pause}trap '' TERM; rec end"
     )
 }
 
@@ -198,19 +202,7 @@ pub fn wait_holds(file: &Path, ids: &[u32], k: usize, since: u128, timeout: Dura
 /// The node whose client is inside its critical section (the last record
 /// is its `start`) while its daemon holds the token.
 pub fn catch_holder(c: &Cluster, file: &Path) -> Option<u32> {
-    let mut holder = None;
-    wait_until(Duration::from_secs(20), || {
-        let text = read_lines_so_far(file);
-        let Some(last) = text.lines().last() else { return false };
-        let parts: Vec<&str> = last.split_whitespace().collect();
-        if parts.first() != Some(&"start") {
-            return false;
-        }
-        let id: u32 = parts[1][1..].parse().expect("client name cN");
-        holder = Some(id).filter(|id| has_token(c, *id));
-        holder.is_some()
-    });
-    holder
+    catch_holder_by(c, file, &has_token)
 }
 
 /// Stops the loops; a summary of every client's exit codes, and the codes.
@@ -226,4 +218,82 @@ pub fn stop_loops(
         summary += &format!("c{}: {} runs, {} not 0: {bad:?}\n", i + 1, codes.len(), bad.len());
     }
     (summary, codes)
+}
+
+/// Issue 14's scenario against a running cluster of five lock daemons: one
+/// `ftctl lock` loop per node holding about 1 s each; the daemon of the
+/// node whose client holds (`is_holder` confirms it) is paused (SIGSTOP)
+/// 100 ms into the hold, for 3 s. The others recover and grant — but only
+/// after the paused side's CMD has stopped: ftctl sends it SIGTERM
+/// `kill_grace` before its lease ends and SIGKILL at the end, and no other
+/// node can grant before then (reliability.md, Pauses and leases). Judged
+/// from the clients' own records (CMD records its end when SIGTERMed): no
+/// overlap, fences increasing, someone served during the pause, every
+/// client served again after it, the paused side's ftctl exits 69. Prints
+/// the timings.
+pub fn paused_holder_scenario(c: &Cluster, is_holder: impl Fn(&Cluster, u32) -> bool) {
+    let ids: Vec<u32> = (1..=5).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("holds.log");
+    let stop = Arc::new(AtomicBool::new(false));
+    let loops: Vec<_> =
+        ids.iter().map(|&id| client_loop(c, id, format!("c{id}"), file.clone(), "1", stop.clone())).collect();
+    let warm = wait_holds(&file, &ids, 1, 0, Duration::from_secs(60));
+    assert!(warm, "not every client got a hold before the pause:\n{}\n{}", read(&file), logs(c, &ids));
+    let victim = catch_holder_by(c, &file, &is_holder).expect("never caught a holder inside its critical section");
+    thread::sleep(Duration::from_millis(100));
+    let pid = c.pid(victim).expect("the holder runs");
+    let paused_ns = now_ns();
+    crate::signal(pid, "STOP").unwrap();
+    thread::sleep(Duration::from_secs(3));
+    crate::signal(pid, "CONT").unwrap();
+    let resumed_ns = now_ns();
+    let recovered = wait_holds(&file, &ids, 1, resumed_ns, Duration::from_secs(60));
+    let (summary, codes) = stop_loops(&stop, loops);
+    let text = read(&file);
+    let all = format!(
+        "{summary}paused node {victim} at {paused_ns}, resumed at {resumed_ns}\nrecords:\n{text}\n{}",
+        logs(c, &ids)
+    );
+    assert!(recovered, "not every client got a hold after the pause of node {victim}:\n{all}");
+    let holds = parse_holds(&text);
+    assert!(holds.iter().all(|h| h.end.is_some()), "a hold without an end:\n{all}");
+    check_exclusion_and_fences(&holds, &all);
+    let me = format!("c{victim}");
+    let during = holds.iter().find(|h| h.start > paused_ns && h.start < resumed_ns && h.client != me);
+    let next = during.unwrap_or_else(|| panic!("nobody was served during the 3 s pause of node {victim}:\n{all}"));
+    let victim_codes = &codes[victim as usize - 1];
+    assert!(victim_codes.iter().any(|(code, _)| *code == LOCK_LOST), "{me}: {victim_codes:?}\n{all}");
+    let cut = holds
+        .iter()
+        .find(|h| h.client == me && h.start < paused_ns && h.end.is_some_and(|e| e > paused_ns))
+        .unwrap_or_else(|| panic!("no hold of {me} across the pause:\n{all}"));
+    let cut_end = cut.end.expect("ended");
+    eprintln!(
+        "{}: paused node {victim} 100 ms into a 1 s hold: its CMD stopped {:.1} ms after the pause; the next \
+         grant ({}) started {:.1} ms after the pause, {:.1} ms after that CMD ended",
+        c.daemon(),
+        ms(cut_end - paused_ns),
+        next.client,
+        ms(next.start - paused_ns),
+        ms(next.start - cut_end),
+    );
+}
+
+/// The node whose client is inside its critical section (the last record
+/// is its `start`), confirmed by `is_holder`.
+pub fn catch_holder_by(c: &Cluster, file: &Path, is_holder: &impl Fn(&Cluster, u32) -> bool) -> Option<u32> {
+    let mut holder = None;
+    wait_until(Duration::from_secs(20), || {
+        let text = read_lines_so_far(file);
+        let Some(last) = text.lines().last() else { return false };
+        let parts: Vec<&str> = last.split_whitespace().collect();
+        if parts.first() != Some(&"start") {
+            return false;
+        }
+        let id: u32 = parts[1][1..].parse().expect("client name cN");
+        holder = Some(id).filter(|id| is_holder(c, *id));
+        holder.is_some()
+    });
+    holder
 }

@@ -243,3 +243,17 @@ fn example_config_is_valid() {
         assert!(stdout.contains(key), "effective config lacks {key}: {stdout}");
     }
 }
+
+/// Issue 14's pause scenario (records.rs, `paused_holder_scenario`): the
+/// daemon whose client holds is SIGSTOPped 100 ms into a 1 s hold, for
+/// 3 s. Its client's lease is its grant's, `grant_ttl_ms·(1−ρ)` (600 ms
+/// here) from the send time of the latest renewal the coordinator acked;
+/// ftctl stops CMD at its end, and the coordinator frees the grant only
+/// after `grant_ttl_ms·(1+ρ)`. No overlap, fences rising.
+#[test]
+fn a_paused_holders_daemon_never_makes_two_holders() {
+    let _serial = serial();
+    let c = Cluster::start("electd", 5, TIMING).unwrap();
+    assert!(wait_until(Duration::from_secs(20), || all_name(&c, &all(5), 5)), "{}", logs(&c, &all(5)));
+    paused_holder_scenario(&c, |_, _| true);
+}

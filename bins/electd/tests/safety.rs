@@ -29,6 +29,9 @@ type Scenario = fn(u64, Algorithm, ElMutations) -> Result<(), SimError>;
 
 /// The checker's words for two clients holding the lock at once.
 const AT_ONCE: &str = "clients hold the lock at once";
+/// The same overlap, seen by the lease check (`LeaseChecker`): a grant
+/// inside another client's live lease.
+const LEASE_OVERLAP: &str = "holds until";
 
 /// `n` processes; each local client that is granted holds for `hold`, then
 /// releases; nobody asks but the scenario.
@@ -142,7 +145,7 @@ fn failover_gap_holds() {
 
 #[test]
 fn failover_gap_is_needed() {
-    defended(ElMutations { no_failover_gap: true, ..Default::default() }, &[AT_ONCE], failover_gap);
+    defended(ElMutations { no_failover_gap: true, ..Default::default() }, &[AT_ONCE, LEASE_OVERLAP], failover_gap);
 }
 
 // ------------------------------------------------------------ quorum lease
@@ -169,7 +172,7 @@ fn quorum_lease_holds() {
 
 #[test]
 fn quorum_lease_is_needed() {
-    defended(ElMutations { no_quorum_lease: true, ..Default::default() }, &[AT_ONCE], quorum_lease);
+    defended(ElMutations { no_quorum_lease: true, ..Default::default() }, &[AT_ONCE, LEASE_OVERLAP], quorum_lease);
 }
 
 // ---------------------------------------------- holder lease from a renewal
@@ -352,7 +355,11 @@ fn cut_off_coordinator_holds() {
 
 #[test]
 fn stale_term_is_needed() {
-    defended(ElMutations { ack_lower_terms: true, ..Default::default() }, &[AT_ONCE], cut_off_coordinator);
+    defended(
+        ElMutations { ack_lower_terms: true, ..Default::default() },
+        &[AT_ONCE, LEASE_OVERLAP],
+        cut_off_coordinator,
+    );
 }
 
 // ------------------------------------------------- late joiners active

@@ -41,7 +41,7 @@ fn cluster_without(seed: u64, n: u32, alg: Algorithm, m: ElMutations) -> Sim<ElN
             LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
                 vec![(ms(rng, 0, 10), acquire(node, client))]
             }
-            LockReply::Refused { .. } => vec![],
+            LockReply::Refused { .. } | LockReply::Renewed { .. } => vec![],
         }
     }));
     for i in 1..=n {

@@ -5,13 +5,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use client::{Client, ClientError};
-use ftcore::Message;
-use lockservice::{LockReply, LockRequest};
-
 /// A connection speaking the lock API. `Status` works on it against any
 /// daemon: the runtime answers it before the request types matter.
-pub type LockClient = Client<LockRequest, LockReply>;
+pub use client::lock::LockClient;
+use client::{Client, ClientError};
+use ftcore::Message;
 
 /// How long a connection attempt may take (a filtered port never answers).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -42,8 +42,11 @@ Exit status:
   CMD's status  the lock was held while CMD ran; 128+N if signal N killed CMD
   1             error: cannot connect, the daemon refused the request, bad reply
   2             bad arguments
-  69            the lock was lost while CMD ran (revoked, or the daemon went
-                away); CMD got SIGTERM, then SIGKILL after 5 s (EX_UNAVAILABLE)
+  69            the lock was lost while CMD ran (revoked, the daemon went away,
+                or its lease ran out: CMD got SIGTERM, and SIGKILL at the
+                lease's end), or the grant's lease had already ended (CMD
+                not run)
+                (EX_UNAVAILABLE)
   75            the lock was not obtained within --timeout (EX_TEMPFAIL)
   126, 127      CMD could not be started / was not found (nothing ran)
   130, 143      SIGINT / SIGTERM while waiting for the lock
@@ -55,6 +58,14 @@ services: `ftctl exec SERVICE`).
 CMD runs with FTCOORD_FENCE=<fencing token> in its environment: a number
 larger than any granted before anywhere in the cluster. Pass it to whatever
 the lock protects so that it can refuse a late writer holding an older one.
+
+The grant is a lease that the daemon keeps renewing while it can prove it
+still holds the lock: CMD gets SIGTERM --kill-grace before the lease's end
+and SIGKILL at its end, unless a renewal moved it first; ftctl then exits 69
+(CMD did not finish under the lock). After a loss (revoked, daemon gone) CMD
+gets SIGTERM at once and SIGKILL at the lease's end if it is still running,
+and ftctl exits 69. The lease protects against a paused or cut-off daemon,
+not against a pause of CMD or of ftctl itself: for that, pass the fence on.
 
 SIGINT or SIGTERM while CMD runs is forwarded to CMD (to its process only:
 a CMD that starts children should exec or pass signals on); the lock is

@@ -1,26 +1,37 @@
 //! `ftctl lock`: run a command while this host holds the cluster-wide lock.
 //!
 //! One run: connect, send `Acquire`, wait for the answer (at most the
-//! timeout plus a grace for the daemon's own answer), run CMD with
-//! `FTCOORD_FENCE`, watch the connection while CMD runs, send `Release`
-//! when it exits, and exit with its status. The hold is tied to the
-//! connection: the daemon also releases it when ftctl goes away, so every
-//! early exit is safe even when the `Release` is never read.
+//! timeout plus [`client::lock::ANSWER_GRACE`] for the daemon's own
+//! answer), run CMD with `FTCOORD_FENCE`, watch the hold while CMD runs,
+//! send `Release` when it exits, and exit with its status. The hold is
+//! tied to the connection: the daemon also releases it when ftctl goes
+//! away, so every early exit is safe even when the `Release` is never
+//! read. Holding is
+//! [`client::lock::LockGuard`]'s business (renewals, `LockLost`, the
+//! daemon going away, the lease's end); ftctl adds CMD and signals.
 //!
-//! Losing the lock while CMD runs (`LockLost`, or the connection closing
-//! because the daemon died) means CMD is no longer protected: it gets
-//! SIGTERM at once, SIGKILL if it is still alive 5 s later.
+//! A grant is a lease (reliability.md, Pauses and leases): it ends at
+//! `lease_until`, an instant of this host's CLOCK_MONOTONIC that each
+//! `Renewed` moves. CMD gets SIGTERM at `lease_until − kill_grace` and
+//! SIGKILL at `lease_until`; a lease that runs out that way is a lost lock
+//! (exit 69, whether CMD exited on the SIGTERM or was killed), and a grant
+//! whose lease has already ended when it arrives runs nothing. Losing the lock otherwise while CMD runs (`LockLost`, or
+//! the connection closing because the daemon died) means CMD is no longer
+//! protected: SIGTERM at once, SIGKILL at `lease_until` if it is still
+//! alive.
 //!
-//! What each reply means is decided by two pure functions
-//! ([`on_wait_reply`], [`on_hold_reply`]), tested on their own.
+//! What each answer means and when the lease's signals are due are decided
+//! by pure functions ([`on_wait_reply`], [`lease_plan`]; the replies while
+//! holding by [`client::lock::on_hold_reply`]), tested on their own.
 
 use std::ffi::OsString;
 use std::io;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use client::lock::{self as locking, Answer, Grant, HoldEvent, LockGuard, LostReason, ReleaseError};
 use client::ClientError;
-use lockservice::{LockReply, LockRequest};
+use lockservice::LockRequest;
 use tokio::process::{Child, Command};
 
 use crate::daemon::{self, LockClient};
@@ -30,12 +41,10 @@ use crate::signals::{self, Sig, Signals};
 /// The environment variable carrying the fencing token to CMD.
 pub const FENCE_ENV: &str = "FTCOORD_FENCE";
 
-/// How long past the timeout ftctl waits for the daemon's own `TimedOut`.
-const ANSWER_GRACE: Duration = Duration::from_secs(2);
-/// How long ftctl waits for `Released` after CMD exits.
-const RELEASE_WAIT: Duration = Duration::from_secs(2);
-/// How long CMD has to exit after SIGTERM when the lock is lost.
-const KILL_AFTER: Duration = Duration::from_secs(5);
+/// `--kill-grace`'s default: half the default `lease_ms` (100). ftctl
+/// cannot know the daemon's `lease_ms`; with another one, pass half of it.
+pub const DEFAULT_KILL_GRACE: &str = "50ms";
+
 /// How long a best-effort `Release` may take to send when giving up.
 const GIVE_UP_SEND: Duration = Duration::from_secs(1);
 
@@ -44,51 +53,61 @@ const GIVE_UP_SEND: Duration = Duration::from_secs(1);
 pub struct LockArgs {
     /// How long to wait for the grant (0: only if it can be granted at once).
     pub timeout: Duration,
+    /// How long before the lease's end CMD gets SIGTERM (SIGKILL at the end).
+    pub kill_grace: Duration,
     /// CMD and its arguments (at least CMD).
     pub cmd: Vec<OsString>,
 }
 
-/// What a reply to `Acquire` means.
+/// What the answer to `Acquire` means.
 #[derive(Debug, PartialEq, Eq)]
 enum Wait {
-    /// Run CMD with this fence.
-    Granted(u128),
+    /// Run CMD under this grant.
+    Granted(Grant),
     /// Stop here with this status and message.
     Exit(u8, String),
+    /// Send `Release` (stop waiting), then stop with this status and message.
+    GiveUp(u8, String),
 }
 
-fn on_wait_reply(reply: Result<LockReply, ClientError>, timeout: Duration) -> Wait {
-    match reply {
-        Ok(LockReply::Granted { fence }) => Wait::Granted(fence),
-        Ok(LockReply::TimedOut) => Wait::Exit(exit::TIMED_OUT, format!("lock not obtained within {timeout:?}")),
-        Ok(LockReply::Refused { reason }) => Wait::Exit(exit::ERROR, format!("lock refused: {reason}")),
-        Ok(LockReply::LockLost { reason }) => Wait::Exit(exit::LOCK_LOST, format!("lock lost: {reason}")),
-        Ok(LockReply::Released) => {
-            Wait::Exit(exit::ERROR, "the daemon answered `released` to a lock request".to_string())
+fn on_wait_reply(answer: Result<Answer, ClientError>, timeout: Duration) -> Wait {
+    match answer {
+        Ok(Answer::Granted(grant)) => Wait::Granted(grant),
+        Ok(Answer::TimedOut) => Wait::Exit(exit::TIMED_OUT, format!("lock not obtained within {timeout:?}")),
+        Ok(Answer::Refused(reason)) => Wait::Exit(exit::ERROR, format!("lock refused: {reason}")),
+        Ok(Answer::Lost(reason)) => Wait::Exit(exit::LOCK_LOST, format!("lock lost: {reason}")),
+        Err(ClientError::Timeout(within)) => {
+            Wait::GiveUp(exit::TIMED_OUT, format!("lock not obtained: no answer from the daemon within {within:?}"))
         }
-        Err(ClientError::Refused(reason)) => Wait::Exit(exit::ERROR, format!("lock refused: {reason}")),
         Err(e) => Wait::Exit(exit::ERROR, format!("waiting for the lock: {e}")),
     }
 }
 
-/// What a message from the daemon means while CMD runs.
-#[derive(Debug, PartialEq, Eq)]
-enum Hold {
-    /// Still held; print this warning about a stray reply.
-    Keep(String),
-    /// No longer held, for this reason: stop CMD.
-    Lost(String),
+/// When the lease's signals to CMD are due, seen at one instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lease {
+    /// The lease has ended: CMD must not run (SIGKILL if it does).
+    Over,
+    /// SIGTERM in `term_in` (zero: now), SIGKILL in `kill_in` (never zero).
+    Left { term_in: Duration, kill_in: Duration },
 }
 
-fn on_hold_reply(reply: Result<LockReply, ClientError>) -> Hold {
-    match reply {
-        Ok(LockReply::LockLost { reason }) => Hold::Lost(reason),
-        Ok(LockReply::Released) => Hold::Lost("the daemon released the lock unasked".to_string()),
-        Err(ClientError::Closed) => Hold::Lost("the daemon closed the connection".to_string()),
-        Err(ClientError::Refused(reason)) => Hold::Keep(format!("the daemon said: {reason}")),
-        Err(e) => Hold::Lost(format!("connection to the daemon failed: {e}")),
-        Ok(other) => Hold::Keep(format!("ignoring an unexpected reply while holding the lock: {other:?}")),
+/// The lease's deadlines at `now_us` for a lease ending at `lease_until_us`
+/// (both CLOCK_MONOTONIC microseconds): SIGTERM at `lease_until −
+/// kill_grace`, SIGKILL at `lease_until`; the lease is over from
+/// `lease_until` on.
+fn lease_plan(now_us: u64, lease_until_us: u64, kill_grace: Duration) -> Lease {
+    let left_us = lease_until_us.saturating_sub(now_us);
+    if left_us == 0 {
+        return Lease::Over;
     }
+    let kill_in = Duration::from_micros(left_us);
+    Lease::Left { term_in: kill_in.saturating_sub(kill_grace), kill_in }
+}
+
+/// [`lease_plan`] now, for a lease ending at `lease_until`.
+fn lease_now(lease_until: timer::Instant, kill_grace: Duration) -> Lease {
+    lease_plan(timer::monotonic_now().as_micros(), lease_until.as_micros(), kill_grace)
 }
 
 /// Runs `ftctl lock` against the daemon at `addr`; returns the exit status.
@@ -96,60 +115,124 @@ pub async fn run(addr: &str, args: &LockArgs) -> Result<u8> {
     // Caught before anything else, so a signal never kills ftctl mid-hold.
     let mut signals = Signals::catch().context("cannot catch SIGINT/SIGTERM")?;
     let mut client = daemon::connect(addr).await?;
-    let timeout_ms = u64::try_from(args.timeout.as_millis()).unwrap_or(u64::MAX);
-    client.send(LockRequest::Acquire { timeout_ms }).await.with_context(|| format!("asking {addr} for the lock"))?;
 
-    let answer_by = tokio::time::sleep(args.timeout.saturating_add(ANSWER_GRACE));
-    let fence = tokio::select! {
-        reply = client.recv() => {
-            // A reply that is no lock reply, or a daemon that hung up: it
-            // may speak another API (ringd, hbringd).
-            let other_api =
-                matches!(reply, Err(ClientError::Frame(_) | ClientError::Closed | ClientError::Unexpected(_)));
-            match on_wait_reply(reply, args.timeout) {
-                Wait::Granted(fence) => fence,
-                Wait::Exit(code, message) => {
-                    let no_locks = if other_api { grants_no_locks(addr).await } else { None };
-                    eprintln!("ftctl: {}", no_locks.unwrap_or(message));
-                    return Ok(code);
-                }
-            }
-        }
-        () = answer_by => {
-            give_up(&mut client).await;
-            eprintln!("ftctl: lock not obtained: no answer from {addr} within {:?}", args.timeout.saturating_add(ANSWER_GRACE));
-            return Ok(exit::TIMED_OUT);
-        }
+    let answer = tokio::select! {
+        answer = locking::acquire(&mut client, args.timeout) => answer,
         sig = signals.recv() => {
             give_up(&mut client).await;
             eprintln!("ftctl: SIG{} while waiting for the lock; gave up", sig.name());
             return Ok(exit::of_signal(sig.number()));
         }
     };
-
-    let program = args.cmd[0].to_string_lossy().into_owned();
-    let mut child = match Command::new(&args.cmd[0]).args(&args.cmd[1..]).env(FENCE_ENV, fence.to_string()).spawn() {
-        Ok(child) => child,
-        Err(e) => {
-            warn_if_err(release(&mut client).await);
-            eprintln!("ftctl: cannot run {program}: {e}");
-            return Ok(if e.kind() == io::ErrorKind::NotFound { exit::NOT_FOUND } else { exit::CANNOT_EXECUTE });
+    // A reply that is no lock reply, or a daemon that hung up: it may speak
+    // another API (ringd, hbringd).
+    let other_api = matches!(answer, Err(ClientError::Frame(_) | ClientError::Closed | ClientError::Unexpected(_)));
+    let grant = match on_wait_reply(answer, args.timeout) {
+        Wait::Granted(grant) => grant,
+        Wait::Exit(code, message) => {
+            let no_locks = if other_api { grants_no_locks(addr).await } else { None };
+            eprintln!("ftctl: {}", no_locks.unwrap_or(message));
+            return Ok(code);
+        }
+        Wait::GiveUp(code, message) => {
+            give_up(&mut client).await;
+            eprintln!("ftctl: {message} ({addr})");
+            return Ok(code);
         }
     };
+    hold(LockGuard::new(client, grant), &mut signals, args).await
+}
+
+/// Runs CMD under the granted lock; returns ftctl's exit status.
+async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &LockArgs) -> Result<u8> {
+    let program = args.cmd[0].to_string_lossy().into_owned();
+    // A grant with less than kill_grace of its lease left (its daemon's
+    // renewal round is due): CMD starts once a renewal leaves it more, so
+    // that it is not sent SIGTERM as it starts; a lease that ends first is
+    // a lost lock and nothing runs.
+    let term_in = loop {
+        match lease_now(guard.lease_until(), args.kill_grace) {
+            Lease::Left { term_in, .. } if !term_in.is_zero() => break term_in,
+            Lease::Left { kill_in, .. } => {
+                let renewed = tokio::time::timeout(kill_in, async {
+                    loop {
+                        match guard.next_event().await {
+                            HoldEvent::Renewed(_) => return Ok(()),
+                            HoldEvent::Ignored(warning) => eprintln!("ftctl: {warning}"),
+                            HoldEvent::Lost(why) => return Err(why),
+                        }
+                    }
+                })
+                .await;
+                match renewed {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(why)) => {
+                        eprintln!("ftctl: lock lost before {program} started: {why}; {program} not run");
+                        return Ok(exit::LOCK_LOST);
+                    }
+                    Err(_) => continue,
+                }
+            }
+            Lease::Over => {
+                // Dropping the guard closes the connection: the daemon releases.
+                eprintln!(
+                    "ftctl: lock lost: the lease ended (at {}) before it could run {program}; {program} not run",
+                    guard.lease_until()
+                );
+                return Ok(exit::LOCK_LOST);
+            }
+        }
+    };
+    let mut child =
+        match Command::new(&args.cmd[0]).args(&args.cmd[1..]).env(FENCE_ENV, guard.fence().to_string()).spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                warn_if_err(release(guard).await);
+                eprintln!("ftctl: cannot run {program}: {e}");
+                return Ok(if e.kind() == io::ErrorKind::NotFound { exit::NOT_FOUND } else { exit::CANNOT_EXECUTE });
+            }
+        };
     let pid = child.id();
+    // When CMD gets SIGTERM for the lease's end; `None` once it has.
+    let mut term_at = Some(tokio::time::Instant::now() + term_in);
 
     let status = loop {
         tokio::select! {
             // A loss seen together with CMD's exit counts as a loss.
             biased;
-            reply = client.recv() => match on_hold_reply(reply) {
-                Hold::Keep(warning) => eprintln!("ftctl: {warning}"),
-                Hold::Lost(reason) => {
-                    eprintln!("ftctl: lock lost: {reason}; stopping {program} (SIGTERM)");
-                    stop(&mut child, &program).await;
+            event = guard.next_event() => match event {
+                HoldEvent::Renewed(until) => {
+                    if term_at.is_some() {
+                        let term_in = match lease_now(until, args.kill_grace) {
+                            Lease::Left { term_in, .. } => term_in,
+                            Lease::Over => Duration::ZERO,
+                        };
+                        term_at = Some(tokio::time::Instant::now() + term_in);
+                    }
+                }
+                HoldEvent::Ignored(warning) => eprintln!("ftctl: {warning}"),
+                HoldEvent::Lost(LostReason::LeaseExpired(at)) => {
+                    let _ = child.start_kill();
+                    let _ = child.wait().await;
+                    eprintln!("ftctl: lock lost: lease expired at {at}; {program} killed (SIGKILL)");
+                    return Ok(exit::LOCK_LOST);
+                }
+                HoldEvent::Lost(why) => {
+                    eprintln!("ftctl: lock lost: {why}; stopping {program} (SIGTERM)");
+                    stop(&mut child, &program, term_at.is_some(), guard.lease_until(), args.kill_grace).await;
                     return Ok(exit::LOCK_LOST);
                 }
             },
+            () = tokio::time::sleep_until(term_at.unwrap_or_else(tokio::time::Instant::now)), if term_at.is_some() => {
+                term_at = None;
+                eprintln!(
+                    "ftctl: the lease ends at {} and was not renewed: SIGTERM to {program} (SIGKILL at the end)",
+                    guard.lease_until()
+                );
+                if let Some(pid) = pid {
+                    signals::send(pid, Sig::Term).await;
+                }
+            }
             status = child.wait() => break status.with_context(|| format!("waiting for {program}"))?,
             sig = signals.recv() => {
                 if let Some(pid) = pid {
@@ -158,8 +241,14 @@ pub async fn run(addr: &str, args: &LockArgs) -> Result<u8> {
             }
         }
     };
-    warn_if_err(release(&mut client).await);
-    Ok(exit::of_status(status))
+    let status = exit::of_status(status);
+    warn_if_err(release(guard).await);
+    if term_at.is_none() {
+        // Stopped for its lease's end: CMD did not finish under the lock.
+        eprintln!("ftctl: lock lost: the lease ran out; {program} was stopped (exit status {status})");
+        return Ok(exit::LOCK_LOST);
+    }
+    Ok(status)
 }
 
 /// How long asking a daemon that refused a lock request for its status may take.
@@ -197,26 +286,16 @@ async fn give_up(client: &mut LockClient) {
     let _ = tokio::time::timeout(GIVE_UP_SEND, client.send(LockRequest::Release)).await;
 }
 
-/// Sends `Release` and waits (bounded) for `Released`.
-async fn release(client: &mut LockClient) -> Result<(), String> {
-    let ask = async {
-        client.send(LockRequest::Release).await.map_err(|e| format!("cannot send the release: {e}"))?;
-        loop {
-            match client.recv().await {
-                Ok(LockReply::Released) => return Ok(()),
-                Ok(LockReply::LockLost { reason }) => {
-                    return Err(format!("the lock was lost as the command ended: {reason}"))
-                }
-                Ok(LockReply::Refused { reason }) => return Err(format!("release refused: {reason}")),
-                // A stray reply to an earlier request: keep waiting.
-                Ok(LockReply::Granted { .. } | LockReply::TimedOut) => {}
-                Err(e) => return Err(format!("no release confirmation: {e}")),
-            }
+/// Releases the lock; a warning if that was not clean.
+async fn release(guard: LockGuard) -> Result<(), String> {
+    match guard.release().await {
+        Ok(()) => Ok(()),
+        Err(ReleaseError::Lost(why)) => Err(format!("the lock was lost as the command ended: {why}")),
+        Err(e @ ReleaseError::NoConfirmation(ClientError::Timeout(_))) => {
+            Err(format!("{e} (the daemon releases when ftctl disconnects)"))
         }
-    };
-    tokio::time::timeout(RELEASE_WAIT, ask).await.unwrap_or_else(|_| {
-        Err(format!("no release confirmation within {RELEASE_WAIT:?} (the daemon releases when ftctl disconnects)"))
-    })
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn warn_if_err(r: Result<(), String>) {
@@ -225,13 +304,21 @@ fn warn_if_err(r: Result<(), String>) {
     }
 }
 
-/// SIGTERM to CMD, SIGKILL after [`KILL_AFTER`]; returns once CMD is reaped.
-async fn stop(child: &mut Child, program: &str) {
-    if let Some(pid) = child.id() {
-        signals::send(pid, Sig::Term).await;
+/// After a loss: SIGTERM to CMD unless it had it already, SIGKILL at the
+/// lease's end (`lease_until`) if it is still alive then; returns once CMD
+/// is reaped.
+async fn stop(child: &mut Child, program: &str, send_term: bool, lease_until: timer::Instant, kill_grace: Duration) {
+    if send_term {
+        if let Some(pid) = child.id() {
+            signals::send(pid, Sig::Term).await;
+        }
     }
-    if tokio::time::timeout(KILL_AFTER, child.wait()).await.is_err() {
-        eprintln!("ftctl: {program} still running {KILL_AFTER:?} after SIGTERM; sending SIGKILL");
+    let kill_in = match lease_now(lease_until, kill_grace) {
+        Lease::Left { kill_in, .. } => kill_in,
+        Lease::Over => Duration::ZERO,
+    };
+    if tokio::time::timeout(kill_in, child.wait()).await.is_err() {
+        eprintln!("ftctl: {program} still running at the lease's end ({lease_until}); sending SIGKILL");
         let _ = child.start_kill();
         let _ = child.wait().await;
     }
@@ -240,38 +327,105 @@ async fn stop(child: &mut Child, program: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use client::lock::ANSWER_GRACE;
 
     const T: Duration = Duration::from_secs(30);
+    const GRACE: Duration = Duration::from_millis(50);
+
+    fn grant(fence: u128) -> Grant {
+        Grant { fence, lease_until: timer::Instant::from_micros(1_000_000) }
+    }
 
     #[test]
     fn a_grant_runs_the_command_with_its_fence() {
-        assert_eq!(on_wait_reply(Ok(LockReply::Granted { fence: 42 }), T), Wait::Granted(42));
+        assert_eq!(on_wait_reply(Ok(Answer::Granted(grant(42))), T), Wait::Granted(grant(42)));
     }
 
     #[test]
     fn wait_replies_map_to_exit_statuses() {
         let code = |r| match on_wait_reply(r, T) {
-            Wait::Exit(code, _) => code,
-            Wait::Granted(f) => panic!("granted {f}"),
+            Wait::Exit(code, _) | Wait::GiveUp(code, _) => code,
+            Wait::Granted(g) => panic!("granted {g:?}"),
         };
-        assert_eq!(code(Ok(LockReply::TimedOut)), exit::TIMED_OUT);
-        assert_eq!(code(Ok(LockReply::Refused { reason: "queue full".into() })), exit::ERROR);
-        assert_eq!(code(Ok(LockReply::LockLost { reason: "token lost".into() })), exit::LOCK_LOST);
-        assert_eq!(code(Ok(LockReply::Released)), exit::ERROR);
-        assert_eq!(code(Err(ClientError::Refused("leaving".into()))), exit::ERROR);
+        assert_eq!(code(Ok(Answer::TimedOut)), exit::TIMED_OUT);
+        assert_eq!(code(Ok(Answer::Refused("queue full".into()))), exit::ERROR);
+        assert_eq!(code(Ok(Answer::Lost("token lost".into()))), exit::LOCK_LOST);
+        assert_eq!(code(Err(ClientError::Unexpected("released".into()))), exit::ERROR);
         assert_eq!(code(Err(ClientError::Closed)), exit::ERROR);
+        assert_eq!(code(Err(ClientError::Timeout(T + ANSWER_GRACE))), exit::TIMED_OUT);
     }
 
     #[test]
     fn wait_messages_say_why() {
         assert_eq!(
-            on_wait_reply(Ok(LockReply::Refused { reason: "queue full".into() }), T),
+            on_wait_reply(Ok(Answer::Refused("queue full".into())), T),
             Wait::Exit(exit::ERROR, "lock refused: queue full".into())
         );
         assert_eq!(
-            on_wait_reply(Ok(LockReply::TimedOut), Duration::from_millis(500)),
+            on_wait_reply(Ok(Answer::TimedOut), Duration::from_millis(500)),
             Wait::Exit(exit::TIMED_OUT, "lock not obtained within 500ms".into())
         );
+        assert_eq!(
+            on_wait_reply(Err(ClientError::Timeout(Duration::from_millis(2500))), T),
+            Wait::GiveUp(exit::TIMED_OUT, "lock not obtained: no answer from the daemon within 2.5s".into())
+        );
+    }
+
+    #[test]
+    fn the_lease_gives_sigterm_a_grace_before_sigkill() {
+        assert_eq!(
+            lease_plan(1_000_000, 1_100_000, GRACE),
+            Lease::Left { term_in: Duration::from_millis(50), kill_in: Duration::from_millis(100) }
+        );
+        // No grace: both at the lease's end.
+        assert_eq!(
+            lease_plan(1_000_000, 1_100_000, Duration::ZERO),
+            Lease::Left { term_in: Duration::from_millis(100), kill_in: Duration::from_millis(100) }
+        );
+    }
+
+    #[test]
+    fn just_in_time_the_lease_still_runs() {
+        // One microsecond left: SIGTERM now, SIGKILL in 1 µs.
+        assert_eq!(
+            lease_plan(1_099_999, 1_100_000, GRACE),
+            Lease::Left { term_in: Duration::ZERO, kill_in: Duration::from_micros(1) }
+        );
+        // SIGTERM exactly now (the grace is all that is left).
+        assert_eq!(
+            lease_plan(1_050_000, 1_100_000, GRACE),
+            Lease::Left { term_in: Duration::ZERO, kill_in: Duration::from_millis(50) }
+        );
+        // One microsecond before SIGTERM is due.
+        assert_eq!(
+            lease_plan(1_049_999, 1_100_000, GRACE),
+            Lease::Left { term_in: Duration::from_micros(1), kill_in: Duration::from_micros(50_001) }
+        );
+    }
+
+    #[test]
+    fn at_or_after_the_lease_end_it_is_over() {
+        assert_eq!(lease_plan(1_100_000, 1_100_000, GRACE), Lease::Over);
+        assert_eq!(lease_plan(1_100_001, 1_100_000, GRACE), Lease::Over);
+        assert_eq!(lease_plan(u64::MAX, 0, GRACE), Lease::Over);
+        assert_eq!(lease_plan(5, 0, Duration::ZERO), Lease::Over);
+    }
+
+    #[test]
+    fn a_grace_longer_than_the_lease_left_means_sigterm_at_once() {
+        assert_eq!(
+            lease_plan(1_000_000, 1_030_000, GRACE),
+            Lease::Left { term_in: Duration::ZERO, kill_in: Duration::from_millis(30) }
+        );
+        assert_eq!(
+            lease_plan(0, u64::MAX, Duration::MAX),
+            Lease::Left { term_in: Duration::ZERO, kill_in: Duration::from_micros(u64::MAX) }
+        );
+    }
+
+    #[test]
+    fn the_default_kill_grace_is_half_the_default_lease() {
+        assert_eq!(client::duration::parse(DEFAULT_KILL_GRACE), Ok(Duration::from_millis(100) / 2));
     }
 
     #[test]
@@ -286,27 +440,6 @@ mod tests {
         assert!(no_locks_message("hbringd").is_some_and(|m| m.starts_with("hbringd grants no client locks")));
         for lock_daemon in ["ntmutexd", "tokenwatchd", "electd"] {
             assert_eq!(no_locks_message(lock_daemon), None);
-        }
-    }
-
-    #[test]
-    fn loss_and_disconnection_end_the_hold() {
-        assert_eq!(on_hold_reply(Ok(LockReply::LockLost { reason: "revoked".into() })), Hold::Lost("revoked".into()));
-        assert_eq!(on_hold_reply(Err(ClientError::Closed)), Hold::Lost("the daemon closed the connection".into()));
-        assert!(matches!(on_hold_reply(Ok(LockReply::Released)), Hold::Lost(_)));
-        let timeout = ClientError::Timeout(Duration::from_secs(1));
-        assert!(matches!(on_hold_reply(Err(timeout)), Hold::Lost(_)));
-    }
-
-    #[test]
-    fn stray_replies_keep_the_hold_with_a_warning() {
-        for r in [
-            Ok(LockReply::Granted { fence: 7 }),
-            Ok(LockReply::TimedOut),
-            Ok(LockReply::Refused { reason: "already held".into() }),
-            Err(ClientError::Refused("no".into())),
-        ] {
-            assert!(matches!(on_hold_reply(r), Hold::Keep(_)));
         }
     }
 }

@@ -53,14 +53,24 @@ enum Cmd {
     /// Run CMD while holding the cluster-wide lock.
     ///
     /// Waits for the lock, runs CMD with FTCOORD_FENCE set, releases the
-    /// lock when CMD exits and exits with CMD's status. If the lock is lost
-    /// while CMD runs, CMD is sent SIGTERM at once.
-    #[command(override_usage = "ftctl lock [--timeout DUR] [--addr ADDR] -- CMD [ARGS]...", after_help = exit::LOCK_HELP)]
+    /// lock when CMD exits and exits with CMD's status. CMD runs under the
+    /// grant's lease: SIGTERM at its end minus --kill-grace, SIGKILL at its
+    /// end, unless the daemon renews it first. If the lock is lost while CMD
+    /// runs, CMD is sent SIGTERM at once (SIGKILL at the lease's end).
+    #[command(
+        override_usage = "ftctl lock [--timeout DUR] [--kill-grace DUR] [--addr ADDR] -- CMD [ARGS]...",
+        after_help = exit::LOCK_HELP
+    )]
     Lock {
         /// How long to wait for the lock: 500ms, 10s, 2m, 1h (a unit is
         /// required); 0 takes it only if it is free at once.
         #[arg(long, value_name = "DUR", default_value = "30s", value_parser = client::duration::parse)]
         timeout: Duration,
+        /// How long before the lease's end CMD gets SIGTERM (SIGKILL at the
+        /// end). Default 50ms: half the default lease_ms = 100; set it to
+        /// half your lease_ms.
+        #[arg(long, value_name = "DUR", default_value = lock::DEFAULT_KILL_GRACE, value_parser = client::duration::parse)]
+        kill_grace: Duration,
         /// The command to run and its arguments (put `--` before them).
         #[arg(value_name = "CMD", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
         cmd: Vec<OsString>,
@@ -117,7 +127,9 @@ fn main() -> ExitCode {
         match cli.command {
             Cmd::Status => status::run(&cli.addr, cli.json).await.map(|()| exit::OK),
             Cmd::Leader { watch, every } => leader::run(&cli.addr, cli.json, watch, every).await,
-            Cmd::Lock { timeout, cmd } => lock::run(&cli.addr, &lock::LockArgs { timeout, cmd }).await,
+            Cmd::Lock { timeout, kill_grace, cmd } => {
+                lock::run(&cli.addr, &lock::LockArgs { timeout, kill_grace, cmd }).await
+            }
             Cmd::Lookup { timeout } => ring::run_lookup(&cli.addr, cli.json, timeout).await,
             Cmd::Exec { on, timeout, request_id, mut service } => {
                 let args = service.split_off(1);

@@ -17,6 +17,14 @@ use tokio_util::codec::Framed;
 use wire::ClientCodec;
 
 const STEP: Duration = Duration::from_secs(10);
+/// A lease that outlasts any test.
+const LONG: Duration = Duration::from_secs(600);
+
+/// A lease ending `d` from now (CLOCK_MONOTONIC microseconds, as a daemon
+/// on this host would send it).
+fn lease(d: Duration) -> u64 {
+    (timer::monotonic_now() + d).as_micros()
+}
 
 /// A lock daemon that does only what the test tells it.
 struct FakeDaemon {
@@ -107,7 +115,7 @@ async fn granted_runs_cmd_with_the_fence_releases_and_exits_with_its_status() {
     let ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", &script]);
 
     let mut conn = daemon.accept().await;
-    conn.answer_acquire(30_000, LockReply::Granted { fence: 42 }).await;
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 42, lease_until_us: lease(LONG) }).await;
     assert_eq!(conn.recv().await, Some(LockRequest::Release), "no release after the command");
     conn.send(LockReply::Released).await;
 
@@ -122,7 +130,7 @@ async fn success_is_zero_and_a_missing_release_confirmation_only_warns() {
     let daemon = FakeDaemon::start().await;
     let ftctl = ftctl_lock(&daemon.addr, &["--timeout", "500ms", "true"]);
     let mut conn = daemon.accept().await;
-    conn.answer_acquire(500, LockReply::Granted { fence: 1 }).await;
+    conn.answer_acquire(500, LockReply::Granted { fence: 1, lease_until_us: lease(LONG) }).await;
     assert_eq!(conn.recv().await, Some(LockRequest::Release));
     // No `Released`: ftctl waits about 2 s, warns, and still exits 0.
     let out = finish(ftctl, STEP).await;
@@ -180,7 +188,7 @@ async fn lock_lost_terminates_cmd_at_once_and_exits_69() {
     let ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", &sleeper(&pidfile)]);
 
     let mut conn = daemon.accept().await;
-    conn.answer_acquire(30_000, LockReply::Granted { fence: 7 }).await;
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(LONG) }).await;
     let pid = read_pid(&pidfile).await;
     assert!(alive(pid));
     let lost_at = Instant::now();
@@ -201,7 +209,7 @@ async fn daemon_going_away_is_a_lost_lock() {
     let ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", &sleeper(&pidfile)]);
 
     let mut conn = daemon.accept().await;
-    conn.answer_acquire(30_000, LockReply::Granted { fence: 7 }).await;
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(LONG) }).await;
     let pid = read_pid(&pidfile).await;
     let closed_at = Instant::now();
     drop(conn);
@@ -215,7 +223,7 @@ async fn daemon_going_away_is_a_lost_lock() {
 }
 
 #[tokio::test]
-async fn a_cmd_ignoring_sigterm_is_killed_after_5_s() {
+async fn a_cmd_ignoring_sigterm_after_a_loss_is_killed_at_the_lease_end() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("pid");
     let daemon = FakeDaemon::start().await;
@@ -224,14 +232,127 @@ async fn a_cmd_ignoring_sigterm_is_killed_after_5_s() {
     let ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", &script]);
 
     let mut conn = daemon.accept().await;
-    conn.answer_acquire(30_000, LockReply::Granted { fence: 7 }).await;
+    let granted_at = Instant::now();
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(Duration::from_secs(2)) }).await;
     let pid = read_pid(&pidfile).await;
     conn.send(LockReply::LockLost { reason: "token lost".into() }).await;
 
     let out: Outcome = finish(ftctl, STEP).await;
+    let took = granted_at.elapsed();
     assert_eq!(out.code, 69, "{out:?}");
+    assert!(out.stderr.contains("lock lost: token lost"), "{}", out.stderr);
     assert!(out.stderr.contains("SIGKILL"), "{}", out.stderr);
+    assert!(took >= Duration::from_millis(1900), "killed before the lease's end: {took:?}");
+    assert!(took < Duration::from_secs(5), "killed long after the lease's end: {took:?}");
     assert!(!alive(pid));
+}
+
+#[tokio::test]
+async fn a_lease_running_out_terminates_then_kills_cmd_and_exits_69() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let termed = dir.path().join("termed");
+    let daemon = FakeDaemon::start().await;
+    // Notes the SIGTERM and carries on: only the SIGKILL ends it.
+    let script = format!(
+        "trap 'echo term > {}' TERM; echo $$ > {}; while :; do sleep 0.02; done",
+        termed.display(),
+        pidfile.display()
+    );
+    let ftctl = ftctl_lock(&daemon.addr, &["--kill-grace", "400ms", "--", "sh", "-c", &script]);
+
+    let mut conn = daemon.accept().await;
+    let granted_at = Instant::now();
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(Duration::from_secs(1)) }).await;
+    let pid = read_pid(&pidfile).await;
+    // No renewal: the lease runs out.
+
+    let out = finish(ftctl, STEP).await;
+    let took = granted_at.elapsed();
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(out.stderr.contains("lock lost: lease expired at "), "{}", out.stderr);
+    assert!(out.stderr.contains("killed"), "{}", out.stderr);
+    assert_eq!(std::fs::read_to_string(&termed).unwrap_or_default(), "term\n", "no SIGTERM before the SIGKILL");
+    assert!(took >= Duration::from_millis(950), "killed before the lease's end: {took:?}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert!(!alive(pid), "the command survived its lease");
+}
+
+#[tokio::test]
+async fn a_grant_with_less_than_kill_grace_left_waits_for_its_renewal() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let daemon = FakeDaemon::start().await;
+    let script = format!("touch {}", marker.display());
+    let ftctl = ftctl_lock(&daemon.addr, &["--kill-grace", "500ms", "--", "sh", "-c", &script]);
+
+    let mut conn = daemon.accept().await;
+    // 300 ms left, less than the grace: CMD would be sent SIGTERM as it
+    // starts. It waits for the renewal instead.
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(Duration::from_millis(300)) })
+        .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!marker.exists(), "CMD started with less than its grace left");
+    conn.send(LockReply::Renewed { lease_until_us: lease(LONG) }).await;
+    assert_eq!(conn.recv().await, Some(LockRequest::Release), "no release after the command");
+    conn.send(LockReply::Released).await;
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(marker.exists(), "CMD never ran");
+}
+
+#[tokio::test]
+async fn a_renewal_moves_both_deadlines() {
+    let daemon = FakeDaemon::start().await;
+    // Runs well past the first lease's end.
+    let ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", "sleep 0.6; exit 4"]);
+
+    let mut conn = daemon.accept().await;
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(Duration::from_millis(250)) })
+        .await;
+    conn.send(LockReply::Renewed { lease_until_us: lease(LONG) }).await;
+    assert_eq!(conn.recv().await, Some(LockRequest::Release), "no release after the command");
+    conn.send(LockReply::Released).await;
+
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, 4, "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+}
+
+#[tokio::test]
+async fn a_cmd_stopped_by_the_early_sigterm_is_a_lost_lock() {
+    let daemon = FakeDaemon::start().await;
+    let script = "trap 'exit 5' TERM; while :; do sleep 0.02; done";
+    let ftctl = ftctl_lock(&daemon.addr, &["--kill-grace", "700ms", "--", "sh", "-c", script]);
+
+    let mut conn = daemon.accept().await;
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(Duration::from_secs(1)) }).await;
+    // SIGTERM after about 300 ms: CMD exits before the lease's end, but it
+    // did not finish under the lock: exit 69.
+    assert_eq!(conn.recv().await, Some(LockRequest::Release), "no release after the command");
+    conn.send(LockReply::Released).await;
+
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(out.stderr.contains("SIGTERM"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn a_grant_whose_lease_has_ended_runs_nothing_and_exits_69() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let daemon = FakeDaemon::start().await;
+    let script = format!("touch {}", marker.display());
+    let ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", &script]);
+
+    let mut conn = daemon.accept().await;
+    let past = timer::monotonic_now().as_micros().saturating_sub(1);
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: past }).await;
+
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(out.stderr.contains("the lease ended"), "{}", out.stderr);
+    assert!(!marker.exists(), "the command ran without a lease");
 }
 
 #[tokio::test]
@@ -266,7 +387,7 @@ async fn sigterm_while_cmd_runs_is_forwarded_then_the_lock_released() {
     let ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", &sleeper(&pidfile)]);
 
     let mut conn = daemon.accept().await;
-    conn.answer_acquire(30_000, LockReply::Granted { fence: 9 }).await;
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 9, lease_until_us: lease(LONG) }).await;
     let pid = read_pid(&pidfile).await;
     signal(ftctl.id().unwrap(), "TERM");
     assert_eq!(conn.recv().await, Some(LockRequest::Release), "no release after the forwarded signal");
@@ -282,7 +403,7 @@ async fn a_missing_cmd_releases_and_exits_127() {
     let daemon = FakeDaemon::start().await;
     let ftctl = ftctl_lock(&daemon.addr, &["--", "/nonexistent/ftctl-test-cmd"]);
     let mut conn = daemon.accept().await;
-    conn.answer_acquire(30_000, LockReply::Granted { fence: 1 }).await;
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 1, lease_until_us: lease(LONG) }).await;
     assert_eq!(conn.recv().await, Some(LockRequest::Release));
     conn.send(LockReply::Released).await;
     let out = finish(ftctl, STEP).await;

@@ -370,6 +370,11 @@ impl Cluster {
         self.wait_ready(id)
     }
 
+    /// The daemon this cluster runs.
+    pub fn daemon(&self) -> &str {
+        &self.daemon
+    }
+
     /// Node `id`'s process id, while it is started.
     pub fn pid(&self, id: u32) -> Option<u32> {
         self.procs[id as usize - 1].as_ref().map(Child::id)

@@ -358,23 +358,31 @@ async fn lock_once(
     };
     let timeout_ms = PATIENCE.as_millis() as u64;
     let asked = clock.now();
-    let fence = match c.call(LockRequest::Acquire { timeout_ms }, PATIENCE + Duration::from_secs(1)).await {
-        Ok(LockReply::Granted { fence }) => fence,
-        Ok(other) => return Err(format!("acquire answered {other:?}")),
-        Err(e) => return Err(e.to_string()),
-    };
+    let (fence, mut lease_until_us) =
+        match c.call(LockRequest::Acquire { timeout_ms }, PATIENCE + Duration::from_secs(1)).await {
+            Ok(LockReply::Granted { fence, lease_until_us }) => (fence, lease_until_us),
+            Ok(other) => return Err(format!("acquire answered {other:?}")),
+            Err(e) => return Err(e.to_string()),
+        };
     let start = clock.now();
     records.lock().expect("records").holding.insert(name.to_string(), (fence, start));
-    // Hold, watching the connection: a LockLost or a close ends the hold
-    // the moment it is read.
-    let lost = tokio::select! {
-        _ = tokio::time::sleep(hold) => None,
-        r = c.recv() => Some(match r {
-            Ok(LockReply::LockLost { reason }) => reason,
-            Ok(other) => format!("unexpected {other:?} while holding"),
-            Err(ClientError::Closed) => "connection closed while holding".to_string(),
-            Err(e) => e.to_string(),
-        }),
+    // Hold, as `ftctl lock` runs CMD: until `hold` has passed, the lease
+    // runs out (each Renewed moves it), or a LockLost or a close is read.
+    let done = tokio::time::Instant::now() + hold;
+    let lost = loop {
+        let lease_left = Duration::from_micros(lease_until_us.saturating_sub(timer::monotonic_now().as_micros()));
+        let lease_end = tokio::time::Instant::now() + lease_left;
+        tokio::select! {
+            () = tokio::time::sleep_until(done), if done <= lease_end => break None,
+            () = tokio::time::sleep_until(lease_end) => break Some("lease expired".to_string()),
+            r = c.recv() => match r {
+                Ok(LockReply::Renewed { lease_until_us: until }) => lease_until_us = lease_until_us.max(until),
+                Ok(LockReply::LockLost { reason }) => break Some(reason),
+                Ok(other) => break Some(format!("unexpected {other:?} while holding")),
+                Err(ClientError::Closed) => break Some("connection closed while holding".to_string()),
+                Err(e) => break Some(e.to_string()),
+            },
+        }
     };
     let end = clock.now();
     {

@@ -13,10 +13,10 @@ use sim::Action;
 use timer::Instant;
 
 fn main() {
-    println!("{:<6} {:>10} {:>10} {:>10} {:>12}", "N", "CS", "messages", "per CS", "log2(N)+2");
+    println!("{:<6} {:>10} {:>10} {:>10} {:>12} {:>14}", "N", "CS", "messages", "per CS", "log2(N)+2", "lease msgs/s");
     for n in [8u32, 16, 32] {
-        let (cs, msgs, per_cs) = workload::messages_per_cs(n);
-        println!("{n:<6} {cs:>10} {msgs:>10} {per_cs:>10.2} {:>12.2}", f64::from(n).log2() + 2.0);
+        let (cs, msgs, per_cs, lease) = workload::messages_per_cs(n);
+        println!("{n:<6} {cs:>10} {msgs:>10} {per_cs:>10.2} {:>12.2} {lease:>14.0}", f64::from(n).log2() + 2.0);
     }
     println!();
     println!("{:<6} {:>10}  by kind", "mech", "messages");

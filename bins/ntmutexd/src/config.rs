@@ -18,17 +18,17 @@ pub struct NtmutexdConfig {
     /// Upper bound on one-way message delay plus processing, in ms. Search
     /// windows are 2 × t_msg, the COMMIT timer (N + 1) × t_msg.
     pub t_msg_ms: u64,
-    /// Revoke a hold after this long (0: never).
+    /// Revoke a hold after this long (0: never): the holder gets
+    /// `LockLost`, its lease is renewed no more, and the token moves on
+    /// when it releases or its lease ends.
     pub max_hold_ms: u64,
-    /// After revoking, hand the token on anyway after this long.
-    pub revoke_grace_ms: u64,
     /// Most local clients waiting at once.
     pub max_queue: usize,
 }
 
 impl Default for NtmutexdConfig {
     fn default() -> Self {
-        NtmutexdConfig { k: 3, t_msg_ms: 20, max_hold_ms: 0, revoke_grace_ms: 1_000, max_queue: 1_024 }
+        NtmutexdConfig { k: 3, t_msg_ms: 20, max_hold_ms: 0, max_queue: 1_024 }
     }
 }
 
@@ -40,7 +40,7 @@ impl DaemonConfig for NtmutexdConfig {
         if let Err(e) = self.core(common).validate(common.peers.len()) {
             let key = match e {
                 NtError::ZeroK => "k",
-                NtError::WindowTooShort { .. } => "timing.lease_ms",
+                NtError::WindowTooShort { .. } | NtError::LeaseTooLong(_) => "timing.lease_ms",
                 NtError::TooManySites { .. } | NtError::Membership(_) | NtError::Promise(_) => "peers",
             };
             return Err(ConfigError::new(key, e.to_string()));
@@ -77,7 +77,6 @@ impl NtmutexdConfig {
             locks: LocksConfig {
                 max_queue: self.max_queue,
                 max_hold: (self.max_hold_ms > 0).then(|| Duration::from_millis(self.max_hold_ms)),
-                revoke_grace: Duration::from_millis(self.revoke_grace_ms),
                 // A request's round trip: at most 2·t_msg.
                 try_window: 2 * Duration::from_millis(self.t_msg_ms),
             },

@@ -171,6 +171,30 @@ pub enum Body {
         /// The leaving site's next (and its request).
         next: Option<(NodeId, u64)>,
     },
+    /// A site with local clients holding or waiting renews its lease
+    /// (reliability.md, Pauses and leases).
+    LeaseRenew {
+        /// Acks name it.
+        round: u64,
+        /// The token's epoch (holding), or the sender's `max_epoch` (waiting).
+        epoch: u64,
+        /// Whether the sender holds the token.
+        holding: bool,
+    },
+    /// The renewal is acked: the sender joins no other site's
+    /// regeneration for `lease_ms·(1+ρ)`.
+    LeaseAck {
+        /// The renewal's round.
+        round: u64,
+    },
+    /// The renewal's epoch is below what the sender stored or promised: a
+    /// holder drops its token (it may have been superseded).
+    LeaseRefused {
+        /// The renewal's round.
+        round: u64,
+        /// The refuser's threshold.
+        threshold: u64,
+    },
 }
 
 /// Why a site refuses a regeneration.
@@ -204,6 +228,9 @@ message_kinds!(Body {
     NewRoot => "new_root",
     Skip => "skip",
     Behind => "behind",
+    LeaseRenew => "lease_renew",
+    LeaseAck => "lease_ack",
+    LeaseRefused => "lease_refused",
 });
 
 impl Message for Msg {

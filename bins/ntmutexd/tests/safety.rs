@@ -47,6 +47,11 @@ const NONE: NtMutations = NtMutations {
     unrecovered_takes_token: false,
     no_behind_answer: false,
     no_stall_check: false,
+    no_leases: false,
+    no_lease_window: false,
+    ack_every_waiter: false,
+    ack_stale_renewals: false,
+    unrecovered_acks: false,
 };
 
 /// Mutual exclusion as the clients see it, from their replies alone: a
@@ -59,7 +64,7 @@ fn client_exclusion(grace: Duration) -> impl FnMut(&World<NtNode>) -> Result<(),
     move |w| {
         for (_, node, client, reply) in &w.replies[seen..] {
             match reply {
-                LockReply::Granted { fence } => {
+                LockReply::Granted { fence, .. } => {
                     holding.insert((*node, *client), *fence);
                 }
                 LockReply::Released | LockReply::LockLost { .. } => {
@@ -113,6 +118,13 @@ fn is_needed_by(r: Result<(), SimError>, what: &str) {
     }
 }
 
+/// Every rule on but leases: the stage before leases (reliability.md,
+/// "Invariants by stage"). Leases are a second line for many rules (a
+/// stale token's grants end with its lease, a renewal stores the epoch in
+/// use at a majority): such a rule is shown needed with leases off, and its
+/// scenario holds both with and without them.
+const NO_LEASES: NtMutations = NtMutations { no_leases: true, ..NONE };
+
 // ---------------------------------------------------------- exploration
 
 fn all_single() -> Vec<(&'static str, NtMutations)> {
@@ -140,7 +152,13 @@ fn all_single() -> Vec<(&'static str, NtMutations)> {
         no_promise_window,
         no_restart_window,
         unrecovered_takes_token,
-        no_behind_answer
+        no_behind_answer,
+        no_stall_check,
+        no_leases,
+        no_lease_window,
+        ack_every_waiter,
+        ack_stale_renewals,
+        unrecovered_acks
     )
 }
 
@@ -151,7 +169,11 @@ fn all_single() -> Vec<(&'static str, NtMutations)> {
 fn survey() {
     let count: u64 = std::env::var("SAFETY_SURVEY_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
     let only = std::env::var("SAFETY_SURVEY_ONLY").ok();
+    // SAFETY_SURVEY_NO_LEASES=1: each mutation with leases off too (the
+    // rules leases mask).
+    let no_leases = std::env::var("SAFETY_SURVEY_NO_LEASES").is_ok_and(|v| v == "1");
     for (name, m) in all_single() {
+        let m = NtMutations { no_leases: m.no_leases || no_leases, ..m };
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
         }
@@ -231,7 +253,7 @@ fn stubborn_on(seed: u64, n: u32, net: NetConfig, forever: &'static [u32], m: Nt
             LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
                 vec![(ms(rng, 0, 5), acquire(node, client))]
             }
-            LockReply::Refused { .. } => vec![],
+            LockReply::Refused { .. } | LockReply::Renewed { .. } => vec![],
         }
     }));
     sim
@@ -266,11 +288,12 @@ fn stale_holder_told_lock_lost(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn lock_lost_holds() {
     holds(stale_holder_told_lock_lost(NONE));
+    holds(stale_holder_told_lock_lost(NO_LEASES));
 }
 
 #[test]
 fn lock_lost_is_needed() {
-    is_needed(stale_holder_told_lock_lost(NtMutations { no_lock_lost: true, ..NONE }));
+    is_needed(stale_holder_told_lock_lost(NtMutations { no_lock_lost: true, ..NO_LEASES }));
 }
 
 /// Runs until `site` has sent one more message of `kind` than `before`
@@ -287,7 +310,8 @@ fn run_until_sent(sim: &mut Sim<NtNode>, kind: &str, before: u64, limit: Instant
 
 /// A promise acked and then forgotten by a crash: N = 3, the holder, site
 /// one, crashes; site three regenerates epoch (round 2, slot 2) with the
-/// ack of site two, which crashes right after acking; site three grants,
+/// ack of site two, which crashes right after acking (and acking site
+/// three's lease renewal); site three grants,
 /// then crashes. Sites one and two come back and site one proposes (round
 /// 2, slot 0), below site three's epoch. A site two that stored its
 /// promise refuses it (site one jumps above); one that forgot it acks, and
@@ -305,6 +329,12 @@ fn promise_survives_a_crash(m: NtMutations) -> Result<(), SimError> {
     sim.after(Duration::ZERO, acquire(NodeId(3), ClientId(3)));
     let acks = sim.world().sent_by_kind.get("regenerate_ack").copied().unwrap_or(0);
     run_until_sent(&mut sim, "regenerate_ack", acks, Instant::from_millis(1_000))?;
+    // Site 3 grants only under a lease: site 2 also acks its renewal
+    // (which stores nothing) before it crashes.
+    if !m.no_leases {
+        let lease_acks = sim.world().sent_by_kind.get("lease_ack").copied().unwrap_or(0);
+        run_until_sent(&mut sim, "lease_ack", lease_acks, Instant::from_millis(1_000))?;
+    }
     sim.after(Duration::ZERO, Action::Crash(NodeId(2)));
     // Site 3's client is granted with the new epoch.
     let t = sim.now() + Duration::from_millis(300);
@@ -327,11 +357,12 @@ fn promise_survives_a_crash(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn promise_stored_before_ack_holds() {
     holds(promise_survives_a_crash(NONE));
+    holds(promise_survives_a_crash(NO_LEASES));
 }
 
 #[test]
 fn promise_stored_before_ack_is_needed() {
-    is_needed(promise_survives_a_crash(NtMutations { ack_before_store: true, ..NONE }));
+    is_needed(promise_survives_a_crash(NtMutations { ack_before_store: true, ..NO_LEASES }));
 }
 
 /// The every-fault sweep of sim.rs (no majority down) for one seed.
@@ -349,19 +380,21 @@ fn every_fault_majority_down(seed: u64, m: NtMutations) -> Result<(), SimError> 
 /// sim.rs's regression seeds of the stale-token bug (210, 258, 450) and
 /// seed 0, which the survey found.
 fn behind_sender_answered(m: NtMutations) -> Result<(), SimError> {
-    seeds([0, 16, 210, 258, 450], |s| every_fault(s, m))
+    seeds([0, 16, 210, 258, 450], |s| every_fault(s, m))?;
+    every_fault_majority_down(12, m)
 }
 
 #[test]
 fn sender_behind_answered_holds() {
     holds(behind_sender_answered(NONE));
+    holds(behind_sender_answered(NO_LEASES));
 }
 
 #[test]
 fn sender_behind_answered_is_needed() {
     // (Seed 0 failed too until stalled holders asked for the epoch.)
-    is_needed(every_fault(16, NtMutations { no_behind_answer: true, ..NONE }));
-    is_needed(every_fault_majority_down(12, NtMutations { no_behind_answer: true, ..NONE }));
+    is_needed(every_fault(16, NtMutations { no_behind_answer: true, ..NO_LEASES }));
+    is_needed(every_fault_majority_down(12, NtMutations { no_behind_answer: true, ..NO_LEASES }));
 }
 
 /// Every-fault seed 2862 (found in a 3,000-seed run): the holder is paused,
@@ -371,28 +404,32 @@ fn sender_behind_answered_is_needed() {
 #[test]
 fn holder_stall_check_holds() {
     holds(every_fault(2862, NONE));
+    holds(every_fault(2862, NO_LEASES));
 }
 
 #[test]
 fn holder_stall_check_is_needed() {
-    is_needed(every_fault(2862, NtMutations { no_stall_check: true, ..NONE }));
+    is_needed(every_fault(2862, NtMutations { no_stall_check: true, ..NO_LEASES }));
 }
 
 /// Every-fault seeds 36 (no majority down) and 1 (majority down), found by
 /// the survey.
 fn regen_towards_live_sites(m: NtMutations) -> Result<(), SimError> {
     every_fault(36, m)?;
-    every_fault_majority_down(1, m)
+    every_fault(60, m)?;
+    every_fault_majority_down(1, m)?;
+    every_fault_majority_down(258, m)
 }
 
 #[test]
 fn regen_acks_from_every_live_site_holds() {
     holds(regen_towards_live_sites(NONE));
+    holds(regen_towards_live_sites(NO_LEASES));
 }
 
 #[test]
 fn regen_acks_from_every_live_site_is_needed() {
-    let m = NtMutations { regen_with_majority_only: true, ..NONE };
+    let m = NtMutations { regen_with_majority_only: true, ..NO_LEASES };
     // The seeds move as other rules tighten (1, 36, 237 failed with earlier
     // versions of the "sender is behind" answer); a search of 400 seeds of
     // each family finds the current ones.
@@ -408,11 +445,12 @@ fn provisional_commits(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn provisional_commit_holds() {
     holds(provisional_commits(NONE));
+    holds(provisional_commits(NO_LEASES));
 }
 
 #[test]
 fn provisional_commit_is_needed() {
-    is_needed(provisional_commits(NtMutations { no_provisional_commit: true, ..NONE }));
+    is_needed(provisional_commits(NtMutations { no_provisional_commit: true, ..NO_LEASES }));
 }
 
 /// Failure-free contention, seed 30 (found by the survey): without the
@@ -439,13 +477,15 @@ fn restart_window_is_needed() {
 /// site that nobody writes to again otherwise never learns what changed.
 #[test]
 fn probes_of_suspected_peers_holds() {
-    holds(seeds([121, 130, 432], |s| every_fault_majority_down(s, NONE)));
-    holds(every_fault(474, NONE));
+    for m in [NONE, NO_LEASES] {
+        holds(seeds([121, 130, 432], |s| every_fault_majority_down(s, m)));
+        holds(every_fault(474, m));
+    }
 }
 
 #[test]
 fn probes_of_suspected_peers_is_needed() {
-    let m = NtMutations { no_probes: true, ..NONE };
+    let m = NtMutations { no_probes: true, ..NO_LEASES };
     is_needed(every_fault_majority_down(121, m));
     is_needed(every_fault(474, m));
 }
@@ -517,11 +557,15 @@ fn late_lower_epoch(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn promise_window_holds() {
     holds(late_lower_epoch(NONE));
+    holds(late_lower_epoch(NO_LEASES));
 }
 
 #[test]
 fn promise_window_is_needed() {
-    is_needed_by(late_lower_epoch(NtMutations { no_promise_window: true, ..NONE }), "granted before it was created");
+    is_needed_by(
+        late_lower_epoch(NtMutations { no_promise_window: true, ..NO_LEASES }),
+        "granted before it was created",
+    );
 }
 
 /// A provisional chain behind a long critical section, failure-free, every
@@ -602,7 +646,7 @@ fn token_from_2_to_3(m: NtMutations) -> Result<Sim<NtNode>, SimError> {
             LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
                 vec![(ms(rng, 0, 5), acquire(node, client))]
             }
-            LockReply::Refused { .. } => vec![],
+            LockReply::Refused { .. } | LockReply::Renewed { .. } => vec![],
         }
     }));
     sim.check(staged_safety(Some(accurate_after())));
@@ -728,10 +772,129 @@ fn incarnation_check_is_needed() {
 fn incarnation_check_masked_by_probes() {
     holds(old_life_token_read_late(NtMutations { no_incarnation_check: true, ..NONE }));
     holds(old_life_token_read_late(NtMutations { no_probes: true, ..NONE }));
+    holds(old_life_token_read_late(NtMutations { no_incarnation_check: true, ..NO_LEASES }));
     is_needed_by(
-        old_life_token_read_late(NtMutations { no_incarnation_check: true, no_probes: true, ..NONE }),
+        old_life_token_read_late(NtMutations { no_incarnation_check: true, no_probes: true, ..NO_LEASES }),
         "(detector accurate)",
     );
+}
+
+// ----------------------------------------------------------------- leases
+
+/// reliability.md's pause scenario (issue 14): site 1's client holds on
+/// (it lets go only when told `LockLost`); site 1's daemon is paused for
+/// 1 s (SIGSTOP), or cut off by a partition, while the others want the
+/// lock. The others regenerate and grant — correct: that is recovery. With
+/// leases the paused holder's grant ends with its lease, before the new
+/// token can exist; without, two clients hold at once (`lease_safety`,
+/// judged from the grants, renewals and releases alone). Seeds 0..4.
+fn holder_cut_off(m: NtMutations, pause: bool) -> Result<(), SimError> {
+    seeds(0..4, |seed| {
+        let mut sim = stubborn(seed, 3, &[1], m);
+        sim.check(lease_safety());
+        sim.check(staged_safety(Some(accurate_after())));
+        sim.at(Instant::from_millis(300), acquire(NodeId(1), ClientId(1)));
+        sim.run_until(Instant::from_millis(400))?;
+        if sim.world().core(NodeId(1)).and_then(|c| c.holder()).is_none() {
+            return Err(sim.error("site 1's client was not granted"));
+        }
+        let cut_at = sim.now();
+        if pause {
+            sim.pause(NodeId(1));
+        } else {
+            sim.after(Duration::ZERO, Action::Partition(vec![NodeId(1)]));
+        }
+        sim.after(Duration::from_millis(10), acquire(NodeId(2), ClientId(2)));
+        sim.after(Duration::from_millis(10), acquire(NodeId(3), ClientId(3)));
+        sim.run_for(Duration::from_millis(1_000))?;
+        if pause {
+            sim.resume(NodeId(1));
+        } else {
+            sim.after(Duration::ZERO, Action::Heal);
+        }
+        sim.run_for(Duration::from_millis(1_500))?;
+        // Recovery happened: the others were served meanwhile.
+        let served = grants(sim.world()).iter().any(|(t, n, _)| *t > cut_at && *n != NodeId(1));
+        if !served {
+            return Err(sim.error("nobody else was served while the holder was cut off"));
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn grant_leases_holds() {
+    holds(holder_cut_off(NONE, true));
+    holds(holder_cut_off(NONE, false));
+}
+
+#[test]
+fn grant_leases_is_needed() {
+    is_needed_by(holder_cut_off(NO_LEASES, true), "holds until");
+    is_needed_by(holder_cut_off(NO_LEASES, false), "holds until");
+}
+
+/// A falsely suspected holder whose renewals still reach a majority: N =
+/// 3, site 1's client holds on, sites 2 and 3 queue behind it, and the
+/// link between sites 1 and 2 is cut both ways (site 3 hears both). Site 2
+/// suspects site 1 and regenerates. Site 3 has acked site 1's renewals (and
+/// site 2 itself acked them before the cut): those acks refuse site 2's
+/// proposal while site 1's lease lives, so no second token. Without the
+/// window site 3 promises, site 2's token grants, and two clients hold.
+/// Seeds 0..4.
+fn suspected_holder_still_renewing(m: NtMutations) -> Result<(), SimError> {
+    seeds(0..4, |seed| {
+        let mut sim = stubborn(seed, 3, &[1], m);
+        sim.check(lease_safety());
+        sim.at(Instant::from_millis(300), acquire(NodeId(1), ClientId(1)));
+        sim.run_until(Instant::from_millis(350))?;
+        if sim.world().core(NodeId(1)).and_then(|c| c.holder()).is_none() {
+            return Err(sim.error("site 1's client was not granted"));
+        }
+        sim.after(Duration::ZERO, acquire(NodeId(2), ClientId(2)));
+        sim.after(Duration::ZERO, acquire(NodeId(3), ClientId(3)));
+        sim.run_for(Duration::from_millis(30))?;
+        sim.cut(NodeId(1), NodeId(2));
+        sim.cut(NodeId(2), NodeId(1));
+        sim.run_for(Duration::from_millis(1_500))
+    })
+}
+
+#[test]
+fn lease_window_holds() {
+    holds(suspected_holder_still_renewing(NONE));
+}
+
+#[test]
+fn lease_window_is_needed() {
+    is_needed_by(suspected_holder_still_renewing(NtMutations { no_lease_window: true, ..NONE }), "holds until");
+}
+
+/// Every-fault seed 60 (found by the survey): a holder cut off while a
+/// regeneration completes renews with its old epoch; a site that promised
+/// the newer epoch must refuse it, or the old holder's lease lives on
+/// beside the new token's grants.
+#[test]
+fn stale_renewals_refused_holds() {
+    holds(every_fault(60, NONE));
+}
+
+#[test]
+fn stale_renewals_refused_is_needed() {
+    is_needed_by(every_fault(60, NtMutations { ack_stale_renewals: true, ..NONE }), "holds until");
+}
+
+/// Every-fault seed 0 (found by the survey). Liveness: waiting sites'
+/// renewals are acked only behind a live holder's; acked always, the
+/// waiters of a lost token hold off its regeneration for ever.
+#[test]
+fn waiter_acks_behind_a_holder_holds() {
+    holds(every_fault(0, NONE));
+}
+
+#[test]
+fn waiter_acks_behind_a_holder_is_needed() {
+    is_needed_by(every_fault(0, NtMutations { ack_every_waiter: true, ..NONE }), "never served");
 }
 
 // ------------------------------------------- rules not shown necessary yet
@@ -775,4 +938,5 @@ not_shown! {
     refuse_second_token_holds, refuse_second_token_is_needed, accept_second_token;
     tie_refusal_holds, tie_refusal_is_needed, accept_ties;
     unrecovered_no_token_holds, unrecovered_no_token_is_needed, unrecovered_takes_token;
+    unrecovered_no_lease_ack_holds, unrecovered_no_lease_ack_is_needed, unrecovered_acks;
 }

@@ -2,9 +2,11 @@
 //! token path, one input each, through the public sans-IO API
 //! (`Protocol::handle_*`, then every output drained, as the unit tests do).
 //!
-//! - `token_grant`: n2, its local client waiting, receives `Token(m)` from
-//!   its predecessor n1: it accepts it (`tpc = m + 1`), sends `Ack` on to
-//!   its successor and grants its client (reply `Granted`).
+//! - `token_grant`: n2, its local client waiting under a live lease (its
+//!   waiting renewal acked by n1 and n3, as under contention), receives
+//!   `Token(m)` from its predecessor n1: it accepts it (`tpc = m + 1`),
+//!   sends `Ack` on to its successor and grants its client (reply
+//!   `Granted`) at once.
 //! - `token_ack`: the same arrival at an idle n2: accepted and acked, kept
 //!   for `token_min_hold`.
 //! - `token_pass`: that idle visit's end: the timeout that hands `Token`
@@ -68,7 +70,20 @@ fn token_path(c: &mut Criterion) {
     let inc = pred.incarnation();
 
     let mut waiting = idle.clone();
-    testing::request(&mut waiting, now, ClientId(2), LockRequest::Acquire { timeout_ms: 60_000 });
+    let out = testing::request(&mut waiting, now, ClientId(2), LockRequest::Acquire { timeout_ms: 60_000 });
+    // Under contention a waiting process already has a lease when the
+    // token comes: its waiting renewal acked by both peers.
+    let round = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Send { msg: Msg::LeaseRenew { round, .. }, .. } => Some(*round),
+            _ => None,
+        })
+        .expect("the waiting client's first request renews the lease");
+    for peer in [PRED, SUCC] {
+        let inc = sim.world().core(peer).map(|p| p.incarnation()).expect("running");
+        testing::deliver(&mut waiting, now, peer, inc, Msg::LeaseAck { round });
+    }
 
     let acks = |out: &[OutputOf<TwNode>]| {
         out.iter().any(|o| matches!(o, Output::Send { to, msg: Msg::Ack { .. } } if *to == SUCC))

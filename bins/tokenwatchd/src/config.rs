@@ -109,6 +109,7 @@ impl DaemonConfig for TokenwatchdConfig {
                 TwError::BypassTooSoon { .. } => "bypass_after_ms",
                 TwError::LostTooSoon { .. } => "token_lost_after_ms",
                 TwError::ZeroQueue => "max_queue",
+                TwError::LeaseTooLong(_) => "timing.lease_ms",
                 TwError::Promise(_) => "peers",
             };
             return Err(ConfigError::new(key, e.to_string()));
@@ -131,6 +132,8 @@ impl TokenwatchdConfig {
             bypass_after: ms(self.bypass_after_ms),
             token_lost_after: ms(self.token_lost_after_ms),
             drift_ppm: common.timing.drift_ppm,
+            lease: common.timing.lease(),
+            suspect_after: common.timing.suspect_after(),
             allow_minority: self.allow_minority,
             max_queue: self.max_queue,
             mutations: Default::default(),
@@ -143,5 +146,33 @@ impl TokenwatchdConfig {
             c.token_lost_after = bound + bound / 4;
         }
         c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use runtime::config::{PeerConfig, Timing};
+
+    use super::*;
+
+    fn common(lease_ms: u64, suspect_after_ms: u64) -> CommonConfig {
+        let peers = (1..=3)
+            .map(|id| PeerConfig { id, addr: format!("127.0.0.1:{}", 7300 + id).parse().expect("an address") })
+            .collect();
+        let timing = Timing { lease_ms, suspect_after_ms, ..Timing::default() };
+        CommonConfig { node_id: 1, peers, timing, ..CommonConfig::default() }
+    }
+
+    #[test]
+    fn the_lease_must_end_before_a_peer_could_suspect_the_process() {
+        let c = TokenwatchdConfig::default();
+        // The defaults: 100·1.001 + 33.3 ≤ 250·0.999.
+        assert_eq!(c.validate(&common(100, 250)), Ok(()));
+        let core = c.core(&common(100, 250));
+        assert_eq!((core.lease, core.suspect_after), (Duration::from_millis(100), Duration::from_millis(250)));
+        // 200·1.001 + 66.7 > 250·0.999: refused, naming timing.lease_ms.
+        let e = c.validate(&common(200, 250)).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("timing.lease_ms"), "{e}");
+        assert!(e.message.contains("must not exceed suspect_after_ms"), "{e}");
     }
 }

@@ -7,6 +7,10 @@
 //! by a Claim. A Claim travels the ring once and makes a new token of a
 //! higher epoch only if a majority stored its promise, so a process cut
 //! off from the majority never holds beside it. Fences are (epoch, tpc).
+//! Grants are leases (reliability.md, Pauses and leases): a holder grants
+//! only under a lease a majority acked, and each ack refuses other Claims
+//! while it lasts, so no two clients' leases overlap whatever pauses,
+//! partitions and late datagrams do.
 #![forbid(unsafe_code)]
 
 pub mod config;

@@ -1,8 +1,9 @@
 //! tokenwatchd's peer messages (tokenwatchd.md, Messages).
 //!
 //! Tokens, ACKs and Claims travel the ring to the successor in the live
-//! view; the few replies (`ClaimAck`, `ClaimRefused`, `Stale`, `JoinAck`)
-//! and `Join` go straight to their target.
+//! view; the few replies (`ClaimAck`, `ClaimRefused`, `Stale`, `JoinAck`),
+//! `Join`, and the lease messages (`LeaseRenew` and its answers) go
+//! straight to their target.
 
 use durable::promise::{Refusal, Values};
 use ftcore::{message_kinds, NodeId};
@@ -87,6 +88,35 @@ pub enum Msg {
         /// Why.
         refusal: Refusal,
     },
+    /// A process with local clients holding or waiting renews its lease
+    /// (reliability.md, Pauses and leases), to every peer.
+    LeaseRenew {
+        /// Acks name it.
+        round: u64,
+        /// The token's epoch (holding), or the highest epoch the sender
+        /// accepted (waiting).
+        epoch: u64,
+        /// The sender's tpc: from the awaited successor, an (epoch, tpc)
+        /// above the (epoch, m) handed off confirms the hand-off.
+        tpc: u64,
+        /// Whether the sender holds the token.
+        holding: bool,
+    },
+    /// The renewal is acked: the sender adopts no other process's Claim
+    /// for `lease_ms·(1+ρ)`.
+    LeaseAck {
+        /// The renewal's round.
+        round: u64,
+    },
+    /// The renewal's epoch is below what the sender stored or promised: a
+    /// holder drops its token (it may have been superseded) and grants
+    /// nothing more.
+    LeaseRefused {
+        /// The renewal's round.
+        round: u64,
+        /// The refuser's threshold.
+        threshold: u64,
+    },
 }
 
 message_kinds!(Msg {
@@ -98,4 +128,7 @@ message_kinds!(Msg {
     Claim => "claim",
     ClaimAck => "claim_ack",
     ClaimRefused => "claim_refused",
+    LeaseRenew => "lease_renew",
+    LeaseAck => "lease_ack",
+    LeaseRefused => "lease_refused",
 });

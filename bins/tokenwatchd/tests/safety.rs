@@ -1,24 +1,29 @@
-//! The (safety) rules of tokenwatchd.md, switched off one at a time
-//! (`TwMutations`): each `_is_needed` test shows a simulated run that
-//! breaks without the rule — a fence granted twice, overlapping holds
-//! within the bounds, or service that never returns. A rule whose test is
+//! The (safety) rules of tokenwatchd.md and of its leases (reliability.md,
+//! Pauses and leases), switched off one at a time (`TwMutations`): each
+//! `_is_needed` test shows a simulated run that breaks without the rule —
+//! a fence granted twice or out of order, overlapping client leases (both
+//! checked always), or service that never returns. A rule whose test is
 //! `#[ignore]`d has no scenario yet that fails without it; the reason is
 //! written there.
 
 mod workload;
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use ftcore::{ClientId, NodeId};
 use lockservice::LockRequest;
 use sim::{Action, NetConfig, Sim, SimError};
 use timer::Instant;
-use tokenwatchd::{TwMutations, TwNode};
+use tokenwatchd::{TwConfig, TwEvent, TwMutations, TwNode};
 use workload::*;
 
-/// Runs `scenario` for seeds 0.. until one fails; returns that failure.
+/// Runs `scenario` for seeds 0.. until one fails; returns that failure
+/// (and prints its seed, time and message: `--nocapture` shows them).
 fn first_failure(seeds: u64, mut scenario: impl FnMut(u64) -> Result<(), SimError>) -> Option<SimError> {
-    (0..seeds).find_map(|seed| scenario(seed).err())
+    let e = (0..seeds).find_map(|seed| scenario(seed).err())?;
+    eprintln!("without the rule: seed {} failed at {}: {}", e.seed, e.at, e.message);
+    Some(e)
 }
 
 /// A scripted `scenario` passes on `seeds` seeds with every rule on and
@@ -40,12 +45,12 @@ fn every_fault_breaks(m: TwMutations, seeds: u64) -> SimError {
     first_failure(seeds, |seed| every_fault(seed, m).map(|_| ())).expect("no seed broke without the rule")
 }
 
-/// A lossy, fault-free ring with `m` (within the bounds: overlap checked).
+/// A lossy, fault-free ring with `m`.
 fn lossy_breaks(m: TwMutations, seeds: u64) -> SimError {
     first_failure(seeds, |seed| {
         let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.2, 0.05);
         let mut sim = cluster_with(seed, 5, net, m);
-        sim.check(safety(true));
+        sim.check(safety());
         sim.run_until(Instant::from_millis(15_000))?;
         let g = grants(sim.world());
         if g.len() < 100 {
@@ -67,21 +72,22 @@ fn holder(sim: &mut Sim<TwNode>) -> Result<NodeId, SimError> {
     Err(sim.error("nobody holds the token"))
 }
 
-/// The hand-off to `s` is never confirmed (every link out of `s` is cut,
-/// so its ACKs die), `s` accepts and grants, crashes and restarts at
-/// once, and its predecessor's retransmission of the same hand-off
-/// arrives: without the stored tpc it is new to `s`, which grants the
-/// same fence again.
+/// The hand-off to `s` is never confirmed (its predecessor `h` hears
+/// nothing from `s`, and the third process's forwarded ACKs do not reach
+/// `h` either), `s` accepts and grants under a lease the third process
+/// acks, crashes and restarts at once, and `h`'s retransmission of the
+/// same hand-off arrives: without the stored tpc it is new to `s`, which
+/// grants the same fence again.
 fn restart_between_retransmissions(seed: u64, m: TwMutations) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(2), 0.0, 0.0);
     let mut sim = cluster_with(seed, 3, net, m);
-    sim.check(safety(false));
+    sim.check(safety());
     sim.run_until(Instant::from_millis(3_000))?;
     let h = holder(&mut sim)?;
     let s = NodeId(h.0 % 3 + 1);
-    for other in (1..=3).map(NodeId).filter(|o| *o != s) {
-        sim.cut(s, other);
-    }
+    let q = NodeId(s.0 % 3 + 1);
+    sim.cut(s, h);
+    sim.cut(q, h);
     for _ in 0..20_000 {
         if sim.world().core(s).is_some_and(|c| c.has_token()) {
             break;
@@ -104,7 +110,7 @@ fn durable_tpc_is_needed() {
     // Every rule on: the retransmission is stale to the restarted process.
     let m = TwMutations { tpc_not_stored: true, ..Default::default() };
     let e = scripted_breaks(10, m, restart_between_retransmissions);
-    assert!(e.to_string().contains("granted twice"), "{e}");
+    assert!(e.to_string().contains(" after 0x"), "{e}");
 }
 
 /// A minority {n1, n2} of five is cut off for 6 s within the bounds
@@ -112,7 +118,7 @@ fn durable_tpc_is_needed() {
 fn minority_partition(seed: u64, m: TwMutations) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.05, 0.0);
     let mut sim = cluster_with(seed, 5, net, m);
-    sim.check(safety(true));
+    sim.check(safety());
     sim.at(Instant::from_millis(3_000), Action::Partition(vec![NodeId(1), NodeId(2)]));
     sim.at(Instant::from_millis(9_000), Action::Heal);
     sim.run_until(Instant::from_millis(12_000))
@@ -126,7 +132,7 @@ fn claims_need_a_majority() {
     // a lower epoch granting after the minority's) a fence below one
     // already granted.
     let e = e.to_string();
-    assert!(e.contains("granted while") || e.contains(" after 0x"), "{e}");
+    assert!(e.contains("holds until") || e.contains(" after 0x"), "{e}");
 }
 
 #[test]
@@ -138,7 +144,7 @@ fn acks_never_changing_tpc_is_needed() {
 #[test]
 fn bypass_by_a_claim_is_needed() {
     let e = every_fault_breaks(TwMutations { bypass_by_count: true, ..Default::default() }, 60);
-    assert!(e.to_string().contains("granted twice"), "{e}");
+    assert!(e.to_string().contains(" after 0x"), "{e}");
 }
 
 #[test]
@@ -150,10 +156,17 @@ fn no_minority_holder_is_needed() {
     eprintln!("{e}");
 }
 
+/// Defended twice since leases: a process that accepts a token of an
+/// epoch below its own renews it, and the majority that adopted the newer
+/// epoch refuses the renewal, so it grants nothing. Both rules off, the
+/// every-fault run breaks; `renewals_below_the_threshold_are_refused_is_needed`
+/// shows the renewal rule alone.
 #[test]
 fn stale_epochs_are_refused_is_needed() {
-    let e = every_fault_breaks(TwMutations { accept_old_epochs: true, ..Default::default() }, 60);
-    assert!(e.to_string().contains("granted twice"), "{e}");
+    let m = TwMutations { accept_old_epochs: true, ack_stale_renewals: true, ..Default::default() };
+    let e = every_fault_breaks(m, 60);
+    let e = e.to_string();
+    assert!(e.contains(" after 0x") || e.contains(" after 0x") || e.contains("holds until"), "{e}");
 }
 
 #[test]
@@ -172,4 +185,185 @@ fn ties_refused_is_needed() {
 fn promise_window_is_needed() {
     let e = every_fault_breaks(TwMutations { no_promise_window: true, ..Default::default() }, 60);
     eprintln!("{e}");
+}
+
+// ---- leases (reliability.md, Pauses and leases) ----
+
+/// Whether `e` is a safety violation the lease checker reports: an
+/// overlap of client leases, or a fence granted twice or out of order.
+fn is_violation(e: &SimError) -> bool {
+    let e = e.to_string();
+    e.contains("holds until") || e.contains(" after 0x") || e.contains(" after 0x")
+}
+
+/// Runs until some live process has started a Claim; returns it.
+fn until_claiming(sim: &mut Sim<TwNode>, who: NodeId) -> Result<(), SimError> {
+    for _ in 0..20_000 {
+        if sim.world().core(who).is_some_and(|c| c.promises().proposal().is_some()) {
+            return Ok(());
+        }
+        sim.run_for(Duration::from_micros(100))?;
+    }
+    Err(sim.error(format!("{who} never claimed")))
+}
+
+/// The classic pause: the process `s` the token is handed to is paused
+/// (SIGSTOP) before it arrives, for longer than its predecessor `h` takes
+/// to bypass it (r retransmissions, `bypass_after`, a Claim lap). The new
+/// token serves the others; then `s` resumes and takes the old token from
+/// its queue (it never saw the Claim, which skipped it). Granting with it
+/// would give a fence below those already granted, beside the new token's
+/// holders. With leases, its renewals are refused by the majority that
+/// adopted the newer epoch: it drops the token and grants nothing.
+fn late_token_after_a_bypass(seed: u64, m: TwMutations) -> Result<(), SimError> {
+    let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
+    let mut sim = cluster_with(seed, 5, net, m);
+    sim.check(safety());
+    sim.run_until(Instant::from_millis(3_000))?;
+    let h = holder(&mut sim)?;
+    let s = NodeId(h.0 % 5 + 1);
+    sim.pause(s);
+    sim.run_for(Duration::from_millis(600))?;
+    sim.resume(s);
+    sim.run_for(Duration::from_millis(500))
+}
+
+#[test]
+fn grants_need_the_lease() {
+    let m = TwMutations { no_leases: true, ..Default::default() };
+    let e = scripted_breaks(20, m, late_token_after_a_bypass);
+    assert!(is_violation(&e), "{e}");
+}
+
+#[test]
+fn grants_need_the_lease_under_random_pauses_and_partitions() {
+    // Every rule on, these seeds pass (tests/sim.rs sweeps them).
+    let m = TwMutations { no_leases: true, ..Default::default() };
+    let e =
+        first_failure(10, |seed| pauses_and_partitions(seed, m).map(|_| ())).expect("no seed broke without the rule");
+    assert!(is_violation(&e), "{e}");
+}
+
+#[test]
+fn renewals_below_the_threshold_are_refused_is_needed() {
+    let m = TwMutations { ack_stale_renewals: true, ..Default::default() };
+    let e = scripted_breaks(20, m, late_token_after_a_bypass);
+    assert!(is_violation(&e), "{e}");
+}
+
+/// A late hand-off races a bypass. The link from the holder `h` to its
+/// successor `s` holds every transmission (and `s`'s renewals do not reach
+/// `h`) until `h` has bypassed `s`: the moment `h`'s Claim starts, the
+/// held token arrives. `s` takes it (nobody has adopted the Claim yet)
+/// and renews; the processes the Claim has not reached yet ack, and `s`
+/// grants. The lease window makes those acks refuse the Claim until `s`'s
+/// lease has ended; without it they adopt it, and its token grants while
+/// `s`'s client still holds.
+fn late_hand_off_races_a_bypass(seed: u64, m: TwMutations) -> Result<(), SimError> {
+    let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
+    let mut sim = cluster_with(seed, 5, net, m);
+    sim.check(safety());
+    sim.run_until(Instant::from_millis(3_000))?;
+    let h = holder(&mut sim)?;
+    let s = NodeId(h.0 % 5 + 1);
+    sim.hold(h, s);
+    sim.cut(s, h);
+    until_claiming(&mut sim, h)?;
+    sim.release(h, s);
+    sim.run_for(Duration::from_millis(300))
+}
+
+#[test]
+fn lease_acks_refuse_other_claimants_is_needed() {
+    let m = TwMutations { no_lease_window: true, ..Default::default() };
+    let e = scripted_breaks(20, m, late_hand_off_races_a_bypass);
+    assert!(e.to_string().contains("holds until"), "{e}");
+}
+
+/// `late_token_after_a_bypass`, and while `s` is paused, once the Claim
+/// that bypassed it has made its token, two of the adopters lose their
+/// disks and restart as fresh nodes (unrecovered for their restart window).
+/// `s` resumes within that window and renews the old token: its own ack
+/// and the two fresh nodes' would be a majority.
+fn late_token_meets_fresh_nodes(seed: u64, m: TwMutations) -> Result<(), SimError> {
+    let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
+    let mut sim = cluster_with(seed, 5, net, m);
+    sim.check(safety());
+    sim.run_until(Instant::from_millis(3_000))?;
+    let h = holder(&mut sim)?;
+    let s = NodeId(h.0 % 5 + 1);
+    sim.pause(s);
+    let paused = sim.now();
+    for _ in 0..10_000 {
+        let w = sim.world();
+        if w.events.iter().any(|(t, _, e)| *t > paused && matches!(e, TwEvent::Regenerated { .. })) {
+            break;
+        }
+        sim.run_for(Duration::from_micros(100))?;
+    }
+    let wiped: Vec<NodeId> = (1..=5).map(NodeId).filter(|n| *n != h && *n != s).take(2).collect();
+    for n in &wiped {
+        sim.after(Duration::ZERO, Action::Crash(*n));
+        sim.after(Duration::from_micros(1), Action::WipeDisk(*n));
+        sim.after(Duration::from_micros(2), Action::Restart(*n));
+    }
+    sim.run_for(Duration::from_millis(50))?;
+    sim.resume(s);
+    sim.run_for(Duration::from_millis(300))
+}
+
+#[test]
+fn unrecovered_nodes_ack_no_renewal_is_needed() {
+    let m = TwMutations { unrecovered_acks: true, ..Default::default() };
+    let e = scripted_breaks(20, m, late_token_meets_fresh_nodes);
+    assert!(is_violation(&e), "{e}");
+}
+
+/// Clients that hold 120–180 ms, past the end of the visit (`max_hold`,
+/// 100 ms), on a lossy ring: the token moves on at the visit's end while
+/// the client still holds, and the next process grants.
+fn clients_outlast_the_visit(seed: u64, m: TwMutations) -> Result<(), SimError> {
+    let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.1, 0.05);
+    let mut sim = cluster_holding(seed, 5, net, TwConfig { mutations: m, ..cfg() }, (120, 180));
+    sim.check(safety());
+    sim.run_until(Instant::from_millis(5_000))
+}
+
+#[test]
+fn client_leases_end_with_the_visit_is_needed() {
+    let m = TwMutations { lease_past_visit: true, ..Default::default() };
+    let e = scripted_breaks(10, m, clients_outlast_the_visit);
+    assert!(e.to_string().contains("holds until"), "{e}");
+}
+
+/// The holder crashes and stays down; every other process has a client
+/// waiting, so each renews as a waiting process. A lost token must be
+/// regenerated and everyone else served within 15 s.
+fn crashed_holder_is_replaced(seed: u64, m: TwMutations) -> Result<(), SimError> {
+    let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
+    let mut sim = cluster_with(seed, 5, net, m);
+    sim.check(safety());
+    sim.run_until(Instant::from_millis(3_000))?;
+    let h = holder(&mut sim)?;
+    sim.after(Duration::ZERO, Action::Crash(h));
+    let killed = sim.now();
+    sim.run_for(Duration::from_millis(15_000))?;
+    let w = sim.world();
+    let regen = w.events.iter().any(|(t, _, e)| *t > killed && matches!(e, TwEvent::Regenerated { .. }));
+    let served = grants(w).into_iter().filter(|(t, _, _)| *t > killed).map(|(_, n, _)| n).collect::<BTreeSet<_>>();
+    if !regen || served.len() < 4 {
+        return Err(sim.error(format!("after killing {h}: regenerated {regen}, served {served:?}")));
+    }
+    Ok(())
+}
+
+#[test]
+fn waiting_renewals_acked_only_behind_a_holder_is_needed() {
+    // Acked whatever, the waiters' renewals keep every process busy for
+    // every claimant but one: the lost token is never regenerated.
+    let m = TwMutations { ack_every_waiter: true, ..Default::default() };
+    let e = scripted_breaks(5, m, crashed_holder_is_replaced);
+    // At a cold start too, no first token is ever made.
+    let e = e.to_string();
+    assert!(e.contains("regenerated false") || e.contains("nobody holds the token"), "{e}");
 }

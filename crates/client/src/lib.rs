@@ -11,11 +11,14 @@
 //! in the order the core produces them, and some (a lock's `LockLost`)
 //! arrive unasked, so callers read with [`Client::recv`].
 //!
-//! May depend on: `ftcore`, `wire`. Used by: `ftctl`, `ftlab`, the real-process tests.
+//! [`lock`] is the cluster-wide lock as a guard with a lease (`ftctl lock`).
+//!
+//! May depend on: `ftcore`, `wire`, `lockservice`, `timer`. Used by: `ftctl`, `ftlab`, the real-process tests.
 #![forbid(unsafe_code)]
 
 pub mod duration;
 pub mod leader;
+pub mod lock;
 pub mod ring;
 
 use std::net::SocketAddr;

@@ -37,6 +37,18 @@ pub enum LockReply {
     Granted {
         /// The fencing token to pass to whatever the lock protects.
         fence: u128,
+        /// The grant's lease ends at this CLOCK_MONOTONIC instant, in
+        /// microseconds (`timer::monotonic_now` on the same host): stop
+        /// using the resource by then unless a `Renewed` moves it
+        /// (reliability.md, Pauses and leases).
+        lease_until_us: u64,
+    },
+    /// The lease of the hold moved to `lease_until_us` (CLOCK_MONOTONIC,
+    /// microseconds); sent while the daemon can prove it still holds the
+    /// lock, never after `LockLost`.
+    Renewed {
+        /// The new end of the lease.
+        lease_until_us: u64,
     },
     /// The wait ended at the client's deadline without a grant.
     TimedOut,
@@ -59,6 +71,7 @@ pub enum LockReply {
 
 message_kinds!(LockReply {
     Granted => "granted",
+    Renewed => "renewed",
     TimedOut => "timed_out",
     Released => "released",
     LockLost => "lock_lost",

@@ -8,13 +8,17 @@
 //! client at a time with the fence the core supplies while the core holds
 //! the token, serves only the clients queued when the token arrived (no
 //! starvation of other sites), revokes holds that exceed `max_hold`, and
-//! releases whatever a disconnected client held.
+//! releases whatever a disconnected client held. Every grant is a lease
+//! that ends at an instant of the host's CLOCK_MONOTONIC; [`lease`] is the
+//! renewal protocol behind it (reliability.md, Pauses and leases).
 //!
 //! May depend on: `ftcore`, `timer`. Used by every lock-granting daemon
 //! core (ntmutexd, tokenwatchd, electd) and `ftctl` (the API types).
 #![forbid(unsafe_code)]
 
 mod api;
+pub mod check;
+pub mod lease;
 mod local;
 
 pub use api::{fence, fence_parts, LockReply, LockRequest};

@@ -10,10 +10,11 @@
 //! - ask for the cluster-wide token while [`has_waiters`](LocalLocks::has_waiters),
 //!   and keep it while [`is_held`](LocalLocks::is_held);
 //! - when the token arrives call [`token_arrived`](LocalLocks::token_arrived), then
-//!   [`grant_next`](LocalLocks::grant_next) with a fresh fence whenever nothing is
-//!   held (`batch_only` if it has a `next` to pass the token to), and pass the
-//!   token on once [`batch_remaining`](LocalLocks::batch_remaining) is 0 and
-//!   nothing is held;
+//!   [`grant_next`](LocalLocks::grant_next) with a fresh fence and the end of
+//!   the core's lease whenever nothing is held (`batch_only` if it has a
+//!   `next` to pass the token to), and pass the token on once
+//!   [`batch_remaining`](LocalLocks::batch_remaining) is 0 and nothing is held;
+//! - call [`renew`](LocalLocks::renew) whenever the core's lease moves;
 //! - call [`lose`](LocalLocks::lose) when the token is gone from under it and
 //!   [`shutdown`](LocalLocks::shutdown) when leaving;
 //! - every call that answers clients takes the core's output buffer
@@ -33,12 +34,22 @@
 //! `handle_timeout` or a `grant_next` at a later instant times it out
 //! (`poll_timeout` returns its arrival instant, so the driver wakes at once).
 //!
+//! Leases (reliability.md, Pauses and leases). Every hold is a lease: it
+//! ends at its `lease_until` (given with the grant, moved by each
+//! [`renew`](LocalLocks::renew) and told to the client as `Renewed`) unless
+//! the client releases first. The client shares the host's clock and stops
+//! by then on its own (ftctl kills CMD), so the hold ends here at that
+//! instant too (`LockLost{"lease expired"}`, event `Expired`) and the lock
+//! may move on. A revoked holder (`max_hold`) or one whose token was lost
+//! gets no more `Renewed`.
+//!
 //! Each Acquire ends with exactly one terminal reply unless its client
 //! disconnects: `Refused`, `TimedOut`, `Released` (it gave up waiting), or
-//! `Granted` followed later by `Released` or `LockLost`. A holder that got
-//! `LockLost` gets no second one; a `Release` it sends while its revoked hold
-//! lasts is acknowledged with `Released` (that answers the Release request),
-//! and a `Release` after its hold ended is `Refused{"not holding the lock"}`.
+//! `Granted` followed (after any `Renewed`) by `Released` or `LockLost`. A
+//! holder that got `LockLost` gets no second one; a `Release` it sends while
+//! its revoked hold lasts is acknowledged with `Released` (that answers the
+//! Release request), and a `Release` after its hold ended is
+//! `Refused{"not holding the lock"}`.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -54,6 +65,7 @@ const ALREADY_HOLDING: &str = "already holding the lock";
 const NOT_HOLDING: &str = "not holding the lock";
 const SHUTTING_DOWN: &str = "daemon is shutting down";
 const HELD_TOO_LONG: &str = "held longer than max_hold_ms";
+const LEASE_EXPIRED: &str = "lease expired: the daemon could not renew it in time";
 
 /// Where [`LocalLocks`] pushes its replies and events: the embedding core's
 /// output buffer (an `ftcore::Outbox` whose reply and event types convert
@@ -68,12 +80,10 @@ pub struct LocksConfig {
     /// Most clients waiting at once; more are refused (`Refused{"queue full"}`).
     pub max_queue: usize,
     /// Optional cap on one hold: at expiry the holder gets
-    /// `LockLost{"held longer than max_hold_ms"}` and the hold is revoked; the
-    /// lock is only handed on after the client releases, disconnects, or
-    /// `revoke_grace` passes.
+    /// `LockLost{"held longer than max_hold_ms"}` and its lease is renewed
+    /// no more; the lock is handed on once the client releases,
+    /// disconnects, or its `lease_until` passes.
     pub max_hold: Option<Duration>,
-    /// How long a revoked holder keeps the lock after its `LockLost`.
-    pub revoke_grace: Duration,
     /// How long a try-lock (`timeout_ms: 0`) waits: one request round trip
     /// of the daemon (interfaces.md: "granted if the lock can be had within
     /// one request round trip"), so that it works from every node, not
@@ -89,8 +99,10 @@ pub enum ReleaseHow {
     Released,
     /// The client's connection closed.
     Disconnected,
-    /// `revoke_grace` passed after a `max_hold` revocation.
+    /// The lease of a hold revoked after `max_hold` ran out.
     Revoked,
+    /// The lease ran out without a renewal (the core could not renew it).
+    Expired,
     /// The token was lost or superseded ([`LocalLocks::lose`]).
     Lost,
 }
@@ -106,6 +118,17 @@ pub enum LockEvent {
         fence: u128,
         /// How long it waited in the queue.
         waited: Duration,
+        /// The end of its lease.
+        lease_until: Instant,
+    },
+    /// The holder's lease moved.
+    Renewed {
+        /// The holder.
+        client: ClientId,
+        /// Its fence.
+        fence: u128,
+        /// The new end of its lease.
+        lease_until: Instant,
     },
     /// A hold ended; the lock is free.
     Released {
@@ -126,7 +149,7 @@ pub enum LockEvent {
         waited: Duration,
     },
     /// The holder exceeded `max_hold` and was sent `LockLost`; its hold lasts
-    /// until it releases, disconnects or `revoke_grace` passes.
+    /// until it releases, disconnects or its lease ends.
     Revoking {
         /// The holder.
         client: ClientId,
@@ -140,8 +163,8 @@ pub enum LockEvent {
 enum Timer {
     /// The holder reaches `max_hold`.
     MaxHold,
-    /// The revoked holder's grace ends.
-    Grace,
+    /// The holder's lease ends.
+    LeaseEnd,
     /// A waiter's deadline.
     Wait(ClientId),
 }
@@ -159,7 +182,9 @@ struct Hold {
     client: ClientId,
     fence: u128,
     since: Instant,
-    /// Already sent `LockLost` (max_hold passed); in its grace period.
+    /// The end of its lease (the client's deadline).
+    lease_until: Instant,
+    /// Already sent `LockLost` (max_hold passed): no more renewals.
     revoked: bool,
 }
 
@@ -227,22 +252,25 @@ impl LocalLocks {
     }
 
     /// Times out the waiters whose deadline has passed, then, if nothing is
-    /// held, grants the lock with `fence` to the first waiter in FIFO order
+    /// held and `lease_until` is after `now`, grants the lock with `fence`
+    /// and a lease ending at `lease_until` to the first waiter in FIFO order
     /// (of the current batch only, if `batch_only`) and returns it. `None`
-    /// means `fence` was not used; then, if nothing is held, no waiter (of
-    /// the batch, if `batch_only`) is left.
+    /// means `fence` was not used; then, if nothing is held and the lease
+    /// was live, no waiter (of the batch, if `batch_only`) is left.
     ///
-    /// Fences are taken as given: the core must supply a larger one for each
-    /// grant.
+    /// Fences and leases are taken as given: the core must supply a larger
+    /// fence for each grant, and a lease it can prove (its own lease on the
+    /// token, on the host's clock).
     pub fn grant_next(
         &mut self,
         now: Instant,
         fence: u128,
+        lease_until: Instant,
         batch_only: bool,
         out: &mut impl LockOut,
     ) -> Option<ClientId> {
         self.expire_waiters(now, out);
-        if self.hold.is_some() {
+        if self.hold.is_some() || lease_until <= now {
             return None;
         }
         let idx = self.waiters.iter().position(|w| w.in_batch || !batch_only)?;
@@ -252,10 +280,33 @@ impl LocalLocks {
             // Same host, same clock: no drift between us and the client.
             self.timers.set(Timer::MaxHold, Lease::new(now, max_hold, 0).holder_valid_until());
         }
-        self.hold = Some(Hold { client: w.client, fence, since: now, revoked: false });
-        out.reply(w.client, LockReply::Granted { fence });
-        out.event(LockEvent::Granted { client: w.client, fence, waited: now.saturating_since(w.since) });
+        self.timers.set(Timer::LeaseEnd, lease_until);
+        self.hold = Some(Hold { client: w.client, fence, since: now, lease_until, revoked: false });
+        out.reply(w.client, LockReply::Granted { fence, lease_until_us: lease_until.as_micros() });
+        out.event(LockEvent::Granted { client: w.client, fence, waited: now.saturating_since(w.since), lease_until });
         Some(w.client)
+    }
+
+    /// The core's lease now ends at `lease_until`: a holder not revoked
+    /// whose lease this extends is told `Renewed` (event `Renewed`).
+    /// Returns whether it was. A hold whose lease ended at or before `now`
+    /// is not revived (its client has stopped by its own clock; the next
+    /// `handle_timeout` ends it).
+    pub fn renew(&mut self, now: Instant, lease_until: Instant, out: &mut impl LockOut) -> bool {
+        let Some(h) = &mut self.hold else { return false };
+        if h.revoked || lease_until <= h.lease_until || h.lease_until <= now {
+            return false;
+        }
+        h.lease_until = lease_until;
+        self.timers.set(Timer::LeaseEnd, lease_until);
+        out.reply(h.client, LockReply::Renewed { lease_until_us: lease_until.as_micros() });
+        out.event(LockEvent::Renewed { client: h.client, fence: h.fence, lease_until });
+        true
+    }
+
+    /// The end of the current holder's lease.
+    pub fn lease_until(&self) -> Option<Instant> {
+        self.hold.as_ref().map(|h| h.lease_until)
     }
 
     /// The token is gone from under us: the holder, if any, gets
@@ -275,7 +326,8 @@ impl LocalLocks {
     }
 
     /// The daemon is leaving: every waiter is refused, and every later
-    /// `Acquire`; a holder keeps its hold until it releases or disconnects.
+    /// `Acquire`; a holder keeps its hold until it releases, disconnects or
+    /// its lease ends.
     /// Returns whether something is still held.
     pub fn shutdown(&mut self, _now: Instant, out: &mut impl LockOut) -> bool {
         self.shutting_down = true;
@@ -287,9 +339,10 @@ impl LocalLocks {
     }
 
     /// Handles every deadline `<= now`, earliest first: waiters time out,
-    /// a holder past `max_hold` gets `LockLost` (event `Revoking`) and a
-    /// grace of `revoke_grace` from now, and a revoked hold whose grace has
-    /// passed ends (event `Revoked`).
+    /// a holder past `max_hold` gets `LockLost` (event `Revoking`) and no
+    /// more renewals, and a hold whose lease has run out ends (event
+    /// `Revoked` if it was revoked, else `Expired` after a
+    /// `LockLost{"lease expired"}`).
     pub fn handle_timeout(&mut self, now: Instant, out: &mut impl LockOut) {
         while let Some(t) = self.timers.pop_expired(now) {
             match t {
@@ -299,16 +352,25 @@ impl LocalLocks {
                         h.revoked = true;
                         out.reply(h.client, LockReply::LockLost { reason: HELD_TOO_LONG.to_owned() });
                         out.event(LockEvent::Revoking { client: h.client, fence: h.fence });
-                        self.timers.set(Timer::Grace, now + self.cfg.revoke_grace);
                     }
                 }
-                Timer::Grace => self.end_hold(now, ReleaseHow::Revoked, out),
+                Timer::LeaseEnd => {
+                    if let Some(h) = &self.hold {
+                        let how = if h.revoked {
+                            ReleaseHow::Revoked
+                        } else {
+                            out.reply(h.client, LockReply::LockLost { reason: LEASE_EXPIRED.to_owned() });
+                            ReleaseHow::Expired
+                        };
+                        self.end_hold(now, how, out);
+                    }
+                }
             }
         }
     }
 
     /// The earliest deadline: a waiter's, the holder's `max_hold`, or the
-    /// end of a revocation grace.
+    /// end of the holder's lease.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.next_deadline()
     }
@@ -395,7 +457,7 @@ impl LocalLocks {
     fn end_hold(&mut self, now: Instant, how: ReleaseHow, out: &mut impl LockOut) {
         if let Some(h) = self.hold.take() {
             self.timers.cancel(Timer::MaxHold);
-            self.timers.cancel(Timer::Grace);
+            self.timers.cancel(Timer::LeaseEnd);
             out.event(LockEvent::Released {
                 client: h.client,
                 fence: h.fence,

@@ -358,7 +358,11 @@ where
         msg: ToClient<P::Reply>,
     ) {
         let Some(tx) = replies.get(&client) else { return };
-        if tx.try_send(msg).is_err() {
+        if let Err(e) = tx.try_send(msg) {
+            if matches!(e, mpsc::error::TrySendError::Closed(_)) {
+                // The client has gone; its `Gone` event is on its way.
+                return;
+            }
             self.client_stats.closed(Closed::NotReading);
             tracing::warn!(%client, "client is not reading its replies; disconnecting it");
             replies.remove(&client);

@@ -106,13 +106,20 @@ impl Metrics {
                 metrics::gauge!(self.name("fence_epoch")).set(epoch as f64);
                 metrics::gauge!(self.name("fence_seq")).set(counter as f64);
             }
-            LockEvent::Released { held, how, .. } => {
+            LockEvent::Released { client, held, how, .. } => {
                 metrics::histogram!(self.name("hold_seconds")).record(held.as_secs_f64());
                 // A revocation was already counted when its LockLost went out.
-                if matches!(how, ReleaseHow::Lost) {
-                    metrics::counter!(self.name("lock_lost_total")).increment(1);
+                match how {
+                    ReleaseHow::Lost => metrics::counter!(self.name("lock_lost_total")).increment(1),
+                    ReleaseHow::Expired => {
+                        tracing::warn!(%client, "a hold's lease ran out without a renewal");
+                        metrics::counter!(self.name("lock_lost_total")).increment(1);
+                    }
+                    ReleaseHow::Released | ReleaseHow::Disconnected | ReleaseHow::Revoked => {}
                 }
             }
+            // The client got the new deadline; nothing to count.
+            LockEvent::Renewed { .. } => {}
             LockEvent::TimedOut { .. } => metrics::counter!(self.name("acquire_timeouts_total")).increment(1),
             LockEvent::Revoking { client, .. } => {
                 tracing::warn!(%client, "hold exceeded max_hold_ms: revoking");

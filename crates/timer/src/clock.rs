@@ -59,22 +59,43 @@ pub trait Clock {
     fn now(&self) -> Instant;
 }
 
-/// The operating system's monotonic clock, with its origin at creation.
+/// The operating system's monotonic clock (CLOCK_MONOTONIC), read as
+/// microseconds since that clock's own origin (boot): every process on a
+/// host reads the same value at the same moment, so a daemon can hand a
+/// local client an absolute deadline (a lock's `lease_until`) that the
+/// client checks against its own reading ([`monotonic_now`]).
 #[derive(Clone, Copy, Debug)]
 pub struct RealClock {
     origin: std::time::Instant,
+    /// CLOCK_MONOTONIC at `origin`, read just *before* it: every instant
+    /// this clock returns is at most the true reading (by the nanoseconds
+    /// between the two reads), so a deadline it hands out is never later,
+    /// on the client's clock, than the daemon meant.
+    origin_micros: u64,
 }
 
 impl RealClock {
-    /// A clock whose origin is now.
+    /// A clock reading CLOCK_MONOTONIC.
     pub fn new() -> Self {
-        RealClock { origin: std::time::Instant::now() }
+        let origin_micros = monotonic_now().as_micros();
+        RealClock { origin: std::time::Instant::now(), origin_micros }
     }
 
     /// The `std` instant corresponding to `at` (for sleeping until it).
     pub fn to_std(&self, at: Instant) -> std::time::Instant {
-        self.origin + Duration::from_micros(at.as_micros())
+        let ahead = Duration::from_micros(at.as_micros().saturating_sub(self.origin_micros));
+        self.origin.checked_add(ahead).unwrap_or(self.origin + Duration::from_secs(86_400 * 365 * 100))
     }
+}
+
+/// CLOCK_MONOTONIC now, in whole microseconds (rounded down): the clock
+/// of [`RealClock`] and of the lock deadlines daemons hand their local
+/// clients.
+pub fn monotonic_now() -> Instant {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let micros = u64::try_from(t.tv_nsec).unwrap_or(0) / 1_000;
+    Instant(secs.saturating_mul(1_000_000).saturating_add(micros))
 }
 
 impl Default for RealClock {
@@ -85,7 +106,8 @@ impl Default for RealClock {
 
 impl Clock for RealClock {
     fn now(&self) -> Instant {
-        Instant(u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX))
+        let elapsed = u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX);
+        Instant(self.origin_micros.saturating_add(elapsed))
     }
 }
 
@@ -150,5 +172,16 @@ mod tests {
         let b = c.now();
         assert!(b >= a);
         assert!(c.to_std(b) >= c.to_std(a));
+    }
+
+    #[test]
+    fn real_clock_reads_clock_monotonic() {
+        // Two readers of one host agree: the daemon's clock never runs
+        // ahead of another process's CLOCK_MONOTONIC.
+        let c = RealClock::new();
+        let ours = c.now();
+        let theirs = monotonic_now();
+        assert!(ours <= theirs, "{ours} > {theirs}");
+        assert!(theirs.saturating_since(ours) < Duration::from_secs(1), "{ours} vs {theirs}");
     }
 }

@@ -3,7 +3,8 @@
 //! [`TimerTable`] of named deadlines, failure detectors, lease arithmetic and
 //! a seeded random number source.
 //!
-//! Nothing here reads the operating system's clock except [`RealClock`], and
+//! Nothing here reads the operating system's clock except [`RealClock`] (and
+//! [`monotonic_now`], its reading for local clients), and
 //! nothing draws randomness except from a seed the driver hands in. That is
 //! what lets the same core run under tokio and in the deterministic
 //! simulator. Depends on nothing of ftcoord's; everything else may depend on
@@ -16,7 +17,7 @@ mod lease;
 mod rng;
 mod table;
 
-pub use clock::{Clock, Instant, RealClock, SimClock};
+pub use clock::{monotonic_now, Clock, Instant, RealClock, SimClock};
 pub use detector::{FailureDetector, HeartbeatDetector, PhiAccrualDetector};
 pub use lease::Lease;
 pub use rng::SeededRng;

@@ -33,7 +33,7 @@ pub(super) struct HeldGrant {
     /// Renewals not yet acked: their send times.
     sent: BTreeMap<u64, Instant>,
     /// The lease ends here (latest acked renewal's send time + ttl·(1−ρ)).
-    expiry: Instant,
+    pub(super) expiry: Instant,
     /// (term, pos) of the request's first `Queued` answer (its place, if
     /// the grant is given back unconfirmed).
     key: Option<(u64, u64)>,
@@ -240,7 +240,8 @@ impl ElNode {
             if let Some(g) = self.consumer.grant.as_mut() {
                 g.confirmed = true;
             }
-            let _ = self.locks.grant_next(now, f, false, &mut self.out);
+            let until = now + self.cfg.shrunk(self.cfg.grant_ttl);
+            let _ = self.locks.grant_next(now, f, until, false, &mut self.out);
         }
     }
 
@@ -269,11 +270,17 @@ impl ElNode {
         let expiry = if g.confirmed { g.expiry.max(sent + ttl) } else { sent + ttl };
         g.expiry = expiry;
         self.timers.set(Timer::GrantExpiry, expiry);
-        if !g.confirmed {
+        if g.confirmed {
+            // (safety) The local client's lease is the grant's: it ends
+            // `grant_ttl·(1−ρ)` after the send time of the latest renewal
+            // the coordinator acked, never from the Granted's arrival.
+            self.locks.renew(now, expiry, &mut self.out);
+        } else {
             g.confirmed = true;
-            if self.locks.grant_next(now, f, false, &mut self.out).is_none() {
-                // The local client left meanwhile: give the grant back
-                // (consumer_serve does, as nothing is held).
+            if self.locks.grant_next(now, f, expiry, false, &mut self.out).is_none() {
+                // The local client left meanwhile (or the ack came too
+                // late): give the grant back (consumer_serve does, as
+                // nothing is held).
             }
         }
     }

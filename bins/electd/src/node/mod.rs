@@ -722,7 +722,6 @@ impl Protocol for ElNode {
             max_queue: ctx.config.max_queue,
             // The grant's lease bounds a hold; no local max_hold.
             max_hold: None,
-            revoke_grace: Duration::ZERO,
             // A request's round trip to the coordinator and back.
             try_window: ctx.config.request_timeout,
         });

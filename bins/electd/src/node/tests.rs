@@ -313,7 +313,12 @@ fn a_confirmed_grant_is_re_registered_with_the_new_coordinator() {
     let f = lockservice::fence(4, 1);
     deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f });
     let outs = deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::RenewAck { term: 4, fence: f, seq: 1 });
-    assert!(outs.contains(&Output::Reply { client: ClientId(1), reply: LockReply::Granted { fence: f } }), "{outs:?}");
+    // The client's lease is the grant's: the acked renewal's send time
+    // (T0) + grant_ttl·(1−ρ).
+    let until = T0 + p.cfg.shrunk(p.cfg.grant_ttl);
+    assert_eq!(p.consumer.grant.as_ref().map(|g| g.expiry), Some(until));
+    let granted = LockReply::Granted { fence: f, lease_until_us: until.as_micros() };
+    assert!(outs.contains(&Output::Reply { client: ClientId(1), reply: granted }), "{outs:?}");
     let outs = deliver(&mut p, at(T0, 5), n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 1 });
     assert!(
         outs.contains(&Output::Send {

@@ -41,11 +41,10 @@ pub fn safety() -> impl FnMut(&World<ElNode>) -> Result<(), String> {
 }
 
 /// Safety under pauses: as [`safety`], except that a client whose process
-/// is paused while it holds is no longer counted as holding. A paused
-/// daemon cannot tell its client `LockLost` when the lease ends (the
-/// client itself must stop at the expiry it was given: issue 14's client
-/// leases), so exclusion for it is not judged here; one coordinator per
-/// term, rising fences and no lower-term grant after a higher term's are.
+/// is paused while it holds is no longer counted as holding by its
+/// replies (a paused daemon cannot tell its client `LockLost`); the
+/// client stops at its lease's end on its own, and the lease check
+/// (`LeaseChecker`, in both) judges exclusion by that, always.
 pub fn safety_under_pauses() -> impl FnMut(&World<ElNode>) -> Result<(), String> {
     checker(false)
 }
@@ -57,8 +56,14 @@ fn checker(judge_paused_holders: bool) -> impl FnMut(&World<ElNode>) -> Result<(
     let mut holding: BTreeMap<(NodeId, ClientId), u128> = BTreeMap::new();
     let mut max_fence = 0u128;
     let mut max_grant_term = 0u64;
+    let mut leases = lockservice::check::LeaseChecker::new();
     move |w| {
-        for (_, node, e) in &w.events[seen_events..] {
+        for (t, node, e) in &w.events[seen_events..] {
+            // reliability.md's stage after leases, always: no two client
+            // leases overlap, fences rise in grant order (pauses included).
+            if let ElEvent::Lock(le) = e {
+                leases.on_event(*t, *node, le)?;
+            }
             // No lower-term grant after the first grant of a higher term.
             if let ElEvent::Granted { fence, .. } = e {
                 let term = lockservice::fence_parts(*fence).0;
@@ -78,7 +83,7 @@ fn checker(judge_paused_holders: bool) -> impl FnMut(&World<ElNode>) -> Result<(
         seen_events = w.events.len();
         for (_, node, client, reply) in &w.replies[seen_replies..] {
             match reply {
-                LockReply::Granted { fence } => {
+                LockReply::Granted { fence, .. } => {
                     if *fence <= max_fence {
                         return Err(format!("{node} granted fence {fence:#x} after {max_fence:#x}"));
                     }

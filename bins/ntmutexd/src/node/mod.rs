@@ -11,6 +11,7 @@
 //! - [`detect`]: liveness checks, suspicion, probes, peers' lives;
 //! - [`recovery`]: M1, M2, M3 (with the M3.b election and rules I-III);
 //! - [`regen`]: two-phase regeneration and epochs;
+//! - [`lease`]: leases on grants (renewals, acks, the windows they open);
 //! - [`leave`]: graceful leave;
 //! - [`status`]: `ftctl status` and read access for checkers.
 //!
@@ -21,6 +22,7 @@
 //! marked (safety) in the spec are cited where they are implemented.
 
 mod detect;
+mod lease;
 mod leave;
 mod queue;
 mod recovery;
@@ -33,6 +35,7 @@ use std::time::Duration;
 
 use durable::promise::{self, PromiseNode, Promises};
 use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
+use lockservice::lease::{Acker, LeaseConfig, Renewer};
 use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
 use serde::{Deserialize, Serialize};
 use timer::{Instant, SeededRng, TimerTable};
@@ -116,6 +119,21 @@ pub struct NtMutations {
     /// A promise is acked without being stored first (it is written with
     /// the next write, if any).
     pub ack_before_store: bool,
+    /// Grants are not leases: a site grants with the token whether or not
+    /// a majority acked its renewals, and the lease it hands out never
+    /// ends.
+    pub no_leases: bool,
+    /// A lease ack binds nothing: a site that acked a renewal still
+    /// promises other proposers' regenerations.
+    pub no_lease_window: bool,
+    /// A waiting site's renewal is acked whether or not a holding site's
+    /// was acked recently.
+    pub ack_every_waiter: bool,
+    /// A renewal is acked whatever its epoch (no refusal below the
+    /// threshold).
+    pub ack_stale_renewals: bool,
+    /// An unrecovered fresh node acks renewals.
+    pub unrecovered_acks: bool,
     /// The promise component promises ties (`promise::Mutations::accept_ties`).
     pub accept_ties: bool,
     /// No promise window: a site that promised accepts higher proposals of
@@ -134,6 +152,11 @@ pub struct NtMutations {
 }
 
 impl NtConfig {
+    /// The lease settings for a cluster of `sites`.
+    pub fn lease_config(&self, sites: usize) -> LeaseConfig {
+        LeaseConfig { lease: self.lease, drift_ppm: self.drift_ppm, sites }
+    }
+
     /// Checks the settings for a cluster of `sites`: the one place they
     /// are validated (the daemon's config check calls it too).
     pub fn validate(&self, sites: usize) -> Result<(), NtError> {
@@ -142,6 +165,12 @@ impl NtConfig {
         }
         if self.k == 0 {
             return Err(NtError::ZeroK);
+        }
+        // reliability.md: a lease and one renewal period end before any
+        // peer could suspect the site.
+        // (Without leases, a mutation test's setting, the bound is moot.)
+        if !self.mutations.no_leases {
+            self.lease_config(sites).check_against(self.suspect_after).map_err(NtError::LeaseTooLong)?;
         }
         // A regeneration's search and ack windows (2 t_msg) fit in the
         // promise window's proposal deadline W·(1−ρ).
@@ -178,6 +207,9 @@ pub enum NtError {
         /// The configured lease.
         lease: Duration,
     },
+    /// `lease_ms` does not fit in `suspect_after_ms` (reliability.md).
+    #[error("timing: {0}")]
+    LeaseTooLong(String),
     /// The promise component refused the settings.
     #[error(transparent)]
     Promise(#[from] promise::ConfigError),
@@ -307,6 +339,8 @@ enum Timer {
     /// notices when this site was stalled (paused, starved) long enough to
     /// have been suspected.
     HolderCheck,
+    /// The next lease renewal (or the end of a holder's backoff).
+    Renew,
 }
 
 /// Where requests go.
@@ -450,6 +484,10 @@ pub struct NtNode {
     /// Best M3 candidate seen recently: (accesses, id, until).
     best_candidate: Option<(u64, NodeId, Instant)>,
     locks: LocalLocks,
+    /// This site's lease on its grants (`lease.rs`).
+    lease: Renewer,
+    /// The renewals this site acked, and the windows they opened.
+    acker: Acker,
     timers: TimerTable<Timer>,
     out: Outbox<Msg, LockReply, NtEvent, NtDurable>,
     leaving: bool,
@@ -484,6 +522,8 @@ impl NtNode {
         let proposals_from = promise.first_proposal_at(&mut rng);
         let mut node = NtNode {
             locks: LocalLocks::new(cfg.locks.clone()),
+            lease: Renewer::new(cfg.lease_config(members.len())),
+            acker: Acker::new(),
             cfg,
             me,
             inc,
@@ -731,6 +771,9 @@ impl Protocol for NtNode {
                 }
             }
             Body::Skip { next } => self.on_skip(from, next),
+            Body::LeaseRenew { round, epoch, holding } => self.on_lease_renew(now, from, round, epoch, holding),
+            Body::LeaseAck { round } => self.on_lease_ack(now, from, round),
+            Body::LeaseRefused { round, threshold } => self.on_lease_refused(now, round, threshold),
         }
         self.serve_and_route(now);
     }
@@ -794,6 +837,8 @@ impl Protocol for NtNode {
                 Timer::Window => self.on_window(now),
                 Timer::Probe => self.on_probe(now),
                 Timer::Liveness => self.on_liveness(now),
+                // serve_and_route below renews.
+                Timer::Renew => {}
                 Timer::Provisional => {
                     if self.is_requesting() && self.position.is_none() && self.recovery == Recovery::Idle {
                         self.monitored = None;

@@ -56,12 +56,18 @@ impl NtNode {
             };
             let fence = lockservice::fence(token.epoch, counter);
             let may_grant = self.locks.batch_remaining() > 0 || (self.next.is_none() && self.locks.has_waiters());
-            if may_grant && self.locks.grant_next(now, fence, batch_only, &mut self.out).is_some() {
-                self.token = Some(Token { counter, ..token });
-                self.accesses += 1;
-                self.last_fence = fence;
-                self.out.event(NtEvent::Entered { fence });
-                continue;
+            if may_grant {
+                // (safety) Grants only under a live lease: without one,
+                // keep the token for the waiters here until a renewal is
+                // acked (`renew_lease` below sends it at once).
+                let Some(lease_until) = self.lease_until(now) else { break };
+                if self.locks.grant_next(now, fence, lease_until, batch_only, &mut self.out).is_some() {
+                    self.token = Some(Token { counter, ..token });
+                    self.accesses += 1;
+                    self.last_fence = fence;
+                    self.out.event(NtEvent::Entered { fence });
+                    continue;
+                }
             }
             if let Some((n, _)) = self.next {
                 if self.suspected.contains(&n) && !self.cfg.mutations.pass_to_suspected_next {
@@ -90,6 +96,7 @@ impl NtNode {
         {
             self.make_request(now);
         }
+        self.renew_lease(now);
     }
 
     pub(super) fn pass_token(&mut self, to: NodeId) {

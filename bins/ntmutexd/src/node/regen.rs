@@ -30,6 +30,12 @@ impl NtNode {
         let above = self.promise.stored().floor();
         let slot = if self.cfg.mutations.no_epoch_slot { 0 } else { self.promise.slot() };
         let next = promise::round_of(above).checked_add(1).and_then(|r| promise::encode(r, slot));
+        // Every refusal condition applies to the proposer too: a lease it
+        // acked for another site.
+        if let Some(remaining) = self.lease_busy_for(now, self.me) {
+            self.retry_regeneration_at(now + remaining);
+            return;
+        }
         let proposed = match next {
             Some(v) => self.promise.propose_value(v, now),
             None => Err(Refusal::Invalid),
@@ -110,6 +116,11 @@ impl NtNode {
         if self.token.is_some() {
             // (safety) A token exists: abort that regeneration.
             self.send(from, Body::RegenerateNack { epoch, why: Nack::Holder });
+            return;
+        }
+        if let Some(remaining) = self.lease_busy_for(now, from) {
+            // (safety) An acked lease renewal of another site binds us.
+            self.send(from, Body::RegenerateNack { epoch, why: Nack::Refused(Refusal::Busy { remaining }) });
             return;
         }
         match self.promise.on_proposal(from, epoch, now) {
@@ -193,6 +204,7 @@ impl NtNode {
     /// the local holder is told `LockLost`; the queue state goes with it.
     pub(super) fn drop_token(&mut self, now: Instant, why: &str) {
         let Some(t) = self.token.take() else { return };
+        self.lease.end();
         self.position = None;
         self.preds.clear();
         self.next = None;

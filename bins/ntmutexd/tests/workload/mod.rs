@@ -20,14 +20,9 @@ pub fn cfg(k: usize) -> NtConfig {
         t_msg: T_MSG,
         heartbeat: Duration::from_millis(20),
         suspect_after: Duration::from_millis(60),
-        lease: Duration::from_millis(50),
+        lease: Duration::from_millis(30),
         drift_ppm: 1_000,
-        locks: LocksConfig {
-            max_queue: 64,
-            max_hold: None,
-            revoke_grace: Duration::from_millis(100),
-            try_window: Duration::ZERO,
-        },
+        locks: LocksConfig { max_queue: 64, max_hold: None, try_window: Duration::ZERO },
         liveness_every: None,
         mutations: Default::default(),
     }
@@ -59,7 +54,16 @@ pub fn sites_on(seed: u64, n: u32, k: usize, net: NetConfig) -> Sim<NtNode> {
 
 /// `sites_on` with the rules in `m` switched off (tests/safety.rs).
 pub fn sites_with(seed: u64, n: u32, k: usize, net: NetConfig, m: NtMutations) -> Sim<NtNode> {
-    Sim::new(seed, n, net, NtConfig { mutations: m, ..cfg(k) })
+    Sim::new(seed, n, net, cfg_with(k, m))
+}
+
+/// `cfg(k)` with the rules in `m` switched off. Without leases
+/// (`no_leases`) it is the setting of the stage before leases: W = 50 ms,
+/// as before the lease bound (`lease·(1+ρ) + lease/3 ≤ suspect_after·(1−ρ)`)
+/// shortened it, so that the seeds found then replay exactly.
+pub fn cfg_with(k: usize, m: NtMutations) -> NtConfig {
+    let lease = if m.no_leases { Duration::from_millis(50) } else { cfg(k).lease };
+    NtConfig { mutations: m, lease, ..cfg(k) }
 }
 
 pub fn cluster(seed: u64, n: u32, k: usize, load: Load) -> Sim<NtNode> {
@@ -73,7 +77,7 @@ pub fn cluster_on(seed: u64, n: u32, k: usize, load: Load, net: NetConfig) -> Si
 
 /// `cluster_on` with the rules in `m` switched off (tests/safety.rs).
 pub fn cluster_with(seed: u64, n: u32, k: usize, load: Load, net: NetConfig, m: NtMutations) -> Sim<NtNode> {
-    cluster_cfg(seed, n, load, net, NtConfig { mutations: m, ..cfg(k) })
+    cluster_cfg(seed, n, load, net, cfg_with(k, m))
 }
 
 /// A loaded cluster of sites with settings `config`.
@@ -88,7 +92,7 @@ pub fn cluster_cfg(seed: u64, n: u32, load: Load, net: NetConfig, config: NtConf
             LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
                 vec![(ms(rng, load.think), acquire(node, client))]
             }
-            LockReply::Refused { .. } => vec![],
+            LockReply::Refused { .. } | LockReply::Renewed { .. } => vec![],
         }
     }));
     for i in 1..=n {
@@ -168,13 +172,19 @@ pub fn one_token(w: &World<NtNode>) -> Result<(), String> {
 /// invariants checked after every step, then `converge`; every live site
 /// served again and one token left. `m`: rules switched off.
 pub fn run_faulty_with(seed: u64, n: u32, k: usize, plan: FaultPlan, m: NtMutations) -> Result<Sim<NtNode>, SimError> {
-    run_faulty_cfg(seed, n, plan, NtConfig { mutations: m, ..cfg(k) })
+    run_faulty_cfg(seed, n, plan, cfg_with(k, m))
 }
 
 /// `run_faulty_with` with settings `config`.
 pub fn run_faulty_cfg(seed: u64, n: u32, plan: FaultPlan, config: NtConfig) -> Result<Sim<NtNode>, SimError> {
+    let leases = !config.mutations.no_leases;
     let mut sim = cluster_cfg(seed, n, HEAVY, net(), config);
     sim.check(staged_safety(Some(accurate_after())));
+    if leases {
+        // The stage after leases; without them only the staged invariants
+        // are promised.
+        sim.check(lease_safety());
+    }
     sim.random_faults(&plan);
     let end = plan.end + Duration::from_secs(3);
     keep_clients_coming(&mut sim, n, Instant::from_millis(500), end + Duration::from_secs(3));
@@ -312,6 +322,26 @@ pub fn staged_safety(accurate_after: Option<Duration>) -> impl FnMut(&World<NtNo
     }
 }
 
+/// The lock invariants of the stage after leases (reliability.md,
+/// "Invariants by stage"), always — pauses, partitions and slow links
+/// included — judged from the clients' side: each grant holds from its
+/// grant until the earlier of its release (the client let go, or lost it:
+/// `Released`) and its latest `lease_until` (the client stops by then on
+/// its own clock, whatever its daemon does — a crashed or paused daemon
+/// included). No grant while another holds; fences strictly increase in
+/// grant order.
+pub fn lease_safety() -> impl FnMut(&World<NtNode>) -> Result<(), String> {
+    let mut leases = lockservice::check::LeaseChecker::new();
+    move |w| {
+        for (t, node, e) in w.step_events() {
+            if let NtEvent::Lock(e) = e {
+                leases.on_event(*t, *node, e)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 pub fn grants(w: &World<NtNode>) -> Vec<(Instant, NodeId, u128)> {
     w.events
         .iter()
@@ -387,17 +417,30 @@ pub fn recovery_messages(sim: &mut Sim<NtNode>, until: Instant) -> Option<(Mech,
 
 /// Mean messages per critical section, failure-free, light uniform load
 /// (think time proportional to N), over a minute of virtual time.
-pub fn messages_per_cs(n: u32) -> (usize, u64, f64) {
+/// Message kinds of the lease protocol: reported apart from the lock's own
+/// (performance.md: lease traffic does not grow with the lock rate).
+pub const LEASE_KINDS: [&str; 3] = ["lease_renew", "lease_ack", "lease_refused"];
+
+fn lease_messages(w: &World<NtNode>) -> u64 {
+    LEASE_KINDS.iter().map(|k| w.sent_by_kind.get(k).copied().unwrap_or(0)).sum()
+}
+
+/// Under light uniform load, failure-free: (critical sections, protocol
+/// messages, protocol messages per critical section, lease messages per
+/// simulated second). Lease traffic is counted apart.
+pub fn messages_per_cs(n: u32) -> (usize, u64, f64, f64) {
     let light = Load { hold: (1, 2), think: (u64::from(n) * 20, u64::from(n) * 60) };
     let mut sim = cluster(u64::from(n), n, 3, light).without_trace();
     sim.check(safety(Default::default()));
     sim.run_until(Instant::from_millis(1_000)).expect("failure-free run");
     let before = sim.world().messages_sent();
+    let lease_before = lease_messages(sim.world());
     let grants_before = grants(sim.world()).len();
     sim.run_until(Instant::from_millis(61_000)).expect("failure-free run");
     let w = sim.world();
     assert!(w.events.iter().all(|(_, _, e)| !matches!(e, NtEvent::RecoveryStarted { .. })));
-    let msgs = w.messages_sent() - before;
+    let lease = lease_messages(w) - lease_before;
+    let msgs = w.messages_sent() - before - lease;
     let cs = grants(w).len() - grants_before;
-    (cs, msgs, msgs as f64 / cs as f64)
+    (cs, msgs, msgs as f64 / cs as f64, lease as f64 / 60.0)
 }

@@ -6,10 +6,11 @@
 //! silent for `bypass_after` is skipped (and bypassed by the new token).
 //! A process refuses (adopting nothing, answering the claimant) while it
 //! holds or awaits the token, has accepted a newer token than the
-//! claimant, promised another Claim within its window, or has a threshold
-//! at or above the epoch; otherwise it stores the promise, joins the
-//! adopters and forwards (in its restart window, which promises nothing,
-//! it forwards without adopting). Back at the claimant, only a majority of
+//! claimant, promised another Claim within its window, acked another
+//! process's lease renewal within `lease_ms·(1+ρ)` (`lease.rs`), or has a
+//! threshold at or above the epoch; otherwise it stores the promise, joins
+//! the adopters and forwards (in its restart window, which promises
+//! nothing, it forwards without adopting). Back at the claimant, only a majority of
 //! adopters, in time, with no refusal, makes the token.
 
 use durable::promise::{Failure, Refusal, Step, UseError};
@@ -27,6 +28,14 @@ impl TwNode {
         if self.claim.is_some() {
             return;
         }
+        // Every refusal condition applies to the claimant too: a lease
+        // renewal of another process it acked. It tries again just after.
+        if let Some(remaining) = self.lease_busy_for(now, self.me) {
+            self.claim_not_before = now + remaining;
+            self.deferred_claim = Some(skip);
+            return;
+        }
+        self.deferred_claim = None;
         match self.promise.propose(now) {
             Ok(epoch) => {
                 self.claim = Some((epoch, now));
@@ -96,7 +105,9 @@ impl TwNode {
             self.readmit.insert(claim.claimant);
             Some(Refusal::Busy { remaining: (self.token_at + self.cfg.token_lost_after).saturating_since(now) })
         } else {
-            None
+            // (safety) A lease renewal of another process acked here binds
+            // this process for lease_ms·(1+ρ): no new token while it lives.
+            self.lease_busy_for(now, claim.claimant).map(|remaining| Refusal::Busy { remaining })
         };
         let promised = match refusal {
             Some(r) => Err(r),
@@ -232,11 +243,17 @@ impl TwNode {
         (h.last_sent + self.hop_resend()).min(h.first_sent + self.cfg.bypass_after)
     }
 
-    /// When a lost token starts an own Claim: only while this process
-    /// neither holds, awaits nor claims, has joined and is not leaving.
+    /// When a lost token starts an own Claim (or one put off by a lease
+    /// window starts again): only while this process neither holds,
+    /// awaits nor claims, has joined and is not leaving.
     fn lost_claim_at(&self) -> Option<Instant> {
         let idle = self.visit.is_none() && self.awaiting.is_none() && self.claim.is_none();
-        (idle && self.phase == Phase::Joined && !self.leaving).then(|| self.lost_at().max(self.claim_not_before))
+        let at = if self.deferred_claim.is_some() {
+            self.claim_not_before
+        } else {
+            self.lost_at().max(self.claim_not_before)
+        };
+        (idle && self.phase == Phase::Joined && !self.leaving).then_some(at)
     }
 
     pub(super) fn claim_deadline(&self) -> Option<Instant> {
@@ -269,7 +286,8 @@ impl TwNode {
             }
         }
         if self.lost_claim_at().is_some_and(|at| now >= at) {
-            self.start_claim(now, Vec::new());
+            let skip = self.deferred_claim.take().unwrap_or_default();
+            self.start_claim(now, skip);
         }
     }
 }

@@ -10,7 +10,8 @@
 //! - [`pass`]: `Token(m)` and `Ack(ttl, m)`, retransmission, bypass, the
 //!   visit (grants, idle hold, `max_hold`);
 //! - [`claim`]: regeneration by a Claim: proposing, adopting, refusing,
-//!   acked and resent hops that skip a silent process, completion.
+//!   acked and resent hops that skip a silent process, completion;
+//! - [`lease`]: leases on grants (renewals, acks, the windows they open).
 //!
 //! Time comes in as arguments; every deadline is derived from the state
 //! ([`poll_timeout`](TwNode::poll_timeout)), so a timer that fires late or
@@ -20,6 +21,7 @@
 
 mod claim;
 mod join;
+mod lease;
 mod pass;
 #[cfg(test)]
 mod tests;
@@ -29,6 +31,7 @@ use std::time::Duration;
 
 use durable::promise::{self, PromiseNode, Promises};
 use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
+use lockservice::lease::{Acker, LeaseConfig, Renewer};
 use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
 use serde::{Deserialize, Serialize};
 use timer::{Instant, SeededRng};
@@ -57,6 +60,13 @@ pub struct TwConfig {
     pub token_lost_after: Duration,
     /// ρ in parts per million.
     pub drift_ppm: u32,
+    /// `timing.lease_ms`: a grant's lease (reliability.md, Pauses and
+    /// leases); renewed every third of it.
+    pub lease: Duration,
+    /// `timing.suspect_after_ms`: only checked against the lease
+    /// (`lease·(1+ρ) + lease/3 ≤ suspect_after·(1−ρ)`); tokenwatchd's own
+    /// suspicion (`bypass_after`, `token_lost_after`) is the token's.
+    pub suspect_after: Duration,
     /// A process whose Claim found no other live process may keep the
     /// token alone.
     pub allow_minority: bool,
@@ -91,6 +101,24 @@ pub struct TwMutations {
     pub accept_ties: bool,
     /// No promise window (`promise::Config::promise_window = false`).
     pub no_promise_window: bool,
+    /// Grants are not leases: a holder grants whether or not a majority
+    /// acked its renewals (the client's deadline is still the visit's end,
+    /// `max_hold`), and no renewal is sent.
+    pub no_leases: bool,
+    /// A lease ack binds nothing: a process that acked a renewal still
+    /// adopts other processes' Claims.
+    pub no_lease_window: bool,
+    /// A renewal is acked whatever its epoch (no refusal below the
+    /// threshold).
+    pub ack_stale_renewals: bool,
+    /// A waiting process's renewal is acked whether or not a holding
+    /// process's was acked recently.
+    pub ack_every_waiter: bool,
+    /// An unrecovered fresh node acks renewals.
+    pub unrecovered_acks: bool,
+    /// A client's lease is not cut at the end of the visit: the token may
+    /// move on while the revoked client's lease runs.
+    pub lease_past_visit: bool,
 }
 
 impl Default for TwConfig {
@@ -104,6 +132,8 @@ impl Default for TwConfig {
             bypass_after: Duration::from_millis(2_200),
             token_lost_after: Duration::from_millis(12_000),
             drift_ppm: 1_000,
+            lease: Duration::from_millis(100),
+            suspect_after: Duration::from_millis(250),
             allow_minority: false,
             max_queue: 1_024,
             mutations: TwMutations::default(),
@@ -122,6 +152,11 @@ impl TwConfig {
             .saturating_add((self.token_min_hold + hop).saturating_mul(n32))
             .saturating_add(self.ring_timeout.saturating_mul(self.max_retransmits))
             .saturating_add(self.bypass_after.saturating_mul(n32.div_ceil(2)))
+    }
+
+    /// The lease settings for `n` processes.
+    pub fn lease_config(&self, n: usize) -> LeaseConfig {
+        LeaseConfig { lease: self.lease, drift_ppm: self.drift_ppm, sites: n }
     }
 
     /// Checks the settings for `n` processes: the one place they are
@@ -144,6 +179,12 @@ impl TwConfig {
         if self.max_queue == 0 {
             return Err(TwError::ZeroQueue);
         }
+        if self.lease.is_zero() {
+            return Err(TwError::LeaseTooLong("lease_ms must be above 0".into()));
+        }
+        // reliability.md: a lease and one renewal period end before any
+        // peer could suspect the process.
+        self.lease_config(n).check_against(self.suspect_after).map_err(TwError::LeaseTooLong)?;
         Ok(())
     }
 }
@@ -174,6 +215,10 @@ pub enum TwError {
     /// `max_queue` is 0.
     #[error("max_queue must be at least 1")]
     ZeroQueue,
+    /// `lease_ms` is 0 or does not fit in `suspect_after_ms`
+    /// (reliability.md, Pauses and leases).
+    #[error("timing: {0}")]
+    LeaseTooLong(String),
     /// The promise component refused the settings.
     #[error(transparent)]
     Promise(#[from] promise::ConfigError),
@@ -398,6 +443,10 @@ pub struct TwNode {
     lost_jitter: Duration,
     /// The own Claim in flight: epoch and when it was sent.
     claim: Option<(u64, Instant)>,
+    /// A Claim put off because this process acked another's lease renewal
+    /// (its skip list): it starts at `claim_not_before`, not a whole
+    /// token-lost deadline later.
+    deferred_claim: Option<Vec<NodeId>>,
     /// No own Claim before this (restart window, backoff after a failure).
     claim_not_before: Instant,
     /// Claim hops awaiting their ack, by (epoch, claimant).
@@ -411,6 +460,10 @@ pub struct TwNode {
     heard: membership::Lives,
     phase: Phase,
     locks: LocalLocks,
+    /// This process's lease on its grants (`lease.rs`).
+    lease: Renewer,
+    /// The renewals this process acked, and the windows they opened.
+    acker: Acker,
     leaving: bool,
     rng: SeededRng,
     nonce_counter: u64,
@@ -460,6 +513,8 @@ impl TwNode {
     /// token-lost deadline starts over.
     fn token_here(&mut self, now: Instant) {
         self.token_at = now;
+        // A Claim put off by a lease window is not needed now.
+        self.deferred_claim = None;
         self.token_activity(now);
     }
 
@@ -468,10 +523,14 @@ impl TwNode {
         self.token_seen_at + self.cfg.token_lost_after + self.lost_jitter
     }
 
-    /// Stores what changed (promises or tpc) ahead of every output the
-    /// input produced, then serves the visit.
+    /// Serves the visit and renews the lease (serving again if its own
+    /// ack gave the lease: N = 1), then stores what changed (promises or
+    /// tpc) ahead of every output the input produced.
     fn after_input(&mut self, now: Instant) {
         self.serve(now);
+        if self.renew_lease(now) {
+            self.serve(now);
+        }
         self.persist_first();
     }
 
@@ -518,6 +577,11 @@ impl TwNode {
         self.awaiting.is_some()
     }
 
+    /// Whether a local client holds the lock here.
+    pub fn is_holding_a_client(&self) -> bool {
+        self.locks.is_held()
+    }
+
     /// Processes this one's live view leaves out.
     pub fn bypassed(&self) -> &BTreeSet<NodeId> {
         &self.bypassed
@@ -538,6 +602,9 @@ impl Protocol for TwNode {
         ctx.config.validate(members.len())?;
         let mut pcfg = promise::Config::new(members.clone(), ctx.me, ctx.config.token_lost_after);
         pcfg.drift_ppm = ctx.config.drift_ppm;
+        // The restart window, max(W, lease)·(1+ρ), outlasts the previous
+        // life's lease acks too.
+        pcfg.lease = ctx.config.lease;
         pcfg.new_cluster = ctx.new_cluster;
         pcfg.mutations.accept_ties = ctx.config.mutations.accept_ties;
         pcfg.promise_window = !ctx.config.mutations.no_promise_window;
@@ -551,12 +618,13 @@ impl Protocol for TwNode {
             max_queue: ctx.config.max_queue,
             // The visit enforces max_hold (from the token's arrival).
             max_hold: None,
-            revoke_grace: Duration::ZERO,
             // The token's way to this process: one lap, each process
             // keeping it token_min_hold and each hop taking up to δ.
             try_window: (ctx.config.token_min_hold + ctx.config.max_delay) * members.len() as u32,
         });
         let mut node = TwNode {
+            lease: Renewer::new(ctx.config.lease_config(members.len())),
+            acker: Acker::new(),
             members,
             me: ctx.me,
             inc: ctx.incarnation,
@@ -575,6 +643,7 @@ impl Protocol for TwNode {
             token_at: ctx.now,
             lost_jitter: Duration::ZERO,
             claim: None,
+            deferred_claim: None,
             claim_not_before: first_claim,
             hops: BTreeMap::new(),
             heard: membership::Lives::default(),
@@ -611,6 +680,14 @@ impl Protocol for TwNode {
             Msg::Claim(claim) => self.on_claim(now, from, claim),
             Msg::ClaimAck { epoch, claimant } => self.on_claim_ack(from, epoch, claimant),
             Msg::ClaimRefused { epoch, refusal } => self.on_claim_refused(now, from, epoch, refusal),
+            Msg::LeaseRenew { round, epoch, tpc, holding } => {
+                self.confirm_by_renewal(now, from, epoch, tpc);
+                self.on_lease_renew(now, from, round, epoch, holding);
+            }
+            Msg::LeaseAck { round } => {
+                self.on_lease_ack(now, from, round);
+            }
+            Msg::LeaseRefused { round, threshold } => self.on_lease_refused(now, from, round, threshold),
         }
         self.after_input(now);
     }
@@ -632,6 +709,9 @@ impl Protocol for TwNode {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        // The visit's end first: a hold still running then is revoked for
+        // max_hold (its lease, cut at the visit's end, ends now too).
+        self.end_visit_hold(now);
         self.locks.handle_timeout(now, &mut self.out);
         self.join_timeout(now);
         self.pass_timeout(now);
@@ -655,10 +735,16 @@ impl Protocol for TwNode {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        [self.locks.poll_timeout(), self.join_deadline(), self.pass_deadline(), self.claim_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.locks.poll_timeout(),
+            self.join_deadline(),
+            self.pass_deadline(),
+            self.claim_deadline(),
+            self.lease_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn incarnation(&self) -> Incarnation {

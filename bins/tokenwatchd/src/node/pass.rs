@@ -5,7 +5,8 @@
 //! epoch; ACKs forwarded while `ttl > 1` whatever
 //! their `m` and never changing `tpc`; retransmission every ring timeout,
 //! at most r times, then a bypass (a Claim skipping the silent successor);
-//! the visit: grants with a fresh fence each, idle hold, `max_hold`.
+//! the visit: grants with a fresh fence each, only under the lease
+//! (`lease.rs`) and never past the visit's end, idle hold, `max_hold`.
 
 use ftcore::NodeId;
 use timer::Instant;
@@ -48,6 +49,7 @@ impl TwNode {
                 return;
             }
             self.locks.lose(now, "the token was superseded by a newer epoch", &mut self.out);
+            self.lease.end();
             self.visit = None;
         }
         let Some(tpc) = m.checked_add(1) else {
@@ -103,6 +105,23 @@ impl TwNode {
         }
     }
 
+    /// A `LeaseRenew` from the awaited successor whose (epoch, tpc) is
+    /// above the (epoch, m) handed off proves the hand-off arrived, as an
+    /// ACK would.
+    pub(super) fn confirm_by_renewal(&mut self, now: Instant, from: NodeId, epoch: u64, tpc: u64) {
+        if self.awaiting.as_ref().is_some_and(|a| a.to == from && (epoch, tpc) > (a.epoch, a.m)) {
+            self.confirmed(now);
+        }
+    }
+
+    /// The hand-off awaited is confirmed.
+    fn confirmed(&mut self, now: Instant) {
+        if let Some(a) = self.awaiting.take() {
+            self.token_here(now);
+            self.out.event(TwEvent::Confirmed { took: now.saturating_since(a.first_sent) });
+        }
+    }
+
     pub(super) fn on_ack(&mut self, now: Instant, epoch: u64, ttl: u32, m: u64) {
         // Forwarded whatever m is: with reordering a stale-looking ACK may be
         // the only confirmation its target gets.
@@ -116,13 +135,8 @@ impl TwNode {
             self.tpc = self.tpc.max(m);
         }
         // (safety) An ACK never changes tpc; it only confirms.
-        if let Some(a) = &self.awaiting {
-            if (epoch, m) > (a.epoch, a.m) {
-                let took = now.saturating_since(a.first_sent);
-                self.awaiting = None;
-                self.token_here(now);
-                self.out.event(TwEvent::Confirmed { took });
-            }
+        if self.awaiting.as_ref().is_some_and(|a| (epoch, m) > (a.epoch, a.m)) {
+            self.confirmed(now);
         }
     }
 
@@ -138,26 +152,46 @@ impl TwNode {
         self.start_claim(now, Vec::new());
     }
 
-    /// Serves the visit: grants with a fresh fence each, then passes the
-    /// token on (after `token_min_hold` when idle; at `max_hold` whatever).
+    /// At the visit's end (`max_hold` after the token arrived) a hold still
+    /// running is revoked: its lease, cut at that instant, ends now too.
+    pub(super) fn end_visit_hold(&mut self, now: Instant) {
+        if self.visit.as_ref().is_some_and(|v| now >= v.since + self.cfg.max_hold) && self.locks.is_held() {
+            self.locks.lose(now, "held longer than max_hold_ms", &mut self.out);
+        }
+    }
+
+    /// Serves the visit: grants with a fresh fence each under the lease,
+    /// then passes the token on (after `token_min_hold` when idle; at
+    /// `max_hold` whatever).
     pub(super) fn serve(&mut self, now: Instant) {
         let Some(v) = &self.visit else { return };
         let (since, epoch, grants) = (v.since, v.epoch, v.grants);
         if now >= since + self.cfg.max_hold {
-            if self.locks.is_held() {
-                self.locks.lose(now, "held longer than max_hold_ms", &mut self.out);
-            }
+            self.end_visit_hold(now);
             return self.pass_on(now);
         }
         if self.locks.is_held() {
             return;
         }
         if self.locks.has_waiters() && !self.leaving {
+            // (safety) Grants only under a live lease. Without one the token
+            // stays here for the waiters while the renewal that
+            // `renew_lease` sends at once is acked, but never past the
+            // visit's end: at `max_hold` it moves on as from any visit, so
+            // a process that cannot get a lease (cut off from the
+            // majority, its renewals refused) does not wedge the ring. A
+            // grant needs the lease; passing never does, and every bound
+            // that times a bypass or a lost token (`bypass_after`,
+            // `token_lost_after`) already counts a whole visit of
+            // `max_hold` at every process, so waiting for the lease within
+            // the visit makes no live token look lost.
+            let Some(lease_until) = self.grant_lease(now) else { return };
             // (safety) Each grant after the first raises tpc (stored first).
             let before = self.tpc;
             if grants > 0 {
                 let Some(next) = self.tpc.checked_add(1) else {
                     self.locks.lose(now, "tpc overflow", &mut self.out);
+                    self.lease.end();
                     self.visit = None;
                     self.out.event(TwEvent::HasToken(false));
                     return self.start_claim(now, Vec::new());
@@ -165,7 +199,7 @@ impl TwNode {
                 self.tpc = next;
             }
             let fence = self.fence(epoch);
-            if self.locks.grant_next(now, fence, false, &mut self.out).is_some() {
+            if self.locks.grant_next(now, fence, lease_until, false, &mut self.out).is_some() {
                 if let Some(v) = &mut self.visit {
                     v.grants += 1;
                 }
@@ -207,6 +241,7 @@ impl TwNode {
             }
             // (safety) No minority holder: drop the copy, claim.
             None => {
+                self.lease.end();
                 self.out.event(TwEvent::MinorityDropped);
                 self.start_claim(now, Vec::new())
             }

@@ -3,7 +3,8 @@
 //! Three processes n1 → n2 → n3 → n1; the process under test is n2 (its
 //! successor n3, its predecessor n1) in its first life, recovered, with
 //! tpc 5. Settings: ring timeout 10 ms, r = 2, max_hold 100 ms, idle hold
-//! 2 ms, δ 5 ms, bypass after 120 ms, W = 400 ms, ρ = 0.
+//! 2 ms, δ 5 ms, bypass after 120 ms, W = 400 ms, lease 30 ms (renewed
+//! every 10 ms), ρ = 0.
 
 use std::time::Duration;
 
@@ -39,6 +40,8 @@ fn cfg() -> TwConfig {
         bypass_after: Duration::from_millis(120),
         token_lost_after: Duration::from_millis(400),
         drift_ppm: 0,
+        lease: Duration::from_millis(30),
+        suspect_after: Duration::from_millis(50),
         allow_minority: false,
         max_queue: 8,
         mutations: TwMutations::default(),
@@ -69,6 +72,30 @@ fn ev(e: TwEvent) -> Out {
 
 fn token(epoch: u64, m: u64) -> Msg {
     Msg::Token { epoch, m, bypassed: vec![] }
+}
+
+fn renew(round: u64, epoch: u64, tpc: u64, holding: bool) -> Msg {
+    Msg::LeaseRenew { round, epoch, tpc, holding }
+}
+
+fn reply(client: ClientId, reply: LockReply) -> Out {
+    Output::Reply { client, reply }
+}
+
+/// The grant of the lock to `client`: its reply and its event.
+fn granted(client: ClientId, fence: u128, waited: Duration, lease_until: Instant) -> Vec<Out> {
+    vec![
+        reply(client, LockReply::Granted { fence, lease_until_us: lease_until.as_micros() }),
+        ev(TwEvent::Lock(LockEvent::Granted { client, fence, waited, lease_until })),
+    ]
+}
+
+/// The round of the renewal sent in `out`, if any.
+fn renewal_round(out: &[Out]) -> Option<u64> {
+    out.iter().find_map(|o| match o {
+        Output::Send { msg: Msg::LeaseRenew { round, .. }, .. } => Some(*round),
+        _ => None,
+    })
 }
 
 /// n2 holding a token of epoch E accepted as Token(E, 5) at `T0`.
@@ -349,12 +376,15 @@ fn grants_in_one_visit_each_raise_tpc_and_the_token_carries_it() {
     request(&mut n, T0, c1, LockRequest::Acquire { timeout_ms: 10_000 });
     request(&mut n, T0, c2, LockRequest::Acquire { timeout_ms: 10_000 });
     let out = deliver(&mut n, at(1), N1, INC, token(E, 5));
-    assert!(out.contains(&Output::Reply { client: c1, reply: LockReply::Granted { fence: fence(E, 6) } }), "{out:?}");
-    let out = request(&mut n, at(2), c1, LockRequest::Release);
+    assert!(out.contains(&send(N3, renew(2, E, 6, true))), "{out:?}");
+    // The lease: n2's own ack and n3's, a majority, 30 ms from the renewal.
+    let out = deliver(&mut n, at(2), N3, INC, Msg::LeaseAck { round: 2 });
+    assert_eq!(out, granted(c1, fence(E, 6), Duration::from_millis(2), at(31)));
+    let out = request(&mut n, at(3), c1, LockRequest::Release);
     assert_eq!(n.tpc, 7);
     assert_eq!(out[0], stored(&n), "the raised tpc is stored before the grant");
-    assert!(out.contains(&Output::Reply { client: c2, reply: LockReply::Granted { fence: fence(E, 7) } }), "{out:?}");
-    let out = request(&mut n, at(3), c2, LockRequest::Release);
+    assert!(out.contains(&reply(c2, LockReply::Granted { fence: fence(E, 7), lease_until_us: at(31).as_micros() })));
+    let out = request(&mut n, at(4), c2, LockRequest::Release);
     assert!(out.contains(&send(N3, Msg::Token { epoch: E, m: 7, bypassed: vec![] })), "{out:?}");
 }
 
@@ -364,11 +394,11 @@ fn a_holder_whose_tpc_would_overflow_grants_nothing_more_drops_the_token_and_cla
     let (c1, c2) = (ClientId(1), ClientId(2));
     request(&mut n, at(500), c1, LockRequest::Acquire { timeout_ms: 10_000 });
     request(&mut n, at(500), c2, LockRequest::Acquire { timeout_ms: 10_000 });
-    let out = deliver(&mut n, at(501), N1, INC, token(E, u64::MAX - 1));
+    deliver(&mut n, at(501), N1, INC, token(E, u64::MAX - 1));
+    let out = deliver(&mut n, at(501), N3, INC, Msg::LeaseAck { round: 2 });
     assert_eq!(n.tpc, u64::MAX);
     assert!(
-        out.contains(&Output::Reply { client: c1, reply: LockReply::Granted { fence: fence(E, u64::MAX) } }),
-        "{out:?}"
+        out.contains(&reply(c1, LockReply::Granted { fence: fence(E, u64::MAX), lease_until_us: at(531).as_micros() }))
     );
     // The next grant would need tpc + 1: nothing is granted, the copy is
     // dropped and a Claim starts (its token restarts at tpc 1).
@@ -387,9 +417,12 @@ fn a_holder_whose_tpc_would_overflow_grants_nothing_more_drops_the_token_and_cla
     };
     let out = deliver(&mut n, at(510), N1, INC, Msg::Claim(back));
     assert_eq!(n.tpc, 1, "max_tpc + 1 would overflow: the new token starts at 1");
+    // A new epoch has no lease yet: renewed at once, granted on the ack.
+    let round = renewal_round(&out).expect("a renewal of the new epoch");
+    assert!(out.contains(&send(N1, renew(round, epoch, 1, true))), "{out:?}");
+    let out = deliver(&mut n, at(511), N1, INC, Msg::LeaseAck { round });
     assert!(
-        out.contains(&Output::Reply { client: c2, reply: LockReply::Granted { fence: fence(epoch, 1) } }),
-        "{out:?}"
+        out.contains(&reply(c2, LockReply::Granted { fence: fence(epoch, 1), lease_until_us: at(540).as_micros() }))
     );
     assert!(fence(epoch, 1) > fence(E, u64::MAX));
     // A token whose m is u64::MAX cannot be accepted (tpc would overflow).
@@ -435,5 +468,269 @@ fn a_holder_with_every_other_process_left_out_drops_its_copy_and_claims() {
     assert_eq!(out, vec![ev(TwEvent::HasToken(false)), ev(TwEvent::MinorityDropped)]);
     // Its Claim follows once the restart window of this first life is over.
     let out = timeout(&mut n, at(1_000));
+    assert!(out.iter().any(|o| matches!(o, Output::Event(TwEvent::ClaimStarted { .. }))), "{out:?}");
+}
+
+// ---- leases (lease.rs) ----
+
+/// n2 after a visit of the token of epoch E (accepted at `T0`, handed on
+/// and confirmed at +3 ms): a member of the ring, nothing held.
+fn member() -> TwNode {
+    let mut n = holding();
+    timeout(&mut n, at(2));
+    deliver(&mut n, at(3), N1, INC, Msg::Ack { epoch: E, ttl: 1, m: 7 });
+    assert!(!n.is_awaiting() && !n.has_token());
+    n
+}
+
+/// A Claim of `epoch` by `claimant` that has seen nothing.
+fn fresh_claim(epoch: u64, claimant: NodeId) -> Claim {
+    Claim { epoch, claimant, seen: (0, 0), max_tpc: 0, adopters: vec![claimant], skipped: vec![] }
+}
+
+#[test]
+fn a_holder_with_a_waiting_client_renews_first_and_grants_on_the_majority_ack() {
+    let mut n = node();
+    let c = ClientId(1);
+    // Waiting: a renewal of the highest epoch accepted (none yet), which
+    // its own acker does not ack (it acked no holder).
+    let out = request(&mut n, T0, c, LockRequest::Acquire { timeout_ms: 10_000 });
+    assert_eq!(out, vec![send(N1, renew(1, 0, 5, false)), send(N3, renew(1, 0, 5, false))]);
+    // The token comes without a lease: kept, and renewed at once.
+    let out = deliver(&mut n, at(1), N1, INC, token(E, 5));
+    assert_eq!(
+        out,
+        vec![
+            stored(&n),
+            send(N3, Msg::Ack { epoch: E, ttl: 2, m: 6 }),
+            ev(TwEvent::AckSent { forwarded: false }),
+            ev(TwEvent::HasToken(true)),
+            ev(TwEvent::Accepted { epoch: E, tpc: 6 }),
+            send(N1, renew(2, E, 6, true)),
+            send(N3, renew(2, E, 6, true)),
+        ]
+    );
+    // An ack of the older round gives nothing; n1's of this one, with
+    // n2's own, is a majority: granted with the lease from the renewal's
+    // send time, at(1) + 30 ms.
+    assert_eq!(deliver(&mut n, at(2), N1, INC, Msg::LeaseAck { round: 1 }), vec![]);
+    let out = deliver(&mut n, at(3), N1, INC, Msg::LeaseAck { round: 2 });
+    assert_eq!(out, granted(c, fence(E, 6), Duration::from_millis(3), at(31)));
+    // Every third of the lease a renewal; its ack moves the holder's lease.
+    assert_eq!(n.poll_timeout(), Some(at(11)));
+    let out = timeout(&mut n, at(11));
+    assert_eq!(out, vec![send(N1, renew(3, E, 6, true)), send(N3, renew(3, E, 6, true))]);
+    let out = deliver(&mut n, at(12), N3, INC, Msg::LeaseAck { round: 3 });
+    assert_eq!(
+        out,
+        vec![
+            reply(c, LockReply::Renewed { lease_until_us: at(41).as_micros() }),
+            ev(TwEvent::Lock(LockEvent::Renewed { client: c, fence: fence(E, 6), lease_until: at(41) })),
+        ]
+    );
+}
+
+#[test]
+fn no_grant_without_the_lease_and_the_token_moves_on_at_the_visits_end() {
+    let mut n = node();
+    let c = ClientId(1);
+    request(&mut n, T0, c, LockRequest::Acquire { timeout_ms: 10_000 });
+    deliver(&mut n, at(1), N1, INC, token(E, 5));
+    // No ack comes: renewals, but no grant, and the token stays (past the
+    // idle hold) while the client waits for the lease.
+    assert_eq!(timeout(&mut n, at(11)), vec![send(N1, renew(3, E, 6, true)), send(N3, renew(3, E, 6, true))]);
+    assert!(n.has_token());
+    // The visit ends at max_hold: the token moves on without a grant (a
+    // grant needs the lease; passing never does).
+    let out = timeout(&mut n, at(101));
+    assert!(!out.iter().any(|o| matches!(o, Output::Reply { .. })), "{out:?}");
+    assert!(out.contains(&send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![] })), "{out:?}");
+    assert!(!n.has_token());
+}
+
+#[test]
+fn a_grant_lasts_until_the_lease_ends_and_never_past_the_visit() {
+    // ρ = 1 %: the holder trusts its lease lease·(1−ρ) = 29.7 ms from the
+    // renewal's send time.
+    let mut ctx = Context::new(N2, INC, Membership::of_size(3), T0, TwConfig { drift_ppm: 10_000, ..cfg() });
+    ctx.stored = Some(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5 });
+    let mut n = TwNode::start(ctx).unwrap();
+    deliver(&mut n, T0, N1, INC, Msg::JoinAck { nonce: 1, values: None });
+    let c = ClientId(1);
+    request(&mut n, at(1), c, LockRequest::Acquire { timeout_ms: 10_000 });
+    deliver(&mut n, at(2), N1, INC, token(E, 5));
+    let out = deliver(&mut n, at(4), N3, INC, Msg::LeaseAck { round: 2 });
+    let until = Instant::from_micros(at(2).as_micros() + 29_700);
+    assert_eq!(out, granted(c, fence(E, 6), Duration::from_millis(3), until));
+    // No renewal is acked: the hold ends by itself at the lease's end.
+    let out = timeout(&mut n, until);
+    assert!(
+        out.contains(&ev(TwEvent::Lock(LockEvent::Released {
+            client: c,
+            fence: fence(E, 6),
+            held: Duration::from_micros(27_700),
+            how: lockservice::ReleaseHow::Expired
+        }))),
+        "{out:?}"
+    );
+    // Renewals acked late in the visit never carry a grant past its end
+    // (max_hold after the token came, at(102)).
+    let mut n = holding();
+    request(&mut n, at(80), c, LockRequest::Acquire { timeout_ms: 10_000 });
+    let out = deliver(&mut n, at(81), N1, INC, Msg::LeaseAck { round: 1 });
+    assert_eq!(out, granted(c, fence(E, 6), Duration::from_millis(1), at(100)));
+}
+
+#[test]
+fn a_renewal_is_acked_and_binds_the_acker_against_other_claimants() {
+    let mut n = member();
+    let out = deliver(&mut n, at(500), N1, INC, renew(7, E, 9, true));
+    assert_eq!(out, vec![send(N1, Msg::LeaseAck { round: 7 })]);
+    // Another claimant is refused Busy for the rest of lease·(1+ρ) = 30 ms.
+    let out = deliver(&mut n, at(510), N3, INC, Msg::Claim(fresh_claim(2 * E, N3)));
+    assert_eq!(
+        out,
+        vec![
+            send(N3, Msg::ClaimAck { epoch: 2 * E, claimant: N3 }),
+            send(
+                N3,
+                Msg::ClaimRefused { epoch: 2 * E, refusal: Refusal::Busy { remaining: Duration::from_millis(20) } }
+            ),
+        ]
+    );
+    assert_eq!(n.promise.threshold(), E, "nothing adopted");
+    // The renewer's own Claim is not bound by its own renewal.
+    let out = deliver(&mut n, at(511), N1, INC, Msg::Claim(fresh_claim(3 * E, N1)));
+    assert_eq!(n.promise.threshold(), 3 * E);
+    assert!(out.contains(&send(N1, Msg::ClaimAck { epoch: 3 * E, claimant: N1 })), "{out:?}");
+    // Once the window has passed, others' Claims are adopted again.
+    let mut m = member();
+    deliver(&mut m, at(500), N1, INC, renew(7, E, 9, true));
+    deliver(&mut m, at(530), N3, INC, Msg::Claim(fresh_claim(2 * E, N3)));
+    assert_eq!(m.promise.threshold(), 2 * E);
+}
+
+#[test]
+fn a_renewal_below_the_threshold_is_refused_with_it() {
+    let mut n = member();
+    deliver(&mut n, at(500), N1, INC, Msg::Claim(fresh_claim(2 * E, N1)));
+    let out = deliver(&mut n, at(501), N3, INC, renew(4, E, 9, true));
+    assert_eq!(out, vec![send(N3, Msg::LeaseRefused { round: 4, threshold: 2 * E })]);
+    // Nothing acked: the claimant is not refused for it.
+    assert_eq!(n.lease_busy_for(at(502), N1), None);
+    // An absurd epoch is refused and counted, never acked.
+    let out = deliver(&mut n, at(503), N3, INC, renew(5, u64::MAX, 9, true));
+    assert_eq!(out, vec![ev(TwEvent::Refused { from: N3, reason: "epoch" })]);
+}
+
+#[test]
+fn a_waiting_renewal_is_acked_only_behind_a_recent_holders() {
+    let mut n = member();
+    assert_eq!(deliver(&mut n, at(500), N3, INC, renew(1, E, 9, false)), vec![]);
+    assert_eq!(n.lease_busy_for(at(500), N1), None, "an unacked renewal binds nothing");
+    deliver(&mut n, at(505), N1, INC, renew(1, E, 9, true));
+    assert_eq!(deliver(&mut n, at(510), N3, INC, renew(2, E, 9, false)), vec![send(N3, Msg::LeaseAck { round: 2 })]);
+    // The holder's ack is lease·(1+ρ) = 30 ms old: waiters get no more.
+    assert_eq!(deliver(&mut n, at(535), N3, INC, renew(3, E, 9, false)), vec![]);
+}
+
+#[test]
+fn a_holding_renewal_of_a_newer_epoch_than_any_accepted_is_answered_with_a_join() {
+    // n2 was bypassed: the ring moved on to 2E without it. The holder's
+    // renewal is acked, and n2 joins it, so that the next token the holder
+    // forwards re-admits n2 (its own Claim would wait for the windows).
+    let mut n = member();
+    let out = deliver(&mut n, at(500), N1, INC, renew(4, 2 * E, 30, true));
+    let nonce = match out.first() {
+        Some(Output::Send { msg: Msg::Join { nonce }, .. }) => *nonce,
+        o => panic!("no Join first: {o:?}"),
+    };
+    assert_eq!(out, vec![send(N1, Msg::Join { nonce }), send(N1, Msg::LeaseAck { round: 4 })]);
+    // The holder answers the Join and drops n2 from the next token's list.
+    let mut h = holding();
+    deliver(&mut h, at(1), N3, INC, Msg::Join { nonce });
+    assert!(h.readmit.contains(&N3));
+}
+
+#[test]
+fn an_unrecovered_fresh_node_acks_no_renewal() {
+    let mut ctx = Context::new(N2, INC, Membership::of_size(3), T0, cfg());
+    ctx.stored = None;
+    let mut n = TwNode::start(ctx).unwrap();
+    drain(&mut n);
+    assert_eq!(deliver(&mut n, at(1), N1, INC, renew(1, E, 9, true)), vec![]);
+    assert_eq!(n.lease_busy_for(at(2), N3), None);
+}
+
+#[test]
+fn a_holder_whose_renewal_is_refused_drops_its_token_and_its_client_loses_the_lock() {
+    let mut n = node();
+    let c = ClientId(1);
+    request(&mut n, T0, c, LockRequest::Acquire { timeout_ms: 10_000 });
+    deliver(&mut n, at(1), N1, INC, token(E, 5));
+    deliver(&mut n, at(2), N3, INC, Msg::LeaseAck { round: 2 });
+    // n1 has moved on to a newer epoch.
+    let out = deliver(&mut n, at(3), N1, INC, Msg::LeaseRefused { round: 2, threshold: 2 * E });
+    assert_eq!(
+        out,
+        vec![
+            stored(&n),
+            reply(
+                c,
+                LockReply::LockLost {
+                    reason: "the token was superseded by a newer epoch (a lease renewal was refused)".into()
+                }
+            ),
+            ev(TwEvent::Lock(LockEvent::Released {
+                client: c,
+                fence: fence(E, 6),
+                held: Duration::from_millis(1),
+                how: lockservice::ReleaseHow::Lost
+            })),
+            ev(TwEvent::HasToken(false)),
+            ev(TwEvent::Superseded),
+        ]
+    );
+    assert!(!n.has_token());
+    assert_eq!(n.promise.stored().floor(), 2 * E, "its next Claim goes above it");
+    // A refusal naming an older epoch than the token changes nothing; an
+    // absurd one is refused and counted.
+    let mut m = holding();
+    assert_eq!(deliver(&mut m, at(1), N1, INC, Msg::LeaseRefused { round: 1, threshold: E }), vec![]);
+    let out = deliver(&mut m, at(1), N1, INC, Msg::LeaseRefused { round: 1, threshold: u64::MAX });
+    assert_eq!(out, vec![ev(TwEvent::Refused { from: N1, reason: "threshold" })]);
+    assert!(m.has_token());
+}
+
+#[test]
+fn a_renewal_of_the_awaited_successor_confirms_the_hand_off() {
+    let mut n = holding();
+    timeout(&mut n, at(2));
+    assert!(n.is_awaiting());
+    // From another process, or not above (E, 6): nothing.
+    deliver(&mut n, at(3), N1, INC, renew(1, E, 9, false));
+    deliver(&mut n, at(3), N3, INC, renew(1, E, 6, false));
+    assert!(n.is_awaiting());
+    let out = deliver(&mut n, at(4), N3, INC, renew(2, E, 7, true));
+    assert_eq!(
+        out,
+        vec![ev(TwEvent::Confirmed { took: Duration::from_millis(2) }), send(N3, Msg::LeaseAck { round: 2 })]
+    );
+    assert!(!n.is_awaiting());
+}
+
+#[test]
+fn a_claimant_that_acked_another_renewal_waits_for_the_window_to_end() {
+    let mut n = node();
+    // No token seen: n2's own Claim is due at its token-lost deadline.
+    let due = n.poll_timeout().expect("a token-lost deadline");
+    let acked = Instant::from_micros(due.as_micros() - 5_000);
+    deliver(&mut n, acked, N1, INC, renew(1, E, 9, true));
+    let out = timeout(&mut n, due);
+    assert!(!out.iter().any(|o| matches!(o, Output::Event(TwEvent::ClaimStarted { .. }))), "{out:?}");
+    // Just after the window (30 ms from the ack) it claims.
+    let end = Instant::from_micros(acked.as_micros() + 30_000);
+    assert_eq!(n.poll_timeout(), Some(end));
+    let out = timeout(&mut n, end);
     assert!(out.iter().any(|o| matches!(o, Output::Event(TwEvent::ClaimStarted { .. }))), "{out:?}");
 }

@@ -1,10 +1,10 @@
 //! What tokenwatchd's simulation tests share: the settings, a cluster of
-//! looping clients, the grant list and the safety checker.
+//! looping clients, the grant list and the safety checker (the invariants
+//! after leases, reliability.md: checked always, pauses and partitions
+//! included).
 #![allow(dead_code)]
 
-use std::cell::RefCell;
 use std::collections::BTreeSet;
-use std::rc::Rc;
 use std::time::Duration;
 
 use ftcore::{ClientId, NodeId};
@@ -29,6 +29,10 @@ pub fn cfg_with_retransmits(r: u32) -> TwConfig {
         bypass_after: Duration::from_millis(130),
         token_lost_after: Duration::ZERO,
         drift_ppm: 1_000,
+        // Renewed every 10 ms; lease·(1+ρ) + lease/3 = 40.03 ms fits in
+        // suspect_after·(1−ρ) = 59.94 ms.
+        lease: Duration::from_millis(30),
+        suspect_after: Duration::from_millis(60),
         allow_minority: false,
         max_queue: 64,
         mutations: TwMutations::default(),
@@ -52,15 +56,23 @@ pub fn cluster_with(seed: u64, n: u32, net: NetConfig, m: TwMutations) -> Sim<Tw
 
 /// `cluster` with these settings.
 pub fn cluster_cfg(seed: u64, n: u32, net: NetConfig, config: TwConfig) -> Sim<TwNode> {
+    cluster_holding(seed, n, net, config, (1, 20))
+}
+
+/// `cluster_cfg` whose clients hold the lock between `hold.0` and
+/// `hold.1` ms (unless they lose it first).
+pub fn cluster_holding(seed: u64, n: u32, net: NetConfig, config: TwConfig, hold: (u64, u64)) -> Sim<TwNode> {
     let mut sim = Sim::new(seed, n, net, config);
     sim.clients(Box::new(move |_, node, client, reply, rng| {
         let ms = |rng: &mut timer::SeededRng, lo, hi| Duration::from_millis(rng.range_inclusive(lo, hi));
         match reply {
-            LockReply::Granted { .. } => vec![(ms(rng, 1, 20), Action::Request(node, client, LockRequest::Release))],
+            LockReply::Granted { .. } => {
+                vec![(ms(rng, hold.0, hold.1), Action::Request(node, client, LockRequest::Release))]
+            }
             LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
                 vec![(ms(rng, 1, 30), acquire(node, client))]
             }
-            LockReply::Refused { .. } => vec![],
+            LockReply::Refused { .. } | LockReply::Renewed { .. } => vec![],
         }
     }));
     for i in 1..=n {
@@ -80,38 +92,24 @@ pub fn grants(w: &World<TwNode>) -> Vec<(Instant, NodeId, u128)> {
         .collect()
 }
 
-/// Safety from the grants and releases: fences unique (always) and, within
-/// the bounds (`within`: no pauses or delays beyond δ), rising in grant
-/// order with at most one hold at a time.
-pub fn safety(within: bool) -> impl FnMut(&World<TwNode>) -> Result<(), String> {
-    let seen = Rc::new(RefCell::new((0usize, BTreeSet::new(), 0u128, BTreeSet::<(NodeId, u128)>::new())));
+/// The invariants after leases (reliability.md, Invariants by stage),
+/// checked after every step, whatever the faults: each grant holds from
+/// its grant until the earlier of its client's release (or disconnect) and
+/// its latest `lease_until` (a crash, a `LockLost` or a lost token ends
+/// nothing sooner: the client outlives its daemon until its lease ends);
+/// no grant while another's hold lasts; fences strictly rise in grant
+/// order, so none is granted twice. A `Renewed` only ever extends a hold
+/// that still lasts.
+pub fn safety() -> impl FnMut(&World<TwNode>) -> Result<(), String> {
+    let mut done = 0usize;
+    let mut leases = lockservice::check::LeaseChecker::new();
     move |w: &World<TwNode>| {
-        let mut s = seen.borrow_mut();
-        let (done, fences, max, holding) = &mut *s;
-        // A crashed process's client lost its hold with it.
-        holding.retain(|(n, _)| w.is_up(*n));
-        for (_, node, e) in &w.events[*done..] {
-            match e {
-                TwEvent::Lock(LockEvent::Granted { fence, .. }) => {
-                    if !fences.insert(*fence) {
-                        return Err(format!("fence {fence:#x} granted twice"));
-                    }
-                    if within && *fence <= *max {
-                        return Err(format!("fence {fence:#x} after {max:#x}"));
-                    }
-                    *max = (*max).max(*fence);
-                    if within && !holding.is_empty() {
-                        return Err(format!("{node} granted while {holding:?} hold"));
-                    }
-                    holding.insert((*node, *fence));
-                }
-                TwEvent::Lock(LockEvent::Released { fence, .. }) => {
-                    holding.retain(|(_, f)| f != fence);
-                }
-                _ => {}
+        for (t, node, e) in &w.events[done..] {
+            if let TwEvent::Lock(e) = e {
+                leases.on_event(*t, *node, e)?;
             }
         }
-        *done = w.events.len();
+        done = w.events.len();
         Ok(())
     }
 }
@@ -123,9 +121,8 @@ pub fn safety(within: bool) -> impl FnMut(&World<TwNode>) -> Result<(), String> 
 pub fn every_fault(seed: u64, m: TwMutations) -> Result<Sim<TwNode>, sim::SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.1, 0.05);
     let mut sim = cluster_with(seed, 5, net, m);
-    // Pauses and slow links beyond δ: outside the bounds, so only the
-    // fence promise is checked (tokenwatchd.md, Invariants 2).
-    sim.check(safety(false));
+    // Pauses and slow links beyond δ: with leases every invariant holds.
+    sim.check(safety());
     let clients = (1..=5).map(|i| (NodeId(i), ClientId(u64::from(i)))).collect();
     let plan = FaultPlan {
         start: Instant::from_millis(2_000),
@@ -136,6 +133,35 @@ pub fn every_fault(seed: u64, m: TwMutations) -> Result<Sim<TwNode>, sim::SimErr
     };
     sim.random_faults(&plan);
     everyone_served_after_the_faults(sim, "")
+}
+
+/// Pauses and partitions, the faults leases exist for, over 10 % loss and
+/// 5 % duplication, with a few crashes and slow links beyond δ: pauses of
+/// up to 2 s (longer than a bypass, `max_hold` + r·`ring_timeout` +
+/// `bypass_after`, and than a lost-token Claim, W and its jitter), so
+/// that paused holders, paused successors and cut-off minorities come
+/// back to a ring that moved on without them. The lease invariants are
+/// checked after every step; then every process must be served again.
+pub fn pauses_and_partitions(seed: u64, m: TwMutations) -> Result<Sim<TwNode>, sim::SimError> {
+    let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.1, 0.05);
+    let mut sim = cluster_with(seed, 5, net, m);
+    sim.check(safety());
+    let plan = FaultPlan {
+        start: Instant::from_millis(2_000),
+        end: Instant::from_millis(8_000),
+        crashes: 2,
+        max_down: 1,
+        downtime: (Duration::from_millis(50), Duration::from_millis(1_000)),
+        partitions: 3,
+        partition_len: (Duration::from_millis(50), Duration::from_millis(1_500)),
+        pauses: 6,
+        pause_len: (Duration::from_millis(5), Duration::from_millis(2_000)),
+        slow_periods: 2,
+        slow_extra: Duration::from_millis(30),
+        ..FaultPlan::default()
+    };
+    sim.random_faults(&plan);
+    everyone_served_after_the_faults(sim, "after pauses and partitions, ")
 }
 
 /// Within the bounds, an unconfirmed hand-off is sent again no later than
@@ -196,7 +222,7 @@ pub fn within_bounds(seed: u64, loss: f64) -> Result<Sim<TwNode>, sim::SimError>
     };
     let config = cfg_with_retransmits(r);
     let mut sim = cluster_cfg(seed, 5, net, config.clone());
-    sim.check(safety(true));
+    sim.check(safety());
     sim.check(retransmits_in_time(&config));
     let plan = FaultPlan {
         start: Instant::from_millis(2_000),

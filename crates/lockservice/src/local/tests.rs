@@ -9,9 +9,21 @@ use super::*;
 
 const T0: Instant = Instant::from_millis(1_000);
 
+/// A lease end an hour after `T0`, past every instant a test looks at: for
+/// grants whose lease the test does not care about.
+const FAR: Instant = Instant::from_millis(1_000 + 3_600_000);
+
+/// What a hold that ran out of lease is told.
+const LEASE_EXPIRED_REASON: &str = "lease expired: the daemon could not renew it in time";
+
 /// `ms` milliseconds after `T0`.
 fn at(ms: u64) -> Instant {
     T0 + Duration::from_millis(ms)
+}
+
+/// One microsecond before `t`.
+fn just_before(t: Instant) -> Instant {
+    Instant::from_micros(t.as_micros() - 1)
 }
 
 fn c(id: u64) -> ClientId {
@@ -23,15 +35,19 @@ fn ms(x: u64) -> Duration {
 }
 
 fn cfg() -> LocksConfig {
-    LocksConfig { max_queue: 8, max_hold: None, revoke_grace: ms(100), try_window: Duration::ZERO }
+    LocksConfig { max_queue: 8, max_hold: None, try_window: Duration::ZERO }
 }
 
 fn acquire(timeout_ms: u64) -> LockRequest {
     LockRequest::Acquire { timeout_ms }
 }
 
-fn granted(fence: u128) -> LockReply {
-    LockReply::Granted { fence }
+fn granted(fence: u128, lease_until: Instant) -> LockReply {
+    LockReply::Granted { fence, lease_until_us: lease_until.as_micros() }
+}
+
+fn renewed(lease_until: Instant) -> LockReply {
+    LockReply::Renewed { lease_until_us: lease_until.as_micros() }
 }
 
 fn refused(reason: &str) -> LockReply {
@@ -42,8 +58,12 @@ fn lock_lost(reason: &str) -> LockReply {
     LockReply::LockLost { reason: reason.to_owned() }
 }
 
-fn ev_granted(client: u64, fence: u128, waited: u64) -> LockEvent {
-    LockEvent::Granted { client: c(client), fence, waited: ms(waited) }
+fn ev_granted(client: u64, fence: u128, waited: u64, lease_until: Instant) -> LockEvent {
+    LockEvent::Granted { client: c(client), fence, waited: ms(waited), lease_until }
+}
+
+fn ev_renewed(client: u64, fence: u128, lease_until: Instant) -> LockEvent {
+    LockEvent::Renewed { client: c(client), fence, lease_until }
 }
 
 fn ev_released(client: u64, fence: u128, held: u64, how: ReleaseHow) -> LockEvent {
@@ -85,8 +105,13 @@ impl L {
     fn token_arrived(&mut self, now: Instant) {
         self.locks.token_arrived(now);
     }
-    fn grant_next(&mut self, now: Instant, fence: u128, batch_only: bool) -> Option<ClientId> {
-        self.locks.grant_next(now, fence, batch_only, &mut self.out)
+    fn grant_next(&mut self, now: Instant, fence: u128, lease_until: Instant, batch_only: bool) -> Option<ClientId> {
+        self.locks.grant_next(now, fence, lease_until, batch_only, &mut self.out)
+    }
+    /// Renews at the origin of time (before any lease ends); see
+    /// `renew_after_the_lease_ended_revives_nothing` for a late renewal.
+    fn renew(&mut self, lease_until: Instant) -> bool {
+        self.locks.renew(Instant::ZERO, lease_until, &mut self.out)
     }
     fn lose(&mut self, now: Instant, reason: &str) {
         self.locks.lose(now, reason, &mut self.out);
@@ -146,7 +171,9 @@ fn new_queue_is_empty() {
     assert_eq!(l.batch_remaining(), 0);
     assert_eq!(l.holder(), None);
     assert_eq!(l.poll_timeout(), None);
-    assert_eq!(l.grant_next(T0, 1, false), None);
+    assert_eq!(l.lease_until(), None);
+    assert_eq!(l.grant_next(T0, 1, FAR, false), None);
+    assert!(!l.renew(FAR));
     expect(&mut l, &[], &[]);
 }
 
@@ -156,24 +183,25 @@ fn grants_in_fifo_order_one_holder_at_a_time() {
     assert!(l.has_waiters());
     assert_eq!(l.waiting(), 3);
 
-    assert_eq!(l.grant_next(at(10), 7, false), Some(c(3)));
-    expect(&mut l, &[(3, granted(7))], &[ev_granted(3, 7, 10)]);
+    assert_eq!(l.grant_next(at(10), 7, FAR, false), Some(c(3)));
+    expect(&mut l, &[(3, granted(7, FAR))], &[ev_granted(3, 7, 10, FAR)]);
     assert_eq!(l.holder(), Some((c(3), 7)));
+    assert_eq!(l.lease_until(), Some(FAR));
     assert!(l.is_held());
     assert_eq!(l.waiting(), 2);
 
     // Held: nobody else is granted, and the fence is not used.
-    assert_eq!(l.grant_next(at(11), 8, false), None);
+    assert_eq!(l.grant_next(at(11), 8, FAR, false), None);
     expect(&mut l, &[], &[]);
 
     l.request(at(20), c(3), LockRequest::Release);
     expect(&mut l, &[(3, LockReply::Released)], &[ev_released(3, 7, 10, ReleaseHow::Released)]);
-    assert_eq!(l.grant_next(at(20), 8, false), Some(c(1)));
-    expect(&mut l, &[(1, granted(8))], &[ev_granted(1, 8, 20)]);
+    assert_eq!(l.grant_next(at(20), 8, FAR, false), Some(c(1)));
+    expect(&mut l, &[(1, granted(8, FAR))], &[ev_granted(1, 8, 20, FAR)]);
     l.request(at(25), c(1), LockRequest::Release);
     expect(&mut l, &[(1, LockReply::Released)], &[ev_released(1, 8, 5, ReleaseHow::Released)]);
-    assert_eq!(l.grant_next(at(30), 9, false), Some(c(2)));
-    expect(&mut l, &[(2, granted(9))], &[ev_granted(2, 9, 30)]);
+    assert_eq!(l.grant_next(at(30), 9, FAR, false), Some(c(2)));
+    expect(&mut l, &[(2, granted(9, FAR))], &[ev_granted(2, 9, 30, FAR)]);
     assert!(!l.has_waiters());
 }
 
@@ -185,14 +213,14 @@ fn second_acquire_while_waiting_is_refused_and_changes_nothing() {
     l.request(at(5), c(1), acquire(5_000));
     expect(&mut l, &[(1, refused("already waiting for the lock"))], &[]);
     assert_eq!(l, before);
-    assert_eq!(l.grant_next(at(6), 1, false), Some(c(1)));
+    assert_eq!(l.grant_next(at(6), 1, FAR, false), Some(c(1)));
 }
 
 #[test]
 fn second_acquire_while_holding_is_refused_and_changes_nothing() {
     let mut l = with_waiters(cfg(), &[1]);
-    l.grant_next(T0, 1, false);
-    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 0)]);
+    l.grant_next(T0, 1, FAR, false);
+    expect(&mut l, &[(1, granted(1, FAR))], &[ev_granted(1, 1, 0, FAR)]);
     let before = l.clone();
     l.request(at(5), c(1), acquire(1_000));
     expect(&mut l, &[(1, refused("already holding the lock"))], &[]);
@@ -206,8 +234,8 @@ fn full_queue_refuses() {
     expect(&mut l, &[(3, refused("queue full"))], &[]);
     assert_eq!(l.waiting(), 2);
     // The holder does not count against the queue.
-    l.grant_next(T0, 1, false);
-    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 0)]);
+    l.grant_next(T0, 1, FAR, false);
+    expect(&mut l, &[(1, granted(1, FAR))], &[ev_granted(1, 1, 0, FAR)]);
     l.request(T0, c(3), acquire(1_000));
     expect(&mut l, &[], &[]);
     assert_eq!(l.waiting(), 2);
@@ -236,7 +264,7 @@ fn waiter_times_out_exactly_once_at_its_deadline() {
     l.handle_timeout(at(1_500));
     expect(&mut l, &[(1, LockReply::TimedOut)], &[ev_timed_out(1, 1_500)]);
     assert_eq!(l.poll_timeout(), None);
-    assert_eq!(l.grant_next(at(1_500), 1, false), None);
+    assert_eq!(l.grant_next(at(1_500), 1, FAR, false), None);
     // A timed-out client may ask again, and a Release now is refused.
     l.request(at(1_600), c(1), LockRequest::Release);
     expect(&mut l, &[(1, refused("not holding the lock"))], &[]);
@@ -250,11 +278,11 @@ fn waiter_past_its_deadline_is_never_granted() {
     l.request(T0, c(3), acquire(300));
     // The driver has not woken us yet: the grant attempt times the overdue
     // out first (deadline == now included), then grants.
-    assert_eq!(l.grant_next(at(200), 1, false), Some(c(3)));
+    assert_eq!(l.grant_next(at(200), 1, FAR, false), Some(c(3)));
     expect(
         &mut l,
-        &[(1, LockReply::TimedOut), (2, LockReply::TimedOut), (3, granted(1))],
-        &[ev_timed_out(1, 200), ev_timed_out(2, 200), ev_granted(3, 1, 200)],
+        &[(1, LockReply::TimedOut), (2, LockReply::TimedOut), (3, granted(1, FAR))],
+        &[ev_timed_out(1, 200), ev_timed_out(2, 200), ev_granted(3, 1, 200, FAR)],
     );
     l.handle_timeout(at(1_000));
     expect(&mut l, &[], &[]);
@@ -264,9 +292,9 @@ fn waiter_past_its_deadline_is_never_granted() {
 fn grant_attempt_while_held_still_times_out_the_overdue() {
     let mut l = with_waiters(cfg(), &[1]);
     l.request(T0, c(2), acquire(50));
-    l.grant_next(T0, 1, false);
-    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 0)]);
-    assert_eq!(l.grant_next(at(50), 2, false), None);
+    l.grant_next(T0, 1, FAR, false);
+    expect(&mut l, &[(1, granted(1, FAR))], &[ev_granted(1, 1, 0, FAR)]);
+    assert_eq!(l.grant_next(at(50), 2, FAR, false), None);
     expect(&mut l, &[(2, LockReply::TimedOut)], &[ev_timed_out(2, 50)]);
 }
 
@@ -275,9 +303,10 @@ fn try_lock_is_granted_in_the_step_it_arrives() {
     let mut l = L::new(cfg());
     l.request(T0, c(1), acquire(0));
     assert_eq!(l.poll_timeout(), Some(T0));
-    assert_eq!(l.grant_next(T0, 4, false), Some(c(1)));
-    expect(&mut l, &[(1, granted(4))], &[ev_granted(1, 4, 0)]);
-    assert_eq!(l.poll_timeout(), None);
+    assert_eq!(l.grant_next(T0, 4, FAR, false), Some(c(1)));
+    expect(&mut l, &[(1, granted(4, FAR))], &[ev_granted(1, 4, 0, FAR)]);
+    // Its wait deadline is gone; the lease end is left.
+    assert_eq!(l.poll_timeout(), Some(FAR));
 }
 
 #[test]
@@ -289,8 +318,8 @@ fn try_lock_waits_one_round_trip_for_a_token_from_elsewhere() {
     assert_eq!(l.poll_timeout(), Some(at(40)));
     l.handle_timeout(at(39));
     expect(&mut l, &[], &[]);
-    assert_eq!(l.grant_next(at(30), 5, false), Some(c(1)));
-    expect(&mut l, &[(1, granted(5))], &[ev_granted(1, 5, 30)]);
+    assert_eq!(l.grant_next(at(30), 5, FAR, false), Some(c(1)));
+    expect(&mut l, &[(1, granted(5, FAR))], &[ev_granted(1, 5, 30, FAR)]);
 
     // The lock held elsewhere past the window: timed out at its end.
     let mut l = L::new(LocksConfig { try_window: ms(40), ..cfg() });
@@ -303,10 +332,10 @@ fn try_lock_waits_one_round_trip_for_a_token_from_elsewhere() {
 fn try_lock_that_cannot_be_granted_at_once_times_out_at_once() {
     // Lock held: the grant attempt fails, the wake-up at the same instant times it out.
     let mut l = with_waiters(cfg(), &[1]);
-    l.grant_next(T0, 1, false);
-    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 0)]);
+    l.grant_next(T0, 1, FAR, false);
+    expect(&mut l, &[(1, granted(1, FAR))], &[ev_granted(1, 1, 0, FAR)]);
     l.request(at(10), c(2), acquire(0));
-    assert_eq!(l.grant_next(at(10), 2, false), None);
+    assert_eq!(l.grant_next(at(10), 2, FAR, false), None);
     expect(&mut l, &[], &[]);
     assert_eq!(l.poll_timeout(), Some(at(10)));
     l.handle_timeout(at(10));
@@ -322,14 +351,14 @@ fn try_lock_that_cannot_be_granted_at_once_times_out_at_once() {
     let mut l = L::new(cfg());
     l.token_arrived(T0);
     l.request(T0, c(1), acquire(0));
-    assert_eq!(l.grant_next(T0, 1, true), None);
+    assert_eq!(l.grant_next(T0, 1, FAR, true), None);
     l.handle_timeout(T0);
     expect(&mut l, &[(1, LockReply::TimedOut)], &[ev_timed_out(1, 0)]);
 
     // A grant attempt at a later instant (the wake-up was late) times it out.
     let mut l = L::new(cfg());
     l.request(T0, c(1), acquire(0));
-    assert_eq!(l.grant_next(T0 + Duration::from_micros(1), 1, false), None);
+    assert_eq!(l.grant_next(T0 + Duration::from_micros(1), 1, FAR, false), None);
     expect(
         &mut l,
         &[(1, LockReply::TimedOut)],
@@ -346,31 +375,31 @@ fn batch_is_frozen_when_the_token_arrives() {
     l.request(at(2), c(3), acquire(1_000));
     assert_eq!(l.batch_remaining(), 2);
 
-    assert_eq!(l.grant_next(at(3), 1, true), Some(c(1)));
+    assert_eq!(l.grant_next(at(3), 1, FAR, true), Some(c(1)));
     assert_eq!(l.batch_remaining(), 1);
     l.request(at(4), c(1), LockRequest::Release);
-    assert_eq!(l.grant_next(at(4), 2, true), Some(c(2)));
+    assert_eq!(l.grant_next(at(4), 2, FAR, true), Some(c(2)));
     assert_eq!(l.batch_remaining(), 0);
     l.request(at(5), c(2), LockRequest::Release);
     expect(
         &mut l,
-        &[(1, granted(1)), (1, LockReply::Released), (2, granted(2)), (2, LockReply::Released)],
+        &[(1, granted(1, FAR)), (1, LockReply::Released), (2, granted(2, FAR)), (2, LockReply::Released)],
         &[
-            ev_granted(1, 1, 3),
+            ev_granted(1, 1, 3, FAR),
             ev_released(1, 1, 1, ReleaseHow::Released),
-            ev_granted(2, 2, 4),
+            ev_granted(2, 2, 4, FAR),
             ev_released(2, 2, 1, ReleaseHow::Released),
         ],
     );
     // The later arrival waits for the next batch...
-    assert_eq!(l.grant_next(at(5), 3, true), None);
+    assert_eq!(l.grant_next(at(5), 3, FAR, true), None);
     expect(&mut l, &[], &[]);
     assert!(l.has_waiters());
     // ... which the next token arrival starts.
     l.token_arrived(at(6));
     assert_eq!(l.batch_remaining(), 1);
-    assert_eq!(l.grant_next(at(6), 3, true), Some(c(3)));
-    expect(&mut l, &[(3, granted(3))], &[ev_granted(3, 3, 4)]);
+    assert_eq!(l.grant_next(at(6), 3, FAR, true), Some(c(3)));
+    expect(&mut l, &[(3, granted(3, FAR))], &[ev_granted(3, 3, 4, FAR)]);
 }
 
 #[test]
@@ -378,10 +407,10 @@ fn without_batch_only_later_arrivals_are_granted_too() {
     let mut l = with_waiters(cfg(), &[1]);
     l.token_arrived(T0);
     l.request(T0, c(2), acquire(1_000));
-    l.grant_next(T0, 1, false);
+    l.grant_next(T0, 1, FAR, false);
     l.request(T0, c(1), LockRequest::Release);
     assert_eq!(l.batch_remaining(), 0);
-    assert_eq!(l.grant_next(T0, 2, false), Some(c(2)));
+    assert_eq!(l.grant_next(T0, 2, FAR, false), Some(c(2)));
 }
 
 #[test]
@@ -400,21 +429,22 @@ fn batch_shrinks_when_its_waiters_leave() {
     l.request(at(102), c(3), LockRequest::Release);
     assert_eq!(l.batch_remaining(), 1);
     expect(&mut l, &[(1, LockReply::TimedOut), (3, LockReply::Released)], &[ev_timed_out(1, 100)]);
-    assert_eq!(l.grant_next(at(103), 1, true), Some(c(4)));
+    assert_eq!(l.grant_next(at(103), 1, FAR, true), Some(c(4)));
     assert_eq!(l.batch_remaining(), 0);
 }
 
 #[test]
 fn release_by_holder_waiter_and_stranger() {
     let mut l = with_waiters(cfg(), &[1, 2]);
-    l.grant_next(T0, 1, false);
-    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 0)]);
+    l.grant_next(T0, 1, FAR, false);
+    expect(&mut l, &[(1, granted(1, FAR))], &[ev_granted(1, 1, 0, FAR)]);
 
     // A waiter stops waiting: reply, no event.
     l.request(at(1), c(2), LockRequest::Release);
     expect(&mut l, &[(2, LockReply::Released)], &[]);
     assert!(!l.has_waiters());
-    assert_eq!(l.poll_timeout(), None);
+    // Its deadline is gone; the holder's lease end is left.
+    assert_eq!(l.poll_timeout(), Some(FAR));
 
     // Neither holding nor waiting.
     l.request(at(2), c(9), LockRequest::Release);
@@ -424,6 +454,9 @@ fn release_by_holder_waiter_and_stranger() {
     l.request(at(3), c(1), LockRequest::Release);
     expect(&mut l, &[(1, LockReply::Released)], &[ev_released(1, 1, 3, ReleaseHow::Released)]);
     assert!(!l.is_held());
+    // Its lease end went with it.
+    assert_eq!(l.poll_timeout(), None);
+    assert_eq!(l.lease_until(), None);
 
     // Twice.
     l.request(at(4), c(1), LockRequest::Release);
@@ -433,8 +466,8 @@ fn release_by_holder_waiter_and_stranger() {
 #[test]
 fn client_gone_releases_or_dequeues_silently_and_is_idempotent() {
     let mut l = with_waiters(cfg(), &[1, 2, 3]);
-    l.grant_next(T0, 1, false);
-    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 0)]);
+    l.grant_next(T0, 1, FAR, false);
+    expect(&mut l, &[(1, granted(1, FAR))], &[ev_granted(1, 1, 0, FAR)]);
 
     l.client_gone(at(5), c(1));
     expect(&mut l, &[], &[ev_released(1, 1, 5, ReleaseHow::Disconnected)]);
@@ -449,21 +482,23 @@ fn client_gone_releases_or_dequeues_silently_and_is_idempotent() {
     l.client_gone(at(8), c(42));
     expect(&mut l, &[], &[]);
     assert_eq!(l.poll_timeout(), Some(at(1_000)));
-    assert_eq!(l.grant_next(at(9), 2, false), Some(c(3)));
+    assert_eq!(l.grant_next(at(9), 2, FAR, false), Some(c(3)));
 }
 
-fn revoking(max_hold: u64, grace: u64) -> L {
-    let mut l = with_waiters(LocksConfig { max_hold: Some(ms(max_hold)), revoke_grace: ms(grace), ..cfg() }, &[1, 2]);
-    assert_eq!(l.grant_next(at(10), 5, false), Some(c(1)));
-    expect(&mut l, &[(1, granted(5))], &[ev_granted(1, 5, 10)]);
+/// Clients 1 and 2 waiting; 1 granted at 10 ms with fence 5 and a lease
+/// ending at `lease_until`, under `max_hold`.
+fn revoking(max_hold: u64, lease_until: Instant) -> L {
+    let mut l = with_waiters(LocksConfig { max_hold: Some(ms(max_hold)), ..cfg() }, &[1, 2]);
+    assert_eq!(l.grant_next(at(10), 5, lease_until, false), Some(c(1)));
+    expect(&mut l, &[(1, granted(5, lease_until))], &[ev_granted(1, 5, 10, lease_until)]);
     l
 }
 
 #[test]
-fn max_hold_revokes_then_grace_ends_the_hold() {
-    let mut l = revoking(200, 100);
+fn max_hold_revokes_then_the_lease_end_ends_the_hold() {
+    let mut l = revoking(200, at(310));
     assert_eq!(l.poll_timeout(), Some(at(210)));
-    l.handle_timeout(at(209));
+    l.handle_timeout(just_before(at(210)));
     expect(&mut l, &[], &[]);
     l.handle_timeout(at(210));
     expect(
@@ -471,30 +506,39 @@ fn max_hold_revokes_then_grace_ends_the_hold() {
         &[(1, lock_lost("held longer than max_hold_ms"))],
         &[LockEvent::Revoking { client: c(1), fence: 5 }],
     );
-    // Still held through the grace: the token stays, nobody else is granted.
+    // Still held until its lease ends: the token stays, nobody else is granted.
     assert!(l.is_held());
     assert_eq!(l.holder(), Some((c(1), 5)));
-    assert_eq!(l.grant_next(at(250), 6, false), None);
+    assert_eq!(l.grant_next(at(250), 6, FAR, false), None);
     l.request(at(250), c(1), acquire(1_000));
     expect(&mut l, &[(1, refused("already holding the lock"))], &[]);
-    assert_eq!(l.poll_timeout(), Some(at(310)));
-    l.handle_timeout(at(309));
+    // Its lease is renewed no more.
+    let before = l.clone();
+    assert!(!l.renew(at(400)));
     expect(&mut l, &[], &[]);
+    assert_eq!(l, before);
+    assert_eq!(l.lease_until(), Some(at(310)));
+    assert_eq!(l.poll_timeout(), Some(at(310)));
+    l.handle_timeout(just_before(at(310)));
+    expect(&mut l, &[], &[]);
+    assert!(l.is_held());
 
+    // The lease ends: silently, it had its LockLost.
     l.handle_timeout(at(310));
     expect(&mut l, &[], &[ev_released(1, 5, 300, ReleaseHow::Revoked)]);
     assert!(!l.is_held());
+    assert_eq!(l.lease_until(), None);
     // Its hold was revoked: a late Release is refused (LockLost was its answer).
     l.request(at(320), c(1), LockRequest::Release);
     expect(&mut l, &[(1, refused("not holding the lock"))], &[]);
-    assert_eq!(l.grant_next(at(320), 6, false), Some(c(2)));
-    expect(&mut l, &[(2, granted(6))], &[ev_granted(2, 6, 320)]);
+    assert_eq!(l.grant_next(at(320), 6, FAR, false), Some(c(2)));
+    expect(&mut l, &[(2, granted(6, FAR))], &[ev_granted(2, 6, 320, FAR)]);
     assert_eq!(l.poll_timeout(), Some(at(520)));
 }
 
 #[test]
 fn revoked_holder_that_releases_hands_on_at_once() {
-    let mut l = revoking(200, 100);
+    let mut l = revoking(200, at(310));
     l.handle_timeout(at(210));
     expect(
         &mut l,
@@ -504,30 +548,51 @@ fn revoked_holder_that_releases_hands_on_at_once() {
     l.request(at(230), c(1), LockRequest::Release);
     expect(&mut l, &[(1, LockReply::Released)], &[ev_released(1, 5, 220, ReleaseHow::Released)]);
     assert!(!l.is_held());
-    // The grace timer went with the hold.
+    // The lease end went with the hold.
+    assert_eq!(l.lease_until(), None);
     assert_eq!(l.poll_timeout(), Some(at(1_000)));
-    assert_eq!(l.grant_next(at(230), 6, false), Some(c(2)));
+    assert_eq!(l.grant_next(at(230), 6, FAR, false), Some(c(2)));
+    expect(&mut l, &[(2, granted(6, FAR))], &[ev_granted(2, 6, 230, FAR)]);
+    // The old lease end passes without a trace.
+    l.handle_timeout(at(310));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.holder(), Some((c(2), 6)));
 }
 
 #[test]
 fn revoked_holder_that_disconnects_hands_on_at_once() {
-    let mut l = revoking(200, 100);
+    let mut l = revoking(200, at(310));
     l.handle_timeout(at(210));
     let _ = (replies(&mut l), events(&mut l));
     l.client_gone(at(240), c(1));
     expect(&mut l, &[], &[ev_released(1, 5, 230, ReleaseHow::Disconnected)]);
     assert!(!l.is_held());
+    assert_eq!(l.poll_timeout(), Some(at(1_000)));
+    assert_eq!(l.grant_next(at(240), 6, FAR, false), Some(c(2)));
+    expect(&mut l, &[(2, granted(6, FAR))], &[ev_granted(2, 6, 240, FAR)]);
 }
 
 #[test]
-fn grace_runs_from_the_lock_lost_and_zero_grace_ends_at_once() {
-    // A late wake-up still gives the client its whole grace after LockLost.
-    let mut l = revoking(200, 100);
+fn late_wake_up_revokes_and_ends_the_lease_in_one_step() {
+    // Both max_hold (210) and the lease end (250) passed: LockLost for
+    // max_hold first, then the revoked hold ends silently.
+    let mut l = revoking(200, at(250));
     l.handle_timeout(at(260));
-    let _ = (replies(&mut l), events(&mut l));
-    assert_eq!(l.poll_timeout(), Some(at(360)));
+    expect(
+        &mut l,
+        &[(1, lock_lost("held longer than max_hold_ms"))],
+        &[LockEvent::Revoking { client: c(1), fence: 5 }, ev_released(1, 5, 250, ReleaseHow::Revoked)],
+    );
+    assert!(!l.is_held());
+    assert_eq!(l.poll_timeout(), Some(at(1_000)));
+}
 
-    let mut l = revoking(200, 0);
+#[test]
+fn lease_ending_at_max_hold_gives_one_lock_lost() {
+    let mut l = revoking(200, at(210));
+    assert_eq!(l.poll_timeout(), Some(at(210)));
+    l.handle_timeout(just_before(at(210)));
+    expect(&mut l, &[], &[]);
     l.handle_timeout(at(210));
     expect(
         &mut l,
@@ -538,12 +603,24 @@ fn grace_runs_from_the_lock_lost_and_zero_grace_ends_at_once() {
 }
 
 #[test]
+fn lease_ending_before_max_hold_expires_the_hold() {
+    let mut l = revoking(200, at(100));
+    assert_eq!(l.poll_timeout(), Some(at(100)));
+    l.handle_timeout(at(100));
+    expect(&mut l, &[(1, lock_lost(LEASE_EXPIRED_REASON))], &[ev_released(1, 5, 90, ReleaseHow::Expired)]);
+    // max_hold went with the hold.
+    assert_eq!(l.poll_timeout(), Some(at(1_000)));
+    l.handle_timeout(at(210));
+    expect(&mut l, &[], &[]);
+}
+
+#[test]
 fn release_before_max_hold_cancels_the_revocation() {
-    let mut l = revoking(200, 100);
+    let mut l = revoking(200, at(310));
     l.request(at(100), c(1), LockRequest::Release);
     expect(&mut l, &[(1, LockReply::Released)], &[ev_released(1, 5, 90, ReleaseHow::Released)]);
     assert_eq!(l.poll_timeout(), Some(at(1_000)));
-    l.handle_timeout(at(210));
+    l.handle_timeout(at(310));
     expect(&mut l, &[], &[]);
 }
 
@@ -551,8 +628,8 @@ fn release_before_max_hold_cancels_the_revocation() {
 fn lose_ends_the_hold_and_keeps_the_waiters() {
     let mut l = with_waiters(cfg(), &[1, 2, 3]);
     l.token_arrived(T0);
-    l.grant_next(at(10), 1, true);
-    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 10)]);
+    l.grant_next(at(10), 1, FAR, true);
+    expect(&mut l, &[(1, granted(1, FAR))], &[ev_granted(1, 1, 10, FAR)]);
 
     l.lose(at(30), "token regenerated elsewhere");
     expect(&mut l, &[(1, lock_lost("token regenerated elsewhere"))], &[ev_released(1, 1, 20, ReleaseHow::Lost)]);
@@ -574,7 +651,7 @@ fn lose_ends_the_hold_and_keeps_the_waiters() {
 
 #[test]
 fn lose_of_a_revoked_holder_sends_no_second_lock_lost() {
-    let mut l = revoking(200, 100);
+    let mut l = revoking(200, at(310));
     l.handle_timeout(at(210));
     let _ = (replies(&mut l), events(&mut l));
     l.lose(at(220), "superseded");
@@ -582,17 +659,199 @@ fn lose_of_a_revoked_holder_sends_no_second_lock_lost() {
     assert_eq!(l.poll_timeout(), Some(at(1_000)));
 }
 
+// ---- leases -------------------------------------------------------------
+
+#[test]
+fn grant_with_a_lease_already_over_is_refused() {
+    let mut l = with_waiters(cfg(), &[1]);
+    l.request(T0, c(2), acquire(10));
+    // A lease ending now is over: nothing granted, the fence not used; the
+    // overdue still time out.
+    assert_eq!(l.grant_next(at(10), 1, at(10), false), None);
+    expect(&mut l, &[(2, LockReply::TimedOut)], &[ev_timed_out(2, 10)]);
+    assert!(!l.is_held());
+    assert_eq!(l.lease_until(), None);
+    assert_eq!(l.waiting(), 1);
+    // One that ended earlier, likewise.
+    assert_eq!(l.grant_next(at(10), 1, at(5), false), None);
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.waiting(), 1);
+    // One microsecond of lease left is enough.
+    let lease = at(10) + Duration::from_micros(1);
+    assert_eq!(l.grant_next(at(10), 1, lease, false), Some(c(1)));
+    expect(&mut l, &[(1, granted(1, lease))], &[ev_granted(1, 1, 10, lease)]);
+    assert_eq!(l.lease_until(), Some(lease));
+    assert_eq!(l.poll_timeout(), Some(lease));
+
+    // A try-lock arriving while the lease is over is not granted and times out.
+    let mut l = L::new(cfg());
+    l.request(T0, c(1), acquire(0));
+    assert_eq!(l.grant_next(T0, 1, T0, false), None);
+    expect(&mut l, &[], &[]);
+    l.handle_timeout(T0);
+    expect(&mut l, &[(1, LockReply::TimedOut)], &[ev_timed_out(1, 0)]);
+}
+
+#[test]
+fn renew_extends_the_lease_and_replies_renewed() {
+    let mut l = with_waiters(cfg(), &[1]);
+    assert_eq!(l.grant_next(at(10), 3, at(100), false), Some(c(1)));
+    expect(&mut l, &[(1, granted(3, at(100)))], &[ev_granted(1, 3, 10, at(100))]);
+    assert_eq!(l.lease_until(), Some(at(100)));
+    assert_eq!(l.poll_timeout(), Some(at(100)));
+
+    assert!(l.renew(at(150)));
+    expect(&mut l, &[(1, renewed(at(150)))], &[ev_renewed(1, 3, at(150))]);
+    assert_eq!(l.lease_until(), Some(at(150)));
+    assert_eq!(l.holder(), Some((c(1), 3)));
+    assert_eq!(l.poll_timeout(), Some(at(150)));
+    // The old lease end is no deadline any more.
+    l.handle_timeout(at(100));
+    expect(&mut l, &[], &[]);
+    assert!(l.is_held());
+    // Any extension counts, one microsecond included.
+    let later = at(150) + Duration::from_micros(1);
+    assert!(l.renew(later));
+    expect(&mut l, &[(1, renewed(later))], &[ev_renewed(1, 3, later)]);
+    l.handle_timeout(at(150));
+    expect(&mut l, &[], &[]);
+    assert!(l.is_held());
+
+    // Released: nothing left to renew, and no deadline.
+    l.request(at(120), c(1), LockRequest::Release);
+    expect(&mut l, &[(1, LockReply::Released)], &[ev_released(1, 3, 110, ReleaseHow::Released)]);
+    assert_eq!(l.poll_timeout(), None);
+    assert!(!l.renew(at(200)));
+    expect(&mut l, &[], &[]);
+}
+
+#[test]
+fn renew_after_the_lease_ended_revives_nothing() {
+    let mut l = with_waiters(cfg(), &[1]);
+    assert_eq!(l.grant_next(at(10), 5, at(100), false), Some(c(1)));
+    l.sort_out();
+    let _ = replies(&mut l);
+    let _ = events(&mut l);
+    // The driver woke late: the ack that would extend the lease is handled
+    // before the lease's end. The client has stopped by its own clock.
+    assert!(!l.locks.renew(at(100), at(200), &mut l.out));
+    assert!(!l.locks.renew(at(150), at(200), &mut l.out));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.lease_until(), Some(at(100)));
+    // Just before its end it still counts.
+    let mut l = with_waiters(cfg(), &[1]);
+    l.grant_next(at(10), 5, at(100), false);
+    let _ = replies(&mut l);
+    let _ = events(&mut l);
+    assert!(l.locks.renew(just_before(at(100)), at(200), &mut l.out));
+}
+
+#[test]
+fn renew_to_an_earlier_or_equal_end_does_nothing() {
+    let mut l = with_waiters(cfg(), &[1, 2]);
+    assert_eq!(l.grant_next(at(10), 3, at(100), false), Some(c(1)));
+    expect(&mut l, &[(1, granted(3, at(100)))], &[ev_granted(1, 3, 10, at(100))]);
+    let before = l.clone();
+    assert!(!l.renew(at(100)));
+    assert!(!l.renew(just_before(at(100))));
+    assert!(!l.renew(at(5)));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l, before);
+    assert_eq!(l.lease_until(), Some(at(100)));
+    assert_eq!(l.poll_timeout(), Some(at(100)));
+
+    // Nothing held (waiters only): nothing to renew.
+    let mut l = with_waiters(cfg(), &[1]);
+    let before = l.clone();
+    assert!(!l.renew(FAR));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l, before);
+}
+
+#[test]
+fn no_renewed_after_lock_lost() {
+    // Revoked (max_hold): LockLost sent, renewals stop.
+    let mut l = revoking(200, at(310));
+    l.handle_timeout(at(210));
+    let _ = (replies(&mut l), events(&mut l));
+    let before = l.clone();
+    assert!(!l.renew(FAR));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l, before);
+
+    // Lost token: the hold is over.
+    let mut l = with_waiters(cfg(), &[1, 2]);
+    l.grant_next(at(10), 1, at(100), false);
+    let _ = (replies(&mut l), events(&mut l));
+    l.lose(at(20), "superseded");
+    expect(&mut l, &[(1, lock_lost("superseded"))], &[ev_released(1, 1, 10, ReleaseHow::Lost)]);
+    let before = l.clone();
+    assert!(!l.renew(FAR));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l, before);
+
+    // Expired lease: the hold is over.
+    let mut l = with_waiters(cfg(), &[1, 2]);
+    l.grant_next(at(10), 1, at(100), false);
+    let _ = (replies(&mut l), events(&mut l));
+    l.handle_timeout(at(100));
+    expect(&mut l, &[(1, lock_lost(LEASE_EXPIRED_REASON))], &[ev_released(1, 1, 90, ReleaseHow::Expired)]);
+    assert!(!l.renew(FAR));
+    expect(&mut l, &[], &[]);
+}
+
+#[test]
+fn lease_end_without_renewal_ends_the_hold_exactly_at_lease_until() {
+    let mut l = with_waiters(cfg(), &[1, 2]);
+    assert_eq!(l.grant_next(at(10), 4, at(100), false), Some(c(1)));
+    expect(&mut l, &[(1, granted(4, at(100)))], &[ev_granted(1, 4, 10, at(100))]);
+    assert_eq!(l.poll_timeout(), Some(at(100)));
+
+    // One microsecond before: still held, nobody else granted.
+    l.handle_timeout(just_before(at(100)));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.holder(), Some((c(1), 4)));
+    assert_eq!(l.grant_next(just_before(at(100)), 5, FAR, false), None);
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.poll_timeout(), Some(at(100)));
+
+    // At lease_until: LockLost, and the hold ends (Expired).
+    l.handle_timeout(at(100));
+    expect(&mut l, &[(1, lock_lost(LEASE_EXPIRED_REASON))], &[ev_released(1, 4, 90, ReleaseHow::Expired)]);
+    assert!(!l.is_held());
+    assert_eq!(l.lease_until(), None);
+    assert_eq!(l.poll_timeout(), Some(at(1_000)));
+    // Once: a second wake-up, a Release or a disconnect adds nothing.
+    l.handle_timeout(at(100));
+    expect(&mut l, &[], &[]);
+    l.request(at(101), c(1), LockRequest::Release);
+    expect(&mut l, &[(1, refused("not holding the lock"))], &[]);
+    l.client_gone(at(102), c(1));
+    expect(&mut l, &[], &[]);
+    // The lock moves on.
+    assert_eq!(l.grant_next(at(103), 5, FAR, false), Some(c(2)));
+    expect(&mut l, &[(2, granted(5, FAR))], &[ev_granted(2, 5, 103, FAR)]);
+
+    // A late wake-up ends it then, with the time it really held.
+    let mut l = with_waiters(cfg(), &[1]);
+    l.grant_next(at(10), 4, at(100), false);
+    let _ = (replies(&mut l), events(&mut l));
+    l.handle_timeout(at(150));
+    expect(&mut l, &[(1, lock_lost(LEASE_EXPIRED_REASON))], &[ev_released(1, 4, 140, ReleaseHow::Expired)]);
+}
+
 #[test]
 fn shutdown_refuses_waiters_and_keeps_the_holder() {
     let mut l = with_waiters(cfg(), &[1, 2, 3]);
-    l.grant_next(T0, 1, false);
-    expect(&mut l, &[(1, granted(1))], &[ev_granted(1, 1, 0)]);
+    l.grant_next(T0, 1, FAR, false);
+    expect(&mut l, &[(1, granted(1, FAR))], &[ev_granted(1, 1, 0, FAR)]);
 
     assert!(l.shutdown(at(5)));
     expect(&mut l, &[(2, refused("daemon is shutting down")), (3, refused("daemon is shutting down"))], &[]);
     assert_eq!(l.holder(), Some((c(1), 1)));
     assert!(!l.has_waiters());
-    assert_eq!(l.poll_timeout(), None);
+    // Only the holder's lease end is left.
+    assert_eq!(l.poll_timeout(), Some(FAR));
     // Newcomers are refused too.
     l.request(at(6), c(4), acquire(1_000));
     expect(&mut l, &[(4, refused("daemon is shutting down"))], &[]);
@@ -606,6 +865,15 @@ fn shutdown_refuses_waiters_and_keeps_the_holder() {
     let mut l = L::new(cfg());
     assert!(!l.shutdown(T0));
     expect(&mut l, &[], &[]);
+
+    // A holder's lease still ends while the daemon is leaving.
+    let mut l = with_waiters(cfg(), &[1]);
+    l.grant_next(T0, 1, at(50), false);
+    let _ = (replies(&mut l), events(&mut l));
+    assert!(l.shutdown(at(5)));
+    l.handle_timeout(at(50));
+    expect(&mut l, &[(1, lock_lost(LEASE_EXPIRED_REASON))], &[ev_released(1, 1, 50, ReleaseHow::Expired)]);
+    assert!(!l.shutdown(at(51)));
 }
 
 #[test]
@@ -614,23 +882,61 @@ fn poll_timeout_is_the_earliest_deadline() {
     l.request(T0, c(1), acquire(500));
     l.request(T0, c(2), acquire(400));
     assert_eq!(l.poll_timeout(), Some(at(400)));
-    l.grant_next(at(50), 1, false);
+    l.grant_next(at(50), 1, FAR, false);
     assert_eq!(l.poll_timeout(), Some(at(350)));
     l.request(at(60), c(3), acquire(100));
     assert_eq!(l.poll_timeout(), Some(at(160)));
 }
 
 #[test]
+fn poll_timeout_includes_the_lease_end() {
+    // A holder alone: its lease end is the deadline.
+    let mut l = with_waiters(cfg(), &[1]);
+    l.grant_next(at(10), 1, at(70), false);
+    assert_eq!(l.poll_timeout(), Some(at(70)));
+    l.renew(at(90));
+    assert_eq!(l.poll_timeout(), Some(at(90)));
+
+    // With a waiter (400) and max_hold (350): the earliest of the three, as
+    // renewals and the revocation move them.
+    let mut l = L::new(LocksConfig { max_hold: Some(ms(300)), ..cfg() });
+    l.request(T0, c(1), acquire(500));
+    l.request(T0, c(2), acquire(400));
+    l.grant_next(at(50), 1, at(200), false);
+    assert_eq!(l.poll_timeout(), Some(at(200)));
+    assert!(l.renew(at(380)));
+    assert_eq!(l.poll_timeout(), Some(at(350)));
+    l.handle_timeout(at(350));
+    assert_eq!(l.poll_timeout(), Some(at(380)));
+    l.handle_timeout(at(380));
+    assert!(!l.is_held());
+    assert_eq!(l.poll_timeout(), Some(at(400)));
+    expect(
+        &mut l,
+        &[(1, granted(1, at(200))), (1, renewed(at(380))), (1, lock_lost("held longer than max_hold_ms"))],
+        &[
+            ev_granted(1, 1, 50, at(200)),
+            ev_renewed(1, 1, at(380)),
+            LockEvent::Revoking { client: c(1), fence: 1 },
+            ev_released(1, 1, 330, ReleaseHow::Revoked),
+        ],
+    );
+}
+
+#[test]
 fn huge_timeouts_and_times_do_not_overflow() {
-    let mut l = L::new(LocksConfig { max_hold: Some(Duration::MAX), revoke_grace: Duration::MAX, ..cfg() });
+    let mut l = L::new(LocksConfig { max_hold: Some(Duration::MAX), ..cfg() });
     let end = Instant::from_micros(u64::MAX);
     l.request(T0, c(1), acquire(u64::MAX));
     assert_eq!(l.poll_timeout(), Some(end));
-    assert_eq!(l.grant_next(T0, 1, false), Some(c(1)));
+    assert_eq!(l.grant_next(T0, 1, end, false), Some(c(1)));
+    assert!(!l.renew(end));
     l.handle_timeout(end);
     l.handle_timeout(end);
     let _ = (replies(&mut l), events(&mut l));
     // Time going backwards (a broken driver) does not panic either.
+    l.request(T0, c(1), acquire(u64::MAX));
+    assert_eq!(l.grant_next(T0, 2, end, false), Some(c(1)));
     l.request(T0, c(1), LockRequest::Release);
     assert!(!l.is_held());
 }
@@ -646,13 +952,26 @@ enum Op {
     Tick(u64),
     /// Time passes without a wake-up (a late timer).
     Sleep(u64),
+    /// The driver wakes us exactly at `poll_timeout` (at once if that passed).
+    Wake,
+    /// The driver wakes us one microsecond before `poll_timeout`.
+    WakeJustBefore,
     TokenArrived,
-    Grant(bool),
+    /// `grant_next` with the core's lease ending this many ms after now
+    /// (before now if negative).
+    Grant(bool, i64),
+    /// The core's lease moves to this many ms after now (before if negative).
+    Renew(i64),
     Lose,
     Shutdown,
 }
 
 const SLOTS: usize = 5;
+
+fn arb_lease() -> impl Strategy<Value = i64> {
+    // Mostly live, sometimes already over (0: ending now).
+    prop_oneof![1 => -3i64..=0, 6 => 1i64..80]
+}
 
 fn arb_op() -> impl Strategy<Value = Op> {
     let slot = 0..SLOTS;
@@ -663,21 +982,33 @@ fn arb_op() -> impl Strategy<Value = Op> {
         1 => (slot, any::<bool>()).prop_map(|(s, twice)| Op::Gone(s, twice)),
         4 => (0u64..30).prop_map(Op::Tick),
         1 => (0u64..30).prop_map(Op::Sleep),
+        2 => Just(Op::Wake),
+        1 => Just(Op::WakeJustBefore),
         2 => Just(Op::TokenArrived),
-        5 => any::<bool>().prop_map(Op::Grant),
+        5 => (any::<bool>(), arb_lease()).prop_map(|(b, d)| Op::Grant(b, d)),
+        3 => arb_lease().prop_map(Op::Renew),
         1 => Just(Op::Lose),
     ]
 }
 
 fn arb_cfg() -> impl Strategy<Value = LocksConfig> {
-    (0usize..5, proptest::option::of(0u64..50), 0u64..30, prop_oneof![Just(0u64), 1u64..20]).prop_map(
-        |(max_queue, max_hold, grace, try_window)| LocksConfig {
+    (0usize..5, proptest::option::of(0u64..50), prop_oneof![Just(0u64), 1u64..20]).prop_map(
+        |(max_queue, max_hold, try_window)| LocksConfig {
             max_queue,
             max_hold: max_hold.map(ms),
-            revoke_grace: ms(grace),
             try_window: ms(try_window),
         },
     )
+}
+
+/// `now` moved by `d` ms (back if negative).
+fn offset(now: Instant, d: i64) -> Instant {
+    let us = d.unsigned_abs() * 1_000;
+    if d >= 0 {
+        now + Duration::from_micros(us)
+    } else {
+        Instant::from_micros(now.as_micros() - us)
+    }
 }
 
 /// One client's view of its current Acquire.
@@ -689,15 +1020,24 @@ enum Episode {
     Waiting { since: Instant, deadline: Instant },
     /// Granted at this instant, not yet told otherwise.
     Holding { since: Instant },
-    /// Told LockLost (max_hold) at this instant while its hold lasts.
-    Revoked { at: Instant },
+    /// Told LockLost (max_hold) while its hold lasts.
+    Revoked,
+}
+
+/// The hold according to the events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ModelHold {
+    client: ClientId,
+    fence: u128,
+    lease_until: Instant,
+    /// Got `Revoking` (max_hold passed).
+    revoked: bool,
 }
 
 /// The model the property test checks every step against.
 struct Model {
     episodes: BTreeMap<ClientId, Episode>,
-    /// Holder according to the events.
-    holder: Option<(ClientId, u128)>,
+    holder: Option<ModelHold>,
     last_fence: Option<u128>,
     gone: Vec<ClientId>,
 }
@@ -723,12 +1063,15 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
     for (i, op) in ops.into_iter().enumerate() {
         let op = if shutdown_at == Some(i) { Op::Shutdown } else { op };
         let mut granted_to = None;
+        // The lease end the op hands in (grant or renewal).
+        let mut lease_given = None;
         // The client the op is about, and its episode before.
         let subject = match op {
             Op::Acquire(s, _) | Op::Release(s) | Op::Gone(s, _) => Some(slots[s]),
             _ => None,
         };
         let before = subject.map(|c| m.episode(c));
+        let woke = matches!(op, Op::Tick(_) | Op::Wake | Op::WakeJustBefore);
         match op {
             Op::Acquire(s, t) => l.request(now, slots[s], acquire(t)),
             Op::Release(s) => l.request(now, slots[s], LockRequest::Release),
@@ -743,12 +1086,34 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
                 l.handle_timeout(now);
             }
             Op::Sleep(d) => now = now + ms(d),
+            Op::Wake => {
+                if let Some(t) = l.poll_timeout() {
+                    now = now.max(t);
+                }
+                l.handle_timeout(now);
+            }
+            Op::WakeJustBefore => {
+                if let Some(t) = l.poll_timeout() {
+                    now = now.max(just_before(t));
+                }
+                l.handle_timeout(now);
+            }
             Op::TokenArrived => l.token_arrived(now),
-            Op::Grant(batch_only) => {
-                granted_to = l.grant_next(now, fence + 1, batch_only);
+            Op::Grant(batch_only, d) => {
+                let lease = offset(now, d);
+                lease_given = Some(lease);
+                granted_to = l.grant_next(now, fence + 1, lease, batch_only);
                 if granted_to.is_some() {
+                    prop_assert!(lease > now, "granted at {} with a lease over at {}", now, lease);
                     fence += 1;
                 }
+            }
+            Op::Renew(d) => {
+                let lease = offset(now, d);
+                lease_given = Some(lease);
+                // Only a holder not revoked, and only later.
+                let want = m.holder.is_some_and(|h| !h.revoked && lease > h.lease_until);
+                prop_assert_eq!(l.renew(lease), want, "renew to {} of {:?}", lease, m.holder);
             }
             Op::Lose => l.lose(now, "lost"),
             Op::Shutdown => {
@@ -761,28 +1126,66 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
         let mut released_how = None;
         for e in events(&mut l) {
             match e {
-                LockEvent::Granted { client, fence: f, .. } => {
-                    prop_assert!(matches!(op, Op::Grant(_)), "grant outside grant_next: {:?}", op);
+                LockEvent::Granted { client, fence: f, lease_until, .. } => {
+                    prop_assert!(matches!(op, Op::Grant(..)), "grant outside grant_next: {:?}", op);
                     prop_assert_eq!(m.holder, None, "two holders");
                     prop_assert!(m.last_fence.is_none_or(|last| f > last), "fence {} not increasing", f);
                     prop_assert_eq!(Some(client), granted_to);
-                    m.holder = Some((client, f));
+                    prop_assert_eq!(Some(lease_until), lease_given);
+                    prop_assert!(lease_until > now, "granted at {} with a lease over at {}", now, lease_until);
+                    m.holder = Some(ModelHold { client, fence: f, lease_until, revoked: false });
                     m.last_fence = Some(f);
                 }
+                LockEvent::Renewed { client, fence: f, lease_until } => {
+                    prop_assert!(matches!(op, Op::Renew(_)), "renewal outside renew: {:?}", op);
+                    prop_assert_eq!(Some(lease_until), lease_given);
+                    let Some(h) = &mut m.holder else {
+                        return Err(TestCaseError::fail("Renewed with nothing held"));
+                    };
+                    prop_assert_eq!((h.client, h.fence), (client, f));
+                    prop_assert!(!h.revoked, "renewed after revocation");
+                    prop_assert!(lease_until > h.lease_until, "renewal does not extend");
+                    h.lease_until = lease_until;
+                }
+                LockEvent::Revoking { client, fence: f } => {
+                    prop_assert!(woke, "revocation during {:?}", op);
+                    let Some(h) = &mut m.holder else {
+                        return Err(TestCaseError::fail("Revoking with nothing held"));
+                    };
+                    prop_assert_eq!((h.client, h.fence), (client, f));
+                    prop_assert!(!h.revoked, "revoked twice");
+                    h.revoked = true;
+                }
                 LockEvent::Released { client, fence: f, how, .. } => {
-                    prop_assert_eq!(m.holder, Some((client, f)));
+                    let Some(h) = m.holder else {
+                        return Err(TestCaseError::fail("Released with nothing held"));
+                    };
+                    prop_assert_eq!((h.client, h.fence), (client, f));
                     let want = match op {
                         Op::Release(_) => ReleaseHow::Released,
                         Op::Gone(..) => ReleaseHow::Disconnected,
-                        Op::Tick(_) => ReleaseHow::Revoked,
                         Op::Lose => ReleaseHow::Lost,
+                        _ if woke => {
+                            // A wake-up ends a hold only at its lease end, not before.
+                            prop_assert!(
+                                h.lease_until <= now,
+                                "hold ended at {} before its lease end {}",
+                                now,
+                                h.lease_until
+                            );
+                            if h.revoked {
+                                ReleaseHow::Revoked
+                            } else {
+                                ReleaseHow::Expired
+                            }
+                        }
                         _ => return Err(TestCaseError::fail(format!("release during {op:?}"))),
                     };
                     prop_assert_eq!(how, want);
                     m.holder = None;
                     released_how = Some((client, how));
                 }
-                LockEvent::TimedOut { .. } | LockEvent::Revoking { .. } => {}
+                LockEvent::TimedOut { .. } => {}
             }
         }
 
@@ -792,20 +1195,31 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
             prop_assert!(!m.gone.contains(&client), "reply to a gone client");
             let ep = m.episode(client);
             match r {
-                LockReply::Granted { .. } => {
+                LockReply::Granted { fence: f, lease_until_us } => {
                     let Episode::Waiting { since, deadline } = ep else {
                         return Err(TestCaseError::fail(format!("Granted to {client} in {ep:?}")));
                     };
                     // Never at or after the deadline, except a try-lock at once.
                     prop_assert!(now < deadline || (now == since && since == deadline));
+                    // Never with a lease at or before now.
+                    prop_assert!(*lease_until_us > now.as_micros(), "Granted at {} until {}us", now, lease_until_us);
+                    let h = m.holder.map(|h| (h.client, h.fence, h.lease_until.as_micros()));
+                    prop_assert_eq!(h, Some((client, *f, *lease_until_us)));
                     m.set(client, Episode::Holding { since: now });
+                }
+                LockReply::Renewed { lease_until_us } => {
+                    // Only to a holder told nothing else: never after LockLost.
+                    prop_assert!(matches!(ep, Episode::Holding { .. }), "Renewed to {} in {:?}", client, ep);
+                    prop_assert!(matches!(op, Op::Renew(_)));
+                    let h = m.holder.map(|h| (h.client, h.lease_until.as_micros()));
+                    prop_assert_eq!(h, Some((client, *lease_until_us)));
                 }
                 LockReply::TimedOut => {
                     let Episode::Waiting { deadline, .. } = ep else {
                         return Err(TestCaseError::fail(format!("TimedOut to {client} in {ep:?}")));
                     };
                     prop_assert!(deadline <= now);
-                    prop_assert!(matches!(op, Op::Tick(_) | Op::Grant(_)));
+                    prop_assert!(woke || matches!(op, Op::Grant(..)));
                     m.set(client, Episode::Idle);
                 }
                 LockReply::Released => {
@@ -814,12 +1228,21 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
                     prop_assert!(ep != Episode::Idle);
                     m.set(client, Episode::Idle);
                 }
-                LockReply::LockLost { .. } => {
-                    prop_assert!(matches!(ep, Episode::Holding { .. }), "LockLost in {:?}", ep);
+                LockReply::LockLost { reason } => {
+                    let Episode::Holding { since } = ep else {
+                        return Err(TestCaseError::fail(format!("LockLost to {client} in {ep:?}")));
+                    };
                     match op {
-                        Op::Tick(_) => m.set(client, Episode::Revoked { at: now }),
                         Op::Lose => m.set(client, Episode::Idle),
-                        _ => return Err(TestCaseError::fail(format!("LockLost during {op:?}"))),
+                        _ if woke && reason == HELD_TOO_LONG => {
+                            prop_assert!(cfg.max_hold.is_some_and(|max| since + max <= now));
+                            m.set(client, Episode::Revoked);
+                        }
+                        _ if woke && reason == LEASE_EXPIRED => {
+                            prop_assert_eq!(released_how, Some((client, ReleaseHow::Expired)));
+                            m.set(client, Episode::Idle);
+                        }
+                        _ => return Err(TestCaseError::fail(format!("LockLost {reason:?} during {op:?}"))),
                     }
                 }
                 LockReply::Refused { .. } => match op {
@@ -858,8 +1281,8 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
             }
             (Op::Gone(..), Some(client), _) => {
                 prop_assert!(rs.is_empty());
-                if let Some((who, _)) = released_how {
-                    prop_assert_eq!(who, client);
+                if let Some((who, how)) = released_how {
+                    prop_assert_eq!((who, how), (client, ReleaseHow::Disconnected));
                 }
                 m.set(client, Episode::Idle);
                 m.gone.push(client);
@@ -873,44 +1296,48 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
         // A revoked hold ending without a reply closes nothing new: its
         // episode already ended with LockLost.
         if let Some((client, ReleaseHow::Revoked | ReleaseHow::Lost)) = released_how {
-            if matches!(m.episode(client), Episode::Revoked { .. }) {
+            if m.episode(client) == Episode::Revoked {
                 m.set(client, Episode::Idle);
             }
         }
 
         // The component agrees with the model.
-        prop_assert_eq!(l.holder(), m.holder);
+        prop_assert_eq!(l.holder(), m.holder.map(|h| (h.client, h.fence)));
+        prop_assert_eq!(l.lease_until(), m.holder.map(|h| h.lease_until));
+        if let Some(h) = m.holder {
+            // The driver is always woken by the lease end at the latest.
+            prop_assert!(l.poll_timeout().is_some_and(|t| t <= h.lease_until));
+        }
         let model_waiting = m.episodes.values().filter(|e| matches!(e, Episode::Waiting { .. })).count();
         prop_assert_eq!(l.waiting(), model_waiting);
         prop_assert!(l.waiting() <= l.cfg.max_queue);
         prop_assert!(l.batch_remaining() <= l.waiting());
         for (client, e) in &m.episodes {
-            let holds = m.holder.is_some_and(|(h, _)| h == *client);
-            prop_assert_eq!(
-                holds,
-                matches!(e, Episode::Holding { .. } | Episode::Revoked { .. }),
-                "{} {:?}",
-                client,
-                e
-            );
+            let holds = m.holder.is_some_and(|h| h.client == *client);
+            prop_assert_eq!(holds, matches!(e, Episode::Holding { .. } | Episode::Revoked), "{} {:?}", client, e);
         }
-        if let Op::Tick(_) = op {
+        if woke {
             // Nothing overdue survives a wake-up: no waiter past its
-            // deadline, no hold past max_hold unrevoked, no revoked hold
-            // past its grace.
+            // deadline, no hold past max_hold unrevoked, no hold past its
+            // lease end.
             prop_assert!(l.poll_timeout().is_none_or(|t| t > now));
             for e in m.episodes.values() {
                 match *e {
                     Episode::Waiting { deadline, .. } => prop_assert!(deadline > now),
                     Episode::Holding { since } => prop_assert!(cfg.max_hold.is_none_or(|max| since + max > now)),
-                    Episode::Revoked { at } => prop_assert!(at + cfg.revoke_grace > now),
-                    Episode::Idle => {}
+                    Episode::Revoked | Episode::Idle => {}
                 }
             }
+            if let Some(h) = m.holder {
+                prop_assert!(h.lease_until > now, "hold outlived its lease end {} at {}", h.lease_until, now);
+            }
         }
-        if let Op::Grant(batch_only) = op {
-            // A failed grant with nothing held leaves nobody to serve.
-            if granted_to.is_none() && !l.is_held() {
+        if let Op::Grant(batch_only, _) = op {
+            // A failed grant with nothing held and a live lease leaves
+            // nobody to serve; with the lease over, nobody is granted.
+            if lease_given.is_some_and(|t| t <= now) {
+                prop_assert_eq!(granted_to, None);
+            } else if granted_to.is_none() && !l.is_held() {
                 prop_assert_eq!(if batch_only { l.batch_remaining() } else { l.waiting() }, 0);
             }
         }

@@ -50,7 +50,7 @@ fn leave_holder_without_next_hands_the_token_to_the_lowest_live_id_and_broadcast
 fn leave_waiting_site_sends_skip_with_its_next_to_its_predecessor() {
     let mut s = committed(4, 3, 2, 1, Some(2), &[2, 1]);
     s.next = Some((n(4), 6));
-    assert_eq!(acquire(&mut s, T0, 1), vec![]);
+    assert_eq!(acquire(&mut s, T0, 1), renewals(4, 3, 1, E, false));
     s.handle_shutdown(at(1));
     assert_eq!(
         drain(&mut s),

@@ -53,9 +53,9 @@ fn cfg(k: usize) -> NtConfig {
         t_msg: ms(10),
         heartbeat: ms(20),
         suspect_after: ms(60),
-        lease: ms(50),
+        lease: ms(45),
         drift_ppm: 0,
-        locks: LocksConfig { max_queue: 8, max_hold: None, revoke_grace: ms(100), try_window: Duration::ZERO },
+        locks: LocksConfig { max_queue: 8, max_hold: None, try_window: Duration::ZERO },
         liveness_every: None,
         mutations: Default::default(),
     }
@@ -119,7 +119,37 @@ fn holder(size: u32, me: u32, k: usize) -> NtNode {
     s.token = Some(Token { epoch: E, counter: 0 });
     s.position = Some(0);
     s.last = Last::Root;
+    give_lease(&mut s);
     s
+}
+
+/// A live lease on the token's epoch: a renewal sent at `T0` acked by a
+/// majority (it ends at [`lease_end`]); no local client, so no renewal is
+/// due until one comes.
+fn give_lease(s: &mut NtNode) {
+    let epoch = s.token.map_or(s.max_epoch(), |t| t.epoch);
+    let r = s.lease.poll(T0, true, epoch, true, &mut s.rng).expect("a first renewal");
+    for i in 1..=s.members.len() / 2 + 1 {
+        s.lease.on_ack(n(i as u32), r.round);
+    }
+    assert_eq!(s.lease.live_until(T0, epoch), Some(lease_end()));
+    let _ = s.lease.poll(T0, false, epoch, true, &mut s.rng);
+}
+
+/// The renewal `round` of site `me` of `size` sites, sent to every peer.
+fn renewals(size: u32, me: u32, round: u64, epoch: u64, holding: bool) -> Vec<OutputOf<NtNode>> {
+    (1..=size).filter(|i| *i != me).map(|i| send_e(i, epoch, Body::LeaseRenew { round, epoch, holding })).collect()
+}
+
+/// Peers `from` ack renewal `round` of `s` at `now`; returns the outputs.
+fn lease_acks(s: &mut NtNode, now: Instant, round: u64, from: &[u32]) -> Vec<OutputOf<NtNode>> {
+    let epoch = s.max_epoch();
+    from.iter().flat_map(|f| deliver_msg(s, now, *f, INC, Msg { epoch, body: Body::LeaseAck { round } })).collect()
+}
+
+/// The end of the lease [`give_lease`] gives: `T0 + lease` (ρ = 0).
+fn lease_end() -> Instant {
+    T0 + cfg(1).lease
 }
 
 /// The holder with local client c1 in its critical section since `T0`
@@ -205,7 +235,7 @@ fn reply(client: u64, r: LockReply) -> OutputOf<NtNode> {
 }
 
 fn granted_event(client: u64, fence: u128, waited: u64) -> OutputOf<NtNode> {
-    ev(NtEvent::Lock(LockEvent::Granted { client: c(client), fence, waited: ms(waited) }))
+    ev(NtEvent::Lock(LockEvent::Granted { client: c(client), fence, waited: ms(waited), lease_until: lease_end() }))
 }
 
 fn released_event(client: u64, fence: u128, held: u64, how: ReleaseHow) -> OutputOf<NtNode> {
@@ -263,6 +293,7 @@ fn proposal(round: u64, id: u32) -> u64 {
 }
 
 mod detect;
+mod lease;
 mod leave;
 mod queue;
 mod recovery;

@@ -10,7 +10,11 @@ fn nt_acquire_at_the_idle_root_holder_grants_at_once_without_messages() {
     let f = fence(E, 1);
     assert_eq!(
         acquire(&mut s, T0, 1),
-        vec![reply(1, LockReply::Granted { fence: f }), granted_event(1, f, 0), ev(NtEvent::Entered { fence: f })]
+        vec![
+            reply(1, LockReply::Granted { fence: f, lease_until_us: lease_end().as_micros() }),
+            granted_event(1, f, 0),
+            ev(NtEvent::Entered { fence: f })
+        ]
     );
     assert_eq!(s.token, Some(Token { epoch: E, counter: 1 }));
     assert_eq!(s.holder(), Some((c(1), f)));
@@ -20,7 +24,10 @@ fn nt_acquire_at_the_idle_root_holder_grants_at_once_without_messages() {
 #[test]
 fn nt_acquire_at_a_non_root_requests_from_last_and_becomes_a_root() {
     let mut s = site(4, 3, 2);
-    assert_eq!(acquire(&mut s, T0, 1), vec![send(1, request(3, 1, 0))]);
+    let mut expected = vec![send(1, request(3, 1, 0))];
+    // A first request also renews the site's lease (reliability.md).
+    expected.extend(renewals(4, 3, 1, E, false));
+    assert_eq!(acquire(&mut s, T0, 1), expected);
     assert_eq!(s.last, Last::Root);
     assert_eq!((s.request, s.seq), (Some(1), 1));
     // (N + 1) t_msg: a request may be forwarded N - 1 times.
@@ -126,9 +133,12 @@ fn nt_release_with_a_local_client_still_waiting_passes_the_token_and_requests_ag
 #[test]
 fn nt_batch_queued_when_the_token_arrives_is_served_before_passing_it_on() {
     let mut s = waiting(4, 2, 2, 1);
-    assert_eq!(acquire(&mut s, T0, 1), vec![]);
+    assert_eq!(acquire(&mut s, T0, 1), renewals(4, 2, 1, E, false));
     assert_eq!(acquire(&mut s, T0, 2), vec![]);
     assert_eq!(deliver(&mut s, at(1), 1, request(3, 7, 1)), vec![send(3, commit(None, &[2], 7, (2, 1)))]);
+    // A majority acks the waiting site's renewal (their holder is live):
+    // the token will find a live lease here, ending at T0 + lease.
+    assert_eq!(lease_acks(&mut s, at(1), 1, &[1, 3, 4]), vec![]);
 
     // The token: c1 and c2 form the batch; the chain behind learns our
     // position (a fresh Commit with a position).
@@ -139,7 +149,7 @@ fn nt_batch_queued_when_the_token_arrives_is_served_before_passing_it_on() {
         vec![
             ev(NtEvent::HasToken(true)),
             send(3, commit(Some(2), &[2], 7, (2, u64::MAX))),
-            reply(1, LockReply::Granted { fence: f5 }),
+            reply(1, LockReply::Granted { fence: f5, lease_until_us: lease_end().as_micros() }),
             granted_event(1, f5, 2),
             ev(NtEvent::Entered { fence: f5 }),
         ]
@@ -154,7 +164,7 @@ fn nt_batch_queued_when_the_token_arrives_is_served_before_passing_it_on() {
         vec![
             reply(1, LockReply::Released),
             released_event(1, f5, 2, ReleaseHow::Released),
-            reply(2, LockReply::Granted { fence: f6 }),
+            reply(2, LockReply::Granted { fence: f6, lease_until_us: lease_end().as_micros() }),
             granted_event(2, f6, 4),
             ev(NtEvent::Entered { fence: f6 }),
         ]
@@ -185,7 +195,7 @@ fn nt_holder_without_next_keeps_granting_to_late_arrivals() {
         vec![
             reply(1, LockReply::Released),
             released_event(1, f1, 3, ReleaseHow::Released),
-            reply(2, LockReply::Granted { fence: f2 }),
+            reply(2, LockReply::Granted { fence: f2, lease_until_us: lease_end().as_micros() }),
             granted_event(2, f2, 2),
             ev(NtEvent::Entered { fence: f2 }),
         ]
@@ -197,8 +207,11 @@ fn nt_holder_without_next_keeps_granting_to_late_arrivals() {
 fn nt_waiter_timing_out_leaves_the_request_outstanding() {
     let mut s = site(3, 2, 2);
     s.handle_request(T0, c(1), LockRequest::Acquire { timeout_ms: 30 });
-    assert_eq!(drain(&mut s), vec![send(1, request(2, 1, 0))]);
-    assert_eq!(s.poll_timeout(), Some(at(30)), "the client's deadline comes before the Commit timer");
+    let mut expected = vec![send(1, request(2, 1, 0))];
+    expected.extend(renewals(3, 2, 1, E, false));
+    assert_eq!(drain(&mut s), expected);
+    assert_eq!(s.locks.poll_timeout(), Some(at(30)));
+    assert!(s.timers.get(Timer::CommitWait) > Some(at(30)), "the client's deadline comes before the Commit timer");
     assert_eq!(
         timeout(&mut s, at(30)),
         vec![reply(1, LockReply::TimedOut), ev(NtEvent::Lock(LockEvent::TimedOut { client: c(1), waited: ms(30) }))]
@@ -227,29 +240,23 @@ fn nt_token_arriving_with_no_local_waiter_is_kept_idle_or_passed_to_next() {
 }
 
 #[test]
-fn nt_revoked_holder_keeps_the_token_until_its_grace_ends() {
+fn nt_revoked_holder_keeps_the_token_until_its_lease_ends() {
     let mut h = holder(3, 1, 2);
-    h.locks = LocalLocks::new(LocksConfig {
-        max_queue: 8,
-        max_hold: Some(ms(50)),
-        revoke_grace: ms(100),
-        try_window: Duration::ZERO,
-    });
+    h.locks = LocalLocks::new(LocksConfig { max_queue: 8, max_hold: Some(ms(10)), try_window: Duration::ZERO });
     acquire(&mut h, T0, 1);
     deliver(&mut h, at(1), 3, request(3, 1, 0));
     let f = fence(E, 1);
     assert_eq!(
-        timeout(&mut h, at(50)),
+        timeout(&mut h, at(10)),
         vec![
             reply(1, LockReply::LockLost { reason: "held longer than max_hold_ms".into() }),
             ev(NtEvent::Lock(LockEvent::Revoking { client: c(1), fence: f })),
         ]
     );
-    assert!(h.has_token(), "not passed before the client lets go or the grace ends");
-    assert_eq!(
-        timeout(&mut h, at(150)),
-        vec![released_event(1, f, 150, ReleaseHow::Revoked), send(3, token(E, 1, 1)), ev(NtEvent::HasToken(false))]
-    );
+    assert!(h.has_token(), "not passed before the client lets go or its lease ends");
+    // The lease given with the grant (T0 + 45 ms) was never extended.
+    assert_eq!(timeout(&mut h, lease_end() + Duration::from_micros(0)).len(), 3);
+    assert!(!h.has_token());
 }
 
 // ===== COMMIT =============================================================
@@ -280,7 +287,7 @@ fn commit_provisional_monitors_the_sender_and_arms_the_provisional_timer() {
     // 2 (N + 1) t_msg: head committed, then the cascade down the chain;
     // plus 3 W: a regenerating head may first sit out its restart window,
     // a random delay and its promise round.
-    assert_eq!(s.timers.get(Timer::Provisional), Some(at(260)));
+    assert_eq!(s.timers.get(Timer::Provisional), Some(at(245)));
 }
 
 #[test]
@@ -494,7 +501,7 @@ fn client_second_acquire_on_the_same_client_is_refused() {
         vec![reply(1, LockReply::Refused { reason: "already holding the lock".into() })]
     );
     let mut s = waiting(3, 2, 2, 1);
-    assert_eq!(acquire(&mut s, T0, 1), vec![]);
+    assert_eq!(acquire(&mut s, T0, 1), renewals(3, 2, 1, E, false));
     assert_eq!(
         acquire(&mut s, at(1), 1),
         vec![reply(1, LockReply::Refused { reason: "already waiting for the lock".into() })]

@@ -25,7 +25,7 @@ fn startup_new_stores_its_fresh_state_then_broadcasts_hello() {
     assert_eq!(drain(&mut s), expected, "the file says 'unrecovered' before the node speaks");
     assert!(!s.stored().recovered());
     assert_eq!(s.poll_timeout(), Some(at(20)), "Join fires after 2 t_msg");
-    assert_eq!(s.timers.get(Timer::Recover), Some(at(50)), "recovery rounds start after the restart window");
+    assert_eq!(s.timers.get(Timer::Recover), Some(at(45)), "recovery rounds start after the restart window");
     assert_eq!(s.phase, Phase::Joining { fresh: ids(&[2]), running_seen: false, deferred: vec![] });
     assert_eq!(s.last, Last::Unknown);
     assert!(!s.is_running());
@@ -123,7 +123,7 @@ fn startup_minority_of_fresh_answers_at_the_join_timer_asks_again_then_a_majorit
     // 3 fresh of 5 (n2, n3, n4) is a majority: a new cluster at the timer.
     assert_eq!(timeout(&mut s, at(40)), vec![ev(NtEvent::Joined { bootstrap: true })]);
     assert_eq!(s.last, Last::Parent(n(1)));
-    assert_eq!(s.poll_timeout(), Some(at(50)), "only the recovery round is left");
+    assert_eq!(s.poll_timeout(), Some(at(45)), "only the recovery round is left");
 }
 
 #[test]
@@ -191,6 +191,9 @@ fn startup_an_unrecovered_node_stays_out_of_the_queue() {
             ev(NtEvent::RecoveryStarted { mech: Mech::M3 }),
             send(1, Body::SearchQueue { accesses: 0 }),
             send(3, Body::SearchQueue { accesses: 0 }),
+            // Recovered, it renews a lease for its waiting client.
+            send(1, Body::LeaseRenew { round: 1, epoch: E, holding: false }),
+            send(3, Body::LeaseRenew { round: 1, epoch: E, holding: false }),
         ]
     );
 }
@@ -205,7 +208,12 @@ fn startup_clients_queued_while_joining_ask_along_the_new_tree() {
     // n1 answered from epoch 0, below ours: it is told the newer epoch.
     assert_eq!(
         out,
-        vec![send(1, Body::AreYouAlive), ev(NtEvent::Joined { bootstrap: true }), send(1, request(2, 1, 0))]
+        vec![
+            send(1, Body::AreYouAlive),
+            ev(NtEvent::Joined { bootstrap: true }),
+            send(1, request(2, 1, 0)),
+            send(1, Body::LeaseRenew { round: 1, epoch: E, holding: false }),
+        ]
     );
 }
 
@@ -221,6 +229,8 @@ fn startup_a_new_life_makes_its_first_request_through_m3() {
             ev(NtEvent::RecoveryStarted { mech: Mech::M3 }),
             send(1, Body::SearchQueue { accesses: 0 }),
             send(3, Body::SearchQueue { accesses: 0 }),
+            send(1, Body::LeaseRenew { round: 1, epoch: E, holding: false }),
+            send(3, Body::LeaseRenew { round: 1, epoch: E, holding: false }),
         ]
     );
     assert_eq!((s.seq, s.request), (2, Some(2)));

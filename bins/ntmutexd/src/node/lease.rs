@@ -1,0 +1,109 @@
+//! Leases on grants (reliability.md, Pauses and leases; ntmutexd.md,
+//! Durability and leases): a site with local clients holding or waiting
+//! renews its lease with every peer every `lease_ms/3`; it grants only
+//! within `lease_ms·(1−ρ)` of a renewal a majority acked, and hands its
+//! client that deadline. A site that acked a renewal refuses every other
+//! proposer's regeneration for `lease_ms·(1+ρ)` (`Nack{busy}`), so no new
+//! token can exist while a lease is live, whatever pauses and partitions
+//! do. The arithmetic and the two halves are `lockservice::lease`; this
+//! file adds ntmutexd's refusal rules (the threshold, fresh nodes).
+
+use lockservice::lease::Renewal;
+
+use super::*;
+
+/// A lease that never ends (the `no_leases` mutation only).
+const FOREVER: Instant = Instant::from_micros(u64::MAX);
+
+impl NtNode {
+    /// The end of this site's lease on the token it holds, if it is live.
+    pub(super) fn lease_until(&self, now: Instant) -> Option<Instant> {
+        let token = self.token?;
+        if self.cfg.mutations.no_leases {
+            return Some(FOREVER);
+        }
+        self.lease.live_until(now, token.epoch)
+    }
+
+    /// Sends a renewal if one is due (after every input), and keeps the
+    /// renewal timer.
+    pub(super) fn renew_lease(&mut self, now: Instant) {
+        if self.cfg.mutations.no_leases {
+            return;
+        }
+        // An unrecovered fresh node takes no token: it has nothing to renew.
+        let active = (self.locks.is_held() || self.locks.has_waiters())
+            && self.phase == Phase::Running
+            && self.promise.stored().recovered();
+        let holding = self.token.is_some();
+        let epoch = self.token.map_or(self.max_epoch(), |t| t.epoch);
+        if let Some(Renewal { round, epoch, holding }) = self.lease.poll(now, active, epoch, holding, &mut self.rng) {
+            self.broadcast(Body::LeaseRenew { round, epoch, holding });
+            // Its own ack goes through the same rules as a peer's.
+            self.on_lease_renew(now, self.me, round, epoch, holding);
+        }
+        match self.lease.next_due() {
+            Some(at) if active => self.timers.set(Timer::Renew, at),
+            _ => self.timers.cancel(Timer::Renew),
+        }
+    }
+
+    /// (safety) A renewal from `from` (this site included). Refused with
+    /// the threshold if its epoch is below what this site stored or
+    /// promised (its proposal included); not acked by a fresh node that
+    /// has not recovered (it knows no threshold); otherwise acked as the
+    /// `Acker` decides, and the ack binds this site's promises.
+    pub(super) fn on_lease_renew(&mut self, now: Instant, from: NodeId, round: u64, epoch: u64, holding: bool) {
+        let m = self.cfg.mutations;
+        let threshold = self.promise.threshold();
+        if epoch < threshold && !m.ack_stale_renewals {
+            if from == self.me {
+                self.on_lease_refused(now, round, threshold);
+            } else {
+                self.send(from, Body::LeaseRefused { round, threshold });
+            }
+            return;
+        }
+        if !self.promise.stored().recovered() && !m.unrecovered_acks {
+            return;
+        }
+        self.acker.forget_expired(now);
+        let cfg = self.lease.config();
+        let holding = holding || m.ack_every_waiter;
+        if !self.acker.on_renew(cfg, now, from, holding) {
+            return;
+        }
+        if from == self.me {
+            self.on_lease_ack(now, from, round);
+        } else {
+            self.send(from, Body::LeaseAck { round });
+        }
+    }
+
+    /// An ack of our renewal `round`: the lease may have grown; the holder
+    /// is told.
+    pub(super) fn on_lease_ack(&mut self, now: Instant, from: NodeId, round: u64) {
+        if let Some(until) = self.lease.on_ack(from, round) {
+            self.locks.renew(now, until, &mut self.out);
+        }
+    }
+
+    /// A peer refused our renewal: it stored or promised `threshold`. A
+    /// holder of an older token drops it (it may have been regenerated
+    /// without us); a waiting site just has no lease.
+    pub(super) fn on_lease_refused(&mut self, now: Instant, _round: u64, threshold: u64) {
+        if self.token.is_some_and(|t| t.epoch < threshold) {
+            self.lease.end();
+            self.drop_token(now, "a majority moved to a newer epoch (this node's lease was refused)");
+        }
+    }
+
+    /// (safety) Whether an ack this site gave still forbids promising
+    /// `proposer`'s regeneration, and for how long.
+    pub(super) fn lease_busy_for(&self, now: Instant, proposer: NodeId) -> Option<Duration> {
+        if self.cfg.mutations.no_lease_window || self.cfg.mutations.no_leases {
+            return None;
+        }
+        self.acker.busy_for(now, proposer)
+    }
+}

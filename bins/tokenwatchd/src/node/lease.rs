@@ -1,0 +1,170 @@
+//! Leases on grants (reliability.md, Pauses and leases; tokenwatchd.md,
+//! Additions for users): a process with local clients holding or waiting
+//! sends `LeaseRenew{round, epoch, tpc, holding}` straight to every peer
+//! every `lease_ms/3` (at once when it has no live lease on the epoch it
+//! holds or waits for); it grants only within `lease_ms·(1−ρ)` of a renewal
+//! a majority acked, and hands its client that deadline, cut at the end of
+//! the visit (`max_hold`, which ftctl enforces through it). A process that
+//! acked a renewal refuses every other claimant for `lease_ms·(1+ρ)`
+//! (`Busy`), so no new token can exist while a lease is live, whatever
+//! pauses, partitions and late datagrams do; a renewal of an epoch below
+//! the receiver's threshold is refused with it, and a holder told so drops
+//! its token. The arithmetic and the two halves are `lockservice::lease`;
+//! this file adds tokenwatchd's refusal rules (the threshold, fresh nodes)
+//! and the visit's end.
+
+use durable::promise;
+use lockservice::lease::Renewal;
+
+use super::*;
+
+/// A lease that never ends (the `no_leases` mutation only).
+const FOREVER: Instant = Instant::from_micros(u64::MAX);
+
+impl TwNode {
+    /// The deadline a grant made now carries, if this process may grant:
+    /// its live lease on the token it holds, cut at the visit's end.
+    pub(super) fn grant_lease(&self, now: Instant) -> Option<Instant> {
+        let v = self.visit.as_ref()?;
+        let m = self.cfg.mutations;
+        let lease = if m.no_leases { FOREVER } else { self.lease.live_until(now, v.epoch)? };
+        if m.lease_past_visit {
+            return Some(lease);
+        }
+        // (safety) The token moves on at the visit's end without waiting
+        // for the client: the client's lease must end by then.
+        Some(lease.min(v.since + self.cfg.max_hold))
+    }
+
+    /// Whether this process keeps a lease: a local client holds or waits,
+    /// and it has joined.
+    fn lease_active(&self) -> bool {
+        !self.cfg.mutations.no_leases
+            && (self.locks.is_held() || self.locks.has_waiters())
+            && self.phase == Phase::Joined
+    }
+
+    /// Sends a renewal if one is due (after every input): the token's
+    /// epoch while holding, else the highest epoch accepted here. Returns
+    /// whether this process's own ack extended the lease.
+    pub(super) fn renew_lease(&mut self, now: Instant) -> bool {
+        if self.cfg.mutations.no_leases {
+            return false;
+        }
+        let active = self.lease_active();
+        let holding = self.visit.is_some();
+        let epoch = self.visit.as_ref().map_or(self.epoch(), |v| v.epoch);
+        let Some(Renewal { round, epoch, holding }) = self.lease.poll(now, active, epoch, holding, &mut self.rng)
+        else {
+            return false;
+        };
+        let tpc = self.tpc;
+        for p in self.members.clone() {
+            if p != self.me {
+                self.out.send(p, Msg::LeaseRenew { round, epoch, tpc, holding });
+            }
+        }
+        // Its own ack goes through the same rules as a peer's.
+        self.on_lease_renew(now, self.me, round, epoch, holding)
+    }
+
+    /// When the next renewal is due (or a holder's backoff ends).
+    pub(super) fn lease_deadline(&self) -> Option<Instant> {
+        if self.lease_active() {
+            self.lease.next_due()
+        } else {
+            None
+        }
+    }
+
+    /// (safety) A renewal from `from` (this process included). Refused
+    /// with the threshold if its epoch is below what this process stored
+    /// or promised (its own proposal included); not acked by a fresh node
+    /// that has not recovered (it knows no threshold); otherwise acked as
+    /// the `Acker` decides, and the ack binds this process's promises.
+    /// Returns whether an own renewal's ack extended the lease.
+    pub(super) fn on_lease_renew(&mut self, now: Instant, from: NodeId, round: u64, epoch: u64, holding: bool) -> bool {
+        let m = self.cfg.mutations;
+        if !promise::is_sane(epoch) {
+            self.out.event(TwEvent::Refused { from, reason: "epoch" });
+            return false;
+        }
+        let threshold = self.promise.threshold();
+        if epoch < threshold && !m.ack_stale_renewals {
+            if from == self.me {
+                self.on_lease_refused(now, from, round, threshold);
+            } else {
+                self.out.send(from, Msg::LeaseRefused { round, threshold });
+            }
+            return false;
+        }
+        if !self.promise.stored().recovered() && !m.unrecovered_acks {
+            return false;
+        }
+        if from != self.me && holding && epoch > self.epoch() && self.visit.is_none() {
+            // The sender holds a token newer than any accepted here: this
+            // process may have been bypassed (a bypassed process sees no
+            // more tokens). It joins the holder, whose answer re-admits it
+            // with the next token it forwards, as a refused Claim would:
+            // its own Claim may wait long, since acking live holders'
+            // renewals keeps it busy.
+            let nonce = self.fresh_nonce();
+            self.out.send(from, Msg::Join { nonce });
+        }
+        self.acker.forget_expired(now);
+        let holding = holding || m.ack_every_waiter;
+        if !self.acker.on_renew(self.lease.config(), now, from, holding) {
+            return false;
+        }
+        if from == self.me {
+            self.on_lease_ack(now, from, round)
+        } else {
+            self.out.send(from, Msg::LeaseAck { round });
+            false
+        }
+    }
+
+    /// An ack of our renewal `round`: the lease may have grown, and the
+    /// holder is told (`Renewed`, its deadline cut at the visit's end).
+    /// Returns whether the lease grew.
+    pub(super) fn on_lease_ack(&mut self, now: Instant, from: NodeId, round: u64) -> bool {
+        if self.lease.on_ack(from, round).is_none() {
+            return false;
+        }
+        if let Some(until) = self.grant_lease(now) {
+            self.locks.renew(now, until, &mut self.out);
+        }
+        true
+    }
+
+    /// A peer refused our renewal: it stored or promised `threshold`. A
+    /// holder of an older token drops it (a majority may have moved to a
+    /// newer epoch without us): its client gets `LockLost`, nothing more
+    /// is granted, and a Claim above `threshold` may replace it. A waiting
+    /// process just has no lease.
+    pub(super) fn on_lease_refused(&mut self, now: Instant, from: NodeId, _round: u64, threshold: u64) {
+        if !promise::is_sane(threshold) {
+            self.out.event(TwEvent::Refused { from, reason: "threshold" });
+            return;
+        }
+        if self.visit.as_ref().is_none_or(|v| v.epoch >= threshold) {
+            return;
+        }
+        self.lease.end();
+        self.locks.lose(now, "the token was superseded by a newer epoch (a lease renewal was refused)", &mut self.out);
+        self.visit = None;
+        self.out.event(TwEvent::HasToken(false));
+        self.promise.raise_floor(threshold);
+        self.out.event(TwEvent::Superseded);
+    }
+
+    /// (safety) Whether an ack this process gave still forbids adopting
+    /// `claimant`'s Claim (or proposing its own), and for how long.
+    pub(super) fn lease_busy_for(&self, now: Instant, claimant: NodeId) -> Option<Duration> {
+        let m = self.cfg.mutations;
+        if m.no_lease_window || m.no_leases {
+            return None;
+        }
+        self.acker.busy_for(now, claimant)
+    }
+}

@@ -1,0 +1,504 @@
+//! The lease a lock-granting site keeps on its lock, both halves
+//! (reliability.md, Pauses and leases). Sans-IO; the embedding core
+//! (ntmutexd, tokenwatchd) owns the messages and its own refusal rules
+//! (a renewal of an epoch below the receiver's threshold is answered with
+//! that value, never acked: the core checks that before calling
+//! [`Acker::on_renew`]).
+//!
+//! **Renewer** (a site with local clients holding or waiting):
+//! - [`Renewer::poll`] says when to send `LeaseRenew{round, epoch, holding}`
+//!   to every peer (and to itself, through its own [`Acker`]): every
+//!   `renew = lease/3` while active, at once when it has no live lease on
+//!   the epoch it holds or waits for (a first request, a token arriving
+//!   without one), and, for a holding site whose lease ran out, only after
+//!   the backoff `2·lease·(1+ρ)/(1−ρ)` plus a random delay of up to
+//!   `renew` (so one peer that still hears a cut-off holder cannot hold
+//!   off a regeneration for ever). Waiting sites never back off.
+//! - [`Renewer::on_ack`] counts acks per round; once a majority of the
+//!   configured sites (itself included) acked a round of the current
+//!   epoch, the lease ends `lease·(1−ρ)` after that round's send time, on
+//!   this site's clock ([`timer::Lease::holder_valid_until`]).
+//! - the site grants only while [`Renewer::live_until`] is `Some`.
+//!
+//! **Acker** (every site): acks a holding site's renewal, and a waiting
+//! site's only while it has acked a holding site's within
+//! `lease·(1+ρ)` (so the waiters of a lost token hold off its
+//! regeneration by one window at most); each ack promises to join no
+//! regeneration of another proposer for `lease·(1+ρ)`
+//! ([`Acker::busy_for`]).
+//!
+//! Why this is safe: a site grants only within `lease·(1−ρ)` of sending a
+//! renewal that a majority acked; each acker refuses other proposers until
+//! `lease·(1+ρ)` after its ack, later on any clock; a new token needs a
+//! majority's promises; majorities intersect. So no new token exists while
+//! a lease is live, whatever pauses or partitions do.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use ftcore::NodeId;
+use timer::{Instant, Lease, SeededRng};
+
+/// Lease settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LeaseConfig {
+    /// `lease_ms`.
+    pub lease: Duration,
+    /// ρ, in parts per million.
+    pub drift_ppm: u32,
+    /// Configured sites (the majority is `sites/2 + 1`).
+    pub sites: usize,
+}
+
+impl LeaseConfig {
+    /// `renew_ms = lease_ms/3`.
+    pub fn renew_every(&self) -> Duration {
+        self.lease / 3
+    }
+
+    /// Acks needed: a majority of the configured sites.
+    pub fn majority(&self) -> usize {
+        self.sites / 2 + 1
+    }
+
+    /// How long an acker honours an ack given at `at`.
+    pub fn honoured_until(&self, at: Instant) -> Instant {
+        Lease::new(at, self.lease, self.drift_ppm).grantor_honours_until()
+    }
+
+    /// How long a holding site whose lease ran out stays silent after its
+    /// last renewal: `2·lease·(1+ρ)/(1−ρ)`.
+    pub fn backoff(&self) -> Duration {
+        let rho = u128::from(self.drift_ppm.min(999_999));
+        let ns = 2 * self.lease.as_nanos() * (1_000_000 + rho) / (1_000_000 - rho);
+        Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+    }
+
+    /// The bound `lease·(1+ρ) + renew ≤ suspect_after·(1−ρ)`
+    /// (reliability.md): a lease (and one renewal period) runs out before
+    /// any peer could suspect the site. `Err` says by how much it misses.
+    pub fn check_against(&self, suspect_after: Duration) -> Result<(), String> {
+        let left = Lease::new(Instant::ZERO, self.lease, self.drift_ppm).grantor_honours_until() + self.renew_every();
+        let right = Lease::new(Instant::ZERO, suspect_after, self.drift_ppm).holder_valid_until();
+        if left <= right {
+            Ok(())
+        } else {
+            Err(format!(
+                "lease_ms·(1+ρ) + lease_ms/3 = {:?} must not exceed suspect_after_ms·(1−ρ) = {:?}",
+                left.saturating_since(Instant::ZERO),
+                right.saturating_since(Instant::ZERO)
+            ))
+        }
+    }
+}
+
+/// A renewal to send to every peer (and to the site's own [`Acker`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Renewal {
+    /// Its round: acks name it.
+    pub round: u64,
+    /// The epoch the lease is on.
+    pub epoch: u64,
+    /// Whether the site holds the token (else it waits for it).
+    pub holding: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Round {
+    sent: Instant,
+    epoch: u64,
+    acks: BTreeSet<NodeId>,
+}
+
+/// Most rounds kept waiting for acks (older ones can no longer extend the
+/// lease past newer ones anyway).
+const ROUNDS_KEPT: usize = 8;
+
+/// The renewing half: one site's lease on its lock.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Renewer {
+    cfg: LeaseConfig,
+    round: u64,
+    rounds: BTreeMap<u64, Round>,
+    /// The lease: (epoch, end on this site's clock).
+    lease: Option<(u64, Instant)>,
+    /// The (epoch, holding) of the latest renewal sent, and when.
+    last: Option<(u64, bool, Instant)>,
+    /// No renewal before then (a holding site's backoff).
+    quiet_until: Option<Instant>,
+    /// Whether the site has local clients (renewals are due).
+    active: bool,
+}
+
+impl Renewer {
+    /// No lease, nothing sent.
+    pub fn new(cfg: LeaseConfig) -> Self {
+        Renewer { cfg, round: 0, rounds: BTreeMap::new(), lease: None, last: None, quiet_until: None, active: false }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &LeaseConfig {
+        &self.cfg
+    }
+
+    /// The end of the lease on `epoch` if it is live at `now`.
+    pub fn live_until(&self, now: Instant, epoch: u64) -> Option<Instant> {
+        self.lease.filter(|(e, until)| *e == epoch && *until > now).map(|(_, until)| until)
+    }
+
+    /// What to do now, for a site that is `active` (a local client holds or
+    /// waits) and holds the token of `epoch` (`holding`) or waits with
+    /// `epoch` its highest epoch in use: `Some` is a renewal to send now
+    /// (it is recorded as sent at `now`). Call after every input; wake at
+    /// [`next_due`](Self::next_due).
+    pub fn poll(
+        &mut self,
+        now: Instant,
+        active: bool,
+        epoch: u64,
+        holding: bool,
+        rng: &mut SeededRng,
+    ) -> Option<Renewal> {
+        let was_active = std::mem::replace(&mut self.active, active);
+        if !active {
+            self.quiet_until = None;
+            return None;
+        }
+        let live = self.live_until(now, epoch).is_some();
+        // A new stretch of holding or waiting (new epoch, new role, or
+        // clients again after none): a lease that ran out before it is
+        // not this stretch's lapse, and earns no backoff.
+        let continuing = was_active && self.last.is_some_and(|(e, h, _)| (e, h) == (epoch, holding));
+        if !continuing && !live {
+            self.lease = None;
+            self.quiet_until = None;
+        }
+        let due = match self.last {
+            // No live lease for this epoch and role: at once (a first
+            // request; the renewal on receiving the token is never
+            // delayed).
+            None => true,
+            Some(_) if !live && !was_active => true,
+            Some((e, h, _)) if (e, h) != (epoch, holding) && !live => true,
+            Some((_, _, at)) => now >= at + self.cfg.renew_every(),
+        };
+        if !due {
+            return None;
+        }
+        if holding && self.lease.is_some_and(|(e, until)| e == epoch && until <= now) {
+            // A holder whose lease ran out backs off after each renewal.
+            if self.quiet_until.is_none() {
+                let last = self.last.map_or(now, |(_, _, at)| at);
+                let jitter = Duration::from_micros(rng.range_inclusive(0, micros(self.cfg.renew_every())));
+                self.quiet_until = Some(last + self.cfg.backoff() + jitter);
+            }
+            if self.quiet_until.is_some_and(|q| now < q) {
+                return None;
+            }
+        }
+        self.quiet_until = None;
+        self.round += 1;
+        self.rounds.insert(self.round, Round { sent: now, epoch, acks: BTreeSet::new() });
+        while self.rounds.len() > ROUNDS_KEPT {
+            self.rounds.pop_first();
+        }
+        self.last = Some((epoch, holding, now));
+        Some(Renewal { round: self.round, epoch, holding })
+    }
+
+    /// When [`poll`](Self::poll) may next have a renewal to send (while
+    /// active), or the backoff ends.
+    pub fn next_due(&self) -> Option<Instant> {
+        if !self.active {
+            return None;
+        }
+        let (_, _, at) = self.last?;
+        let due = at + self.cfg.renew_every();
+        Some(self.quiet_until.map_or(due, |q| q.max(due)))
+    }
+
+    /// `from` (this site included) acked `round`. Returns the new end of
+    /// the lease when this ack extended it.
+    pub fn on_ack(&mut self, from: NodeId, round: u64) -> Option<Instant> {
+        let majority = self.cfg.majority();
+        let r = self.rounds.get_mut(&round)?;
+        if !r.acks.insert(from) || r.acks.len() < majority {
+            return None;
+        }
+        let until = Lease::new(r.sent, self.cfg.lease, self.cfg.drift_ppm).holder_valid_until();
+        let epoch = r.epoch;
+        // This round and every earlier one are settled.
+        self.rounds.retain(|k, _| *k > round);
+        match self.lease {
+            Some((e, u)) if e == epoch && u >= until => None,
+            Some((e, _)) if e > epoch => None,
+            _ => {
+                self.lease = Some((epoch, until));
+                self.quiet_until = None;
+                Some(until)
+            }
+        }
+    }
+
+    /// The lease is over (a higher epoch was heard of, the token was
+    /// dropped): nothing more is granted under it, and later acks of
+    /// earlier rounds are ignored.
+    pub fn end(&mut self) {
+        self.lease = None;
+        self.rounds.clear();
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The acking half: which renewals this site acks, and the promises its
+/// acks made.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Acker {
+    /// Until when each renewer's latest ack is honoured.
+    windows: BTreeMap<NodeId, Instant>,
+    /// Until when the latest ack of a holding site's renewal is honoured.
+    holding_until: Option<Instant>,
+}
+
+impl Acker {
+    /// No acks given.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A renewal from `from` (this site included) that passed the core's
+    /// own checks (its epoch is not below what this site stored or
+    /// promised). Returns whether to ack it: always for a holding site,
+    /// and for a waiting one only within `lease·(1+ρ)` of acking a holding
+    /// site's. An ack is a promise, kept from now: no regeneration of
+    /// another proposer until `lease·(1+ρ)` from now.
+    pub fn on_renew(&mut self, cfg: &LeaseConfig, now: Instant, from: NodeId, holding: bool) -> bool {
+        if !holding && self.holding_until.is_none_or(|u| u <= now) {
+            return false;
+        }
+        let until = cfg.honoured_until(now);
+        if holding {
+            self.holding_until = Some(until);
+        }
+        let w = self.windows.entry(from).or_insert(until);
+        *w = (*w).max(until);
+        true
+    }
+
+    /// How long this site must still refuse a proposal of `proposer`
+    /// because of an ack it gave to another site (`None`: it need not).
+    /// The proposer's own renewals do not bind it.
+    pub fn busy_for(&self, now: Instant, proposer: NodeId) -> Option<Duration> {
+        self.windows
+            .iter()
+            .filter(|(site, until)| **site != proposer && **until > now)
+            .map(|(_, until)| until.saturating_since(now))
+            .max()
+    }
+
+    /// Drops the windows that have ended.
+    pub fn forget_expired(&mut self, now: Instant) {
+        self.windows.retain(|_, until| *until > now);
+        if self.holding_until.is_some_and(|u| u <= now) {
+            self.holding_until = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_millis(ms)
+    }
+
+    fn n(i: u32) -> NodeId {
+        NodeId(i)
+    }
+
+    /// lease 90 ms, ρ = 1 % (to make the drift visible), 5 sites.
+    const CFG: LeaseConfig = LeaseConfig { lease: Duration::from_millis(90), drift_ppm: 10_000, sites: 5 };
+
+    #[test]
+    fn settings_arithmetic() {
+        assert_eq!(CFG.renew_every(), Duration::from_millis(30));
+        assert_eq!(CFG.majority(), 3);
+        assert_eq!(CFG.honoured_until(at(0)), Instant::from_micros(90_900));
+        // 2 · 90 · 1.01 / 0.99 = 183.636… ms.
+        assert_eq!(CFG.backoff(), Duration::from_nanos(183_636_363));
+        // 90·1.01 + 30 = 120.9 ≤ 122·0.99 = 120.78? No: 122 is too short, 123 is enough.
+        assert!(CFG.check_against(Duration::from_millis(122)).is_err());
+        assert!(CFG.check_against(Duration::from_millis(123)).is_ok());
+        // The defaults (lease 100, ρ = 0.1 %) against suspect_after 250.
+        let d = LeaseConfig { lease: Duration::from_millis(100), drift_ppm: 1_000, sites: 3 };
+        assert!(d.check_against(Duration::from_millis(250)).is_ok());
+        // 100.1 + 33.33 = 133.43 ms against 133·0.999 = 132.87 ms.
+        assert!(d.check_against(Duration::from_millis(134)).is_ok());
+        let e = d.check_against(Duration::from_millis(133)).unwrap_err();
+        assert!(e.contains("must not exceed"), "{e}");
+    }
+
+    #[test]
+    fn a_majority_of_acks_gives_a_lease_from_the_send_time() {
+        let mut r = Renewer::new(CFG);
+        let mut rng = SeededRng::new(1);
+        let first = r.poll(at(10), true, 7, true, &mut rng).unwrap();
+        assert_eq!(first, Renewal { round: 1, epoch: 7, holding: true });
+        assert_eq!(r.poll(at(11), true, 7, true, &mut rng), None, "not due yet");
+        assert_eq!(r.on_ack(n(1), 1), None);
+        assert_eq!(r.on_ack(n(1), 1), None, "a duplicate ack counts once");
+        assert_eq!(r.on_ack(n(2), 1), None);
+        assert_eq!(r.live_until(at(20), 7), None);
+        // The third ack: 10 ms + 90·0.99 ms.
+        assert_eq!(r.on_ack(n(4), 1), Some(Instant::from_micros(99_100)));
+        assert_eq!(r.live_until(at(20), 7), Some(Instant::from_micros(99_100)));
+        assert_eq!(r.live_until(at(20), 8), None, "a lease is on one epoch");
+        // Just in time and just late.
+        assert!(r.live_until(Instant::from_micros(99_099), 7).is_some());
+        assert_eq!(r.live_until(Instant::from_micros(99_100), 7), None);
+        assert_eq!(r.on_ack(n(5), 1), None, "settled rounds are forgotten");
+    }
+
+    #[test]
+    fn renewals_come_every_third_of_the_lease_and_extend_it() {
+        let mut r = Renewer::new(CFG);
+        let mut rng = SeededRng::new(1);
+        r.poll(at(0), true, 7, true, &mut rng).unwrap();
+        assert_eq!(r.next_due(), Some(at(30)));
+        assert_eq!(r.poll(at(29), true, 7, true, &mut rng), None);
+        let second = r.poll(at(30), true, 7, true, &mut rng).unwrap();
+        assert_eq!(second.round, 2);
+        for i in 1..=3 {
+            r.on_ack(n(i), 2);
+        }
+        assert_eq!(r.live_until(at(31), 7), Some(Instant::from_micros(30_000 + 89_100)));
+        // A late majority for round 1 cannot shorten it (round 1 was settled).
+        for i in 1..=3 {
+            assert_eq!(r.on_ack(n(i), 1), None);
+        }
+    }
+
+    #[test]
+    fn a_new_epoch_or_the_token_arriving_renews_at_once() {
+        let mut r = Renewer::new(CFG);
+        let mut rng = SeededRng::new(1);
+        assert!(!r.poll(at(0), true, 7, false, &mut rng).unwrap().holding);
+        // The token arrives 1 ms later, without a lease: at once.
+        let h = r.poll(at(1), true, 7, true, &mut rng).unwrap();
+        assert_eq!(h, Renewal { round: 2, epoch: 7, holding: true });
+        for i in 1..=3 {
+            r.on_ack(n(i), 2);
+        }
+        // With a live lease a change of role waits for the period.
+        assert_eq!(r.poll(at(2), true, 7, false, &mut rng), None);
+        // A new epoch has no lease yet: at once.
+        assert_eq!(r.poll(at(3), true, 9, true, &mut rng).map(|x| x.epoch), Some(9));
+        // Inactive: nothing, and the next activity without a lease starts
+        // at once.
+        assert_eq!(r.poll(at(4), false, 9, true, &mut rng), None);
+        assert_eq!(r.next_due(), None);
+        assert!(r.poll(at(5), true, 9, true, &mut rng).is_some());
+        // With a live lease, activity resumes on the period.
+        for i in 1..=3 {
+            r.on_ack(n(i), 4);
+        }
+        assert_eq!(r.poll(at(6), false, 9, true, &mut rng), None);
+        assert_eq!(r.poll(at(7), true, 9, true, &mut rng), None);
+        assert_eq!(r.next_due(), Some(at(35)));
+    }
+
+    #[test]
+    fn a_holder_whose_lease_lapsed_backs_off_a_waiter_never() {
+        let mut r = Renewer::new(CFG);
+        let mut rng = SeededRng::new(3);
+        r.poll(at(0), true, 7, true, &mut rng).unwrap();
+        for i in 1..=3 {
+            r.on_ack(n(i), 1);
+        }
+        // Renewals at 30 and 60 get no majority; the lease ends at 89.1.
+        assert!(r.poll(at(30), true, 7, true, &mut rng).is_some());
+        assert!(r.poll(at(60), true, 7, true, &mut rng).is_some());
+        assert_eq!(r.poll(at(90), true, 7, true, &mut rng), None, "backing off");
+        let quiet = r.next_due().unwrap();
+        // 60 ms + 183.6 ms + up to 30 ms of jitter.
+        assert!(quiet >= Instant::from_micros(243_636) && quiet <= Instant::from_micros(273_637), "{quiet}");
+        assert_eq!(r.poll(quiet.saturating_add(Duration::ZERO), true, 7, true, &mut rng).map(|x| x.round), Some(4));
+        // A waiting site (the token was dropped) renews at once.
+        let mut w = Renewer::new(CFG);
+        w.poll(at(0), true, 7, true, &mut rng).unwrap();
+        for i in 1..=3 {
+            w.on_ack(n(i), 1);
+        }
+        w.end();
+        assert!(w.poll(at(95), true, 8, false, &mut rng).is_some());
+    }
+
+    #[test]
+    fn a_token_back_long_after_an_earlier_lease_renews_at_once() {
+        let mut r = Renewer::new(CFG);
+        let mut rng = SeededRng::new(1);
+        r.poll(at(0), true, 7, true, &mut rng).unwrap();
+        for i in 1..=3 {
+            r.on_ack(n(i), 1);
+        }
+        // The token leaves (waiting for it again), then comes back long
+        // after that lease ended: no backoff, a renewal at once.
+        assert!(r.poll(at(5), true, 7, false, &mut rng).is_none(), "the lease is live: on the period");
+        assert!(r.poll(at(35), true, 7, false, &mut rng).is_some());
+        assert_eq!(r.poll(at(400), true, 7, true, &mut rng).map(|x| x.holding), Some(true));
+        // Likewise after a spell with no clients.
+        let mut r = Renewer::new(CFG);
+        r.poll(at(0), true, 7, true, &mut rng).unwrap();
+        for i in 1..=3 {
+            r.on_ack(n(i), 1);
+        }
+        assert!(r.poll(at(10), false, 7, true, &mut rng).is_none());
+        assert!(r.poll(at(500), true, 7, true, &mut rng).is_some());
+    }
+
+    #[test]
+    fn an_ended_lease_ignores_late_acks() {
+        let mut r = Renewer::new(CFG);
+        let mut rng = SeededRng::new(1);
+        r.poll(at(0), true, 7, true, &mut rng).unwrap();
+        r.on_ack(n(1), 1);
+        r.on_ack(n(2), 1);
+        r.end();
+        assert_eq!(r.on_ack(n(3), 1), None);
+        assert_eq!(r.live_until(at(1), 7), None);
+    }
+
+    #[test]
+    fn acks_holders_always_waiters_only_behind_a_live_holder() {
+        let mut a = Acker::new();
+        assert!(!a.on_renew(&CFG, at(0), n(2), false), "no holder acked: a waiter gets no ack");
+        assert_eq!(a.busy_for(at(0), n(3)), None);
+        assert!(a.on_renew(&CFG, at(10), n(1), true));
+        assert!(a.on_renew(&CFG, at(20), n(2), false));
+        // Acked the holder at 10: waiters are acked until 10 + 90.9 ms.
+        assert!(a.on_renew(&CFG, Instant::from_micros(100_899), n(2), false));
+        assert!(!a.on_renew(&CFG, Instant::from_micros(100_900), n(2), false));
+    }
+
+    #[test]
+    fn an_ack_refuses_other_proposers_for_the_stretched_lease() {
+        let mut a = Acker::new();
+        assert!(a.on_renew(&CFG, at(10), n(1), true));
+        // Node 1's own proposal is not bound by its own renewal.
+        assert_eq!(a.busy_for(at(50), n(1)), None);
+        // Anyone else's is, until 10 + 90.9 ms: just before, and at the end.
+        assert_eq!(a.busy_for(at(50), n(2)), Some(Duration::from_micros(50_900)));
+        assert_eq!(a.busy_for(Instant::from_micros(100_899), n(2)), Some(Duration::from_micros(1)));
+        assert_eq!(a.busy_for(Instant::from_micros(100_900), n(2)), None);
+        // Two renewers: the longest window counts, minus the proposer's.
+        assert!(a.on_renew(&CFG, at(40), n(3), false));
+        assert_eq!(a.busy_for(at(50), n(3)), Some(Duration::from_micros(50_900)));
+        assert_eq!(a.busy_for(at(50), n(1)), Some(Duration::from_micros(80_900)));
+        a.forget_expired(at(200));
+        assert_eq!(a, Acker::new());
+    }
+}
