@@ -221,9 +221,9 @@ pub fn stop_loops(
 }
 
 /// Issue 14's scenario against a running cluster of five lock daemons: one
-/// `ftctl lock` loop per node holding about 1 s each; the daemon of the
-/// node whose client holds (`is_holder` confirms it) is paused (SIGSTOP)
-/// 100 ms into the hold, for 3 s. The others recover and grant — but only
+/// `ftctl lock` loop per node holding `hold` seconds each (issue 14: about
+/// 1 s); the daemon of the node whose client holds (`is_holder` confirms
+/// it) is paused (SIGSTOP) 100 ms into the hold, for 3 s. The others recover and grant — but only
 /// after the paused side's CMD has stopped: ftctl sends it SIGTERM
 /// `kill_grace` before its lease ends and SIGKILL at the end, and no other
 /// node can grant before then (reliability.md, Pauses and leases). Judged
@@ -231,22 +231,49 @@ pub fn stop_loops(
 /// overlap, fences increasing, someone served during the pause, every
 /// client served again after it, the paused side's ftctl exits 69. Prints
 /// the timings.
-pub fn paused_holder_scenario(c: &Cluster, is_holder: impl Fn(&Cluster, u32) -> bool) {
+pub fn paused_holder_scenario(c: &Cluster, hold: &'static str, is_holder: impl Fn(&Cluster, u32) -> bool) {
+    cut_off_holder_scenario(c, hold, is_holder, CutOff::Pause);
+}
+
+/// How the holder's daemon is cut off for 3 s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CutOff {
+    /// SIGSTOP, then SIGCONT.
+    Pause,
+    /// A partition of it from every other node (the cluster must have
+    /// been started relayed: `Cluster::start_relayed`), then the heal.
+    Partition,
+}
+
+/// [`paused_holder_scenario`], the holder's daemon cut off as `how` says
+/// (issue 14 asks for a pause and a partition).
+pub fn cut_off_holder_scenario(
+    c: &Cluster,
+    hold: &'static str,
+    is_holder: impl Fn(&Cluster, u32) -> bool,
+    how: CutOff,
+) {
     let ids: Vec<u32> = (1..=5).collect();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("holds.log");
     let stop = Arc::new(AtomicBool::new(false));
     let loops: Vec<_> =
-        ids.iter().map(|&id| client_loop(c, id, format!("c{id}"), file.clone(), "1", stop.clone())).collect();
+        ids.iter().map(|&id| client_loop(c, id, format!("c{id}"), file.clone(), hold, stop.clone())).collect();
     let warm = wait_holds(&file, &ids, 1, 0, Duration::from_secs(60));
     assert!(warm, "not every client got a hold before the pause:\n{}\n{}", read(&file), logs(c, &ids));
     let victim = catch_holder_by(c, &file, &is_holder).expect("never caught a holder inside its critical section");
     thread::sleep(Duration::from_millis(100));
     let pid = c.pid(victim).expect("the holder runs");
     let paused_ns = now_ns();
-    crate::signal(pid, "STOP").unwrap();
+    match how {
+        CutOff::Pause => crate::signal(pid, "STOP").unwrap(),
+        CutOff::Partition => c.partitions().expect("a relayed cluster").partition(&[victim]),
+    }
     thread::sleep(Duration::from_secs(3));
-    crate::signal(pid, "CONT").unwrap();
+    match how {
+        CutOff::Pause => crate::signal(pid, "CONT").unwrap(),
+        CutOff::Partition => c.partitions().expect("a relayed cluster").heal(),
+    }
     let resumed_ns = now_ns();
     let recovered = wait_holds(&file, &ids, 1, resumed_ns, Duration::from_secs(60));
     let (summary, codes) = stop_loops(&stop, loops);
@@ -270,8 +297,8 @@ pub fn paused_holder_scenario(c: &Cluster, is_holder: impl Fn(&Cluster, u32) -> 
         .unwrap_or_else(|| panic!("no hold of {me} across the pause:\n{all}"));
     let cut_end = cut.end.expect("ended");
     eprintln!(
-        "{}: paused node {victim} 100 ms into a 1 s hold: its CMD stopped {:.1} ms after the pause; the next \
-         grant ({}) started {:.1} ms after the pause, {:.1} ms after that CMD ended",
+        "{} ({how:?}): cut off node {victim} 100 ms into a {hold} s hold: its CMD stopped {:.1} ms after the \
+         cut; the next grant ({}) started {:.1} ms after the cut, {:.1} ms after that CMD ended",
         c.daemon(),
         ms(cut_end - paused_ns),
         next.client,

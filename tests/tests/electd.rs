@@ -255,5 +255,17 @@ fn a_paused_holders_daemon_never_makes_two_holders() {
     let _serial = serial();
     let c = Cluster::start("electd", 5, TIMING).unwrap();
     assert!(wait_until(Duration::from_secs(20), || all_name(&c, &all(5), 5)), "{}", logs(&c, &all(5)));
-    paused_holder_scenario(&c, |_, _| true);
+    paused_holder_scenario(&c, "1", |_, _| true);
+}
+
+/// Issue 14's partition scenario: the daemon whose client holds is cut
+/// off from every other node for 3 s through a TCP relay. Its renewals to
+/// the coordinator are not acked, so its client's lease (its grant's) runs
+/// out and ftctl stops CMD, before the coordinator frees the grant.
+#[test]
+fn a_partitioned_holders_daemon_never_makes_two_holders() {
+    let _serial = serial();
+    let c = Cluster::start_relayed("electd", 5, TIMING).unwrap();
+    assert!(wait_until(Duration::from_secs(20), || all_name(&c, &all(5), 5)), "{}", logs(&c, &all(5)));
+    cut_off_holder_scenario(&c, "1", |_, _| true, CutOff::Partition);
 }

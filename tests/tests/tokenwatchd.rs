@@ -351,3 +351,25 @@ fn figures() {
         }
     }
 }
+
+/// Issue 14's pause scenario (records.rs, `paused_holder_scenario`), with
+/// holds of 200 ms (below this file's `max_hold_ms` of 300): the process
+/// whose client holds is SIGSTOPped 100 ms into the hold, for 3 s. Its
+/// client's lease ends with its last acked renewal's lease or its visit,
+/// whichever is first; ftctl stops CMD by then, and the ring bypasses the
+/// stopped process and regenerates. No overlap, fences rising.
+#[test]
+fn a_paused_holders_daemon_never_makes_two_holders() {
+    let _serial = serial();
+    let c = Cluster::start("tokenwatchd", 5, TIMING).unwrap();
+    paused_holder_scenario(&c, "0.2", has_token);
+}
+
+/// Issue 14's partition scenario with the same checks as the pause above,
+/// the process whose client holds cut off for 3 s through the UDP relay.
+#[test]
+fn a_partitioned_holders_daemon_never_makes_two_holders() {
+    let _serial = serial();
+    let c = Cluster::start_relayed("tokenwatchd", 5, TIMING).unwrap();
+    cut_off_holder_scenario(&c, "0.2", has_token, CutOff::Partition);
+}

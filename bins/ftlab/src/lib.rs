@@ -24,7 +24,7 @@ use ftcore::Message;
 pub mod probe;
 mod relay;
 pub mod workload;
-pub use relay::UdpRelay;
+pub use relay::{Partitions, TcpRelay, UdpRelay};
 
 /// Path of a daemon binary: beside the running executable, or one
 /// directory up (a test binary in `target/<profile>/deps/`).
@@ -106,8 +106,10 @@ pub struct Cluster {
     new_cluster: bool,
     /// Whether each node has been started (by this value) before.
     started: Vec<bool>,
-    /// The UDP relay the peers talk through (`configure_relayed`).
+    /// The UDP relay the peers talk through (`start_relayed`).
     relay: Option<UdpRelay>,
+    /// The TCP relay the peers talk through (`start_relayed`).
+    tcp_relay: Option<TcpRelay>,
 }
 
 impl Cluster {
@@ -131,18 +133,30 @@ impl Cluster {
         Cluster::configure_with(daemon, n, extra, dir, false)
     }
 
-    /// Like [`start`](Self::start), but the peers talk through a
-    /// [`UdpRelay`] ([`relay`](Self::relay)), which can partition them (UDP
-    /// daemons only: tokenwatchd).
+    /// Like [`start`](Self::start), but the peers talk through a relay
+    /// that can partition them ([`partitions`](Self::partitions)): a
+    /// [`UdpRelay`] for tokenwatchd ([`relay`](Self::relay)), a
+    /// [`TcpRelay`] for the others.
     pub fn start_relayed(daemon: &str, n: usize, extra: &str) -> Result<Cluster> {
         let mut c = Cluster::configure_with(daemon, n, extra, None, true)?;
         c.start_all()?;
         Ok(c)
     }
 
-    /// The relay between the peers, for a cluster started relayed.
+    /// The UDP relay between the peers, for a tokenwatchd cluster started
+    /// relayed.
     pub fn relay(&self) -> Option<&UdpRelay> {
         self.relay.as_ref()
+    }
+
+    /// The relay between the peers (UDP or TCP), for a cluster started
+    /// relayed.
+    pub fn partitions(&self) -> Option<&dyn Partitions> {
+        match (&self.relay, &self.tcp_relay) {
+            (Some(r), _) => Some(r),
+            (None, Some(r)) => Some(r),
+            (None, None) => None,
+        }
     }
 
     fn configure_with(daemon: &str, n: usize, extra: &str, dir: Option<PathBuf>, relayed: bool) -> Result<Cluster> {
@@ -165,18 +179,31 @@ impl Cluster {
                 metrics: SocketAddr::from(([127, 0, 0, 1], ports[3 * i + 2])),
             })
             .collect();
-        let relay =
-            if relayed { Some(UdpRelay::start(&nodes.iter().map(|e| e.peer).collect::<Vec<_>>())?) } else { None };
-        let peer_addr = |e: &Endpoints| relay.as_ref().map_or(e.peer, |r| r.addr(e.id));
-        let peers: String =
-            nodes.iter().map(|e| format!("[[peers]]\nid = {}\naddr = \"{}\"\n\n", e.id, peer_addr(e))).collect();
+        let real: Vec<SocketAddr> = nodes.iter().map(|e| e.peer).collect();
+        let udp = relayed && daemon == "tokenwatchd";
+        let relay = if udp { Some(UdpRelay::start(&real)?) } else { None };
+        let tcp_relay = if relayed && !udp { Some(TcpRelay::start(&real)?) } else { None };
+        // Node `me`'s view of node `e`'s address: through a relay if any
+        // (the TCP relay has a port per ordered pair).
+        let peer_addr = |me: u32, e: &Endpoints| match (&relay, &tcp_relay) {
+            (Some(r), _) => r.addr(e.id),
+            (None, Some(r)) if e.id != me => r.addr(me, e.id),
+            _ => e.peer,
+        };
+        let peers = |me: u32| -> String {
+            nodes.iter().map(|e| format!("[[peers]]\nid = {}\naddr = \"{}\"\n\n", e.id, peer_addr(me, e))).collect()
+        };
         let new_cluster = !dir.join("state").exists();
         for e in &nodes {
             let state_dir = toml_string(&state_dir_in(&dir, e.id))?;
             let toml = format!(
                 "node_id = {}\nlisten = \"{}\"\nclient_listen = \"{}\"\nmetrics_listen = \"{}\"\nstate_dir = {state_dir}\n\
-                 {extra}\n\n{peers}",
-                e.id, e.peer, e.client, e.metrics
+                 {extra}\n\n{}",
+                e.id,
+                e.peer,
+                e.client,
+                e.metrics,
+                peers(e.id)
             );
             std::fs::write(dir.join(format!("node{}.toml", e.id)), toml)?;
         }
@@ -189,6 +216,7 @@ impl Cluster {
             new_cluster,
             started: vec![false; n],
             relay,
+            tcp_relay,
         })
     }
 

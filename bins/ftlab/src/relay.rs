@@ -6,7 +6,7 @@
 //! address, unless the sender (known by its real address) and the receiver
 //! are cut apart. The UDP transport authenticates the sender from the
 //! frame and answers at the configured (relay) address, so it does not
-//! notice the relay. TCP daemons are not relayed.
+//! notice the relay. TCP daemons go through a [`TcpRelay`] instead.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::{SocketAddr, UdpSocket};
@@ -103,6 +103,167 @@ impl UdpRelay {
 }
 
 impl Drop for UdpRelay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What a relay between a cluster's nodes can do to it: partitions.
+pub trait Partitions {
+    /// Cuts every node of `side` off from every other node, both ways.
+    fn partition(&self, side: &[u32]);
+    /// Ends every partition.
+    fn heal(&self);
+}
+
+impl Partitions for UdpRelay {
+    fn partition(&self, side: &[u32]) {
+        UdpRelay::partition(self, side);
+    }
+    fn heal(&self) {
+        UdpRelay::heal(self);
+    }
+}
+
+/// A TCP relay between the nodes of a cluster (ntmutexd, electd, ringd,
+/// hbringd): partitions on loopback, no root needed.
+///
+/// There is a relay port for every ordered pair of nodes (i → j): node
+/// i's config names peer j at that port, so everything arriving there is
+/// from i, and is forwarded to j's real address (and the answers back).
+/// A partition stops the bytes of the cut pairs where they are, without
+/// closing anything — as a network that drops packets would: the
+/// connections stay open, nothing arrives, and after the heal what was
+/// held goes on in order (TCP's retransmissions would deliver it too).
+#[derive(Debug)]
+pub struct TcpRelay {
+    nodes: u32,
+    ports: HashMap<(u32, u32), SocketAddr>,
+    cut: Arc<Mutex<BTreeSet<(u32, u32)>>>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// How often a relay thread looks at the stop flag and the partitions.
+const POLL: Duration = Duration::from_millis(5);
+
+impl TcpRelay {
+    /// A relay port for each ordered pair of the real addresses
+    /// (`real[i]` is node `i + 1`).
+    pub fn start(real: &[SocketAddr]) -> Result<TcpRelay> {
+        let cut = Arc::new(Mutex::new(BTreeSet::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut ports = HashMap::new();
+        let mut threads = Vec::new();
+        // Ports handed out by `free_ports`, like the nodes' own: an
+        // ephemeral bind here could take a node's port before it binds.
+        let mut free = crate::free_ports(real.len() * real.len().saturating_sub(1)).into_iter();
+        for (from, _) in (1u32..).zip(real) {
+            for (to, dest) in (1u32..).zip(real.iter().copied()) {
+                if from == to {
+                    continue;
+                }
+                let port = free.next().ok_or_else(|| anyhow::anyhow!("no free port for the relay"))?;
+                let listener = std::net::TcpListener::bind(("127.0.0.1", port))?;
+                listener.set_nonblocking(true)?;
+                ports.insert((from, to), listener.local_addr()?);
+                let (cut, stop) = (cut.clone(), stop.clone());
+                threads.push(std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        match listener.accept() {
+                            Ok((inbound, _)) => pipe(inbound, dest, (from, to), &cut, &stop),
+                            Err(_) => std::thread::sleep(POLL),
+                        }
+                    }
+                }));
+            }
+        }
+        Ok(TcpRelay { nodes: real.len() as u32, ports, cut, stop, threads })
+    }
+
+    /// The address node `from` reaches node `to` at.
+    pub fn addr(&self, from: u32, to: u32) -> SocketAddr {
+        self.ports[&(from, to)]
+    }
+}
+
+/// Connects `inbound` (from `pair.0`) to `dest` (node `pair.1`) and copies
+/// both ways on two threads, holding bytes while their direction is cut.
+fn pipe(
+    inbound: std::net::TcpStream,
+    dest: SocketAddr,
+    (from, to): (u32, u32),
+    cut: &Arc<Mutex<BTreeSet<(u32, u32)>>>,
+    stop: &Arc<AtomicBool>,
+) {
+    let Ok(outbound) = std::net::TcpStream::connect_timeout(&dest, Duration::from_secs(1)) else { return };
+    let _ = inbound.set_nonblocking(false);
+    for s in [&inbound, &outbound] {
+        let _ = s.set_nodelay(true);
+        let _ = s.set_read_timeout(Some(POLL * 10));
+    }
+    let (Ok(in2), Ok(out2)) = (inbound.try_clone(), outbound.try_clone()) else { return };
+    for (src, dst, dir) in [(inbound, out2, (from, to)), (outbound, in2, (to, from))] {
+        let (cut, stop) = (cut.clone(), stop.clone());
+        std::thread::spawn(move || copy(src, dst, dir, &cut, &stop));
+    }
+}
+
+fn copy(
+    mut src: std::net::TcpStream,
+    mut dst: std::net::TcpStream,
+    dir: (u32, u32),
+    cut: &Mutex<BTreeSet<(u32, u32)>>,
+    stop: &AtomicBool,
+) {
+    use std::io::{ErrorKind, Read, Write};
+    let mut buf = vec![0u8; 64 * 1024];
+    let is_cut = || cut.lock().unwrap_or_else(|e| e.into_inner()).contains(&dir);
+    while !stop.load(Ordering::Relaxed) {
+        if is_cut() {
+            // Read nothing while cut: the bytes wait in the kernel.
+            std::thread::sleep(POLL);
+            continue;
+        }
+        let n = match src.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
+                continue
+            }
+            Err(_) => break,
+        };
+        // Cut while reading: hold these bytes until the heal.
+        while is_cut() && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(POLL);
+        }
+        if dst.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = dst.shutdown(std::net::Shutdown::Write);
+}
+
+impl Partitions for TcpRelay {
+    fn partition(&self, side: &[u32]) {
+        let mut s = self.cut.lock().unwrap_or_else(|e| e.into_inner());
+        for a in side {
+            for b in (1..=self.nodes).filter(|b| !side.contains(b)) {
+                s.insert((*a, b));
+                s.insert((b, *a));
+            }
+        }
+    }
+
+    fn heal(&self) {
+        self.cut.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+impl Drop for TcpRelay {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         for t in self.threads.drain(..) {

@@ -870,20 +870,6 @@ fn lease_window_is_needed() {
     is_needed_by(suspected_holder_still_renewing(NtMutations { no_lease_window: true, ..NONE }), "holds until");
 }
 
-/// Every-fault seed 60 (found by the survey): a holder cut off while a
-/// regeneration completes renews with its old epoch; a site that promised
-/// the newer epoch must refuse it, or the old holder's lease lives on
-/// beside the new token's grants.
-#[test]
-fn stale_renewals_refused_holds() {
-    holds(every_fault(60, NONE));
-}
-
-#[test]
-fn stale_renewals_refused_is_needed() {
-    is_needed_by(every_fault(60, NtMutations { ack_stale_renewals: true, ..NONE }), "holds until");
-}
-
 /// Every-fault seed 0 (found by the survey). Liveness: waiting sites'
 /// renewals are acked only behind a live holder's; acked always, the
 /// waiters of a lost token hold off its regeneration for ever.
@@ -939,4 +925,5 @@ not_shown! {
     tie_refusal_holds, tie_refusal_is_needed, accept_ties;
     unrecovered_no_token_holds, unrecovered_no_token_is_needed, unrecovered_takes_token;
     unrecovered_no_lease_ack_holds, unrecovered_no_lease_ack_is_needed, unrecovered_acks;
+    stale_renewals_refused_holds, stale_renewals_refused_is_needed, ack_stale_renewals;
 }

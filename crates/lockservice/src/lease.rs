@@ -288,6 +288,20 @@ impl Acker {
         true
     }
 
+    /// This site holds the token itself at `now` (the core calls it after
+    /// every input while it does): like acking its own holding renewal,
+    /// it shows the token alive, so waiting sites' renewals are acked for
+    /// `lease·(1+ρ)` more. Without it, sites that pass the token back and
+    /// forth faster than `renew` would rarely renew *as holders*, their
+    /// peers would stop acking their waiting renewals, and each token
+    /// would arrive without a lease (one more round trip per hand-off).
+    /// The bound the rule is for is kept: once nobody holds the token, the
+    /// waiters are acked for one window at most.
+    pub fn saw_token(&mut self, cfg: &LeaseConfig, now: Instant) {
+        let until = cfg.honoured_until(now);
+        self.holding_until = Some(self.holding_until.map_or(until, |u| u.max(until)));
+    }
+
     /// How long this site must still refuse a proposal of `proposer`
     /// because of an ack it gave to another site (`None`: it need not).
     /// The proposer's own renewals do not bind it.
@@ -500,5 +514,16 @@ mod tests {
         assert_eq!(a.busy_for(at(50), n(1)), Some(Duration::from_micros(80_900)));
         a.forget_expired(at(200));
         assert_eq!(a, Acker::new());
+    }
+
+    #[test]
+    fn holding_the_token_itself_lets_waiters_be_acked_for_a_window() {
+        let mut a = Acker::new();
+        a.saw_token(&CFG, at(10));
+        assert!(a.on_renew(&CFG, at(20), n(2), false));
+        // It binds nobody by itself: only the ack does (to node 2).
+        assert_eq!(a.busy_for(at(20), n(2)), None);
+        assert_eq!(a.busy_for(at(20), n(3)), Some(Duration::from_micros(90_900)));
+        assert!(!a.on_renew(&CFG, Instant::from_micros(100_900), n(3), false));
     }
 }

@@ -35,6 +35,11 @@ impl NtNode {
         let active = (self.locks.is_held() || self.locks.has_waiters())
             && self.phase == Phase::Running
             && self.promise.stored().recovered();
+        if self.token.is_some() {
+            // The token is alive here: waiting sites' renewals may be acked.
+            let cfg = self.lease.config();
+            self.acker.saw_token(cfg, now);
+        }
         let holding = self.token.is_some();
         let epoch = self.token.map_or(self.max_epoch(), |t| t.epoch);
         if let Some(Renewal { round, epoch, holding }) = self.lease.poll(now, active, epoch, holding, &mut self.rng) {
