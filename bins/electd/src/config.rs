@@ -69,6 +69,7 @@ impl DaemonConfig for ElectdConfig {
         if let Err(e) = self.core(common).validate(common.peers.len()) {
             let key = match e {
                 ElError::Heartbeat => "timing.heartbeat_ms",
+                ElError::LeaseTooLong { .. } => "timing.lease_ms",
                 ElError::ZeroHopTimeout => "hop_timeout_ms",
                 ElError::ZeroRequestTimeout => "request_timeout_ms",
                 ElError::ElectionTimeoutTooShort { .. } => "election_timeout_ms",

@@ -191,6 +191,13 @@ impl ElConfig {
         if self.heartbeat.is_zero() || self.heartbeat >= self.lease {
             return Err(ElError::Heartbeat);
         }
+        // reliability.md (Pauses and leases), heartbeats in the part of
+        // renew_ms (electd.md): lease·(1+ρ) + heartbeat ≤ suspect_after·(1−ρ).
+        let need = self.stretched(self.lease) + self.heartbeat;
+        let room = self.shrunk(self.suspect_after);
+        if need > room {
+            return Err(ElError::LeaseTooLong { need, room });
+        }
         if self.hop_timeout.is_zero() {
             return Err(ElError::ZeroHopTimeout);
         }
@@ -235,6 +242,15 @@ pub enum ElError {
     )]
     Heartbeat,
     /// `hop_timeout_ms` is 0.
+    #[error(
+        "timing.lease_ms·(1+ρ) + timing.heartbeat_ms = {need:?} must not exceed timing.suspect_after_ms·(1−ρ) = {room:?}"
+    )]
+    LeaseTooLong {
+        /// The left side.
+        need: Duration,
+        /// The right side.
+        room: Duration,
+    },
     #[error("hop_timeout_ms must be above 0")]
     ZeroHopTimeout,
     /// `request_timeout_ms` is 0.

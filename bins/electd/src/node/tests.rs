@@ -21,7 +21,8 @@ fn cfg(algorithm: Algorithm) -> ElConfig {
         algorithm,
         heartbeat: Duration::from_millis(20),
         suspect_after: Duration::from_millis(60),
-        lease: Duration::from_millis(50),
+        // lease·(1+ρ) + heartbeat ≤ suspect_after·(1−ρ): at most 39 ms.
+        lease: Duration::from_millis(39),
         hop_timeout: Duration::from_millis(10),
         request_timeout: Duration::from_millis(50),
         grant_ttl: Duration::from_millis(400),
@@ -474,5 +475,17 @@ fn a_full_queue_denies_queue_full() {
             Output::Event(ElEvent::Denied { reason: "queue_full" }),
             Output::Send { to: n(1), msg: Msg::Denied { term: 5, req: 2, why: Denial::QueueFull } },
         ]
+    );
+}
+
+#[test]
+fn a_lease_that_outlasts_suspicion_is_refused() {
+    // 39 ms·(1+ρ) + 20 ms = 59.04 ms ≤ 60 ms·(1−ρ) = 59.94 ms: accepted.
+    assert_eq!(cfg(Algorithm::Relay).validate(5), Ok(()));
+    // 40 ms: 60.04 ms > 59.94 ms.
+    let c = ElConfig { lease: Duration::from_millis(40), ..cfg(Algorithm::Relay) };
+    assert_eq!(
+        c.validate(5),
+        Err(ElError::LeaseTooLong { need: Duration::from_micros(60_040), room: Duration::from_micros(59_940) })
     );
 }

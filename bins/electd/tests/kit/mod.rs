@@ -12,14 +12,15 @@ use ftcore::{ClientId, NodeId};
 use lockservice::{LockReply, LockRequest};
 use sim::{Action, World};
 
-/// Small timings (heartbeat 10 ms, suspect_after 40 ms, lease 30 ms, hop
-/// 6 ms, grant_ttl 250 ms), the election timeout derived for `n`.
+/// Small timings (heartbeat 10 ms, suspect_after 40 ms, lease 29 ms — the
+/// longest that `lease·(1+ρ) + heartbeat ≤ suspect_after·(1−ρ)` allows —,
+/// hop 6 ms, grant_ttl 250 ms), the election timeout derived for `n`.
 pub fn config(alg: Algorithm, n: u32) -> ElConfig {
     let mut c = ElConfig {
         algorithm: alg,
         heartbeat: Duration::from_millis(10),
         suspect_after: Duration::from_millis(40),
-        lease: Duration::from_millis(30),
+        lease: Duration::from_millis(29),
         hop_timeout: Duration::from_millis(6),
         request_timeout: Duration::from_millis(30),
         grant_ttl: Duration::from_millis(250),
