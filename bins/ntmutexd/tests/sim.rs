@@ -2,8 +2,10 @@
 //! release on every site while sites crash, restart, pause, lose their
 //! clients and are cut off or slowed beyond `t_msg`; the lock and fence
 //! invariants are checked after every step as reliability.md's "Invariants
-//! by stage" says for the stage before leases (`staged_safety`), and every
-//! live site's client is served again once faults stop (`Sim::converge`).
+//! by stage" says — those of the stage before leases (`staged_safety`) and,
+//! always, those after leases (`lease_safety`: no two client leases
+//! overlap, fences rise in grant order) — and every live site's client is
+//! served again once faults stop (`Sim::converge`).
 //!
 //! The long sweep: `SIM_SEEDS=3000 cargo test -p ntmutexd --test sim
 //! sweep_seeds` (shard it with `SIM_SEED_FROM`).
@@ -251,7 +253,12 @@ fn every_fault_kind_with_a_majority_down() {
 /// 1747 (found in a 3,000-seed run): a holder cut off during a regeneration
 /// answered the Hellos of restarting sites with its old epoch, and was
 /// never told the newer one (HelloAck had no "sender is behind" answer).
-const MAJORITY_DOWN_REGRESSIONS: &[u64] = &[30, 186, 240, 283, 378, 1747];
+/// 210 (found with leases in a 600-seed run): a holder whose renewal was
+/// refused dropped its token and ended its client's hold at once; its own
+/// regeneration then granted a new client while the old one's lease (and
+/// CMD, until ftctl's SIGKILL) still ran. A lost hold now lasts until its
+/// lease ends (`LocalLocks::lose`).
+const MAJORITY_DOWN_REGRESSIONS: &[u64] = &[30, 186, 210, 240, 283, 378, 1747];
 
 /// The long sweep runs with `SIM_SEEDS=3000` (each seed is also the
 /// simulation's seed, so the printed `SIM_SEED` reruns it exactly); a short

@@ -184,8 +184,12 @@ struct Hold {
     since: Instant,
     /// The end of its lease (the client's deadline).
     lease_until: Instant,
-    /// Already sent `LockLost` (max_hold passed): no more renewals.
+    /// Already sent `LockLost` (max_hold passed, or the token was lost): no
+    /// more renewals.
     revoked: bool,
+    /// The token was lost ([`LocalLocks::lose`]): the hold lasts until its
+    /// lease ends (its client may run until then), then ends as `Lost`.
+    lost: bool,
 }
 
 /// The local clients of one daemon: a FIFO queue, at most one holder, and
@@ -281,7 +285,7 @@ impl LocalLocks {
             self.timers.set(Timer::MaxHold, Lease::new(now, max_hold, 0).holder_valid_until());
         }
         self.timers.set(Timer::LeaseEnd, lease_until);
-        self.hold = Some(Hold { client: w.client, fence, since: now, lease_until, revoked: false });
+        self.hold = Some(Hold { client: w.client, fence, since: now, lease_until, revoked: false, lost: false });
         out.reply(w.client, LockReply::Granted { fence, lease_until_us: lease_until.as_micros() });
         out.event(LockEvent::Granted { client: w.client, fence, waited: now.saturating_since(w.since), lease_until });
         Some(w.client)
@@ -311,17 +315,36 @@ impl LocalLocks {
 
     /// The token is gone from under us: the holder, if any, gets
     /// `LockLost{reason}` (unless already revoked: it had its `LockLost`) and
-    /// its hold ends (event `Lost`). Waiters keep waiting; the batch, which
-    /// belonged to the lost token, is dropped.
+    /// no more renewals. (safety) The hold lasts until its lease ends — the
+    /// client stops by then, not before (ftctl: SIGTERM at once, SIGKILL
+    /// at `lease_until`) — unless the client releases or disconnects first;
+    /// it then ends (event `Lost`), and only then may this site grant
+    /// again, whatever token it has by then. Waiters keep waiting; the
+    /// batch, which belonged to the lost token, is dropped.
     pub fn lose(&mut self, now: Instant, reason: &str, out: &mut impl LockOut) {
-        if let Some(h) = &self.hold {
+        if let Some(h) = &mut self.hold {
             if !h.revoked {
                 out.reply(h.client, LockReply::LockLost { reason: reason.to_owned() });
             }
-            self.end_hold(now, ReleaseHow::Lost, out);
+            h.revoked = true;
+            h.lost = true;
+            self.timers.cancel(Timer::MaxHold);
+            if h.lease_until <= now {
+                self.end_hold(now, ReleaseHow::Lost, out);
+            }
         }
         for w in &mut self.waiters {
             w.in_batch = false;
+        }
+    }
+
+    /// [`lose`](Self::lose) for a core that grants without leases (the
+    /// stage before leases, which mutation tests replay): there is no lease
+    /// end to wait for, so the hold ends at once (event `Lost`).
+    pub fn lose_at_once(&mut self, now: Instant, reason: &str, out: &mut impl LockOut) {
+        self.lose(now, reason, out);
+        if self.hold.as_ref().is_some_and(|h| h.lost) {
+            self.end_hold(now, ReleaseHow::Lost, out);
         }
     }
 
@@ -340,15 +363,15 @@ impl LocalLocks {
 
     /// Handles every deadline `<= now`, earliest first: waiters time out,
     /// a holder past `max_hold` gets `LockLost` (event `Revoking`) and no
-    /// more renewals, and a hold whose lease has run out ends (event
-    /// `Revoked` if it was revoked, else `Expired` after a
-    /// `LockLost{"lease expired"}`).
+    /// more renewals, and a hold whose lease has run out ends (event `Lost`
+    /// if its token was lost, `Revoked` if it was revoked, else `Expired`
+    /// after a `LockLost{"lease expired"}`).
     pub fn handle_timeout(&mut self, now: Instant, out: &mut impl LockOut) {
         while let Some(t) = self.timers.pop_expired(now) {
             match t {
                 Timer::Wait(client) => self.time_out(now, client, out),
                 Timer::MaxHold => {
-                    if let Some(h) = &mut self.hold {
+                    if let Some(h) = self.hold.as_mut().filter(|h| !h.revoked) {
                         h.revoked = true;
                         out.reply(h.client, LockReply::LockLost { reason: HELD_TOO_LONG.to_owned() });
                         out.event(LockEvent::Revoking { client: h.client, fence: h.fence });
@@ -356,7 +379,9 @@ impl LocalLocks {
                 }
                 Timer::LeaseEnd => {
                     if let Some(h) = &self.hold {
-                        let how = if h.revoked {
+                        let how = if h.lost {
+                            ReleaseHow::Lost
+                        } else if h.revoked {
                             ReleaseHow::Revoked
                         } else {
                             out.reply(h.client, LockReply::LockLost { reason: LEASE_EXPIRED.to_owned() });

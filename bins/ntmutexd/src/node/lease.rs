@@ -103,6 +103,17 @@ impl NtNode {
         }
     }
 
+    /// The token is gone from under the local holder: `LockLost`, and the
+    /// hold lasts until its lease's end (its client may run until then);
+    /// without leases (a mutation test's stage) it ends at once.
+    pub(super) fn lose_lock(&mut self, now: Instant, why: &str) {
+        if self.cfg.mutations.no_leases {
+            self.locks.lose_at_once(now, why, &mut self.out);
+        } else {
+            self.locks.lose(now, why, &mut self.out);
+        }
+    }
+
     /// (safety) Whether an ack this site gave still forbids promising
     /// `proposer`'s regeneration, and for how long.
     pub(super) fn lease_busy_for(&self, now: Instant, proposer: NodeId) -> Option<Duration> {

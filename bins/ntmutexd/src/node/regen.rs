@@ -211,7 +211,7 @@ impl NtNode {
         self.out.event(NtEvent::TokenSuperseded { epoch: t.epoch });
         self.out.event(NtEvent::HasToken(false));
         if !self.cfg.mutations.no_lock_lost {
-            self.locks.lose(now, why, &mut self.out);
+            self.lose_lock(now, why);
         }
     }
 }

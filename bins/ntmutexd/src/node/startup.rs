@@ -138,7 +138,7 @@ impl NtNode {
         if self.token.is_some() {
             self.drop_token(now, "this node moved to a new life");
         }
-        self.locks.lose(now, "this node moved to a new life", &mut self.out);
+        self.lose_lock(now, "this node moved to a new life");
         self.position = None;
         self.preds.clear();
         self.next = None;

@@ -681,14 +681,13 @@ fn a_holder_whose_renewal_is_refused_drops_its_token_and_its_client_loses_the_lo
                     reason: "the token was superseded by a newer epoch (a lease renewal was refused)".into()
                 }
             ),
-            ev(TwEvent::Lock(LockEvent::Released {
-                client: c,
-                fence: fence(E, 6),
-                held: Duration::from_millis(1),
-                how: lockservice::ReleaseHow::Lost
-            })),
+            // The hold lasts until its lease's end (its client may run
+            // until then): it still counts as active, and renews as a
+            // waiting process.
             ev(TwEvent::HasToken(false)),
             ev(TwEvent::Superseded),
+            send(N1, Msg::LeaseRenew { round: 3, epoch: E, tpc: 6, holding: false }),
+            send(N3, Msg::LeaseRenew { round: 3, epoch: E, tpc: 6, holding: false }),
         ]
     );
     assert!(!n.has_token());

@@ -625,26 +625,49 @@ fn release_before_max_hold_cancels_the_revocation() {
 }
 
 #[test]
-fn lose_ends_the_hold_and_keeps_the_waiters() {
+fn lose_keeps_the_hold_until_its_lease_ends_and_keeps_the_waiters() {
     let mut l = with_waiters(cfg(), &[1, 2, 3]);
     l.token_arrived(T0);
-    l.grant_next(at(10), 1, FAR, true);
-    expect(&mut l, &[(1, granted(1, FAR))], &[ev_granted(1, 1, 10, FAR)]);
+    assert_eq!(l.grant_next(at(10), 1, at(100), true), Some(c(1)));
+    expect(&mut l, &[(1, granted(1, at(100)))], &[ev_granted(1, 1, 10, at(100))]);
 
+    // LockLost at once, but the hold lasts: the client may run until its
+    // lease ends (ftctl kills CMD only then).
     l.lose(at(30), "token regenerated elsewhere");
-    expect(&mut l, &[(1, lock_lost("token regenerated elsewhere"))], &[ev_released(1, 1, 20, ReleaseHow::Lost)]);
-    assert!(!l.is_held());
+    expect(&mut l, &[(1, lock_lost("token regenerated elsewhere"))], &[]);
+    assert!(l.is_held());
+    assert_eq!(l.holder(), Some((c(1), 1)));
+    assert_eq!(l.lease_until(), Some(at(100)));
     assert_eq!(l.waiting(), 2);
     assert!(l.has_waiters());
     // The batch belonged to the lost token.
     assert_eq!(l.batch_remaining(), 0);
+    assert_eq!(l.poll_timeout(), Some(at(100)));
+    // Still holding: a second Acquire is refused.
+    l.request(at(31), c(1), acquire(1_000));
+    expect(&mut l, &[(1, refused("already holding the lock"))], &[]);
+    // A second loss tells it nothing new and changes nothing.
+    let before = l.clone();
+    l.lose(at(40), "again");
+    expect(&mut l, &[], &[]);
+    assert_eq!(l, before);
+
+    l.handle_timeout(just_before(at(100)));
+    expect(&mut l, &[], &[]);
+    assert!(l.is_held());
+    // The lease ends: silently (it had its LockLost), as Lost.
+    l.handle_timeout(at(100));
+    expect(&mut l, &[], &[ev_released(1, 1, 90, ReleaseHow::Lost)]);
+    assert!(!l.is_held());
+    assert_eq!(l.lease_until(), None);
+    assert_eq!(l.waiting(), 2);
     assert_eq!(l.poll_timeout(), Some(at(1_000)));
     // Its hold is over.
-    l.request(at(31), c(1), LockRequest::Release);
+    l.request(at(101), c(1), LockRequest::Release);
     expect(&mut l, &[(1, refused("not holding the lock"))], &[]);
 
     // Nothing held: nothing happens.
-    l.lose(at(40), "again");
+    l.lose(at(102), "again");
     expect(&mut l, &[], &[]);
     assert_eq!(l.waiting(), 2);
 }
@@ -653,10 +676,156 @@ fn lose_ends_the_hold_and_keeps_the_waiters() {
 fn lose_of_a_revoked_holder_sends_no_second_lock_lost() {
     let mut l = revoking(200, at(310));
     l.handle_timeout(at(210));
-    let _ = (replies(&mut l), events(&mut l));
+    expect(
+        &mut l,
+        &[(1, lock_lost("held longer than max_hold_ms"))],
+        &[LockEvent::Revoking { client: c(1), fence: 5 }],
+    );
     l.lose(at(220), "superseded");
-    expect(&mut l, &[], &[ev_released(1, 5, 210, ReleaseHow::Lost)]);
+    expect(&mut l, &[], &[]);
+    assert!(l.is_held());
+    assert_eq!(l.poll_timeout(), Some(at(310)));
+    // Its lease ends as a lost hold.
+    l.handle_timeout(at(310));
+    expect(&mut l, &[], &[ev_released(1, 5, 300, ReleaseHow::Lost)]);
+    assert!(!l.is_held());
     assert_eq!(l.poll_timeout(), Some(at(1_000)));
+}
+
+/// Clients 1 and 2 waiting; 1 granted at 10 ms with fence 1 and a lease
+/// ending at 100 ms; the token lost at 20 ms.
+fn lost_hold() -> L {
+    let mut l = with_waiters(cfg(), &[1, 2]);
+    assert_eq!(l.grant_next(at(10), 1, at(100), false), Some(c(1)));
+    expect(&mut l, &[(1, granted(1, at(100)))], &[ev_granted(1, 1, 10, at(100))]);
+    l.lose(at(20), "superseded");
+    expect(&mut l, &[(1, lock_lost("superseded"))], &[]);
+    l
+}
+
+#[test]
+fn lost_hold_blocks_grant_next_until_its_lease_end() {
+    let mut l = lost_hold();
+    // A token here again (say regenerated): still nothing is granted, and
+    // the fence is not used.
+    l.token_arrived(at(30));
+    assert_eq!(l.batch_remaining(), 1);
+    assert_eq!(l.grant_next(at(30), 2, FAR, false), None);
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.holder(), Some((c(1), 1)));
+
+    // One microsecond before the lease end: nothing.
+    l.handle_timeout(just_before(at(100)));
+    expect(&mut l, &[], &[]);
+    assert!(l.is_held());
+    assert_eq!(l.grant_next(just_before(at(100)), 2, FAR, true), None);
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.poll_timeout(), Some(at(100)));
+
+    // At the lease end: the hold ends, then the next grant works.
+    l.handle_timeout(at(100));
+    expect(&mut l, &[], &[ev_released(1, 1, 90, ReleaseHow::Lost)]);
+    assert!(!l.is_held());
+    assert_eq!(l.grant_next(at(100), 2, FAR, true), Some(c(2)));
+    expect(&mut l, &[(2, granted(2, FAR))], &[ev_granted(2, 2, 100, FAR)]);
+    assert_eq!(l.batch_remaining(), 0);
+}
+
+#[test]
+fn release_during_a_lost_hold_ends_it_at_once() {
+    let mut l = lost_hold();
+    l.request(at(40), c(1), LockRequest::Release);
+    expect(&mut l, &[(1, LockReply::Released)], &[ev_released(1, 1, 30, ReleaseHow::Released)]);
+    assert!(!l.is_held());
+    // The lease end went with the hold.
+    assert_eq!(l.lease_until(), None);
+    assert_eq!(l.poll_timeout(), Some(at(1_000)));
+    assert_eq!(l.grant_next(at(40), 2, FAR, false), Some(c(2)));
+    expect(&mut l, &[(2, granted(2, FAR))], &[ev_granted(2, 2, 40, FAR)]);
+    // The old lease end passes without a trace.
+    l.handle_timeout(at(100));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.holder(), Some((c(2), 2)));
+    // A second Release is refused.
+    l.request(at(101), c(1), LockRequest::Release);
+    expect(&mut l, &[(1, refused("not holding the lock"))], &[]);
+}
+
+#[test]
+fn disconnect_during_a_lost_hold_ends_it_at_once() {
+    let mut l = lost_hold();
+    l.client_gone(at(50), c(1));
+    expect(&mut l, &[], &[ev_released(1, 1, 40, ReleaseHow::Disconnected)]);
+    assert!(!l.is_held());
+    assert_eq!(l.lease_until(), None);
+    assert_eq!(l.poll_timeout(), Some(at(1_000)));
+    assert_eq!(l.grant_next(at(50), 2, FAR, false), Some(c(2)));
+    expect(&mut l, &[(2, granted(2, FAR))], &[ev_granted(2, 2, 50, FAR)]);
+    l.client_gone(at(51), c(1));
+    l.handle_timeout(at(100));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.holder(), Some((c(2), 2)));
+}
+
+#[test]
+fn lose_with_the_lease_already_over_ends_the_hold_at_once() {
+    // The lease ends now (the driver has not woken us yet): LockLost with
+    // the loss's reason, and the hold ends as Lost at once.
+    let mut l = with_waiters(cfg(), &[1, 2]);
+    assert_eq!(l.grant_next(at(10), 1, at(100), false), Some(c(1)));
+    expect(&mut l, &[(1, granted(1, at(100)))], &[ev_granted(1, 1, 10, at(100))]);
+    l.lose(at(100), "superseded");
+    expect(&mut l, &[(1, lock_lost("superseded"))], &[ev_released(1, 1, 90, ReleaseHow::Lost)]);
+    assert!(!l.is_held());
+    assert_eq!(l.lease_until(), None);
+    assert_eq!(l.poll_timeout(), Some(at(1_000)));
+    // Nothing left for the wake-up.
+    l.handle_timeout(at(100));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.grant_next(at(100), 2, FAR, false), Some(c(2)));
+    expect(&mut l, &[(2, granted(2, FAR))], &[ev_granted(2, 2, 100, FAR)]);
+
+    // Ended earlier: likewise, with the time it really held.
+    let mut l = with_waiters(cfg(), &[1]);
+    l.grant_next(at(10), 1, at(100), false);
+    let _ = (replies(&mut l), events(&mut l));
+    l.lose(at(150), "superseded");
+    expect(&mut l, &[(1, lock_lost("superseded"))], &[ev_released(1, 1, 140, ReleaseHow::Lost)]);
+    assert!(!l.is_held());
+
+    // A revoked holder whose lease is over: no second LockLost.
+    let mut l = revoking(200, at(310));
+    l.handle_timeout(at(210));
+    let _ = (replies(&mut l), events(&mut l));
+    l.lose(at(310), "superseded");
+    expect(&mut l, &[], &[ev_released(1, 5, 300, ReleaseHow::Lost)]);
+    assert!(!l.is_held());
+    assert_eq!(l.poll_timeout(), Some(at(1_000)));
+}
+
+#[test]
+fn lost_hold_gets_no_second_lock_lost_from_max_hold() {
+    // max_hold would fire at 210; the token is lost at 100.
+    let mut l = revoking(200, at(310));
+    assert_eq!(l.poll_timeout(), Some(at(210)));
+    l.lose(at(100), "superseded");
+    expect(&mut l, &[(1, lock_lost("superseded"))], &[]);
+    // max_hold went with the token: the lease end is the next deadline.
+    assert_eq!(l.poll_timeout(), Some(at(310)));
+    l.handle_timeout(at(210));
+    expect(&mut l, &[], &[]);
+    assert!(l.is_held());
+    l.handle_timeout(at(310));
+    expect(&mut l, &[], &[ev_released(1, 5, 300, ReleaseHow::Lost)]);
+    assert!(!l.is_held());
+
+    // A late wake-up past both deadlines: the hold ends, nothing more.
+    let mut l = revoking(200, at(310));
+    l.lose(at(100), "superseded");
+    expect(&mut l, &[(1, lock_lost("superseded"))], &[]);
+    l.handle_timeout(at(400));
+    expect(&mut l, &[], &[ev_released(1, 5, 390, ReleaseHow::Lost)]);
+    assert!(!l.is_held());
 }
 
 // ---- leases -------------------------------------------------------------
@@ -779,16 +948,18 @@ fn no_renewed_after_lock_lost() {
     expect(&mut l, &[], &[]);
     assert_eq!(l, before);
 
-    // Lost token: the hold is over.
-    let mut l = with_waiters(cfg(), &[1, 2]);
-    l.grant_next(at(10), 1, at(100), false);
-    let _ = (replies(&mut l), events(&mut l));
-    l.lose(at(20), "superseded");
-    expect(&mut l, &[(1, lock_lost("superseded"))], &[ev_released(1, 1, 10, ReleaseHow::Lost)]);
+    // Lost token: LockLost sent, the hold lasts to its lease end unrenewed.
+    let mut l = lost_hold();
     let before = l.clone();
     assert!(!l.renew(FAR));
+    assert!(!l.locks.renew(at(30), FAR, &mut l.out));
     expect(&mut l, &[], &[]);
     assert_eq!(l, before);
+    assert_eq!(l.lease_until(), Some(at(100)));
+    l.handle_timeout(at(100));
+    expect(&mut l, &[], &[ev_released(1, 1, 90, ReleaseHow::Lost)]);
+    assert!(!l.renew(FAR));
+    expect(&mut l, &[], &[]);
 
     // Expired lease: the hold is over.
     let mut l = with_waiters(cfg(), &[1, 2]);
@@ -987,7 +1158,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
         2 => Just(Op::TokenArrived),
         5 => (any::<bool>(), arb_lease()).prop_map(|(b, d)| Op::Grant(b, d)),
         3 => arb_lease().prop_map(Op::Renew),
-        1 => Just(Op::Lose),
+        2 => Just(Op::Lose),
     ]
 }
 
@@ -1020,7 +1191,7 @@ enum Episode {
     Waiting { since: Instant, deadline: Instant },
     /// Granted at this instant, not yet told otherwise.
     Holding { since: Instant },
-    /// Told LockLost (max_hold) while its hold lasts.
+    /// Told LockLost (max_hold, or the token was lost) while its hold lasts.
     Revoked,
 }
 
@@ -1032,6 +1203,9 @@ struct ModelHold {
     lease_until: Instant,
     /// Got `Revoking` (max_hold passed).
     revoked: bool,
+    /// The token was lost while it lasted (`lose`): it lasts to its lease
+    /// end unless the client releases or disconnects, then ends as `Lost`.
+    lost: bool,
 }
 
 /// The model the property test checks every step against.
@@ -1071,6 +1245,7 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
             _ => None,
         };
         let before = subject.map(|c| m.episode(c));
+        let holder_before = m.holder;
         let woke = matches!(op, Op::Tick(_) | Op::Wake | Op::WakeJustBefore);
         match op {
             Op::Acquire(s, t) => l.request(now, slots[s], acquire(t)),
@@ -1111,8 +1286,8 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
             Op::Renew(d) => {
                 let lease = offset(now, d);
                 lease_given = Some(lease);
-                // Only a holder not revoked, and only later.
-                let want = m.holder.is_some_and(|h| !h.revoked && lease > h.lease_until);
+                // Only a holder not revoked nor lost, and only later.
+                let want = m.holder.is_some_and(|h| !h.revoked && !h.lost && lease > h.lease_until);
                 prop_assert_eq!(l.renew(lease), want, "renew to {} of {:?}", lease, m.holder);
             }
             Op::Lose => l.lose(now, "lost"),
@@ -1133,7 +1308,7 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
                     prop_assert_eq!(Some(client), granted_to);
                     prop_assert_eq!(Some(lease_until), lease_given);
                     prop_assert!(lease_until > now, "granted at {} with a lease over at {}", now, lease_until);
-                    m.holder = Some(ModelHold { client, fence: f, lease_until, revoked: false });
+                    m.holder = Some(ModelHold { client, fence: f, lease_until, revoked: false, lost: false });
                     m.last_fence = Some(f);
                 }
                 LockEvent::Renewed { client, fence: f, lease_until } => {
@@ -1144,6 +1319,7 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
                     };
                     prop_assert_eq!((h.client, h.fence), (client, f));
                     prop_assert!(!h.revoked, "renewed after revocation");
+                    prop_assert!(!h.lost, "renewed after the token was lost");
                     prop_assert!(lease_until > h.lease_until, "renewal does not extend");
                     h.lease_until = lease_until;
                 }
@@ -1154,6 +1330,7 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
                     };
                     prop_assert_eq!((h.client, h.fence), (client, f));
                     prop_assert!(!h.revoked, "revoked twice");
+                    prop_assert!(!h.lost, "revoked after the token was lost");
                     h.revoked = true;
                 }
                 LockEvent::Released { client, fence: f, how, .. } => {
@@ -1164,7 +1341,16 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
                     let want = match op {
                         Op::Release(_) => ReleaseHow::Released,
                         Op::Gone(..) => ReleaseHow::Disconnected,
-                        Op::Lose => ReleaseHow::Lost,
+                        Op::Lose => {
+                            // Only a hold whose lease is over ends at once.
+                            prop_assert!(
+                                h.lease_until <= now,
+                                "lost hold ended at {} before its lease end {}",
+                                now,
+                                h.lease_until
+                            );
+                            ReleaseHow::Lost
+                        }
                         _ if woke => {
                             // A wake-up ends a hold only at its lease end, not before.
                             prop_assert!(
@@ -1173,7 +1359,9 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
                                 now,
                                 h.lease_until
                             );
-                            if h.revoked {
+                            if h.lost {
+                                ReleaseHow::Lost
+                            } else if h.revoked {
                                 ReleaseHow::Revoked
                             } else {
                                 ReleaseHow::Expired
@@ -1187,6 +1375,11 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
                 }
                 LockEvent::TimedOut { .. } => {}
             }
+        }
+        if let (Op::Lose, Some(h)) = (op, &mut m.holder) {
+            // The hold lasts to its lease end, renewed no more.
+            prop_assert!(h.lease_until > now, "lost hold kept past its lease end {} at {}", h.lease_until, now);
+            h.lost = true;
         }
 
         let rs = replies(&mut l);
@@ -1233,7 +1426,8 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
                         return Err(TestCaseError::fail(format!("LockLost to {client} in {ep:?}")));
                     };
                     match op {
-                        Op::Lose => m.set(client, Episode::Idle),
+                        // Its hold lasts (to its lease end, at most) without it.
+                        Op::Lose => m.set(client, Episode::Revoked),
                         _ if woke && reason == HELD_TOO_LONG => {
                             prop_assert!(cfg.max_hold.is_some_and(|max| since + max <= now));
                             m.set(client, Episode::Revoked);
@@ -1291,6 +1485,20 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
                     next_id += 1;
                 });
             }
+            (Op::Lose, ..) => {
+                // LockLost to a holder not told yet, and nothing else.
+                let want: Vec<_> = holder_before
+                    .filter(|h| !h.revoked && !h.lost)
+                    .map(|h| (h.client, lock_lost("lost")))
+                    .into_iter()
+                    .collect();
+                prop_assert_eq!(&rs, &want);
+                // The hold ends at once only if its lease is over.
+                let ended = holder_before.filter(|h| h.lease_until <= now).map(|h| (h.client, ReleaseHow::Lost));
+                prop_assert_eq!(released_how, ended);
+                // The batch belonged to the lost token.
+                prop_assert_eq!(l.batch_remaining(), 0);
+            }
             _ => {}
         }
         // A revoked hold ending without a reply closes nothing new: its
@@ -1304,6 +1512,7 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
         // The component agrees with the model.
         prop_assert_eq!(l.holder(), m.holder.map(|h| (h.client, h.fence)));
         prop_assert_eq!(l.lease_until(), m.holder.map(|h| h.lease_until));
+        prop_assert_eq!(l.is_held(), m.holder.is_some());
         if let Some(h) = m.holder {
             // The driver is always woken by the lease end at the latest.
             prop_assert!(l.poll_timeout().is_some_and(|t| t <= h.lease_until));

@@ -85,7 +85,12 @@ fn lease_refused_renewal_ends_an_older_token_and_its_grant() {
             ),
         ]
     );
-    assert_eq!((h.token, h.holder()), (None, None));
+    // (safety) The client may run until its lease's end: the hold lasts
+    // till then (no new grant here before it), then ends as Lost.
+    assert_eq!((h.token, h.holder()), (None, Some((c(1), fence(E, 1)))));
+    let out = timeout(&mut h, lease_end());
+    assert!(out.contains(&released_event(1, fence(E, 1), 45, ReleaseHow::Lost)), "{out:?}");
+    assert_eq!(h.holder(), None);
     // A refusal at or below the token's own epoch changes nothing.
     let mut h = busy_holder(3, 1, 2);
     assert_eq!(deliver(&mut h, at(3), 2, Body::LeaseRefused { round: 1, threshold: E }), vec![]);

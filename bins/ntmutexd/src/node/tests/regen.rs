@@ -300,7 +300,8 @@ fn epoch_newer_than_the_held_token_supersedes_it_the_client_loses_the_lock() {
                 1,
                 LockReply::LockLost { reason: "the token was regenerated elsewhere (this node was suspected)".into() }
             ),
-            released_event(1, fence(E, 1), 5, ReleaseHow::Lost),
+            // The hold itself lasts until its lease's end (the client
+            // may run until then).
             send_e(2, newer, Body::IAmAlive { position: None, next: None }),
             // c2 still waits: a new request, through M3 (a root without a
             // token has nobody to ask along the tree).
@@ -313,6 +314,9 @@ fn epoch_newer_than_the_held_token_supersedes_it_the_client_loses_the_lock() {
         ]
     );
     assert_eq!((h.token, h.position, h.next), (None, None, None));
+    assert_eq!(h.holder(), Some((c(1), fence(E, 1))), "until its lease ends");
+    let out = timeout(&mut h, lease_end());
+    assert!(out.contains(&released_event(1, fence(E, 1), 45, ReleaseHow::Lost)), "{out:?}");
     assert_eq!(h.holder(), None);
 }
 
