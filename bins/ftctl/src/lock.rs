@@ -146,41 +146,12 @@ pub async fn run(addr: &str, args: &LockArgs) -> Result<u8> {
 /// Runs CMD under the granted lock; returns ftctl's exit status.
 async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &LockArgs) -> Result<u8> {
     let program = args.cmd[0].to_string_lossy().into_owned();
-    // A grant with less than kill_grace of its lease left (its daemon's
-    // renewal round is due): CMD starts once a renewal leaves it more, so
-    // that it is not sent SIGTERM as it starts; a lease that ends first is
-    // a lost lock and nothing runs.
-    let term_in = loop {
-        match lease_now(guard.lease_until(), args.kill_grace) {
-            Lease::Left { term_in, .. } if !term_in.is_zero() => break term_in,
-            Lease::Left { kill_in, .. } => {
-                let renewed = tokio::time::timeout(kill_in, async {
-                    loop {
-                        match guard.next_event().await {
-                            HoldEvent::Renewed(_) => return Ok(()),
-                            HoldEvent::Ignored(warning) => eprintln!("ftctl: {warning}"),
-                            HoldEvent::Lost(why) => return Err(why),
-                        }
-                    }
-                })
-                .await;
-                match renewed {
-                    Ok(Ok(())) => continue,
-                    Ok(Err(why)) => {
-                        eprintln!("ftctl: lock lost before {program} started: {why}; {program} not run");
-                        return Ok(exit::LOCK_LOST);
-                    }
-                    Err(_) => continue,
-                }
-            }
-            Lease::Over => {
-                // Dropping the guard closes the connection: the daemon releases.
-                eprintln!(
-                    "ftctl: lock lost: the lease ended (at {}) before it could run {program}; {program} not run",
-                    guard.lease_until()
-                );
-                return Ok(exit::LOCK_LOST);
-            }
+    let term_in = match room_to_start(&mut guard, args.kill_grace).await {
+        Ok(term_in) => term_in,
+        Err(why) => {
+            // Dropping the guard closes the connection: the daemon releases.
+            eprintln!("ftctl: lock lost before {program} started: {why}; {program} not run");
+            return Ok(exit::LOCK_LOST);
         }
     };
     let mut child =
@@ -249,6 +220,34 @@ async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &LockArgs) -> R
         return Ok(exit::LOCK_LOST);
     }
     Ok(status)
+}
+
+/// How long CMD may run before its SIGTERM, once that is more than zero.
+/// A grant with less than `kill_grace` of its lease left (its daemon's
+/// renewal round is due) waits for a renewal first, so that CMD is not
+/// sent SIGTERM as it starts. Err: the lock was lost, or the lease ended,
+/// before that (why).
+async fn room_to_start(guard: &mut LockGuard, kill_grace: Duration) -> Result<Duration, String> {
+    loop {
+        let kill_in = match lease_now(guard.lease_until(), kill_grace) {
+            Lease::Left { term_in, .. } if !term_in.is_zero() => return Ok(term_in),
+            Lease::Left { kill_in, .. } => kill_in,
+            Lease::Over => return Err(format!("the lease ended (at {})", guard.lease_until())),
+        };
+        // Until a renewal or a loss, at most until the lease's end (then
+        // the next turn finds it over).
+        tokio::time::timeout(kill_in, async {
+            loop {
+                match guard.next_event().await {
+                    HoldEvent::Renewed(_) => return Ok(()),
+                    HoldEvent::Ignored(warning) => eprintln!("ftctl: {warning}"),
+                    HoldEvent::Lost(why) => return Err(why.to_string()),
+                }
+            }
+        })
+        .await
+        .unwrap_or(Ok(()))?;
+    }
 }
 
 /// How long asking a daemon that refused a lock request for its status may take.
