@@ -370,6 +370,11 @@ async fn lock_once(
     // runs out (each Renewed moves it), or a LockLost or a close is read.
     let done = tokio::time::Instant::now() + hold;
     let lost = loop {
+        // An empty critical section ends here: a zero-length sleep would
+        // wait for tokio's next 1 ms timer tick.
+        if tokio::time::Instant::now() >= done {
+            break None;
+        }
         let lease_left = Duration::from_micros(lease_until_us.saturating_sub(timer::monotonic_now().as_micros()));
         let lease_end = tokio::time::Instant::now() + lease_left;
         tokio::select! {
