@@ -147,7 +147,7 @@ pub fn run<D: DaemonConfig, P: Protocol + Send + 'static>(args: &CommonArgs, spe
         new_cluster = args.new_cluster,
         "state loaded and incarnation stored"
     );
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("{}: cannot start the async runtime: {e}", D::NAME);

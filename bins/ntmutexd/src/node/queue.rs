@@ -247,6 +247,7 @@ impl NtNode {
     /// serve the local clients queued at this moment.
     pub(super) fn install_token(&mut self, now: Instant, token: Token, position: u64) {
         self.token = Some(token);
+        let moved = self.position != Some(position);
         self.position = Some(position);
         self.preds.clear();
         self.monitored = None;
@@ -258,8 +259,12 @@ impl NtNode {
         self.timers.set(Timer::HolderCheck, now + self.cfg.suspect_after);
         self.recovery_done(now);
         self.bootstrap_search = false;
-        if let Some((n, seq)) = self.next.filter(|_| !self.cfg.mutations.no_commit_cascade) {
-            // The position cascades down the chain.
+        if let Some((n, seq)) = self.next.filter(|_| moved && !self.cfg.mutations.no_commit_cascade) {
+            // A new position cascades down the chain. An unchanged one
+            // does not: the chain behind already has it (under load every
+            // token arrival would otherwise resend a Commit down the whole
+            // queue); its `preds` stay longer than needed, which M1 judges
+            // by position.
             let c = self.commit_for(seq, None);
             self.send(n, c);
         }
@@ -284,6 +289,9 @@ impl NtNode {
             }
             return;
         }
+        // A provisional Commit always cascades: its origin is how a cycle
+        // of waiting sites finds itself.
+        let moved = self.position != pos || pos.is_none();
         self.position = pos;
         self.preds = preds.into_iter().filter(|p| *p != self.me).take(self.cfg.k).collect();
         if self.preds.is_empty() {
@@ -308,8 +316,9 @@ impl NtNode {
         }
         // A Commit before the window closes cancels this site's M3.
         self.recovery_done(now);
-        if let Some((n, nseq)) = self.next.filter(|_| !self.cfg.mutations.no_commit_cascade) {
-            // (safety) The positions cascade down the chain.
+        if let Some((n, nseq)) = self.next.filter(|_| moved && !self.cfg.mutations.no_commit_cascade) {
+            // (safety) A gained or changed position cascades down the
+            // chain (an unchanged one is already there).
             let c = self.commit_for(nseq, Some(origin));
             self.send(n, c);
         }
