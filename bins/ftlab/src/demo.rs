@@ -68,6 +68,10 @@ struct Row {
     recovery_ms: Option<f64>,
     /// Messages the survivors sent from the kill to the recovery.
     messages: Option<u64>,
+    /// The second kill, of a node that held no client's grant (ntmutexd:
+    /// the token idle there; electd: an idle coordinator; ringd: the
+    /// token's owner between services), and kill → the next service (ms).
+    idle: Option<(String, Option<f64>)>,
     /// The node restarted and the cluster took it back.
     rejoined: bool,
     /// Grants or acknowledged increments over the whole run.
@@ -86,6 +90,7 @@ impl Row {
             detection_ms: None,
             recovery_ms: None,
             messages: None,
+            idle: None,
             rejoined: false,
             operations: 0,
             safety: Ok(String::new()),
@@ -337,7 +342,75 @@ async fn demo_cluster(c: &mut Cluster, n: u32, row: &mut Row, say: &dyn Fn(Strin
         Ok(s) => format!("safety: {s}"),
         Err(e) => format!("SAFETY FAILED: {e}"),
     });
+    if matches!(daemon, "ntmutexd" | "electd" | "ringd") && row.safety.is_ok() {
+        let (who, took, checked) = idle_kill(c, daemon, clock, say).await?;
+        say(format!("idle kill of {who}: next service after {}", opt_ms(took)));
+        if let Err(e) = checked {
+            row.safety = Err(format!("after the idle kill: {e}"));
+        }
+        row.idle = Some((who, took));
+    }
     Ok(())
+}
+
+/// How long the cluster is left without clients before the idle kill:
+/// every lease it granted has ended (`lease_ms·(1+ρ)` at the default
+/// 100 ms), so nothing the victim did binds anyone.
+const IDLE_SETTLE: Duration = Duration::from_millis(300);
+
+/// The second kill: a node that held no client's grant. With no clients
+/// for [`IDLE_SETTLE`], the token is pinned on the victim by one short hold
+/// through it (ntmutexd; ringd: one increment through it), or the victim
+/// is the coordinator (electd); it is killed, and at the same moment a
+/// client of another node asks. Returns the victim, kill → that client's
+/// grant or acknowledgement, and the safety check of the phase's records.
+async fn idle_kill(
+    c: &mut Cluster,
+    daemon: &str,
+    clock: Clock,
+    say: &dyn Fn(String),
+) -> Result<(String, Option<f64>, std::result::Result<(), String>)> {
+    let short = Duration::from_millis(1);
+    let mut pin = Load::new();
+    if daemon == "ntmutexd" {
+        pin.hold_once("pin".into(), c.node(3).client, short, clock);
+        let pinned = poll(WAIT, || async { pin.snapshot().holds.iter().any(|h| h.end.is_some()).then_some(()) });
+        if pinned.await.is_none() {
+            bail!("the idle kill's short hold through node 3 was not granted");
+        }
+    }
+    let mut records = pin.stop().await;
+    tokio::time::sleep(IDLE_SETTLE).await;
+    let (victim, role) = match daemon {
+        "ntmutexd" => (3, "token holder, idle"),
+        "ringd" => {
+            let owner = probe::critical_node(c, daemon, WAIT).await.ok_or_else(|| anyhow!("no token owner"))?;
+            (owner.0, "token owner, no service")
+        }
+        _ => {
+            let coordinator = probe::critical_node(c, daemon, WAIT).await.ok_or_else(|| anyhow!("no coordinator"))?;
+            (coordinator.0, "coordinator, no grant")
+        }
+    };
+    let other = if victim == 1 { 2 } else { 1 };
+    let mut after = Load::new();
+    let killed_at = clock.now();
+    c.kill(victim);
+    if daemon == "ringd" {
+        after.incr_client("after".into(), vec![c.node(other).client], probe::COUNTER.into(), clock);
+    } else {
+        after.hold_once("after".into(), c.node(other).client, short, clock);
+    }
+    say(format!("SIGKILL node {victim} ({role}); a client of node {other} asks"));
+    let served = poll(WAIT, || async {
+        let r = after.snapshot();
+        r.holds.first().map(|h| h.start).or_else(|| r.acks.first().map(|a| a.at))
+    })
+    .await;
+    let mut rest = after.stop().await;
+    records.holds.append(&mut rest.holds);
+    let checked = check_exclusion_and_fences(&records.holds);
+    Ok((format!("node {victim} ({role})"), served.map(|t| ms(t - killed_at)), checked))
 }
 
 fn ms(ns: u128) -> f64 {
@@ -353,6 +426,7 @@ fn table(rows: &[Row]) -> String {
         "\n{:<12} {:<24} {:>10} {:>10} {:>9} {:>9} {:>6}  {}\n",
         "daemon", "killed (SIGKILL)", "detection", "recovery", "messages", "rejoined", "ops", "safety"
     );
+    let idle: Vec<&Row> = rows.iter().filter(|r| r.idle.is_some()).collect();
     for r in rows {
         out += &format!(
             "{:<12} {:<24} {:>10} {:>10} {:>9} {:>9} {:>6}  {}\n",
@@ -375,6 +449,18 @@ fn table(rows: &[Row]) -> String {
             the killed node: its client held the lock, or it ran a token service. messages: sent by the \
             survivors meanwhile (heartbeats included). Default settings, but tokenwatchd's max_hold_ms = 500 \
             (default 2000, whose lost-token deadline is ~11 s at N = 5).\n";
+    if !idle.is_empty() {
+        out += &format!("\n{:<12} {:<36} {:>12}\n", "daemon", "then killed, holding no grant", "next service");
+        for r in idle {
+            let (who, took) = r.idle.as_ref().expect("filtered");
+            out += &format!("{:<12} {:<36} {:>12}\n", r.daemon, who, opt_ms(*took));
+        }
+        out += "\nSIGKILL of a node whose process dies on a host that stays up, no client's grant there, \
+                no clients for 300 ms before (every lease over) → a client of another node, asking at the \
+                kill, is served. Its connections close at once and its port refuses: the survivors act on \
+                that hint instead of waiting for suspect_after. electd's new coordinator still waits its \
+                failover gap ((lease + grant_ttl)·(1+ρ) + hop_timeout).\n";
+    }
     out
 }
 
@@ -390,6 +476,8 @@ fn json(rows: &[Row], passed: bool, took: Duration) -> J {
             ("detection_ms", J::opt(r.detection_ms)),
             ("recovery_ms", J::opt(r.recovery_ms)),
             ("messages", J::opt(r.messages.map(|m| m as f64))),
+            ("idle_killed", r.idle.as_ref().map_or(J::Null, |(w, _)| J::s(w))),
+            ("idle_recovery_ms", J::opt(r.idle.as_ref().and_then(|(_, t)| *t))),
             ("rejoined", J::from(r.rejoined)),
             ("operations", J::from(r.operations)),
             ("safety_ok", J::from(ok)),

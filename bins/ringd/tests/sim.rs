@@ -13,7 +13,7 @@ mod kit;
 use std::time::Duration;
 
 use kit::{cluster, config, converged, crash_plan, every_fault_plan, safety, served_again, with_job};
-use sim::{for_seeds, for_seeds_with};
+use sim::{for_seeds, for_seeds_with, FaultPlan};
 use timer::Instant;
 
 #[test]
@@ -59,6 +59,21 @@ fn faulty_run(seed: u64) -> Result<(), sim::SimError> {
 #[test]
 fn every_fault_kind() {
     for_seeds(150, faulty_run);
+}
+
+/// Every fault kind with half the crashes process kills whose peers hear
+/// at once (`Action::Kill`: the ring repairs around them without waiting
+/// for silence).
+#[test]
+fn every_fault_kind_with_killed_processes() {
+    for_seeds(60, |seed| {
+        let n = 3 + (seed % 3) as u32;
+        let mut sim = cluster(seed, n, with_job(config(n), 15, Duration::from_millis(200)));
+        sim.check(safety(false));
+        sim.random_faults(&FaultPlan { kills: 2, ..every_fault_plan(n) });
+        sim.run_for(Duration::from_millis(3_500))?;
+        converged(&mut sim, n, Duration::from_millis(2_000))
+    });
 }
 
 #[test]

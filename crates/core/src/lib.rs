@@ -341,6 +341,19 @@ pub trait Protocol {
     /// handshakes and limits).
     fn handle_link_lost(&mut self, now: Instant, peer: NodeId);
 
+    /// `peer`'s process is gone while its host is up: its connection broke
+    /// and its address refused the next one (the TCP transport's hint; a
+    /// pause, a vanished host or a partition never give it). The life of
+    /// `peer` the core knows has ended: nothing it had promised to do will
+    /// be done, though messages it sent may still arrive, and a new life
+    /// may start at any moment. A core may stop waiting on `peer` at once
+    /// instead of after `suspect_after`; no safety rule may depend on the
+    /// hint coming (it comes only over TCP, and may be lost). The default
+    /// ignores it: silence tells the core in time.
+    fn handle_peer_unreachable(&mut self, now: Instant, peer: NodeId) {
+        let _ = (now, peer);
+    }
+
     /// Time has reached (at least) a deadline returned by `poll_timeout`.
     fn handle_timeout(&mut self, now: Instant);
 

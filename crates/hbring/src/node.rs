@@ -60,6 +60,10 @@ impl Protocol for HbNode {
         self.out.retain(|o| !matches!(o, ftcore::Output::Reply { client: c, .. } if *c == client));
     }
 
+    fn handle_peer_unreachable(&mut self, now: Instant, peer: NodeId) {
+        self.ring.peer_unreachable(now, peer, &mut self.out);
+    }
+
     fn handle_link_lost(&mut self, _now: Instant, _peer: NodeId) {
         // Heartbeats are periodic and idempotent: the next one repairs a
         // lost one, and a peer that stays unreachable is suspected by

@@ -299,10 +299,26 @@ impl HbRing {
             self.timers.set(timer, w.detector.suspect_at());
             return;
         }
-        if let Some(dead) = self.view.suspect(w.node) {
-            out.event(HbEvent::Suspected { node: w.node, inc: dead.incarnation });
+        self.suspect_neighbour(now, w.node, out);
+    }
+
+    /// `peer`'s process is gone (the TCP transport's hint: its connection
+    /// broke and its address refuses). A neighbour watched is suspected
+    /// now, as `suspect_after` of silence would; other peers are left to
+    /// their own neighbours. Its new life, if one starts, rejoins as after
+    /// any suspicion.
+    pub fn peer_unreachable(&mut self, now: Instant, peer: NodeId, out: &mut impl HbOut) {
+        let watched = [&self.pred, &self.succ].into_iter().flatten().any(|w| w.node == peer);
+        if watched {
+            self.suspect_neighbour(now, peer, out);
+        }
+    }
+
+    fn suspect_neighbour(&mut self, now: Instant, node: NodeId, out: &mut impl HbOut) {
+        if let Some(dead) = self.view.suspect(node) {
+            out.event(HbEvent::Suspected { node, inc: dead.incarnation });
             self.neighbours_changed(now, out);
-            self.gossip(w.node, dead, out);
+            self.gossip(node, dead, out);
         }
     }
 

@@ -190,6 +190,11 @@ where
                         tracing::trace!(peer = %from, %inc, ?msg, "received");
                         self.core.handle_message(self.clock.now(), from, inc, msg);
                     }
+                    Some(Incoming::Unreachable { peer }) => {
+                        tracing::info!(%peer, "peer's connection broke and its address refuses connections: its process is gone");
+                        self.metrics.peer_unreachable();
+                        self.core.handle_peer_unreachable(self.clock.now(), peer);
+                    }
                     Some(Incoming::Rejected { reason, detail, remote }) => {
                         if self.peer_stats.log.allow(reason.label(), remote.ip()) {
                             tracing::warn!(%remote, reason = reason.label(), "peer frame rejected: {detail}");

@@ -224,6 +224,11 @@ impl Metrics {
             self.name("connections_closed_total"),
             "Connections refused or closed by this node, by listener (peer, client) and reason."
         );
+        describe_counter!(
+            self.name("peers_unreachable_total"),
+            "Peers whose connection broke and whose address then refused one (their process gone, host up): a hint of failure the core acts on before `suspect_after`."
+        );
+        metrics::counter!(self.name("peers_unreachable_total")).absolute(0);
         describe_gauge!(self.name("clients"), "Local client connections open.");
         describe_histogram!(
             self.name("recovery_duration_seconds"),
@@ -243,6 +248,11 @@ impl Metrics {
     /// A peer message arrived and passed every check.
     pub fn received(&self, kind: &'static str) {
         metrics::counter!(self.name("messages_received_total"), "type" => kind).increment(1);
+    }
+
+    /// A peer's process was found gone ([`wire::Incoming::Unreachable`]).
+    pub fn peer_unreachable(&self) {
+        metrics::counter!(self.name("peers_unreachable_total")).increment(1);
     }
 
     /// A peer message could not be queued.

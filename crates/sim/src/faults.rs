@@ -35,6 +35,10 @@ pub struct FaultPlan {
     /// node's disk too: it restarts with no stored state (a replaced disk,
     /// a re-imaged host) and must recover as a fresh node.
     pub wipes: u32,
+    /// How many of the crashes (the first ones that happen) kill the
+    /// node's process on a host that stays up ([`Action::Kill`]): peers
+    /// with an open connection to it hear at once that it is gone.
+    pub kills: u32,
     /// Number of partitions (each isolates a random minority, then heals).
     pub partitions: u32,
     /// How long a partition lasts.
@@ -76,6 +80,7 @@ impl Default for FaultPlan {
             downtime: (Duration::from_millis(100), Duration::from_millis(2_000)),
             restart: true,
             wipes: 0,
+            kills: 0,
             partitions: 0,
             partition_len: (Duration::from_millis(100), Duration::from_millis(1_000)),
             pauses: 0,
@@ -130,6 +135,7 @@ impl FaultPlan {
         // (node, down_from, up_at) — up_at None: never restarts.
         let mut downs: Vec<(NodeId, Instant, Option<Instant>)> = Vec::new();
         let mut wipes = self.wipes;
+        let mut kills = self.kills;
         for t in times {
             let t = Instant::from_micros(t);
             let is_down = |id: NodeId, downs: &[(NodeId, Instant, Option<Instant>)]| {
@@ -143,7 +149,12 @@ impl FaultPlan {
             let victim = candidates[rng.range_inclusive(0, candidates.len() as u64 - 1) as usize];
             let up = self.restart.then(|| t + rng.duration_between(self.downtime.0, self.downtime.1));
             downs.push((victim, t, up));
-            out.push((t, Action::Crash(victim)));
+            if kills > 0 {
+                kills -= 1;
+                out.push((t, Action::Kill(victim)));
+            } else {
+                out.push((t, Action::Crash(victim)));
+            }
             if let Some(up) = up {
                 if wipes > 0 {
                     wipes -= 1;

@@ -64,7 +64,16 @@ pub type ClientBehaviour<P> =
 #[derive(Clone, Debug)]
 pub enum Action<P: Protocol> {
     /// Crash-stop the node (its in-flight outgoing messages still arrive).
+    /// Its host vanishes with it: peers learn of it only by silence.
     Crash(NodeId),
+    /// Kill the node's process on a host that stays up: a `Crash`, and
+    /// every peer whose connection to it is open (no partition, no cut
+    /// either way) hears [`Action::Unreachable`] after a one-way delay of
+    /// the network (the broken connection, then a refused one).
+    Kill(NodeId),
+    /// Node `.0` hears that the process of `.1` is gone
+    /// ([`Protocol::handle_peer_unreachable`]); queued while `.0` is paused.
+    Unreachable(NodeId, NodeId),
     /// Restart a crashed node as a new incarnation, with what it stored.
     Restart(NodeId),
     /// Replace a crashed node's disk by a new one: it restarts as a fresh
@@ -714,6 +723,26 @@ impl<P: Protocol> Sim<P> {
                     self.log(|| format!("{now} {id} WIPE DISK"));
                 }
             }
+            Action::Kill(id) => {
+                let up = self.world.slots[id.0 as usize - 1].core.is_some();
+                self.apply(Action::Crash(id));
+                if up {
+                    let others = (1..=self.world.slots.len() as u32).map(NodeId).filter(|p| *p != id);
+                    for peer in others.collect::<Vec<_>>() {
+                        if self.net.open_between(id, peer) {
+                            let delay = self.net.draw_delay(&mut self.rng);
+                            self.at(now + delay, Action::Unreachable(peer, id));
+                        }
+                    }
+                }
+            }
+            Action::Unreachable(id, peer) => {
+                self.log(|| format!("{now} {id} <- {peer} unreachable"));
+                if let Some(core) = self.core_mut(id) {
+                    core.handle_peer_unreachable(now, peer);
+                    self.drain(id);
+                }
+            }
             Action::Crash(id) => {
                 let slot = &mut self.world.slots[id.0 as usize - 1];
                 if let Some(core) = slot.core.take() {
@@ -855,9 +884,11 @@ impl<P: Protocol> Sim<P> {
     /// The node a client-side action is addressed to (queued while paused).
     fn local_target(action: &Action<P>) -> Option<NodeId> {
         match action {
-            Action::Request(id, _, _) | Action::ClientGone(id, _) | Action::Shutdown(id) | Action::JobEnd(id, _, _) => {
-                Some(*id)
-            }
+            Action::Request(id, _, _)
+            | Action::ClientGone(id, _)
+            | Action::Shutdown(id)
+            | Action::JobEnd(id, _, _)
+            | Action::Unreachable(id, _) => Some(*id),
             _ => None,
         }
     }

@@ -136,6 +136,17 @@ impl<M: Clone> Network<M> {
         self.sides.iter().all(|side| side.contains(&a) == side.contains(&b))
     }
 
+    /// Whether a connection between `a` and `b` carries bytes now: no
+    /// partition between them and neither direction cut.
+    pub fn open_between(&self, a: NodeId, b: NodeId) -> bool {
+        self.connected(a, b) && !self.cut.contains(&(a, b)) && !self.cut.contains(&(b, a))
+    }
+
+    /// A one-way delay drawn as a message's would be (before slow links).
+    pub fn draw_delay(&self, rng: &mut SeededRng) -> Duration {
+        rng.duration_between(self.cfg.delay_min, self.cfg.delay_max)
+    }
+
     pub fn partition(&mut self, side: Vec<NodeId>) {
         self.sides.push(side);
     }

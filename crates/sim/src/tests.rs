@@ -33,6 +33,7 @@ message_kinds!(ToyReply { Count => "count" });
 enum ToyEvent {
     Got { from: NodeId, inc: Incarnation, seq: u64 },
     ClientGone(ClientId),
+    Unreachable(NodeId),
 }
 
 /// Pings every other node every `PERIOD`, one sequence number per tick.
@@ -102,6 +103,10 @@ impl Protocol for Toy {
 
     fn handle_client_gone(&mut self, _now: Instant, client: ClientId) {
         self.out.event(ToyEvent::ClientGone(client));
+    }
+
+    fn handle_peer_unreachable(&mut self, _now: Instant, peer: NodeId) {
+        self.out.event(ToyEvent::Unreachable(peer));
     }
 
     fn handle_link_lost(&mut self, _now: Instant, _peer: NodeId) {
@@ -190,7 +195,7 @@ fn deliveries(w: &World<Toy>) -> Vec<Delivery> {
         .iter()
         .filter_map(|(t, to, e)| match e {
             ToyEvent::Got { from, inc, seq } => Some((*t, *to, *from, *inc, *seq)),
-            ToyEvent::ClientGone(_) => None,
+            ToyEvent::ClientGone(_) | ToyEvent::Unreachable(_) => None,
         })
         .collect()
 }
@@ -237,6 +242,38 @@ fn tracing_does_not_change_the_run() {
     assert!(lean.trace().is_empty());
     assert_eq!(lean.steps(), kept.steps());
     assert_eq!(deliveries(lean.world()), deliveries(kept.world()));
+}
+
+// ---- process kills ----
+
+/// Who heard that `victim` is gone, and when.
+fn heard_gone(w: &World<Toy>, victim: NodeId) -> Vec<(Instant, NodeId)> {
+    w.events.iter().filter(|(_, _, e)| *e == ToyEvent::Unreachable(victim)).map(|(t, id, _)| (*t, *id)).collect()
+}
+
+#[test]
+fn a_killed_process_is_heard_of_by_its_connected_peers_within_a_delay() {
+    let mut sim = toy_sim(3, 5, NetConfig::reliable(Duration::from_micros(100), Duration::from_millis(2)));
+    // Node 5 is cut off from node 4 (a partition): no connection to break.
+    sim.at(ms(100), Action::Partition(vec![n(5)]));
+    sim.at(ms(150), Action::Heal);
+    sim.at(ms(150), Action::Partition(vec![n(4)]));
+    sim.at(ms(200), Action::Pause(n(3)));
+    sim.at(ms(300), Action::Kill(n(2)));
+    sim.at(ms(400), Action::Resume(n(3)));
+    sim.at(ms(500), Action::Crash(n(1)));
+    sim.run_until(ms(600)).unwrap();
+    let heard = heard_gone(sim.world(), n(2));
+    let who: BTreeSet<NodeId> = heard.iter().map(|(_, id)| *id).collect();
+    // 4 is partitioned away; 3 was paused and hears it when resumed.
+    assert_eq!(who, BTreeSet::from([n(1), n(3), n(5)]), "{heard:?}");
+    for (t, id) in &heard {
+        let latest = if *id == n(3) { ms(400) } else { ms(302) };
+        assert!(*t >= ms(300) && *t <= latest, "{id} heard at {t}");
+    }
+    assert!(sim.world().core(n(2)).is_none(), "a kill is a crash");
+    // A plain crash is silent.
+    assert!(heard_gone(sim.world(), n(1)).is_empty());
 }
 
 // ---- channels ----

@@ -237,8 +237,59 @@ async fn tcp_close_flushes_what_was_queued() {
     // The receiver keeps reading while the sender closes (its inbound
     // channel holds 64: the rest waits in the socket).
     let closing = tokio::spawn(a.close(WAIT));
-    for i in 1..=200 {
-        assert_eq!(next_msg(&mut rx_b).await, (NodeId(1), INC, TestMsg::Ping(i)));
+    let mut got = Vec::new();
+    while got.len() < 200 {
+        match next(&mut rx_b).await {
+            Incoming::Message { from, inc, msg } => got.push((from, inc, msg)),
+            // Once closed, its address refuses: that may overtake frames
+            // still in the socket.
+            Incoming::Unreachable { peer } => assert_eq!(peer, NodeId(1)),
+            other => panic!("{other:?}"),
+        }
     }
+    assert_eq!(got, (1..=200).map(|i| (NodeId(1), INC, TestMsg::Ping(i))).collect::<Vec<_>>());
     tokio::time::timeout(WAIT, closing).await.expect("close returns once flushed").unwrap();
+}
+
+/// The next `Unreachable` within `within`, skipping messages.
+async fn unreachable_within(rx: &mut Rx, within: Duration) -> Option<NodeId> {
+    tokio::time::timeout(within, async {
+        loop {
+            match rx.recv().await {
+                Some(Incoming::Unreachable { peer }) => return Some(peer),
+                Some(_) => continue,
+                None => return None,
+            }
+        }
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+#[tokio::test]
+async fn tcp_says_once_that_a_peer_whose_connection_broke_refuses_connections() {
+    let ((a, mut rx_a), (b, mut rx_b)) = tcp_pair(Some(1), Some(1)).await;
+    assert_link_works(&a, &mut rx_b, 0).await;
+    b.send(NodeId(1), INC, TestMsg::Stop).unwrap();
+    assert_eq!(next_msg(&mut rx_a).await.2, TestMsg::Stop);
+
+    // Its process gone: the listener and every connection close.
+    drop(b);
+    drop(rx_b);
+    assert_eq!(unreachable_within(&mut rx_a, WAIT).await, Some(NodeId(2)));
+    // Said once: the refusals of the reconnects that follow (backing off
+    // from 50 ms) say nothing more.
+    assert_eq!(unreachable_within(&mut rx_a, Duration::from_millis(400)).await, None);
+    drop(a);
+}
+
+#[tokio::test]
+async fn tcp_says_nothing_of_a_peer_it_never_reached() {
+    // Node 2 never starts (a cluster still coming up): refusals without a
+    // broken connection are no news.
+    let addrs = free_tcp_addrs(2);
+    let (a, mut rx_a) = tcp(config(1, &addrs, None)).await;
+    a.send(NodeId(2), INC, TestMsg::Ping(1)).unwrap();
+    assert_eq!(unreachable_within(&mut rx_a, Duration::from_millis(400)).await, None);
 }

@@ -810,6 +810,13 @@ impl Protocol for ElNode {
         self.after_input(now);
     }
 
+    fn handle_peer_unreachable(&mut self, now: Instant, peer: NodeId) {
+        if self.members.contains(&peer) && peer != self.me {
+            self.peer_gone(now, peer);
+        }
+        self.after_input(now);
+    }
+
     fn handle_link_lost(&mut self, now: Instant, peer: NodeId) {
         // What was in flight to it is lost: unacked hops time out; a
         // request it had answered `Queued` is sent again now.

@@ -131,15 +131,39 @@ impl ElNode {
         }
         if let (Role::Consumer, Some(c)) = (&self.role, self.coordinator) {
             if c != self.me && now.saturating_since(self.last_heard) >= self.cfg.suspect_after {
-                self.coordinator = None;
-                self.role = Role::Electing;
-                self.lost_coordinator_at = Some(now);
-                self.elect_within(now, self.cfg.election_jitter);
+                self.lose_coordinator(now);
             }
         }
         if self.coordinator.is_none() && !self.is_coordinator() && !self.timers.is_armed(Timer::Elect) {
             self.elect_within(now, self.cfg.election_timeout);
         }
+    }
+
+    /// `peer`'s process is gone (the transport's hint: its connection broke
+    /// and its address refuses). What silence would show after
+    /// `hop_timeout` or `suspect_after` is acted on now: hops to it not
+    /// acked yet time out, and a consumer whose coordinator it was starts
+    /// an election (jittered), as after `suspect_after` of silence. The
+    /// failover gap and every promise still apply: the hint only starts
+    /// sooner what a timeout would have started.
+    pub(super) fn peer_gone(&mut self, now: Instant, peer: NodeId) {
+        self.suspected.insert(peer);
+        let lost: Vec<u64> = self.hops.iter().filter(|(_, h)| h.to == peer).map(|(id, _)| *id).collect();
+        for hop in lost {
+            self.timers.cancel(Timer::Hop(hop));
+            self.on_hop_timeout(now, hop);
+        }
+        if matches!(self.role, Role::Consumer) && self.coordinator == Some(peer) {
+            self.lose_coordinator(now);
+        }
+    }
+
+    /// A consumer's coordinator failed: an election, jittered.
+    fn lose_coordinator(&mut self, now: Instant) {
+        self.coordinator = None;
+        self.role = Role::Electing;
+        self.lost_coordinator_at = Some(now);
+        self.elect_within(now, self.cfg.election_jitter);
     }
 
     /// Stops being (or becoming) coordinator: no more heartbeats, grants or

@@ -265,6 +265,25 @@ fn prevote_is_refused_while_a_live_higher_coordinator_is_known() {
     assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::PreVoteReply { term: 4, asked: 5, yes: true } }]);
 }
 
+#[test]
+fn an_unreachable_coordinator_is_given_up_at_once_and_prevotes_are_granted() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
+    // Another peer's death changes nothing here.
+    p.handle_peer_unreachable(at(T0, 5), n(1));
+    assert_eq!(drain(&mut p), vec![]);
+    assert_eq!(p.coordinator, Some(n(3)));
+    // The coordinator's process is gone: what suspect_after of silence
+    // does, 10 ms after its heartbeat: an election within the jitter.
+    p.handle_peer_unreachable(at(T0, 10), n(3));
+    assert_eq!(drain(&mut p), vec![]);
+    assert_eq!((p.coordinator, p.lost_coordinator_at), (None, Some(at(T0, 10))));
+    assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= at(T0, 10) + p.cfg.election_jitter));
+    let outs = deliver(&mut p, at(T0, 11), n(1), Incarnation(1), Msg::PreVote { term: 5 });
+    assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::PreVoteReply { term: 4, asked: 5, yes: true } }]);
+}
+
 fn at(t: Instant, ms: u64) -> Instant {
     t + Duration::from_millis(ms)
 }

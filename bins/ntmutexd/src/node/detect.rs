@@ -80,6 +80,41 @@ impl NtNode {
         }
     }
 
+    /// `peer`'s process is gone (its connection broke and its address
+    /// refuses: the transport's hint). What would wait `suspect_after` for
+    /// its silence acts now: it is suspected (never sent the token, never
+    /// forwarded to, left out of the searches and regenerations still
+    /// waiting for it), a successor monitoring it recovers, and a request
+    /// with no Commit yet — possibly lost at it, or forwarded to it —
+    /// searches the queue (M3). A new life of it answers the probes of
+    /// suspected peers, as after any suspicion.
+    pub(super) fn peer_gone(&mut self, now: Instant, peer: NodeId) {
+        self.suspect(peer, now);
+        match &mut self.recovery {
+            Recovery::M1 { asking, .. } if *asking == peer => {
+                self.timers.cancel(Timer::Window);
+                self.m1_next(now);
+            }
+            Recovery::Search { waiting, .. } => {
+                waiting.remove(&peer);
+                self.maybe_close_window(now);
+            }
+            Recovery::Regen { waiting, .. } => {
+                waiting.remove(&peer);
+                self.maybe_finish_regeneration(now);
+            }
+            Recovery::M1 { .. } | Recovery::Linking { .. } | Recovery::Idle => {}
+        }
+        if self.is_requesting() && self.recovery == Recovery::Idle {
+            if self.monitored.is_some_and(|(p, _)| p == peer) {
+                self.start_recovery(now);
+            } else if self.monitored.is_none() {
+                self.start_m3(now);
+            }
+        }
+        self.serve_and_route(now);
+    }
+
     pub(super) fn on_alive_check(&mut self, now: Instant) {
         let Some((pred, _)) = self.monitored else { return };
         if self.token.is_some() || self.request.is_none() {

@@ -794,6 +794,12 @@ impl Protocol for NtNode {
         self.serve_and_route(now);
     }
 
+    fn handle_peer_unreachable(&mut self, now: Instant, peer: NodeId) {
+        if self.members.contains(&peer) && peer != self.me {
+            self.peer_gone(now, peer);
+        }
+    }
+
     fn handle_link_lost(&mut self, now: Instant, peer: NodeId) {
         // Messages to it were lost at a connection break: treat it as a
         // crash would be treated. It is suspected (never sent the token,

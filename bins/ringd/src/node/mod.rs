@@ -684,6 +684,14 @@ impl Protocol for RdNode {
         self.after_input(now);
     }
 
+    fn handle_peer_unreachable(&mut self, now: Instant, peer: NodeId) {
+        // The ring repairs around it now (hbring); what ringd waits on
+        // follows the ring's change as after a suspicion by silence.
+        self.with_ring(|r, out| r.peer_unreachable(now, peer, out));
+        self.ring_changed(now);
+        self.after_input(now);
+    }
+
     fn handle_link_lost(&mut self, now: Instant, peer: NodeId) {
         let _resent = self.resend_to(now, peer);
         self.after_input(now);

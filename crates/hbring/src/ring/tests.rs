@@ -333,6 +333,33 @@ fn silent_predecessor_is_suspected_reported_and_replaced() {
 }
 
 #[test]
+fn an_unreachable_predecessor_is_suspected_at_once_and_another_peer_is_not() {
+    let mut r = ring();
+    meet(&mut r, 1, at(0));
+    meet(&mut r, 3, at(0));
+    r.drain();
+    // Node 4 is no neighbour of 2: its own neighbours act on it.
+    r.ring.peer_unreachable(at(20), n(4), &mut r.out);
+    assert_eq!(r.drain(), vec![]);
+    assert_eq!(r.view().liveness(n(4)), Some(alive(0)), "never met, still presumed alive");
+    // The predecessor's process is gone: what 250 ms of silence does, now.
+    r.ring.peer_unreachable(at(20), n(1), &mut r.out);
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::Suspected { node: n(1), inc: inc(1) }),
+            ev(HbEvent::PredecessorChanged { from: Some(n(1)), to: Some(n(4)) }),
+            send(3, report(1, dead(10))),
+        ]
+    );
+    assert_eq!(r.view().predecessor(), Some(n(4)));
+    assert_eq!(r.repair_since, Some(at(20)));
+    // Said again (another broken connection): nothing more.
+    r.ring.peer_unreachable(at(30), n(1), &mut r.out);
+    assert_eq!(r.drain(), vec![]);
+}
+
+#[test]
 fn new_predecessor_heartbeat_completes_the_repair() {
     let mut r = ring();
     meet(&mut r, 1, at(0));

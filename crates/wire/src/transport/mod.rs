@@ -80,6 +80,21 @@ pub enum Incoming<M> {
         /// The message.
         msg: M,
     },
+    /// TCP only: the connection to `peer` broke (closed or reset by the
+    /// other end) and a new one, tried at once, was refused: nothing
+    /// listens at its address, so the process that had it is gone while
+    /// its host is up (a crash, a kill, a restart not yet listening). A
+    /// hint of failure within a round trip of the process's end, where
+    /// only silence would tell otherwise; said once per broken connection.
+    /// A paused process, a vanished host or a partition never cause it
+    /// (their connections stay open or time out). Queued in the peer's
+    /// inbox after the frames already taken from its connection; frames
+    /// still in that socket may follow (a core must take late messages of
+    /// a dead life anyway).
+    Unreachable {
+        /// The peer whose process is gone.
+        peer: NodeId,
+    },
     /// A frame was refused (its TCP connection has been closed). Sent only
     /// when the channel has room; otherwise counted in [`LinkStats`].
     Rejected {

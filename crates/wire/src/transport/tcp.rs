@@ -79,7 +79,7 @@ impl<M: Message> TcpTransport<M> {
         let inbound = Arc::new(Inbound {
             codec: codec.clone(),
             incoming,
-            inboxes,
+            inboxes: inboxes.clone(),
             stats: cfg.stats.clone(),
             handshake_timeout: cfg.handshake_timeout,
             idle_timeout: cfg.idle_timeout,
@@ -101,6 +101,7 @@ impl<M: Message> TcpTransport<M> {
             let overflow = Arc::new(Notify::new());
             let link = PeerLink {
                 peer: m.id,
+                inbox: inboxes.get(&m.id).cloned(),
                 addr: m.addr,
                 codec: codec.clone(),
                 backoff: Backoff::new(cfg.backoff_min, cfg.backoff_max, cfg.me, m.id),
@@ -427,6 +428,8 @@ impl Backoff {
 #[derive(Debug)]
 struct PeerLink<M> {
     peer: NodeId,
+    /// The peer's inbox, for [`Incoming::Unreachable`].
+    inbox: Option<mpsc::Sender<Incoming<M>>>,
     addr: SocketAddr,
     codec: Arc<PeerCodec<M>>,
     backoff: Backoff,
@@ -445,8 +448,11 @@ enum Ended {
     QueueClosed,
     /// The connection failed or could not be made.
     Lost {
-        /// Whether it had been established (the backoff starts over).
-        connected: bool,
+        /// How long it had been up, if it was established (the backoff
+        /// starts over).
+        connected: Option<Duration>,
+        /// Whether the connect was refused (nothing listens there).
+        refused: bool,
         why: String,
     },
 }
@@ -454,6 +460,12 @@ enum Ended {
 impl<M: Message> PeerLink<M> {
     /// Connects, sends queued messages, reconnects; until the queue closes.
     async fn run(mut self, mut queue: mpsc::Receiver<(Incarnation, M)>) {
+        // An established connection broke: the next attempt comes at once
+        // (unless that connection was itself such an attempt: a peer that
+        // accepts and closes gets the backoff), and the first refusal
+        // before a new connection is reported as the peer's end.
+        let mut broke = false;
+        let mut retried_at_once = false;
         loop {
             let ended = tokio::select! {
                 ended = self.session(&mut queue) => Some(ended),
@@ -461,11 +473,20 @@ impl<M: Message> PeerLink<M> {
             };
             match ended {
                 Some(Ended::QueueClosed) => return,
-                Some(Ended::Lost { connected, why }) => {
+                Some(Ended::Lost { connected, refused, why }) => {
                     debug!(peer = %self.peer, addr = %self.addr, "link down: {why}");
-                    if connected {
-                        self.backoff.reset();
+                    if refused && std::mem::take(&mut broke) {
+                        self.report_unreachable();
                     }
+                    if let Some(lasted) = connected {
+                        self.backoff.reset();
+                        if lasted >= self.backoff.min || !retried_at_once {
+                            broke = true;
+                            retried_at_once = true;
+                            continue;
+                        }
+                    }
+                    retried_at_once = false;
                 }
                 None => {
                     // Dropping the session closed its connection; what is
@@ -488,17 +509,31 @@ impl<M: Message> PeerLink<M> {
         }
     }
 
+    /// Tells the core that the peer's process is gone (a connection broke
+    /// and the next was refused). Never waits: with its inbox full the
+    /// hint is dropped, and silence tells the core in time.
+    fn report_unreachable(&self) {
+        debug!(peer = %self.peer, addr = %self.addr, "connection broke and the next was refused: peer process gone");
+        if let Some(inbox) = &self.inbox {
+            let _ = inbox.try_send(Incoming::Unreachable { peer: self.peer });
+        }
+    }
+
     /// One connection: connect, say Hello, write what is queued.
     async fn session(&self, queue: &mut mpsc::Receiver<(Incarnation, M)>) -> Ended {
         let (stream, challenge) = match tokio::time::timeout(self.handshake_timeout, connect(self.addr)).await {
             Ok(Ok(x)) => x,
-            Ok(Err(e)) => return Ended::Lost { connected: false, why: format!("connect failed: {e}") },
-            Err(_) => return Ended::Lost { connected: false, why: "connect timed out".into() },
+            Ok(Err(e)) => {
+                let refused = e.kind() == std::io::ErrorKind::ConnectionRefused;
+                return Ended::Lost { connected: None, refused, why: format!("connect failed: {e}") };
+            }
+            Err(_) => return Ended::Lost { connected: None, refused: false, why: "connect timed out".into() },
         };
         debug!(peer = %self.peer, addr = %self.addr, "connected");
+        let up = tokio::time::Instant::now();
         match self.pump(stream, &challenge, queue).await {
             Ok(()) => Ended::QueueClosed,
-            Err(why) => Ended::Lost { connected: true, why },
+            Err(why) => Ended::Lost { connected: Some(up.elapsed()), refused: false, why },
         }
     }
 

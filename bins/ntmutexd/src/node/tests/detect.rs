@@ -224,3 +224,98 @@ fn no_liveness_probes_when_switched_off() {
     assert_eq!(timeout(&mut s, at(20)), vec![]);
     assert_eq!(s.timers.get(Timer::Liveness), None);
 }
+
+// ===== the transport's hint: a peer's process is gone ======================
+
+fn gone(s: &mut NtNode, now: Instant, peer: u32) -> Vec<OutputOf<NtNode>> {
+    s.handle_peer_unreachable(now, n(peer));
+    drain(s)
+}
+
+#[test]
+fn unreachable_monitored_predecessor_is_suspected_and_m1_asks_the_next_one_at_once() {
+    let mut s = committed(4, 3, 2, 4, Some(2), &[2, 1]);
+    let out = gone(&mut s, at(5), 2);
+    assert_eq!(
+        out,
+        vec![
+            ev(NtEvent::Suspected { node: n(2) }),
+            ev(NtEvent::RecoveryStarted { mech: Mech::M1 }),
+            send(1, Body::AreYouAlive),
+        ]
+    );
+    assert_eq!(s.recovery, Recovery::M1 { started: at(5), asking: n(1), rest: vec![] });
+    assert_eq!(s.timers.get(Timer::Window), Some(at(25)), "2 t_msg per AreYouAlive");
+}
+
+#[test]
+fn unreachable_peer_sends_a_request_without_a_commit_searching_at_once() {
+    // Request 4 went along the last tree, maybe through 2; no Commit yet.
+    let mut s = waiting(4, 3, 2, 4);
+    let out = gone(&mut s, at(5), 2);
+    assert_eq!(
+        out,
+        vec![
+            ev(NtEvent::Suspected { node: n(2) }),
+            ev(NtEvent::RecoveryStarted { mech: Mech::M3 }),
+            // Broadcast (a new life of 2 would answer); not waited for.
+            send(1, Body::SearchQueue { accesses: 0 }),
+            send(2, Body::SearchQueue { accesses: 0 }),
+            send(4, Body::SearchQueue { accesses: 0 }),
+        ]
+    );
+    assert!(matches!(&s.recovery, Recovery::Search { waiting, .. } if !waiting.contains(&n(2))));
+    assert_eq!(s.request, Some(5), "M3 abandons the old request's links");
+    assert_eq!(s.timers.get(Timer::CommitWait), None);
+}
+
+#[test]
+fn unreachable_peer_that_a_search_waits_for_is_not_waited_for() {
+    let mut s = waiting(4, 3, 2, 4);
+    let due = T0 + s.commit_timeout();
+    let _ = timeout(&mut s, due);
+    assert!(matches!(&s.recovery, Recovery::Search { waiting, .. } if waiting.len() == 3));
+    let _ = deliver(
+        &mut s,
+        at(31),
+        1,
+        Body::SearchAck { position: None, has_next: false, has_token: false, candidate: None },
+    );
+    let _ = deliver(
+        &mut s,
+        at(31),
+        4,
+        Body::SearchAck { position: None, has_next: false, has_token: false, candidate: None },
+    );
+    // Only 2 is missing: its death closes the window now, and the token
+    // is regenerated without it.
+    let out = gone(&mut s, at(32), 2);
+    assert!(out.contains(&ev(NtEvent::Suspected { node: n(2) })), "{out:?}");
+    assert!(matches!(s.recovery, Recovery::Regen { ref waiting, .. } if !waiting.contains(&n(2))), "{:?}", s.recovery);
+}
+
+#[test]
+fn unreachable_next_never_gets_the_token() {
+    let mut s = busy_holder(4, 1, 2);
+    let _ = deliver(&mut s, at(1), 2, request(2, 1, 0));
+    assert_eq!(s.next.map(|(p, _)| p), Some(n(2)));
+    let out = gone(&mut s, at(2), 2);
+    assert_eq!(out, vec![ev(NtEvent::Suspected { node: n(2) })]);
+    // At the release the token stays: its successors reconnect by M1/M2.
+    let out = release(&mut s, at(3), 1);
+    assert!(
+        !out.iter().any(|o| matches!(o, Output::Send { msg: Msg { body: Body::Token { .. }, .. }, .. })),
+        "{out:?}"
+    );
+    assert_eq!(s.next, None);
+    assert!(s.token.is_some());
+}
+
+#[test]
+fn unreachable_non_member_or_self_changes_nothing() {
+    let mut s = committed(4, 3, 2, 4, Some(2), &[2, 1]);
+    let before = s.clone();
+    assert_eq!(gone(&mut s, at(5), 9), vec![]);
+    assert_eq!(gone(&mut s, at(5), 3), vec![]);
+    assert_eq!(s, before);
+}
