@@ -581,6 +581,37 @@ fn every_survivor_shows_a_killed_idle_peer_down_and_its_restart_up() {
     );
 }
 
+/// Issue 15's failure hint, from outside: a paused daemon (SIGSTOP: its
+/// sockets stay open) is never reported unreachable; a killed one (its
+/// connections close, its port refuses) is, by every survivor, and its
+/// restart then serves again.
+#[test]
+fn a_killed_peer_is_reported_unreachable_and_a_paused_one_is_not() {
+    let _serial = serial();
+    let mut c = Cluster::start("ntmutexd", 5, TIMING).unwrap();
+    let unreachable = |c: &Cluster, id: u32| c.metric(id, "ntmutex_peers_unreachable_total");
+    assert!(wait_until(Duration::from_secs(10), || (1..=5).all(|id| unreachable(&c, id) == Some(0.0))));
+    let paused = c.pid(4).unwrap();
+    ftcoord_tests::signal(paused, "STOP").unwrap();
+    thread::sleep(Duration::from_millis(600));
+    ftcoord_tests::signal(paused, "CONT").unwrap();
+    thread::sleep(Duration::from_millis(300));
+    for id in [1, 2, 3, 5] {
+        assert_eq!(unreachable(&c, id), Some(0.0), "node {id} took a pause for a death");
+    }
+    c.kill(3);
+    let survivors = [1, 2, 4, 5];
+    assert!(
+        wait_until(Duration::from_secs(5), || survivors.iter().all(|id| unreachable(&c, *id) == Some(1.0))),
+        "not every survivor heard that node 3 is gone: {:?}; logs:\n{}",
+        survivors.map(|id| unreachable(&c, id)),
+        logs(&c, &survivors)
+    );
+    c.restart(3).unwrap();
+    let (code, err) = run(ftctl_lock(&c, 3, "10s", "true"));
+    assert_eq!(code, 0, "node 3 serves no lock after its restart: {err}");
+}
+
 /// Issue 14's partition scenario: as the pause above, but the holder's
 /// daemon keeps running, cut off from every other node for 3 s through a
 /// TCP relay (`Cluster::start_relayed`). Its renewals reach no majority,
