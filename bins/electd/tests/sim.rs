@@ -340,3 +340,19 @@ fn masked_rules_break_no_sweep() {
         assert!(failed.is_empty(), "{m:?} broke {} runs: {failed:?}", failed.len());
     }
 }
+
+/// `sim::bytes`, the fuzz targets' driver (`fuzz/`, core_electd), over 20,000
+/// seeded random inputs: peer messages and client requests decoded as the
+/// real types, clients leaving, links lost, peers unreachable, time
+/// passing, from a fresh or a decoded stored state. The core never panics
+/// and never asks to be woken in the past after handling that time.
+#[test]
+fn arbitrary_inputs_never_panic_the_core() {
+    let d = sim::bytes::Decoders::<ElNode> {
+        msg: |b| wire::codec::decode_prefix(b).ok(),
+        request: |b| wire::codec::decode_prefix(b).ok(),
+        durable: |b| wire::codec::decode_prefix(b).ok(),
+    };
+    let handled = sim::bytes::smoke(|| config(Algorithm::Relay, 3), &d, 20_000, 7);
+    assert!(handled > 200_000, "only {handled} inputs decoded and handled");
+}

@@ -589,3 +589,19 @@ fn cold_restart_of_every_site_keeps_fences_increasing() {
 fn cold_restart_with_a_wiped_disk_keeps_fences_increasing() {
     for_seeds(20, |seed| cold_restarts(seed, true));
 }
+
+/// `sim::bytes`, the fuzz targets' driver (`fuzz/`, core_ntmutexd), over 20,000
+/// seeded random inputs: peer messages and client requests decoded as the
+/// real types, clients leaving, links lost, peers unreachable, time
+/// passing, from a fresh or a decoded stored state. The core never panics
+/// and never asks to be woken in the past after handling that time.
+#[test]
+fn arbitrary_inputs_never_panic_the_core() {
+    let d = sim::bytes::Decoders::<ntmutexd::NtNode> {
+        msg: |b| wire::codec::decode_prefix(b).ok(),
+        request: |b| wire::codec::decode_prefix(b).ok(),
+        durable: |b| wire::codec::decode_prefix(b).ok(),
+    };
+    let handled = sim::bytes::smoke(|| cfg(3), &d, 20_000, 7);
+    assert!(handled > 200_000, "only {handled} inputs decoded and handled");
+}

@@ -146,3 +146,19 @@ fn a_two_replica_survivor_serves_alone_only_with_allow_minority() {
         Ok(())
     });
 }
+
+/// `sim::bytes`, the fuzz targets' driver (`fuzz/`, core_ringd), over 20,000
+/// seeded random inputs: peer messages and client requests decoded as the
+/// real types, clients leaving, links lost, peers unreachable, time
+/// passing, from a fresh or a decoded stored state. The core never panics
+/// and never asks to be woken in the past after handling that time.
+#[test]
+fn arbitrary_inputs_never_panic_the_core() {
+    let d = sim::bytes::Decoders::<ringd::RdNode> {
+        msg: |b| wire::codec::decode_prefix(b).ok(),
+        request: |b| wire::codec::decode_prefix(b).ok(),
+        durable: |b| wire::codec::decode_prefix(b).ok(),
+    };
+    let handled = sim::bytes::smoke(|| config(3), &d, 20_000, 7);
+    assert!(handled > 200_000, "only {handled} inputs decoded and handled");
+}

@@ -38,6 +38,7 @@
 //! runtime or I/O). Used by the daemons' simulation tests and benches.
 #![forbid(unsafe_code)]
 
+pub mod bytes;
 mod faults;
 mod net;
 

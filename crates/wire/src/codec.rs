@@ -38,6 +38,14 @@ pub fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, CodecError> {
     postcard::to_stdvec(v).map_err(|e| CodecError::Encode(e.to_string()))
 }
 
+/// Decodes a value from the start of `bytes`, ignoring what follows: the
+/// fuzz drivers' decoder (`sim::bytes`), which lets arbitrary input reach
+/// the cores' handlers. Frames are decoded with [`decode`], which refuses
+/// trailing bytes.
+pub fn decode_prefix<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    postcard::take_from_bytes(bytes).map(|(v, _)| v).map_err(|e| CodecError::Decode(e.to_string()))
+}
+
 /// Decodes a payload that must consist of exactly one `T`.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     let (v, rest) = postcard::take_from_bytes(bytes).map_err(|e| CodecError::Decode(e.to_string()))?;
