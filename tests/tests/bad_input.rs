@@ -6,8 +6,9 @@
 //! (TCP), the node's `<prefix>_frames_rejected_total{reason}` moved for
 //! the right reason, and at the end the node still serves: `ftctl status`
 //! answers with every peer up, and the lock daemons grant `ftctl lock`.
-//! Keys, replays and lives are the wire crate's transport tests and the
-//! hbringd suite; config errors are `limits.rs`'s.
+//! With a cluster key, forged frames on the peer port of every TCP daemon:
+//! a wrong key, another cluster, another version, a sender that is no
+//! member, a replayed sequence number. Config errors are `limits.rs`'s.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -16,6 +17,9 @@ use std::time::Duration;
 
 use ftcoord_tests::records::{ftctl_lock, run};
 use ftcoord_tests::{bin, probe, wait_until, Cluster, DAEMONS};
+use ftcore::{Incarnation, NodeId};
+use membership::Membership;
+use wire::{ClusterKey, Control, PeerCodec};
 
 fn rejected(c: &Cluster, daemon: &str, reason: &str) -> f64 {
     let sample = format!("{}_frames_rejected_total{{reason=\"{reason}\"}}", probe::prefix(daemon));
@@ -52,11 +56,15 @@ fn on_client(c: &Cluster, bytes: &[u8]) {
 
 fn one_daemon(daemon: &str) {
     let c = Cluster::start(daemon, 3, "").unwrap();
+    garbage_and_oversized(&c, daemon);
+}
+
+fn garbage_and_oversized(c: &Cluster, daemon: &str) {
     let moved = |reason: &str, at_least: f64| {
         assert!(
-            wait_until(Duration::from_secs(3), || rejected(&c, daemon, reason) >= at_least),
+            wait_until(Duration::from_secs(3), || rejected(c, daemon, reason) >= at_least),
             "{daemon}: frames_rejected_total{{reason=\"{reason}\"}} is {}, not {at_least}",
-            rejected(&c, daemon, reason)
+            rejected(c, daemon, reason)
         );
     };
     let garbage: Vec<u8> = [0, 0, 0, 40].into_iter().chain([0xAB; 40]).collect();
@@ -65,21 +73,25 @@ fn one_daemon(daemon: &str) {
     // another cluster's, a forged MAC, a replay) is tokenwatchd.rs's
     // `bad_datagrams_on_the_peer_port_are_dropped_counted_by_reason_and_the_ring_goes_on`.
     if daemon != "tokenwatchd" {
-        on_peer_tcp(&c, &garbage);
+        on_peer_tcp(c, &garbage);
         moved("bad_magic", 1.0);
-        on_peer_tcp(&c, &u32::MAX.to_be_bytes());
+        on_peer_tcp(c, &u32::MAX.to_be_bytes());
         moved("oversized", 1.0);
-        on_peer_tcp(&c, &short);
+        on_peer_tcp(c, &short);
         moved("truncated", 1.0);
     }
-    let client_magic_before = rejected(&c, daemon, "bad_magic");
-    on_client(&c, &garbage);
+    let client_magic_before = rejected(c, daemon, "bad_magic");
+    on_client(c, &garbage);
     moved("bad_magic", client_magic_before + 1.0);
-    let oversized_before = rejected(&c, daemon, "oversized");
-    on_client(&c, &u32::MAX.to_be_bytes());
+    let oversized_before = rejected(c, daemon, "oversized");
+    on_client(c, &u32::MAX.to_be_bytes());
     moved("oversized", oversized_before + 1.0);
 
-    // Still serving.
+    still_serving(c, daemon);
+}
+
+/// `ftctl status` answers with every peer up; a lock daemon grants a lock.
+fn still_serving(c: &Cluster, daemon: &str) {
     let status = Command::new(bin("ftctl").unwrap())
         .args(["--addr", &c.node(1).client.to_string(), "--json", "status"])
         .output()
@@ -88,7 +100,7 @@ fn one_daemon(daemon: &str) {
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains("\"up\":true") && !text.contains("\"up\":false"), "{daemon}: a peer not shown up: {text}");
     if probe::is_lock_daemon(daemon) {
-        let (code, err) = run(ftctl_lock(&c, 1, "10s", "true"));
+        let (code, err) = run(ftctl_lock(c, 1, "10s", "true"));
         assert_eq!(code, 0, "{daemon}: no lock after bad input: {err}");
     }
 }
@@ -97,5 +109,73 @@ fn one_daemon(daemon: &str) {
 fn bad_input_on_either_port_is_refused_counted_and_changes_nothing_for_every_daemon() {
     for daemon in DAEMONS {
         one_daemon(daemon);
+    }
+}
+
+/// The key of the keyed clusters below.
+const KEY: [u8; 32] = [0x5a; 32];
+
+/// A control frame as `sender` of `cluster` with `key` would send it as its
+/// `seq`-th on a connection with `challenge`, length prefix included.
+fn forged(cluster: u32, sender: u32, key: [u8; 32], seq: u64, challenge: &[u8; 16], c: &Control) -> Vec<u8> {
+    let codec = PeerCodec::<tokenwatchd::Msg>::new(
+        cluster,
+        NodeId(sender),
+        Membership::of_size(3),
+        Some(ClusterKey::from_bytes(key)),
+    );
+    let frame = codec.encode_control(Incarnation(1), seq, challenge, c).expect("encode");
+    [&(frame.len() as u32).to_be_bytes()[..], &frame].concat()
+}
+
+/// The frames of one forged connection, given its challenge and a Hello.
+type Frames = fn(&[u8; 16], &Control) -> Vec<Vec<u8>>;
+
+/// A connection to node 1's peer port, its challenge read.
+fn peer_conn(c: &Cluster) -> (TcpStream, [u8; 16]) {
+    let mut s = TcpStream::connect(c.node(1).peer).unwrap();
+    let mut challenge = [0u8; 16];
+    s.read_exact(&mut challenge).unwrap();
+    (s, challenge)
+}
+
+fn forged_frames(daemon: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("cluster.key");
+    std::fs::write(&key, "5a".repeat(32)).unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let c = Cluster::start(daemon, 3, &format!("cluster_key_file = \"{}\"\n", key.display())).unwrap();
+    let hello = Control::Hello { nonce: 0 };
+    let cases: [(&str, Frames); 5] = [
+        ("auth", |ch, h| vec![forged(1, 3, [0x11; 32], 0, ch, h)]),
+        ("cluster", |ch, h| vec![forged(9, 3, KEY, 0, ch, h)]),
+        ("version", |ch, h| {
+            let mut f = forged(1, 3, KEY, 0, ch, h);
+            f[4 + 4] ^= 0xff;
+            vec![f]
+        }),
+        ("unknown_sender", |ch, h| vec![forged(1, 9, KEY, 0, ch, h)]),
+        // A valid first frame, then the same sequence number again.
+        ("replay", |ch, h| vec![forged(1, 3, KEY, 0, ch, h), forged(1, 3, KEY, 0, ch, &Control::Keepalive)]),
+    ];
+    for (reason, frames) in cases {
+        let before = rejected(&c, daemon, reason);
+        let (mut s, challenge) = peer_conn(&c);
+        for f in frames(&challenge, &hello) {
+            let _ = s.write_all(&f);
+        }
+        assert_closed(s);
+        assert!(
+            wait_until(Duration::from_secs(3), || rejected(&c, daemon, reason) > before),
+            "{daemon}: a forged frame ({reason}) was not counted"
+        );
+    }
+    still_serving(&c, daemon);
+}
+
+#[test]
+fn forged_peer_frames_are_refused_and_counted_by_reason_for_every_tcp_daemon() {
+    for daemon in DAEMONS.into_iter().filter(|d| *d != "tokenwatchd") {
+        forged_frames(daemon);
     }
 }
