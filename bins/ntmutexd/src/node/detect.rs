@@ -84,9 +84,9 @@ impl NtNode {
     /// refuses: the transport's hint). What would wait `suspect_after` for
     /// its silence acts now: it is suspected (never sent the token, never
     /// forwarded to, left out of the searches and regenerations still
-    /// waiting for it), a successor monitoring it recovers, and a request
-    /// with no Commit yet — possibly lost at it, or forwarded to it —
-    /// searches the queue (M3). A new life of it answers the probes of
+    /// waiting for it), a site linking behind it searches again, a
+    /// successor monitoring it recovers, and a request with no Commit yet
+    /// — possibly lost at it, or forwarded to it — searches the queue (M3). A new life of it answers the probes of
     /// suspected peers, as after any suspicion.
     pub(super) fn peer_gone(&mut self, now: Instant, peer: NodeId) {
         self.suspect(peer, now);
@@ -102,6 +102,13 @@ impl NtNode {
             Recovery::Regen { waiting, .. } => {
                 waiting.remove(&peer);
                 self.maybe_finish_regeneration(now);
+            }
+            Recovery::Linking { to, .. } if *to == peer => {
+                // What we sent it is lost with it: search again now
+                // instead of when the linking window closes.
+                self.recovery = Recovery::Idle;
+                self.timers.cancel(Timer::Window);
+                self.search_again(now);
             }
             Recovery::M1 { .. } | Recovery::Linking { .. } | Recovery::Idle => {}
         }
@@ -153,7 +160,7 @@ impl NtNode {
                         },
                     );
                     let started = self.recovery.started().unwrap_or(now);
-                    self.start_linking(now, Mech::M1, started);
+                    self.start_linking(now, Mech::M1, started, from);
                 } else {
                     self.suspect(from, now);
                     self.m1_next(now);

@@ -392,10 +392,12 @@ enum Recovery {
         proposal: u64,
         waiting: BTreeSet<NodeId>,
     },
-    /// Connection or direct request sent; waiting for a Commit or the token.
+    /// Connection or direct request sent to `to`; waiting for a Commit or
+    /// the token.
     Linking {
         mech: Mech,
         started: Instant,
+        to: NodeId,
     },
 }
 
@@ -407,7 +409,7 @@ impl Recovery {
             Recovery::M1 { started, .. } => Some((Mech::M1, *started)),
             Recovery::Search { mech, started, .. }
             | Recovery::Regen { mech, started, .. }
-            | Recovery::Linking { mech, started } => Some((*mech, *started)),
+            | Recovery::Linking { mech, started, .. } => Some((*mech, *started)),
         }
     }
 

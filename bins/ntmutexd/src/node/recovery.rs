@@ -132,7 +132,7 @@ impl NtNode {
         self.seq += 1;
         self.request = Some(self.seq);
         self.send(winner, Body::DirectRequest { requester: self.me, seq: self.seq, hops: 0 });
-        self.start_linking(now, Mech::M3, started);
+        self.start_linking(now, Mech::M3, started, winner);
     }
 
     /// Last-tree rebuild after M3 (rules I–III) for candidate `e`.
@@ -212,10 +212,10 @@ impl NtNode {
                 Body::Connection { requester: self.me, seq, hops: 0, failed: self.suspected.iter().copied().collect() }
             };
             self.send(j, body);
-            self.start_linking(now, mech, started);
+            self.start_linking(now, mech, started, j);
         } else if let Some(h) = holder {
             self.send(h, Body::DirectRequest { requester: self.me, seq, hops: 0 });
-            self.start_linking(now, mech, started);
+            self.start_linking(now, mech, started, h);
         } else {
             // (iii) / M2 with nobody before us: the token may be lost.
             self.start_regeneration(now, mech, started);
@@ -264,8 +264,8 @@ impl NtNode {
 
     /// A Connection or direct request is on its way: wait for the Commit
     /// or the token, searching again if neither comes in time.
-    pub(super) fn start_linking(&mut self, now: Instant, mech: Mech, started: Instant) {
-        self.recovery = Recovery::Linking { mech, started };
+    pub(super) fn start_linking(&mut self, now: Instant, mech: Mech, started: Instant, to: NodeId) {
+        self.recovery = Recovery::Linking { mech, started, to };
         self.timers.set(Timer::Window, now + self.commit_timeout());
     }
 

@@ -158,7 +158,7 @@ impl NtNode {
                 self.timers.cancel(Timer::Window);
                 let seq = self.request.unwrap_or(self.seq);
                 self.send(from, Body::DirectRequest { requester: self.me, seq, hops: 0 });
-                self.start_linking(now, mech, started);
+                self.start_linking(now, mech, started, from);
                 return;
             }
         };

@@ -319,3 +319,24 @@ fn unreachable_non_member_or_self_changes_nothing() {
     assert_eq!(gone(&mut s, at(5), 3), vec![]);
     assert_eq!(s, before);
 }
+
+#[test]
+fn unreachable_site_we_are_linking_behind_makes_us_search_again_at_once() {
+    // M1 sent 1 a Connection (2 had failed); 1's process is gone too.
+    let mut s = committed(4, 3, 2, 4, Some(2), &[2, 1]);
+    s.monitored = None;
+    s.timers.cancel(Timer::AliveCheck);
+    s.start_linking(at(60), Mech::M1, at(40), n(1));
+    let out = gone(&mut s, at(61), 1);
+    assert_eq!(
+        out,
+        vec![
+            ev(NtEvent::Suspected { node: n(1) }),
+            ev(NtEvent::RecoveryStarted { mech: Mech::M2 }),
+            send(1, Body::SearchPrev { position: 2 }),
+            send(2, Body::SearchPrev { position: 2 }),
+            send(4, Body::SearchPrev { position: 2 }),
+        ]
+    );
+    assert!(matches!(&s.recovery, Recovery::Search { mech: Mech::M2, waiting, .. } if !waiting.contains(&n(1))));
+}

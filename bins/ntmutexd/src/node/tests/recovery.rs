@@ -18,7 +18,7 @@ fn m1_first_valid_answer_gets_a_connection_naming_the_failed_sites() {
     let mut s = m1_asking_n1();
     let out = deliver(&mut s, at(65), 1, Body::IAmAlive { position: Some(0), next: Some(n(2)) });
     assert_eq!(out, vec![send(1, connection(3, 4, 0, &[2]))]);
-    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M1, started: at(60) });
+    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M1, started: at(60), to: n(1) });
     assert_eq!(s.timers.get(Timer::Window), Some(at(115)), "(N + 1) t_msg for the Commit");
 }
 
@@ -107,7 +107,7 @@ fn m2_closes_early_and_connects_to_the_greatest_smaller_position() {
     // The last non-suspected answer closes the window before its timer.
     let out = deliver(&mut s, at(4), 2, search_ack(Some(2), true, false, None));
     assert_eq!(out, vec![send(2, connection(5, 3, 0, &[4]))]);
-    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M2, started: T0 });
+    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M2, started: T0, to: n(2) });
     assert_eq!(s.timers.get(Timer::Window), Some(at(64)));
 }
 
@@ -151,7 +151,7 @@ fn m3a_i_tail_without_next_gets_a_direct_request() {
     assert_eq!(deliver(&mut s, at(53), 3, search_ack(None, false, false, None)), vec![]);
     let out = deliver(&mut s, at(54), 2, search_ack(Some(1), false, false, None));
     assert_eq!(out, vec![send(2, direct(4, 2, 0))]);
-    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M3, started: at(50) });
+    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M3, started: at(50), to: n(2) });
     assert_eq!(s.timers.get(Timer::Window), Some(at(104)));
     assert_eq!(s.last, Last::Root, "rule III for the elected site itself: no next, a root");
 }
@@ -163,7 +163,7 @@ fn m3a_ii_greatest_position_with_a_next_gets_a_connection() {
     deliver(&mut s, at(53), 3, search_ack(None, false, false, None));
     let out = deliver(&mut s, at(54), 2, search_ack(Some(1), true, false, None));
     assert_eq!(out, vec![send(2, connection(4, 2, 0, &[]))]);
-    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M3, started: at(50) });
+    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M3, started: at(50), to: n(2) });
 }
 
 #[test]
@@ -218,7 +218,7 @@ fn m3b_candidate_loses_to_fewer_accesses_and_requests_from_the_winner_staying_li
     let out = deliver(&mut s, at(3), 3, Body::SearchQueue { accesses: 2 });
     assert_eq!(out, vec![send(3, search_ack(None, true, false, Some(5))), send(3, direct(2, 3, 0))]);
     assert_eq!((s.seq, s.request), (3, Some(3)), "one new request, to the winner");
-    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M3, started: T0 });
+    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M3, started: T0, to: n(3) });
     assert_eq!(s.timers.get(Timer::Window), Some(at(53)));
     // Keeps next; last per rule III (waiting without position: last = next).
     assert_eq!(s.next, Some((n(4), 6)));
@@ -246,7 +246,7 @@ fn m3b_a_better_candidate_heard_before_our_own_search_wins_at_once() {
             send(3, direct(2, 3, 0)),
         ]
     );
-    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M3, started: at(5) });
+    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M3, started: at(5), to: n(3) });
 }
 
 #[test]
@@ -260,7 +260,7 @@ fn m3b_equal_accesses_the_higher_id_wins() {
     // n3: as many accesses, a higher id: we lose.
     let out = deliver(&mut s, at(3), 3, Body::SearchQueue { accesses: 0 });
     assert_eq!(out, vec![send(3, search_ack(None, true, false, Some(0))), send(3, direct(2, 3, 0))]);
-    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M3, started: T0 });
+    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M3, started: T0, to: n(3) });
 }
 
 #[test]
@@ -471,7 +471,7 @@ fn seed_figure_2_m3_election_rebuilds_the_last_tree_and_reconnects_both_portions
         deliver(&mut d, at(112), SA, sq_a.clone()),
         vec![send(SA, search_ack(None, true, false, Some(2))), send(SA, direct(SD, 3, 0))]
     );
-    assert_eq!(d.recovery, Recovery::Linking { mech: Mech::M3, started: at(110) });
+    assert_eq!(d.recovery, Recovery::Linking { mech: Mech::M3, started: at(110), to: n(SA) });
     assert_eq!(d.next, Some((n(SE), 1)));
     let answers_to_a = [
         (&mut b, search_ack(None, true, false, None)),
@@ -527,7 +527,7 @@ fn seed_figure_2_m3_election_rebuilds_the_last_tree_and_reconnects_both_portions
             send(SH, connection(SA, 2, 0, &[SX, SY])),
         ]
     );
-    assert_eq!(a.recovery, Recovery::Linking { mech: Mech::M3, started: at(110) });
+    assert_eq!(a.recovery, Recovery::Linking { mech: Mech::M3, started: at(110), to: n(SH) });
     // H sets next = A and commits it.
     assert_eq!(
         deliver(&mut h, at(131), SA, connection(SA, 2, 0, &[SX, SY])),

@@ -216,7 +216,7 @@ fn regeneration_nack_from_a_token_holder_sends_it_a_direct_request() {
     let mut s = regenerating();
     let out = deliver(&mut s, at(3), 1, Body::RegenerateNack { epoch: proposal(2, 3), why: Nack::Holder });
     assert_eq!(out, vec![send(1, direct(3, 2, 0))]);
-    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M3, started: T0 });
+    assert_eq!(s.recovery, Recovery::Linking { mech: Mech::M3, started: T0, to: n(1) });
     assert_eq!(s.timers.get(Timer::Window), Some(at(53)));
     assert_eq!(s.token, None);
 }
