@@ -3,8 +3,6 @@
 //! leaving, links lost, peers unreachable, time passing.
 #![no_main]
 
-mod decoders;
-
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
@@ -23,5 +21,5 @@ fuzz_target!(|data: &[u8]| {
         liveness_every: Some(Duration::from_millis(100)),
         mutations: Default::default(),
     };
-    sim::bytes::drive(config, data, &decoders::decoders!(NtNode));
+    sim::bytes::drive(config, data, &sim::wire_decoders!(NtNode));
 });

@@ -3,11 +3,9 @@
 //! leaving, links lost, peers unreachable, time passing.
 #![no_main]
 
-mod decoders;
-
 use libfuzzer_sys::fuzz_target;
 use ringd::{RdConfig, RdNode};
 
 fuzz_target!(|data: &[u8]| {
-    sim::bytes::drive(RdConfig::default(), data, &decoders::decoders!(RdNode));
+    sim::bytes::drive(RdConfig::default(), data, &sim::wire_decoders!(RdNode));
 });

@@ -3,11 +3,9 @@
 //! types, clients leaving, links lost, peers unreachable, time passing.
 #![no_main]
 
-mod decoders;
-
 use libfuzzer_sys::fuzz_target;
 use tokenwatchd::{TwConfig, TwNode};
 
 fuzz_target!(|data: &[u8]| {
-    sim::bytes::drive(TwConfig::default(), data, &decoders::decoders!(TwNode));
+    sim::bytes::drive(TwConfig::default(), data, &sim::wire_decoders!(TwNode));
 });

@@ -6,6 +6,8 @@ pub use ftlab::*;
 
 pub mod records;
 
+use std::io::Read;
+use std::net::TcpStream;
 use std::time::Duration;
 
 use lockservice::{LockReply, LockRequest};
@@ -27,4 +29,17 @@ pub fn lock_once(c: &Cluster, id: u32, timeout: Duration) -> Result<u128, String
             other => Err(format!("{other:?}")),
         }
     })
+}
+
+/// Waits (at most 3 s) until the other end has closed `s`: a read returns
+/// EOF or an error. Panics if it is still open then.
+pub fn assert_closed(mut s: TcpStream) {
+    s.set_read_timeout(Some(Duration::from_secs(3))).expect("set a read timeout");
+    let mut buf = [0u8; 64];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => continue,
+        }
+    }
 }

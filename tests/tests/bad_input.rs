@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use ftcoord_tests::records::{ftctl_lock, run};
-use ftcoord_tests::{bin, probe, wait_until, Cluster, DAEMONS};
+use ftcoord_tests::{assert_closed, bin, probe, wait_until, Cluster, DAEMONS};
 use ftcore::{Incarnation, NodeId};
 use membership::Membership;
 use wire::{ClusterKey, Control, PeerCodec};
@@ -24,18 +24,6 @@ use wire::{ClusterKey, Control, PeerCodec};
 fn rejected(c: &Cluster, daemon: &str, reason: &str) -> f64 {
     let sample = format!("{}_frames_rejected_total{{reason=\"{reason}\"}}", probe::prefix(daemon));
     c.metric(1, &sample).unwrap_or(0.0)
-}
-
-/// The other end closed the connection: a read returns EOF or an error.
-fn assert_closed(mut s: TcpStream) {
-    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-    let mut buf = [0u8; 64];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => continue,
-        }
-    }
 }
 
 /// Writes `bytes` on a new connection to the peer port (after reading its

@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use ftcoord_tests::{run_once, wait_until, Cluster};
+use ftcoord_tests::{assert_closed, run_once, wait_until, Cluster};
 use hbring::{HbReply, HbRequest};
 
 type Status = client::StatusReport;
@@ -217,18 +217,6 @@ fn config_errors_exit_2_naming_the_problem() {
 
 fn rejected(c: &Cluster, id: u32, reason: &str) -> f64 {
     c.metric(id, &format!("hbring_frames_rejected_total{{reason=\"{reason}\"}}")).unwrap_or(0.0)
-}
-
-/// The peer closed the connection: a read returns EOF or an error.
-fn assert_closed(mut s: TcpStream) {
-    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-    let mut buf = [0u8; 64];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => continue,
-        }
-    }
 }
 
 fn set_mode(path: &std::path::Path, mode: u32) {

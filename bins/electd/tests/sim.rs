@@ -348,11 +348,7 @@ fn masked_rules_break_no_sweep() {
 /// and never asks to be woken in the past after handling that time.
 #[test]
 fn arbitrary_inputs_never_panic_the_core() {
-    let d = sim::bytes::Decoders::<ElNode> {
-        msg: |b| wire::codec::decode_prefix(b).ok(),
-        request: |b| wire::codec::decode_prefix(b).ok(),
-        durable: |b| wire::codec::decode_prefix(b).ok(),
-    };
+    let d = sim::wire_decoders!(ElNode);
     let handled = sim::bytes::smoke(|| config(Algorithm::Relay, 3), &d, 20_000, 7);
     assert!(handled > 200_000, "only {handled} inputs decoded and handled");
 }

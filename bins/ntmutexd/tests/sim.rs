@@ -597,11 +597,7 @@ fn cold_restart_with_a_wiped_disk_keeps_fences_increasing() {
 /// and never asks to be woken in the past after handling that time.
 #[test]
 fn arbitrary_inputs_never_panic_the_core() {
-    let d = sim::bytes::Decoders::<ntmutexd::NtNode> {
-        msg: |b| wire::codec::decode_prefix(b).ok(),
-        request: |b| wire::codec::decode_prefix(b).ok(),
-        durable: |b| wire::codec::decode_prefix(b).ok(),
-    };
+    let d = sim::wire_decoders!(ntmutexd::NtNode);
     let handled = sim::bytes::smoke(|| cfg(3), &d, 20_000, 7);
     assert!(handled > 200_000, "only {handled} inputs decoded and handled");
 }

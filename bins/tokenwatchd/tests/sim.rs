@@ -305,11 +305,7 @@ fn after_each_pause_or_kill_service_returns_within_token_lost_after_and_a_lap() 
 /// and never asks to be woken in the past after handling that time.
 #[test]
 fn arbitrary_inputs_never_panic_the_core() {
-    let d = sim::bytes::Decoders::<tokenwatchd::TwNode> {
-        msg: |b| wire::codec::decode_prefix(b).ok(),
-        request: |b| wire::codec::decode_prefix(b).ok(),
-        durable: |b| wire::codec::decode_prefix(b).ok(),
-    };
+    let d = sim::wire_decoders!(tokenwatchd::TwNode);
     let handled = sim::bytes::smoke(cfg, &d, 20_000, 7);
     assert!(handled > 200_000, "only {handled} inputs decoded and handled");
 }

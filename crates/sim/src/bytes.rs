@@ -32,6 +32,19 @@ pub struct Decoders<P: Protocol> {
     pub durable: fn(&[u8]) -> Option<P::Durable>,
 }
 
+/// The [`Decoders`] of core `$node` through its wire codec,
+/// `wire::codec::decode_prefix` (the calling crate must depend on `wire`).
+#[macro_export]
+macro_rules! wire_decoders {
+    ($node:ty) => {
+        $crate::bytes::Decoders::<$node> {
+            msg: |b| wire::codec::decode_prefix(b).ok(),
+            request: |b| wire::codec::decode_prefix(b).ok(),
+            durable: |b| wire::codec::decode_prefix(b).ok(),
+        }
+    };
+}
+
 /// Runs `data` against node 1 of a 3-node cluster with `config`; returns
 /// how many inputs were handled. Panics (what the fuzzer reports) when the
 /// core does, or when it asks to be woken before a time already past

@@ -728,8 +728,7 @@ impl<P: Protocol> Sim<P> {
                 let up = self.world.slots[id.0 as usize - 1].core.is_some();
                 self.apply(Action::Crash(id));
                 if up {
-                    let others = (1..=self.world.slots.len() as u32).map(NodeId).filter(|p| *p != id);
-                    for peer in others.collect::<Vec<_>>() {
+                    for peer in (1..=self.world.slots.len() as u32).map(NodeId).filter(|p| *p != id) {
                         if self.net.open_between(id, peer) {
                             let delay = self.net.draw_delay(&mut self.rng);
                             self.at(now + delay, Action::Unreachable(peer, id));

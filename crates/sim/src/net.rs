@@ -269,7 +269,7 @@ impl<M: Clone> Network<M> {
         };
         let extra = self.slow.get(&link).and_then(|v| v.iter().max()).copied();
         for _ in 0..copies {
-            let mut at = now + rng.duration_between(self.cfg.delay_min, self.cfg.delay_max);
+            let mut at = now + self.draw_delay(rng);
             // Drawn only on slow links, so runs without slow periods draw
             // exactly what they always drew.
             if let Some(extra) = extra {

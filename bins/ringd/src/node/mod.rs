@@ -686,9 +686,9 @@ impl Protocol for RdNode {
 
     fn handle_peer_unreachable(&mut self, now: Instant, peer: NodeId) {
         // The ring repairs around it now (hbring); what ringd waits on
-        // follows the ring's change as after a suspicion by silence.
+        // follows the ring's change (`after_input`) as after a suspicion
+        // by silence.
         self.with_ring(|r, out| r.peer_unreachable(now, peer, out));
-        self.ring_changed(now);
         self.after_input(now);
     }
 
