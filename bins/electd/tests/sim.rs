@@ -17,38 +17,12 @@ mod kit;
 
 use std::time::Duration;
 
-use electd::{Algorithm, ElConfig, ElEvent, ElMutations, ElNode};
+use electd::{Algorithm, ElEvent, ElMutations, ElNode};
 use ftcore::{ClientId, NodeId};
-use kit::{acquire, config, safety};
-use lockservice::{LockReply, LockRequest};
-use sim::{for_seeds, for_seeds_with, Action, FaultPlan, NetConfig, Sim};
+use kit::{acquire, cluster, cluster_without, config, faults, safety};
+use lockservice::LockReply;
+use sim::{for_seeds, for_seeds_with, Action, FaultPlan, Sim};
 use timer::Instant;
-
-/// `n` processes, a client per process looping acquire → hold 1–15 ms →
-/// release → think 0–10 ms.
-fn cluster(seed: u64, n: u32, alg: Algorithm) -> Sim<ElNode> {
-    cluster_without(seed, n, alg, ElMutations::default())
-}
-
-/// As [`cluster`], with the rules in `m` switched off.
-fn cluster_without(seed: u64, n: u32, alg: Algorithm, m: ElMutations) -> Sim<ElNode> {
-    let net = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(2));
-    let mut sim = Sim::new(seed, n, net, ElConfig { mutations: m, ..config(alg, n) });
-    sim.clients(Box::new(move |_, node, client, reply, rng| {
-        let ms = |rng: &mut timer::SeededRng, lo, hi| Duration::from_millis(rng.range_inclusive(lo, hi));
-        match reply {
-            LockReply::Granted { .. } => vec![(ms(rng, 1, 15), Action::Request(node, client, LockRequest::Release))],
-            LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
-                vec![(ms(rng, 0, 10), acquire(node, client))]
-            }
-            LockReply::Refused { .. } | LockReply::Renewed { .. } => vec![],
-        }
-    }));
-    for i in 1..=n {
-        sim.at(Instant::from_millis(20 + u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
-    }
-    sim
-}
 
 /// After the faults: every live process names the highest live id, which
 /// is in office, and every process's client was served again.
@@ -85,19 +59,6 @@ fn converged(sim: &mut Sim<ElNode>) -> Result<(), sim::SimError> {
         }
     }
     Ok(())
-}
-
-fn faults(n: u32) -> FaultPlan {
-    FaultPlan {
-        start: Instant::from_millis(600),
-        end: Instant::from_millis(4_000),
-        crashes: 4,
-        max_down: (n - 1) / 2,
-        downtime: (Duration::from_millis(50), Duration::from_millis(800)),
-        partitions: 2,
-        partition_len: (Duration::from_millis(50), Duration::from_millis(600)),
-        ..FaultPlan::default()
-    }
 }
 
 fn faulty_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {

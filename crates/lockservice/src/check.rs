@@ -19,7 +19,7 @@ use timer::Instant;
 use crate::{LockEvent, ReleaseHow};
 
 /// The open grants and the highest fence so far.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct LeaseChecker {
     /// fence → (node, granted at, holds until)
     open: BTreeMap<u128, (NodeId, Instant, Instant)>,
@@ -65,6 +65,34 @@ impl LeaseChecker {
             LockEvent::TimedOut { .. } | LockEvent::Revoking { .. } => {}
         }
         Ok(())
+    }
+}
+
+/// [`LeaseChecker`] with a count of the grants it saw: the judge of a lock
+/// daemon's model check (`sim::model`), whose state must be `Eq + Hash`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LockJudge {
+    checker: LeaseChecker,
+    grants: u32,
+}
+
+impl LockJudge {
+    /// Nothing granted yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// One lock event of `node` at `t` (see [`LeaseChecker::on_event`]).
+    pub fn on_event(&mut self, t: Instant, node: NodeId, e: &LockEvent) -> Result<(), String> {
+        if let LockEvent::Granted { .. } = e {
+            self.grants = self.grants.saturating_add(1);
+        }
+        self.checker.on_event(t, node, e)
+    }
+
+    /// Grants seen so far.
+    pub fn grants(&self) -> u32 {
+        self.grants
     }
 }
 

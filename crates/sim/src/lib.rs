@@ -40,6 +40,7 @@
 
 pub mod bytes;
 mod faults;
+pub mod model;
 mod net;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -511,6 +512,45 @@ impl<P: Protocol> Sim<P> {
         let r = self.core_mut(id).map(f);
         self.drain(id);
         r
+    }
+
+    /// The cluster as a model check's start ([`model::CoreModel::start`]):
+    /// each node's core, disk and life, and every message in flight (a
+    /// partition's held or doomed messages too: the model may delay any
+    /// message, not drop it). A paused node is taken as it is: the model
+    /// fires its overdue timers whenever it likes, and what it had queued
+    /// is in flight again, ahead of the rest of its link (its queued client
+    /// requests are left out: as if not sent yet).
+    pub fn snapshot(&self) -> model::Snapshot<P>
+    where
+        P: Clone,
+    {
+        let nodes = self
+            .world
+            .slots
+            .iter()
+            .map(|s| model::Node {
+                core: s.core.clone(),
+                disk: s.disk.clone(),
+                inc: s.incarnation,
+                life: s.starts,
+                hinted: 0,
+            })
+            .collect();
+        let replayed = self.replay.iter().filter_map(|(_, r)| match r {
+            Replay::Input(Input::Msg(m)) => Some(m),
+            _ => None,
+        });
+        let queued = self.inbox.iter().flatten().filter_map(|i| match i {
+            Input::Msg(m) => Some(m),
+            Input::Local(_) => None,
+        });
+        let in_flight = replayed
+            .chain(queued)
+            .chain(self.net.in_flight())
+            .map(|m| (m.from, m.to, model::Packet { from_inc: m.from_inc, to_life: m.to_life, msg: m.msg.clone() }))
+            .collect();
+        model::Snapshot { now: self.world.now, nodes, in_flight }
     }
 
     fn core_mut(&mut self, id: NodeId) -> Option<&mut P> {

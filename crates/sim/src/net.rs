@@ -108,6 +108,12 @@ impl<M: Clone> Network<M> {
         }
     }
 
+    /// Everything in flight (released, then held, then queued by due
+    /// time), so each link's messages come in the order they were sent.
+    pub fn in_flight(&self) -> impl Iterator<Item = &InFlight<M>> {
+        self.released.iter().chain(self.held.values().flatten()).chain(self.queue.values())
+    }
+
     pub fn next_delivery(&self, now: Instant) -> Option<Instant> {
         if !self.released.is_empty() {
             return Some(now);

@@ -7,10 +7,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use electd::{Algorithm, ElConfig, ElEvent, ElNode};
+use electd::{Algorithm, ElConfig, ElEvent, ElMutations, ElNode};
 use ftcore::{ClientId, NodeId};
 use lockservice::{LockReply, LockRequest};
-use sim::{Action, World};
+use sim::{Action, FaultPlan, NetConfig, Sim, World};
+use timer::Instant;
 
 /// Small timings (heartbeat 10 ms, suspect_after 40 ms, lease 29 ms — the
 /// longest that `lease·(1+ρ) + heartbeat ≤ suspect_after·(1−ρ)` allows —,
@@ -104,5 +105,46 @@ fn checker(judge_paused_holders: bool) -> impl FnMut(&World<ElNode>) -> Result<(
             return Err(format!("clients hold the lock at once: {holding:x?}"));
         }
         Ok(())
+    }
+}
+
+/// `n` processes, a client per process looping acquire → hold 1–15 ms →
+/// release → think 0–10 ms.
+pub fn cluster(seed: u64, n: u32, alg: Algorithm) -> Sim<ElNode> {
+    cluster_without(seed, n, alg, ElMutations::default())
+}
+
+/// As [`cluster`], with the rules in `m` switched off.
+pub fn cluster_without(seed: u64, n: u32, alg: Algorithm, m: ElMutations) -> Sim<ElNode> {
+    let net = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(2));
+    let mut sim = Sim::new(seed, n, net, ElConfig { mutations: m, ..config(alg, n) });
+    sim.clients(Box::new(move |_, node, client, reply, rng| {
+        let ms = |rng: &mut timer::SeededRng, lo, hi| Duration::from_millis(rng.range_inclusive(lo, hi));
+        match reply {
+            LockReply::Granted { .. } => vec![(ms(rng, 1, 15), Action::Request(node, client, LockRequest::Release))],
+            LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
+                vec![(ms(rng, 0, 10), acquire(node, client))]
+            }
+            LockReply::Refused { .. } | LockReply::Renewed { .. } => vec![],
+        }
+    }));
+    for i in 1..=n {
+        sim.at(Instant::from_millis(20 + u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
+    }
+    sim
+}
+
+/// The random faults of the sweeps: crashes (a minority down at once)
+/// and partitions.
+pub fn faults(n: u32) -> FaultPlan {
+    FaultPlan {
+        start: Instant::from_millis(600),
+        end: Instant::from_millis(4_000),
+        crashes: 4,
+        max_down: (n - 1) / 2,
+        downtime: (Duration::from_millis(50), Duration::from_millis(800)),
+        partitions: 2,
+        partition_len: (Duration::from_millis(50), Duration::from_millis(600)),
+        ..FaultPlan::default()
     }
 }

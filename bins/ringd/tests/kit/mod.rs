@@ -124,69 +124,99 @@ pub fn cluster(seed: u64, n: u32, cfg: RdConfig) -> Sim<RdNode> {
     sim
 }
 
-/// The safety checker (ringd.md, Invariants 1, 2, 4): token services run
-/// one at a time with strictly rising fences (epoch, seq); no two
-/// regenerations share an epoch; a retried request id always gets the same
-/// result; with `strict` (runs where at most one replica is down at a
-/// time and nothing is partitioned or paused), no two acknowledged
-/// increments return the same value (an acknowledged result lost by a
-/// regeneration would let a later increment return it again).
+/// The invariants a run is judged by from its events and replies alone
+/// (ringd.md, Invariants 1, 2, 4): token services run with strictly
+/// rising fences (epoch, seq), no two regenerations share an epoch, a
+/// retried request id always gets the same result. `Eq + Hash`, so the
+/// model check (tests/model.rs) judges by it too.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RingJudge {
+    last_fence: Option<(u64, u64, NodeId)>,
+    epochs: BTreeSet<u64>,
+    by_id: BTreeMap<u64, String>,
+    /// Token services run and increments answered.
+    pub done: u32,
+}
+
+impl RingJudge {
+    /// `node` reported `e`.
+    pub fn on_event(&mut self, node: NodeId, e: &RdEvent) -> Result<(), String> {
+        match e {
+            RdEvent::Ran { fence, .. } => {
+                if let Some((e0, s0, n0)) = self.last_fence {
+                    if *fence <= (e0, s0) {
+                        return Err(format!("{node} ran under fence {fence:?} after {n0} ran under {:?}", (e0, s0)));
+                    }
+                }
+                self.last_fence = Some((fence.0, fence.1, node));
+                self.done = self.done.saturating_add(1);
+            }
+            RdEvent::Regenerated { epoch } if !self.epochs.insert(*epoch) => {
+                return Err(format!("{node} regenerated epoch {epoch} a second time"));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `node` answered `reply`; returns the counter value of a first
+    /// answer to a request id.
+    pub fn on_reply(&mut self, node: NodeId, reply: &RingReply) -> Result<Option<(u64, String)>, String> {
+        if let RingReply::Executed { request_id, outcome: Ok(r) } = reply {
+            match self.by_id.insert(*request_id, r.output.clone()) {
+                Some(before) if before != r.output => {
+                    return Err(format!(
+                        "{node}: request {request_id:#x} answered {} after {before}: applied twice",
+                        r.output
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    self.done = self.done.saturating_add(1);
+                    return Ok(Some((*request_id, r.output.clone())));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The safety checker: [`RingJudge`]; no token service under an older
+/// fence still running when one runs under a newer fence (two executors);
+/// with `strict` (runs where at most one replica is down at a time and
+/// nothing is partitioned or paused), no two acknowledged increments
+/// return the same value (an acknowledged result lost by a regeneration
+/// would let a later increment return it again).
 pub fn safety(strict: bool) -> impl FnMut(&World<RdNode>) -> Result<(), String> {
     let mut seen_events = 0usize;
     let mut seen_replies = 0usize;
-    let mut last_fence: Option<(u64, u64, NodeId)> = None;
-    let mut epochs: BTreeSet<u64> = BTreeSet::new();
-    let mut by_id: BTreeMap<u64, String> = BTreeMap::new();
+    let mut judge = RingJudge::default();
     let mut values: BTreeMap<String, u64> = BTreeMap::new();
     move |w| {
         for (_, node, e) in &w.events[seen_events..] {
-            match e {
-                RdEvent::Ran { fence, .. } => {
-                    // A command service under an older fence still runs
-                    // (its supervisor has not killed it): two executors.
-                    // (A higher fence's command started earlier would fail
-                    // the rising-fence check below.)
-                    let packed = (u128::from(fence.0) << 64) | u128::from(fence.1);
-                    if let Some(j) = w.jobs.iter().find(|j| j.ended.is_none() && j.fence.is_some_and(|f| f < packed)) {
-                        return Err(format!(
-                            "{node} ran under fence {fence:?} while {}'s command (fence {:#x}) still runs",
-                            j.node,
-                            j.fence.unwrap_or_default()
-                        ));
-                    }
-                    if let Some((e0, s0, n0)) = last_fence {
-                        if *fence <= (e0, s0) {
-                            return Err(format!(
-                                "{node} ran under fence {fence:?} after {n0} ran under {:?}",
-                                (e0, s0)
-                            ));
-                        }
-                    }
-                    last_fence = Some((fence.0, fence.1, *node));
+            if let RdEvent::Ran { fence, .. } = e {
+                // A command service under an older fence still runs (its
+                // supervisor has not killed it): two executors. (A higher
+                // fence's command started earlier would fail the
+                // rising-fence check.)
+                let packed = (u128::from(fence.0) << 64) | u128::from(fence.1);
+                if let Some(j) = w.jobs.iter().find(|j| j.ended.is_none() && j.fence.is_some_and(|f| f < packed)) {
+                    return Err(format!(
+                        "{node} ran under fence {fence:?} while {}'s command (fence {:#x}) still runs",
+                        j.node,
+                        j.fence.unwrap_or_default()
+                    ));
                 }
-                RdEvent::Regenerated { epoch } if !epochs.insert(*epoch) => {
-                    return Err(format!("{node} regenerated epoch {epoch} a second time"));
-                }
-                _ => {}
             }
+            judge.on_event(*node, e)?;
         }
         seen_events = w.events.len();
         for (_, node, _, reply) in &w.replies[seen_replies..] {
-            if let RingReply::Executed { request_id, outcome: Ok(r) } = reply {
-                if let Some(before) = by_id.insert(*request_id, r.output.clone()) {
-                    if before != r.output {
-                        return Err(format!(
-                            "{node}: request {request_id:#x} answered {} after {before}: applied twice",
-                            r.output
-                        ));
-                    }
-                    continue;
-                }
+            if let Some((request_id, value)) = judge.on_reply(*node, reply)? {
                 if strict {
-                    if let Some(other) = values.insert(r.output.clone(), *request_id) {
+                    if let Some(other) = values.insert(value.clone(), request_id) {
                         return Err(format!(
-                            "{node}: requests {other:#x} and {request_id:#x} both got counter value {}: an acknowledged increment was lost",
-                            r.output
+                            "{node}: requests {other:#x} and {request_id:#x} both got counter value {value}: an acknowledged increment was lost"
                         ));
                     }
                 }

@@ -1,0 +1,81 @@
+//! Bounded exhaustive model check of the electd core (`sim::model`), both
+//! election algorithms: from snapshots taken along a simulated run with
+//! crashes and partitions, every interleaving of deliveries, late timers
+//! (pauses), a crash with a restart (disk kept or wiped), the failure hint
+//! and the clients' releases, up to a depth and a horizon. The judge is
+//! reliability.md's stage after leases, from the clients' side
+//! (`LockJudge`).
+
+mod kit;
+
+use std::time::Duration;
+
+use electd::{Algorithm, ElConfig, ElEvent, ElMutations};
+use ftcore::{ClientId, NodeId};
+use kit::{acquire, cluster_without, config, faults};
+use lockservice::check::LockJudge;
+use lockservice::{LockReply, LockRequest};
+use sim::model::{client_per_node, Bounds, Channel, CoreModel, Seen, Summary};
+use timer::Instant;
+
+const N: u32 = 3;
+
+fn judge(j: &mut LockJudge, t: Instant, node: NodeId, seen: Seen<'_, ElEvent, LockReply>) -> Result<(), String> {
+    match seen {
+        Seen::Event(ElEvent::Lock(l)) => j.on_event(t, node, l),
+        _ => Ok(()),
+    }
+}
+
+fn env(key: &str, default: u64) -> u64 {
+    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Seed `seed`'s faulty run with `alg` (rules `m` off), checked from a
+/// snapshot every `every_ms`, each to `bounds`. The simulated clients may
+/// let go at any point.
+fn check(seed: u64, alg: Algorithm, m: ElMutations, every_ms: u64, bounds: Bounds) -> Summary {
+    let plan = faults(N);
+    let mut sim = cluster_without(seed, N, alg, m);
+    sim.random_faults(&plan);
+    for t in (600..plan.end.as_micros() / 1_000).step_by(300) {
+        for i in 1..=N {
+            sim.at(Instant::from_millis(t), acquire(NodeId(i), ClientId(u64::from(i))));
+        }
+    }
+    let cfg = ElConfig { mutations: m, ..config(alg, N) };
+    let model = CoreModel::new(N, cfg, Channel::Reliable, bounds, (LockJudge::new(), judge, LockJudge::grants))
+        .with_clients(client_per_node(N, |i| ClientId(u64::from(i)), &[LockRequest::Release]));
+    model
+        .check_run(&mut sim, Duration::from_millis(every_ms), (Instant::ZERO, plan.end))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn assert_safe(what: &str, sum: &Summary) {
+    eprintln!("electd model, {what}: {sum}");
+    assert!(sum.broken.is_empty(), "{what}: {}", sum.broken.join("\n"));
+    assert!(sum.progressed > 0, "{what}: no start made progress: the check explored nothing useful");
+}
+
+#[test]
+fn every_interleaving_near_a_faulty_run_keeps_the_lease_invariants() {
+    for alg in [Algorithm::Relay, Algorithm::Ring] {
+        let b = Bounds::near(Duration::from_millis(4), 7);
+        assert_safe(&format!("{alg:?}, seed 0"), &check(0, alg, ElMutations::default(), 400, b));
+    }
+}
+
+/// The long check: `MODEL_SEEDS` seeds (from `MODEL_SEED_FROM`), a start
+/// every `MODEL_EVERY_MS`, `MODEL_DEPTH` steps within `MODEL_HORIZON_MS`.
+#[test]
+#[ignore]
+fn long() {
+    let from = env("MODEL_SEED_FROM", 0);
+    let b = Bounds::near(Duration::from_millis(env("MODEL_HORIZON_MS", 8)), env("MODEL_DEPTH", 10) as usize);
+    for seed in from..from + env("MODEL_SEEDS", 4) {
+        for alg in [Algorithm::Relay, Algorithm::Ring] {
+            let sum = check(seed, alg, ElMutations::default(), env("MODEL_EVERY_MS", 50), b.clone());
+            assert_safe(&format!("{alg:?}, seed {seed}"), &sum);
+        }
+    }
+}

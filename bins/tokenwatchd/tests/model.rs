@@ -1,0 +1,92 @@
+//! Bounded exhaustive model check of the tokenwatchd core (`sim::model`):
+//! from snapshots taken along a simulated run with every fault kind over
+//! a lossy datagram network, every interleaving of deliveries (in any
+//! order: UDP reorders), the loss of one datagram, late timers (pauses), a
+//! crash with a restart (disk kept or wiped) and the clients' releases, up
+//! to a depth and a horizon. The judge is reliability.md's stage after
+//! leases, from the clients' side (`LockJudge`).
+
+mod workload;
+
+use std::time::Duration;
+
+use ftcore::{ClientId, NodeId};
+use lockservice::check::LockJudge;
+use lockservice::{LockReply, LockRequest};
+use sim::model::{client_per_node, Bounds, Channel, CoreModel, Seen, Summary};
+use sim::{FaultPlan, NetConfig};
+use timer::Instant;
+use tokenwatchd::{TwConfig, TwEvent, TwMutations};
+use workload::{cfg, cluster_with};
+
+const N: u32 = 3;
+
+fn judge(j: &mut LockJudge, t: Instant, node: NodeId, seen: Seen<'_, TwEvent, LockReply>) -> Result<(), String> {
+    match seen {
+        Seen::Event(TwEvent::Lock(l)) => j.on_event(t, node, l),
+        _ => Ok(()),
+    }
+}
+
+fn env(key: &str, default: u64) -> u64 {
+    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Seed `seed`'s run with every fault kind over 10 % loss and 5 %
+/// duplication (rules `m` off), checked from a snapshot every `every_ms`,
+/// each to `bounds` (UDP: one loss, no failure hint). The simulated
+/// clients may let go at any point.
+fn check(seed: u64, m: TwMutations, every_ms: u64, horizon_ms: u64, depth: usize) -> Summary {
+    let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.1, 0.05);
+    let mut sim = cluster_with(seed, N, net, m);
+    let clients = (1..=N).map(|i| (NodeId(i), ClientId(u64::from(i)))).collect();
+    let plan = FaultPlan {
+        start: Instant::from_millis(1_000),
+        end: Instant::from_millis(5_000),
+        pause_len: (Duration::from_millis(10), Duration::from_millis(400)),
+        slow_extra: Duration::from_millis(20),
+        ..FaultPlan::everything(N).with_clients(clients)
+    };
+    sim.random_faults(&plan);
+    let bounds = Bounds { losses: 1, hints: false, ..Bounds::near(Duration::from_millis(horizon_ms), depth) };
+    let model = CoreModel::new(
+        N,
+        TwConfig { mutations: m, ..cfg() },
+        Channel::Datagram,
+        bounds,
+        (LockJudge::new(), judge, LockJudge::grants),
+    )
+    .with_clients(client_per_node(N, |i| ClientId(u64::from(i)), &[LockRequest::Release]));
+    model
+        .check_run(&mut sim, Duration::from_millis(every_ms), (Instant::ZERO, plan.end))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn assert_safe(what: &str, sum: &Summary) {
+    eprintln!("tokenwatchd model, {what}: {sum}");
+    assert!(sum.broken.is_empty(), "{what}: {}", sum.broken.join("\n"));
+    assert!(sum.progressed > 0, "{what}: no start made progress: the check explored nothing useful");
+}
+
+#[test]
+fn every_interleaving_near_a_faulty_run_keeps_the_lease_invariants() {
+    assert_safe("seed 0", &check(0, TwMutations::default(), 400, 4, 7));
+}
+
+/// The long check: `MODEL_SEEDS` seeds (from `MODEL_SEED_FROM`), a start
+/// every `MODEL_EVERY_MS`, `MODEL_DEPTH` steps within `MODEL_HORIZON_MS`.
+#[test]
+#[ignore]
+fn long() {
+    let from = env("MODEL_SEED_FROM", 0);
+    for seed in from..from + env("MODEL_SEEDS", 4) {
+        let sum = check(
+            seed,
+            TwMutations::default(),
+            env("MODEL_EVERY_MS", 50),
+            env("MODEL_HORIZON_MS", 8),
+            env("MODEL_DEPTH", 10) as usize,
+        );
+        assert_safe(&format!("seed {seed}"), &sum);
+    }
+}
