@@ -18,6 +18,7 @@ use std::time::Duration;
 use ftcoord_tests::records::{ftctl_lock, run};
 use ftcoord_tests::{assert_closed, bin, probe, wait_until, Cluster, DAEMONS};
 use ftcore::{Incarnation, NodeId};
+use lockservice::LockRequest;
 use membership::Membership;
 use wire::{ClusterKey, Control, PeerCodec};
 
@@ -68,6 +69,40 @@ fn garbage_and_oversized(c: &Cluster, daemon: &str) {
         on_peer_tcp(c, &short);
         moved("truncated", 1.0);
     }
+    if daemon != "tokenwatchd" {
+        // A Hello as node 3, then a frame of a kind no daemon has.
+        let mut s = TcpStream::connect(c.node(1).peer).unwrap();
+        let mut challenge = [0u8; 16];
+        s.read_exact(&mut challenge).unwrap();
+        let before = rejected(c, daemon, "unknown_kind");
+        let codec = PeerCodec::<tokenwatchd::Msg>::new(1, NodeId(3), Membership::of_size(3), None);
+        let frame = |seq: u64, kind: Option<u16>| {
+            let mut f = codec
+                .encode_control(Incarnation(1), seq, &challenge, &Control::Hello { nonce: seq })
+                .expect("encode")
+                .to_vec();
+            if let Some(k) = kind {
+                f[30..32].copy_from_slice(&k.to_be_bytes());
+            }
+            [&(f.len() as u32).to_be_bytes()[..], &f].concat()
+        };
+        let _ = s.write_all(&[frame(0, None), frame(1, Some(0x0777))].concat());
+        assert_closed(s);
+        moved("unknown_kind", before + 1.0);
+    }
+    // A client frame of a kind no request has, then one of another version.
+    let body = wire::ClientCodec::<LockRequest, LockRequest>::encode_body(&LockRequest::Release).expect("encode");
+    let client_frame = |patch: fn(&mut Vec<u8>)| {
+        let mut b = body.clone();
+        patch(&mut b);
+        [&(b.len() as u32).to_be_bytes()[..], &b].concat()
+    };
+    let before = rejected(c, daemon, "unknown_kind");
+    on_client(c, &client_frame(|b| b[5..7].copy_from_slice(&0x0777u16.to_be_bytes())));
+    moved("unknown_kind", before + 1.0);
+    let before = rejected(c, daemon, "version");
+    on_client(c, &client_frame(|b| b[4] ^= 0xff));
+    moved("version", before + 1.0);
     let client_magic_before = rejected(c, daemon, "bad_magic");
     on_client(c, &garbage);
     moved("bad_magic", client_magic_before + 1.0);
@@ -165,5 +200,65 @@ fn forged_frames(daemon: &str) {
 fn forged_peer_frames_are_refused_and_counted_by_reason_for_every_tcp_daemon() {
     for daemon in DAEMONS.into_iter().filter(|d| *d != "tokenwatchd") {
         forged_frames(daemon);
+    }
+}
+
+fn closed(c: &Cluster, daemon: &str, listener: &str, reason: &str) -> f64 {
+    let sample =
+        format!("{}_connections_closed_total{{listener=\"{listener}\",reason=\"{reason}\"}}", probe::prefix(daemon));
+    c.metric(1, &sample).unwrap_or(0.0)
+}
+
+/// Floods of connections on node 1 with small limits (32 clients, 16
+/// unauthenticated peers, a 500 ms handshake deadline): idle connections
+/// beyond the limits are refused and counted, idle peer connections are
+/// closed at the deadline, and 500 connections opened and closed at once
+/// on each port change nothing; then the cluster still serves.
+fn floods(daemon: &str) {
+    let extra = "[limits]\nmax_clients = 32\nmax_connections = 16\nhandshake_timeout_ms = 500\n";
+    let c = Cluster::start(daemon, 3, extra).unwrap();
+    let client = c.node(1).client;
+    let idle: Vec<TcpStream> = (0..64).filter_map(|_| TcpStream::connect(client).ok()).collect();
+    assert!(
+        wait_until(Duration::from_secs(5), || closed(&c, daemon, "client", "no_slot") >= 1.0),
+        "{daemon}: {} idle clients, none refused for want of a slot",
+        idle.len()
+    );
+    drop(idle);
+    if daemon != "tokenwatchd" {
+        let peer = c.node(1).peer;
+        let idle: Vec<TcpStream> = (0..48).filter_map(|_| TcpStream::connect(peer).ok()).collect();
+        assert!(
+            wait_until(Duration::from_secs(5), || closed(&c, daemon, "peer", "handshake_timeout") >= 1.0),
+            "{daemon}: {} idle peer connections, none closed at the handshake deadline",
+            idle.len()
+        );
+        drop(idle);
+        for _ in 0..500 {
+            drop(TcpStream::connect(peer));
+        }
+    }
+    for _ in 0..500 {
+        drop(TcpStream::connect(client));
+    }
+    // The slots free up as node 1 reads the closes.
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            TcpStream::connect(client).is_ok_and(|s| {
+                s.set_read_timeout(Some(Duration::from_millis(200))).ok();
+                let mut b = [0u8; 1];
+                // A refused client is closed at once; a served one waits.
+                !matches!((&s).read(&mut b), Ok(0))
+            })
+        }),
+        "{daemon}: clients still refused after the floods"
+    );
+    still_serving(&c, daemon);
+}
+
+#[test]
+fn floods_of_connections_are_bounded_counted_and_change_nothing_for_every_daemon() {
+    for daemon in DAEMONS {
+        floods(daemon);
     }
 }
