@@ -30,12 +30,14 @@
 //!   range of seeds that the environment can move (`SIM_SEED_FROM`), widen
 //!   (`SIM_SEEDS`) or narrow to one (`SIM_SEED`); a failure prints the
 //!   command that reproduces it;
-//! - [`SimError::new`] and [`Sim::error`] for checks made outside the sim.
+//! - [`SimError::new`] and [`Sim::error`] for checks made outside the sim;
+//! - [`model`]: bounded exhaustive model checking of a core with
+//!   `stateright`, from [`Sim::snapshot`]s of a simulated run.
 //!
 //! Shape after turmoil and tikv/raft-rs's harness.
 //!
-//! May depend on: `ftcore`, `timer`, `membership` (never on a daemon, the
-//! runtime or I/O). Used by the daemons' simulation tests and benches.
+//! May depend on: `ftcore`, `timer`, `membership`, `stateright` (never on
+//! a daemon, the runtime or I/O). Used by the daemons' simulation tests and benches.
 #![forbid(unsafe_code)]
 
 pub mod bytes;
