@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use ftcore::{ClientId, NodeId};
 use lockservice::check::LockJudge;
+use lockservice::LockEvent;
 use lockservice::{LockReply, LockRequest};
-use ntmutexd::{NtEvent, NtMutations};
-use sim::model::{client_per_node, Bounds, Channel, CoreModel, Seen, Summary};
+use ntmutexd::{NtEvent, NtMutations, NtNode};
+use sim::model::{client_per_node, Bounds, Channel, CoreModel, JudgeOf, Seen, Summary};
 use timer::Instant;
-use workload::{cfg_with, cluster_with, everything, keep_clients_coming, net, HEAVY};
+use workload::{all_single, cfg_with, cluster_with, everything, keep_clients_coming, net, HEAVY};
 
 const N: u32 = 3;
 
@@ -33,16 +34,34 @@ fn env(key: &str, default: u64) -> u64 {
 /// Seed `seed`'s run with every fault kind (rules `m` off), checked from a
 /// snapshot every `every_ms` between `from_ms` and `until_ms`, each to
 /// `bounds`. The simulated clients may let go at any point.
-fn check(seed: u64, m: NtMutations, (from_ms, until_ms): (u64, u64), every_ms: u64, bounds: Bounds) -> Summary {
+fn check(seed: u64, m: NtMutations, window: (u64, u64), every_ms: u64, bounds: Bounds) -> Summary {
+    check_by(seed, m, window, every_ms, bounds, (LockJudge::new(), judge, LockJudge::grants))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `check`, judged by `by`.
+fn check_by<J>(
+    seed: u64,
+    m: NtMutations,
+    (from_ms, until_ms): (u64, u64),
+    every_ms: u64,
+    bounds: Bounds,
+    by: JudgeOf<NtNode, J>,
+) -> Result<Summary, sim::SimError>
+where
+    J: Clone + std::fmt::Debug + Eq + std::hash::Hash + Send + Sync + 'static,
+{
     let plan = everything(N);
     let mut sim = cluster_with(seed, N, 2, HEAVY, net(), m);
     sim.random_faults(&plan);
     keep_clients_coming(&mut sim, N, Instant::from_millis(500), plan.end);
-    let model =
-        CoreModel::new(N, cfg_with(2, m), Channel::Reliable, bounds, (LockJudge::new(), judge, LockJudge::grants))
-            .with_clients(client_per_node(N, |i| ClientId(u64::from(i)), &[LockRequest::Release]));
+    let model = CoreModel::new(N, cfg_with(2, m), Channel::Reliable, bounds, by).with_clients(client_per_node(
+        N,
+        |i| ClientId(u64::from(i)),
+        &[LockRequest::Release],
+    ));
     let window = (Instant::from_millis(from_ms), plan.end.min(Instant::from_millis(until_ms)));
-    model.check_run(&mut sim, Duration::from_millis(every_ms), window).unwrap_or_else(|e| panic!("{e}"))
+    model.check_run(&mut sim, Duration::from_millis(every_ms), window)
 }
 
 fn assert_safe(what: &str, sum: &Summary) {
@@ -84,5 +103,65 @@ fn long() {
             &format!("seed {seed}"),
             &check(seed, NtMutations::default(), (0, u64::MAX), env("MODEL_EVERY_MS", 50), b.clone()),
         );
+    }
+}
+
+/// The invariant that holds at every stage (reliability.md): fences rise
+/// in grant order. The judge of runs without leases.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct Fences {
+    last: u128,
+    grants: u32,
+}
+
+fn fences(j: &mut Fences, t: Instant, node: NodeId, seen: Seen<'_, NtEvent, LockReply>) -> Result<(), String> {
+    if let Seen::Event(NtEvent::Lock(LockEvent::Granted { fence, .. })) = seen {
+        if *fence <= j.last {
+            return Err(format!("{node} granted fence {fence:#x} at {t} after {:#x}", j.last));
+        }
+        j.last = *fence;
+        j.grants += 1;
+    }
+    Ok(())
+}
+
+/// Each rule switched off in turn (`MODEL_ONLY=<switch>` for one), checked
+/// near `MODEL_SEEDS` runs: with leases, by the lease invariants; with
+/// `MODEL_NO_LEASES=1`, leases off too and judged by rising fences only.
+/// Prints what breaks.
+#[test]
+#[ignore]
+fn survey() {
+    let only = std::env::var("MODEL_ONLY").ok();
+    let no_leases = env("MODEL_NO_LEASES", 0) == 1;
+    let b = Bounds::near(Duration::from_millis(env("MODEL_HORIZON_MS", 4)), env("MODEL_DEPTH", 8) as usize);
+    for (name, m) in all_single() {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        let m = NtMutations { no_leases: m.no_leases || no_leases, ..m };
+        for seed in 0..env("MODEL_SEEDS", 2) {
+            let every = env("MODEL_EVERY_MS", 200);
+            let sum = if no_leases {
+                check_by(seed, m, (0, u64::MAX), every, b.clone(), (Fences::default(), fences, |j: &Fences| j.grants))
+            } else {
+                check_by(seed, m, (0, u64::MAX), every, b.clone(), (LockJudge::new(), judge, LockJudge::grants))
+            };
+            let sum = match sum {
+                Ok(sum) => sum,
+                Err(e) => {
+                    eprintln!(
+                        "{name} seed {seed}: the simulated run itself fails: {}",
+                        e.to_string().lines().next().unwrap_or("")
+                    );
+                    break;
+                }
+            };
+            eprintln!("{name} seed {seed}: {sum}");
+            if let Some(first) = sum.broken.first() {
+                eprintln!("  {first}");
+                break;
+            }
+        }
     }
 }

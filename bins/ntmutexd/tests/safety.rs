@@ -127,41 +127,6 @@ const NO_LEASES: NtMutations = NtMutations { no_leases: true, ..NONE };
 
 // ---------------------------------------------------------- exploration
 
-fn all_single() -> Vec<(&'static str, NtMutations)> {
-    macro_rules! one {
-        ($($f:ident),*) => { vec![$((stringify!($f), NtMutations { $f: true, ..NONE })),*] };
-    }
-    one!(
-        no_lock_lost,
-        no_provisional_commit,
-        no_commit_cascade,
-        pass_to_suspected_next,
-        forward_to_suspected_last,
-        restart_knows_last,
-        no_probes,
-        no_epoch_slot,
-        no_election,
-        no_hop_limit,
-        keep_seq_on_m3,
-        no_incarnation_check,
-        minority_bootstrap,
-        regen_with_majority_only,
-        accept_second_token,
-        ack_before_store,
-        accept_ties,
-        no_promise_window,
-        no_restart_window,
-        unrecovered_takes_token,
-        no_behind_answer,
-        no_stall_check,
-        no_leases,
-        no_lease_window,
-        ack_every_waiter,
-        ack_stale_renewals,
-        unrecovered_acks
-    )
-}
-
 /// Which generic scenarios each mutation breaks (a survey, printed; used
 /// to choose the scenarios below). `SAFETY_SURVEY_SEEDS` widens it,
 /// `SAFETY_SURVEY_FROM` moves its first seed.

@@ -444,3 +444,39 @@ pub fn messages_per_cs(n: u32) -> (usize, u64, f64, f64) {
     let cs = grants(w).len() - grants_before;
     (cs, msgs, msgs as f64 / cs as f64, lease as f64 / 60.0)
 }
+
+/// Every rule switch on its own, by name.
+pub fn all_single() -> Vec<(&'static str, NtMutations)> {
+    macro_rules! one {
+        ($($f:ident),*) => { vec![$((stringify!($f), NtMutations { $f: true, ..NtMutations::default() })),*] };
+    }
+    one!(
+        no_lock_lost,
+        no_provisional_commit,
+        no_commit_cascade,
+        pass_to_suspected_next,
+        forward_to_suspected_last,
+        restart_knows_last,
+        no_probes,
+        no_epoch_slot,
+        no_election,
+        no_hop_limit,
+        keep_seq_on_m3,
+        no_incarnation_check,
+        minority_bootstrap,
+        regen_with_majority_only,
+        accept_second_token,
+        ack_before_store,
+        accept_ties,
+        no_promise_window,
+        no_restart_window,
+        unrecovered_takes_token,
+        no_behind_answer,
+        no_stall_check,
+        no_leases,
+        no_lease_window,
+        ack_every_waiter,
+        ack_stale_renewals,
+        unrecovered_acks
+    )
+}
