@@ -138,8 +138,8 @@ fn forty_five_percent_loss_within_the_bounds() {
     for_seeds(PER_RATE, |seed| within_bounds(seed, 0.45).map(|_| ()));
 }
 
-/// The long sweep: 5,000 seeds of every scenario above (about 25 minutes in
-/// release: one thread). Shard it with `SIM_SEED_FROM`.
+/// The long sweep: 5,000 seeds of every scenario above (about 70 minutes
+/// on one thread of a 2-core VM in release). Shard it with `SIM_SEED_FROM`.
 #[test]
 #[ignore = "long sweep: cargo test --release -p tokenwatchd --test sim -- --ignored sweep"]
 fn sweep_5000_seeds_of_every_scenario() {
