@@ -15,7 +15,7 @@ use ftcore::{ClientId, NodeId};
 use kit::{acquire, cluster_without, config, faults};
 use lockservice::check::LockJudge;
 use lockservice::{LockReply, LockRequest};
-use sim::model::{client_per_node, Bounds, Channel, CoreModel, Seen, Summary};
+use sim::model::{client_per_node, setting, Bounds, Channel, CoreModel, Seen, Summary};
 use timer::Instant;
 
 const N: u32 = 3;
@@ -25,10 +25,6 @@ fn judge(j: &mut LockJudge, t: Instant, node: NodeId, seen: Seen<'_, ElEvent, Lo
         Seen::Event(ElEvent::Lock(l)) => j.on_event(t, node, l),
         _ => Ok(()),
     }
-}
-
-fn env(key: &str, default: u64) -> u64 {
-    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Seed `seed`'s faulty run with `alg` (rules `m` off), checked from a
@@ -51,17 +47,11 @@ fn check(seed: u64, alg: Algorithm, m: ElMutations, every_ms: u64, bounds: Bound
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn assert_safe(what: &str, sum: &Summary) {
-    eprintln!("electd model, {what}: {sum}");
-    assert!(sum.broken.is_empty(), "{what}: {}", sum.broken.join("\n"));
-    assert!(sum.progressed > 0, "{what}: no start made progress: the check explored nothing useful");
-}
-
 #[test]
 fn every_interleaving_near_a_faulty_run_keeps_the_lease_invariants() {
     for alg in [Algorithm::Relay, Algorithm::Ring] {
         let b = Bounds::near(Duration::from_millis(4), 7);
-        assert_safe(&format!("{alg:?}, seed 0"), &check(0, alg, ElMutations::default(), 400, b));
+        check(0, alg, ElMutations::default(), 400, b).assert_safe(&format!("electd model, {alg:?}, seed 0"));
     }
 }
 
@@ -71,12 +61,12 @@ fn every_interleaving_near_a_faulty_run_keeps_the_lease_invariants() {
 #[test]
 #[ignore]
 fn long() {
-    let from = env("MODEL_SEED_FROM", 0);
-    let b = Bounds::near(Duration::from_millis(env("MODEL_HORIZON_MS", 4)), env("MODEL_DEPTH", 8) as usize);
-    for seed in from..from + env("MODEL_SEEDS", 2) {
+    let from = setting("MODEL_SEED_FROM", 0);
+    let b = Bounds::near(Duration::from_millis(setting("MODEL_HORIZON_MS", 4)), setting("MODEL_DEPTH", 8) as usize);
+    for seed in from..from + setting("MODEL_SEEDS", 2) {
         for alg in [Algorithm::Relay, Algorithm::Ring] {
-            let sum = check(seed, alg, ElMutations::default(), env("MODEL_EVERY_MS", 200), b.clone());
-            assert_safe(&format!("{alg:?}, seed {seed}"), &sum);
+            let sum = check(seed, alg, ElMutations::default(), setting("MODEL_EVERY_MS", 200), b.clone());
+            sum.assert_safe(&format!("electd model, {alg:?}, seed {seed}"));
         }
     }
 }

@@ -15,7 +15,7 @@ use lockservice::check::LockJudge;
 use lockservice::LockEvent;
 use lockservice::{LockReply, LockRequest};
 use ntmutexd::{NtEvent, NtMutations, NtNode};
-use sim::model::{client_per_node, Bounds, Channel, CoreModel, JudgeOf, Seen, Summary};
+use sim::model::{client_per_node, setting, Bounds, Channel, CoreModel, JudgeOf, Seen, Summary};
 use timer::Instant;
 use workload::{all_single, cfg_with, cluster_with, everything, keep_clients_coming, net, HEAVY};
 
@@ -26,10 +26,6 @@ fn judge(j: &mut LockJudge, t: Instant, node: NodeId, seen: Seen<'_, NtEvent, Lo
         Seen::Event(NtEvent::Lock(l)) => j.on_event(t, node, l),
         _ => Ok(()),
     }
-}
-
-fn env(key: &str, default: u64) -> u64 {
-    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Seed `seed`'s run with every fault kind (rules `m` off), checked from a
@@ -65,16 +61,10 @@ where
     model.check_run(&mut sim, Duration::from_millis(every_ms), window)
 }
 
-fn assert_safe(what: &str, sum: &Summary) {
-    eprintln!("ntmutexd model, {what}: {sum}");
-    assert!(sum.broken.is_empty(), "{what}: {}", sum.broken.join("\n"));
-    assert!(sum.progressed > 0, "{what}: no start made progress: the check explored nothing useful");
-}
-
 #[test]
 fn every_interleaving_near_a_faulty_run_keeps_the_lease_invariants() {
     let b = Bounds::near(Duration::from_millis(4), 7);
-    assert_safe("seed 0", &check(0, NtMutations::default(), (0, u64::MAX), 400, b));
+    check(0, NtMutations::default(), (0, u64::MAX), 400, b).assert_safe("ntmutexd model, seed 0");
 }
 
 /// The check is not vacuous: seed 0's run without leases first breaks the
@@ -89,7 +79,7 @@ fn without_leases_the_model_finds_two_holders() {
     eprintln!("ntmutexd model without leases: {off}");
     assert!(off.broken.first().is_some_and(|b| b.contains("holds until")), "{off}");
     let on = check(0, NtMutations::default(), (3_200, 3_200), 5, b);
-    assert_safe("3.2 s of seed 0", &on);
+    on.assert_safe("ntmutexd model, 3.2 s of seed 0");
 }
 
 /// The longer check: `MODEL_SEEDS` seeds (2, from `MODEL_SEED_FROM`), a
@@ -98,13 +88,11 @@ fn without_leases_the_model_finds_two_holders() {
 #[test]
 #[ignore]
 fn long() {
-    let from = env("MODEL_SEED_FROM", 0);
-    let b = Bounds::near(Duration::from_millis(env("MODEL_HORIZON_MS", 4)), env("MODEL_DEPTH", 8) as usize);
-    for seed in from..from + env("MODEL_SEEDS", 2) {
-        assert_safe(
-            &format!("seed {seed}"),
-            &check(seed, NtMutations::default(), (0, u64::MAX), env("MODEL_EVERY_MS", 200), b.clone()),
-        );
+    let from = setting("MODEL_SEED_FROM", 0);
+    let b = Bounds::near(Duration::from_millis(setting("MODEL_HORIZON_MS", 4)), setting("MODEL_DEPTH", 8) as usize);
+    for seed in from..from + setting("MODEL_SEEDS", 2) {
+        check(seed, NtMutations::default(), (0, u64::MAX), setting("MODEL_EVERY_MS", 200), b.clone())
+            .assert_safe(&format!("ntmutexd model, seed {seed}"));
     }
 }
 
@@ -161,15 +149,15 @@ fn staged(j: &mut Staged, t: Instant, node: NodeId, seen: Seen<'_, NtEvent, Lock
 #[ignore]
 fn survey() {
     let only = std::env::var("MODEL_ONLY").ok();
-    let no_leases = env("MODEL_NO_LEASES", 0) == 1;
-    let b = Bounds::near(Duration::from_millis(env("MODEL_HORIZON_MS", 4)), env("MODEL_DEPTH", 8) as usize);
+    let no_leases = setting("MODEL_NO_LEASES", 0) == 1;
+    let b = Bounds::near(Duration::from_millis(setting("MODEL_HORIZON_MS", 4)), setting("MODEL_DEPTH", 8) as usize);
     for (name, m) in all_single() {
         if only.as_deref().is_some_and(|o| !o.split(',').any(|o| o == name)) {
             continue;
         }
         let m = NtMutations { no_leases: m.no_leases || no_leases, ..m };
-        for seed in 0..env("MODEL_SEEDS", 2) {
-            let every = env("MODEL_EVERY_MS", 200);
+        for seed in 0..setting("MODEL_SEEDS", 2) {
+            let every = setting("MODEL_EVERY_MS", 200);
             let sum = if no_leases {
                 check_by(seed, m, (0, u64::MAX), every, b.clone(), (Staged::default(), staged, |j: &Staged| j.grants))
             } else {

@@ -14,7 +14,7 @@ use client::ring::{RingReply, RingRequest};
 use ftcore::{ClientId, NodeId};
 use kit::{cluster, config, every_fault_plan, RingJudge};
 use ringd::RdEvent;
-use sim::model::{Bounds, Channel, ClientScript, CoreModel, Seen, Summary};
+use sim::model::{setting, Bounds, Channel, ClientScript, CoreModel, Seen, Summary};
 use timer::Instant;
 
 const N: u32 = 3;
@@ -28,10 +28,6 @@ fn judge(j: &mut RingJudge, _: Instant, node: NodeId, seen: Seen<'_, RdEvent, Ri
 
 fn progress(j: &RingJudge) -> u32 {
     j.done
-}
-
-fn env(key: &str, default: u64) -> u64 {
-    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Seed `seed`'s run with every fault kind, checked from a snapshot every
@@ -61,15 +57,9 @@ fn check(seed: u64, every_ms: u64, bounds: Bounds) -> Summary {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn assert_safe(what: &str, sum: &Summary) {
-    eprintln!("ringd model, {what}: {sum}");
-    assert!(sum.broken.is_empty(), "{what}: {}", sum.broken.join("\n"));
-    assert!(sum.progressed > 0, "{what}: no start made progress: the check explored nothing useful");
-}
-
 #[test]
 fn every_interleaving_near_a_faulty_run_keeps_the_ring_invariants() {
-    assert_safe("seed 0", &check(0, 300, Bounds::near(Duration::from_millis(4), 6)));
+    check(0, 300, Bounds::near(Duration::from_millis(4), 6)).assert_safe("ringd model, seed 0");
 }
 
 /// The longer check: `MODEL_SEEDS` seeds (2, from `MODEL_SEED_FROM`), a
@@ -78,9 +68,9 @@ fn every_interleaving_near_a_faulty_run_keeps_the_ring_invariants() {
 #[test]
 #[ignore]
 fn long() {
-    let from = env("MODEL_SEED_FROM", 0);
-    let b = Bounds::near(Duration::from_millis(env("MODEL_HORIZON_MS", 4)), env("MODEL_DEPTH", 8) as usize);
-    for seed in from..from + env("MODEL_SEEDS", 2) {
-        assert_safe(&format!("seed {seed}"), &check(seed, env("MODEL_EVERY_MS", 200), b.clone()));
+    let from = setting("MODEL_SEED_FROM", 0);
+    let b = Bounds::near(Duration::from_millis(setting("MODEL_HORIZON_MS", 4)), setting("MODEL_DEPTH", 8) as usize);
+    for seed in from..from + setting("MODEL_SEEDS", 2) {
+        check(seed, setting("MODEL_EVERY_MS", 200), b.clone()).assert_safe(&format!("ringd model, seed {seed}"));
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use ftcore::{ClientId, NodeId};
 use lockservice::check::LockJudge;
 use lockservice::{LockReply, LockRequest};
-use sim::model::{client_per_node, Bounds, Channel, CoreModel, Seen, Summary};
+use sim::model::{client_per_node, setting, Bounds, Channel, CoreModel, Seen, Summary};
 use sim::{FaultPlan, NetConfig};
 use timer::Instant;
 use tokenwatchd::{TwConfig, TwEvent, TwMutations};
@@ -26,10 +26,6 @@ fn judge(j: &mut LockJudge, t: Instant, node: NodeId, seen: Seen<'_, TwEvent, Lo
         Seen::Event(TwEvent::Lock(l)) => j.on_event(t, node, l),
         _ => Ok(()),
     }
-}
-
-fn env(key: &str, default: u64) -> u64 {
-    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Seed `seed`'s run with every fault kind over 10 % loss and 5 %
@@ -62,15 +58,9 @@ fn check(seed: u64, m: TwMutations, every_ms: u64, horizon_ms: u64, depth: usize
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn assert_safe(what: &str, sum: &Summary) {
-    eprintln!("tokenwatchd model, {what}: {sum}");
-    assert!(sum.broken.is_empty(), "{what}: {}", sum.broken.join("\n"));
-    assert!(sum.progressed > 0, "{what}: no start made progress: the check explored nothing useful");
-}
-
 #[test]
 fn every_interleaving_near_a_faulty_run_keeps_the_lease_invariants() {
-    assert_safe("seed 0", &check(0, TwMutations::default(), 400, 4, 7));
+    check(0, TwMutations::default(), 400, 4, 7).assert_safe("tokenwatchd model, seed 0");
 }
 
 /// The longer check: `MODEL_SEEDS` seeds (2, from `MODEL_SEED_FROM`), a
@@ -79,15 +69,15 @@ fn every_interleaving_near_a_faulty_run_keeps_the_lease_invariants() {
 #[test]
 #[ignore]
 fn long() {
-    let from = env("MODEL_SEED_FROM", 0);
-    for seed in from..from + env("MODEL_SEEDS", 2) {
+    let from = setting("MODEL_SEED_FROM", 0);
+    for seed in from..from + setting("MODEL_SEEDS", 2) {
         let sum = check(
             seed,
             TwMutations::default(),
-            env("MODEL_EVERY_MS", 200),
-            env("MODEL_HORIZON_MS", 4),
-            env("MODEL_DEPTH", 8) as usize,
+            setting("MODEL_EVERY_MS", 200),
+            setting("MODEL_HORIZON_MS", 4),
+            setting("MODEL_DEPTH", 8) as usize,
         );
-        assert_safe(&format!("seed {seed}"), &sum);
+        sum.assert_safe(&format!("tokenwatchd model, seed {seed}"));
     }
 }

@@ -319,16 +319,6 @@ where
             }
         }
     }
-
-    /// What the check reports: states, depth, and the two properties.
-    pub fn report(checker: &impl Checker<Self>) -> String {
-        format!(
-            "{} unique states ({} generated), max depth {}",
-            checker.unique_state_count(),
-            checker.state_count(),
-            checker.max_depth()
-        )
-    }
 }
 
 impl<P, J> Model for CoreModel<P, J>
@@ -579,6 +569,22 @@ pub struct Summary {
     pub broken: Vec<String>,
 }
 
+impl Summary {
+    /// Prints the summary under `name`; panics if an invariant broke or no
+    /// start made progress (a check that explored nothing useful).
+    pub fn assert_safe(&self, name: &str) {
+        eprintln!("{name}: {self}");
+        assert!(self.broken.is_empty(), "{name}: {}", self.broken.join("\n"));
+        assert!(self.progressed > 0, "{name}: no start made progress: the check explored nothing useful");
+    }
+}
+
+/// A model check's setting from the environment (`MODEL_SEEDS`, …), or
+/// `default` when unset or not a number.
+pub fn setting(key: &str, default: u64) -> u64 {
+    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -624,19 +630,12 @@ where
             model.goal = (model.progress)(&judge) + 1;
             model.start = Some(snap);
             model.judge = judge;
-            let t0 = std::time::Instant::now();
             let depth = model.bounds.depth;
             let mut checker = model.checker().threads(threads);
             if let Some(depth) = depth {
                 checker = checker.target_max_depth(depth);
             }
-            if let Some(max) = std::env::var("MODEL_MAX_STATES").ok().and_then(|v| v.parse().ok()) {
-                checker = checker.target_state_count(max);
-            }
             let checker = checker.spawn_bfs().join();
-            if std::env::var_os("MODEL_VERBOSE").is_some() {
-                eprintln!("  from {at}: {} unique states in {:.1?}", checker.unique_state_count(), t0.elapsed());
-            }
             sum.starts += 1;
             sum.states += checker.unique_state_count();
             sum.generated += checker.state_count();
@@ -665,16 +664,5 @@ where
         let mut starts = snapshots(sim, every, until, self.judge.clone(), self.on_event)?;
         starts.retain(|(s, _)| s.now >= from);
         Ok(self.check_from(starts))
-    }
-
-    /// [`check_from`](Self::check_from), then panics if an invariant broke
-    /// or no start made progress; prints the summary under `name`.
-    pub fn assert_safe_from(&self, name: &str, starts: Vec<(Snapshot<P>, J)>) -> Summary {
-        let t0 = std::time::Instant::now();
-        let sum = self.check_from(starts);
-        eprintln!("{name}: {:?}: {sum} ({:.1?})", self.bounds, t0.elapsed());
-        assert!(sum.broken.is_empty(), "{name}: {}", sum.broken.join("\n"));
-        assert!(sum.progressed > 0, "{name}: no start made progress: the check explored nothing useful");
-        sum
     }
 }
