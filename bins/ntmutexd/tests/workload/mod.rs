@@ -28,6 +28,15 @@ pub fn cfg(k: usize) -> NtConfig {
     }
 }
 
+/// The daemon's default settings (`NtmutexdConfig::default()`: t_msg
+/// 20 ms, k = 3, heartbeat 50 ms, suspect_after 250 ms, lease 100 ms), the
+/// settings performance.md's targets are stated at, with the rules in `m`
+/// switched off.
+pub fn defaults_with(m: NtMutations) -> NtConfig {
+    let core = ntmutexd::NtmutexdConfig::default().core(&runtime::config::CommonConfig::default());
+    NtConfig { mutations: m, ..core }
+}
+
 pub fn net() -> NetConfig {
     // t_msg bounds the delay: the failure detector is accurate.
     NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(3))
