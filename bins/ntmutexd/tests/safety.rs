@@ -928,13 +928,11 @@ macro_rules! not_shown {
 }
 
 not_shown! {
-    epoch_slot_holds, epoch_slot_is_needed, no_epoch_slot;
-    m3b_election_holds, m3b_election_is_needed, no_election;
     hop_limit_holds, hop_limit_is_needed, no_hop_limit;
     fresh_seq_on_m3_holds, fresh_seq_on_m3_is_needed, keep_seq_on_m3;
-    minority_no_bootstrap_holds, minority_no_bootstrap_is_needed, minority_bootstrap;
-    refuse_second_token_holds, refuse_second_token_is_needed, accept_second_token;
+    epoch_slot_holds, epoch_slot_is_needed, no_epoch_slot;
     tie_refusal_holds, tie_refusal_is_needed, accept_ties;
+    minority_no_bootstrap_holds, minority_no_bootstrap_is_needed, minority_bootstrap;
     unrecovered_no_token_holds, unrecovered_no_token_is_needed, unrecovered_takes_token;
     unrecovered_no_lease_ack_holds, unrecovered_no_lease_ack_is_needed, unrecovered_acks;
     stale_renewals_refused_holds, stale_renewals_refused_is_needed, ack_stale_renewals;
@@ -1034,7 +1032,11 @@ fn no_token_to_suspected_next_is_needed() {
 /// (its peers' connections break: the hint). `then` scripts what follows;
 /// the next grant anywhere must come within 50 ms of the kill.
 fn kill_idle_holder(m: NtMutations, then: impl FnOnce(&mut Sim<NtNode>)) -> Result<(), SimError> {
-    let net = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(1));
+    kill_idle_holder_on(NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(1)), m, then)
+}
+
+/// `kill_idle_holder` on another network.
+fn kill_idle_holder_on(net: NetConfig, m: NtMutations, then: impl FnOnce(&mut Sim<NtNode>)) -> Result<(), SimError> {
     let mut sim = Sim::new(5, 5, net, defaults_with(m));
     sim.clients(Box::new(|_, node, client, reply, _| match reply {
         LockReply::Granted { .. } => {
@@ -1147,5 +1149,88 @@ fn restarted_site_last_unknown_is_needed() {
     is_needed_by(
         first_request_of_a_restarted_site(NtMutations { restart_knows_last: true, ..NONE }),
         "waited for the COMMIT timer",
+    );
+}
+
+/// A duplicated Token frame. Neither transport delivers one (TCP frames
+/// carry a sequence number that must grow by exactly one; UDP has a replay
+/// window): the rule is the core's own defence if a transport ever did.
+/// The duplicate is emulated as in `old_life_token_read_late`: 2 passes
+/// the token to 3, and the same frame is handed to 3's core again, through
+/// `Sim::with_core`, while 3 still holds the token. With the rule 3 keeps
+/// the token it has. Without it 3 installs the copy, whose grant counter
+/// is the one 2 passed, and grants a fence it has granted before.
+fn duplicated_token(m: NtMutations) -> Result<(), SimError> {
+    let mut sim = token_from_2_to_3(m)?;
+    let (inc, msg) = {
+        let w = sim.world();
+        let c = w.core(NodeId(2)).expect("site 2 runs");
+        let (epoch, counter) = lockservice::fence_parts(c.holder().expect("site 2 holds").1);
+        let pos = c.position().unwrap_or(0) + 1;
+        let msg = ntmutexd::Msg { epoch: c.max_epoch(), body: ntmutexd::Body::Token { epoch, counter, pos } };
+        (ftcore::Protocol::incarnation(c), msg)
+    };
+    sim.after(Duration::ZERO, Action::Request(NodeId(2), ClientId(2), LockRequest::Release));
+    let limit = sim.now() + Duration::from_millis(100);
+    run_until_true(&mut sim, limit, "site 3 never got the token", |w| {
+        w.core(NodeId(3)).is_some_and(|c| c.has_token())
+    })?;
+    let now = sim.now();
+    sim.with_core(NodeId(3), |c| ftcore::Protocol::handle_message(c, now, NodeId(2), inc, msg));
+    sim.run_for(Duration::from_millis(500))
+}
+
+#[test]
+fn refuse_second_token_holds() {
+    holds(duplicated_token(NONE));
+    holds(duplicated_token(NO_LEASES));
+}
+
+#[test]
+fn refuse_second_token_is_needed() {
+    is_needed_by(duplicated_token(NtMutations { accept_second_token: true, ..NONE }), "a second time");
+}
+
+/// Concurrent searches for a lost token (M3.b). The idle holder, 3, is
+/// killed (`kill_idle_holder`); 4 and 5 ask 5 ms later, both along their
+/// `last`, the root 1, which answers both `DeadEnd`: both search at once.
+/// With the election 5 wins (as many accesses as 4, the higher id), 4
+/// sends it its request, and 5 alone regenerates. Without it both
+/// regenerate: each proposal takes promises from part of the sites, which
+/// then refuse the other (below the threshold, or inside the promise
+/// window): neither completes, and the next round waits for the windows.
+fn concurrent_searches(m: NtMutations) -> Result<(), SimError> {
+    let net = NetConfig::reliable(Duration::from_micros(200), T_MSG).every_delay(Duration::from_millis(1));
+    kill_idle_holder_on(net, m, |sim| {
+        sim.after(Duration::from_millis(5), acquire(NodeId(4), ClientId(4)));
+        sim.after(Duration::from_millis(5), acquire(NodeId(5), ClientId(5)));
+    })
+}
+
+#[test]
+fn m3b_election_holds() {
+    holds(concurrent_searches(NONE));
+}
+
+#[test]
+fn m3b_election_is_needed() {
+    is_needed_by(concurrent_searches(NtMutations { no_election: true, ..NONE }), "kill → next grant took");
+}
+
+/// The epoch slot is masked three times over: two proposers that do not
+/// hear each other (`late_lower_epoch`: 1 and 4, the links 1 ↔ 4 held)
+/// propose in the same round. With slots their epochs differ. Without
+/// them the epochs are equal, and a site that promised one refuses the
+/// other twice: the tie refusal (a site acks only an epoch above its
+/// threshold) and the promise window (`Busy` to any other proposer for
+/// `W·(1+ρ)`). Only with all three off do 2 and 3 promise both, and both
+/// proposers complete the same epoch: two tokens.
+#[test]
+fn epoch_slot_masked_by_tie_refusal_and_promise_window() {
+    holds(late_lower_epoch(NtMutations { no_epoch_slot: true, ..NONE }));
+    holds(late_lower_epoch(NtMutations { no_epoch_slot: true, accept_ties: true, ..NONE }));
+    is_needed_by(
+        late_lower_epoch(NtMutations { no_epoch_slot: true, accept_ties: true, no_promise_window: true, ..NONE }),
+        "created a token",
     );
 }

@@ -772,8 +772,13 @@ impl<P: Protocol> Sim<P> {
                 if up {
                     for peer in (1..=self.world.slots.len() as u32).map(NodeId).filter(|p| *p != id) {
                         if self.net.open_between(id, peer) {
-                            let delay = self.net.draw_delay(&mut self.rng);
-                            self.at(now + delay, Action::Unreachable(peer, id));
+                            let mut at = now + self.net.draw_delay(&mut self.rng);
+                            // The connection's end is read after every frame
+                            // sent before it (performance.md, Crash hints).
+                            if let Some(last) = self.net.last_due((id, peer)).filter(|l| *l >= at) {
+                                at = last + Duration::from_micros(1);
+                            }
+                            self.at(at, Action::Unreachable(peer, id));
                         }
                     }
                 }

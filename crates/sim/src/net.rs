@@ -148,6 +148,11 @@ impl<M: Clone> Network<M> {
         self.connected(a, b) && !self.cut.contains(&(a, b)) && !self.cut.contains(&(b, a))
     }
 
+    /// When the last message sent on `link` is (or was) due.
+    pub fn last_due(&self, link: Link) -> Option<Instant> {
+        self.link_last.get(&link).copied()
+    }
+
     /// A one-way delay drawn as a message's would be (before slow links).
     pub fn draw_delay(&self, rng: &mut SeededRng) -> Duration {
         rng.duration_between(self.cfg.delay_min, self.cfg.delay_max)
