@@ -1118,7 +1118,8 @@ fn first_request_of_a_restarted_site(m: NtMutations) -> Result<(), SimError> {
     sim.at(Instant::from_millis(350), acquire(NodeId(3), ClientId(3)));
     sim.run_until(Instant::from_millis(400))?;
     let queued = sim.world().core(NodeId(3)).is_some_and(|c| c.position().is_some());
-    if !sim.world().core(NodeId(2)).is_some_and(|c| c.holder().is_some()) || !queued {
+    let holds = sim.world().core(NodeId(2)).is_some_and(|c| c.holder().is_some());
+    if !holds || !queued {
         return Err(sim.error("expected site 2 to hold with site 3 committed behind it"));
     }
     sim.after(Duration::ZERO, Action::Kill(NodeId(3)));
