@@ -8,7 +8,10 @@
 //! answers with every peer up, and the lock daemons grant `ftctl lock`.
 //! With a cluster key, forged frames on the peer port of every TCP daemon:
 //! a wrong key, another cluster, another version, a sender that is no
-//! member, a replayed sequence number. Config errors are `limits.rs`'s.
+//! member, a replayed sequence number. After each refusal node 1's log
+//! names the cause: a warning with the reason's label (`frame rejected`,
+//! or the refused or timed-out connection). Config errors are
+//! `limits.rs`'s.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -25,6 +28,23 @@ use wire::{ClusterKey, Control, PeerCodec};
 fn rejected(c: &Cluster, daemon: &str, reason: &str) -> f64 {
     let sample = format!("{}_frames_rejected_total{{reason=\"{reason}\"}}", probe::prefix(daemon));
     c.metric(1, &sample).unwrap_or(0.0)
+}
+
+/// Node 1's log has a line with every one of `words` (within 3 s: the
+/// line is written after the metric moves).
+fn logged(c: &Cluster, daemon: &str, words: &[&str]) {
+    let has = || c.log(1).lines().any(|l| words.iter().all(|w| l.contains(w)));
+    assert!(wait_until(Duration::from_secs(3), has), "{daemon}: no log line names the cause: {words:?}");
+}
+
+/// A refused frame is counted and logged with its reason's label.
+fn refused(c: &Cluster, daemon: &str, reason: &str, at_least: f64) {
+    assert!(
+        wait_until(Duration::from_secs(3), || rejected(c, daemon, reason) >= at_least),
+        "{daemon}: frames_rejected_total{{reason=\"{reason}\"}} is {}, not {at_least}",
+        rejected(c, daemon, reason)
+    );
+    logged(c, daemon, &["WARN", "frame rejected", reason]);
 }
 
 /// Writes `bytes` on a new connection to the peer port (after reading its
@@ -49,13 +69,7 @@ fn one_daemon(daemon: &str) {
 }
 
 fn garbage_and_oversized(c: &Cluster, daemon: &str) {
-    let moved = |reason: &str, at_least: f64| {
-        assert!(
-            wait_until(Duration::from_secs(3), || rejected(c, daemon, reason) >= at_least),
-            "{daemon}: frames_rejected_total{{reason=\"{reason}\"}} is {}, not {at_least}",
-            rejected(c, daemon, reason)
-        );
-    };
+    let moved = |reason: &str, at_least: f64| refused(c, daemon, reason, at_least);
     let garbage: Vec<u8> = [0, 0, 0, 40].into_iter().chain([0xAB; 40]).collect();
     let short: Vec<u8> = [0, 0, 0, 10].into_iter().chain([0xCD; 10]).collect();
     // tokenwatchd's peers speak UDP: its datagram suite (garbage, truncated,
@@ -188,10 +202,7 @@ fn forged_frames(daemon: &str) {
             let _ = s.write_all(&f);
         }
         assert_closed(s);
-        assert!(
-            wait_until(Duration::from_secs(3), || rejected(&c, daemon, reason) > before),
-            "{daemon}: a forged frame ({reason}) was not counted"
-        );
+        refused(&c, daemon, reason, before + 1.0);
     }
     still_serving(&c, daemon);
 }
@@ -224,6 +235,7 @@ fn floods(daemon: &str) {
         "{daemon}: {} idle clients, none refused for want of a slot",
         idle.len()
     );
+    logged(&c, daemon, &["WARN", "client connection refused: too many clients"]);
     drop(idle);
     if daemon != "tokenwatchd" {
         let peer = c.node(1).peer;
@@ -233,6 +245,7 @@ fn floods(daemon: &str) {
             "{daemon}: {} idle peer connections, none closed at the handshake deadline",
             idle.len()
         );
+        logged(&c, daemon, &["WARN", "closing peer connection: no valid first frame within"]);
         drop(idle);
         for _ in 0..500 {
             drop(TcpStream::connect(peer));

@@ -240,6 +240,9 @@ fn bad_datagrams_on_the_peer_port_are_dropped_counted_by_reason_and_the_ring_goe
         let sample = format!("tokenwatch_frames_rejected_total{{reason=\"{reason}\"}}");
         let counted = wait_until(Duration::from_secs(5), || c.metric(1, &sample).unwrap_or(0.0) >= 1.0);
         assert!(counted, "{reason}: not counted\n{}", c.scrape(1).unwrap_or_default());
+        // The log names the cause.
+        let has = || c.log(1).lines().any(|l| l.contains("WARN") && l.contains("frame rejected") && l.contains(reason));
+        assert!(wait_until(Duration::from_secs(3), has), "{reason}: no log line names it");
     }
     // The ring goes on: passes continue and locks are granted everywhere.
     assert!(
