@@ -1,7 +1,8 @@
 //! Bounded exhaustive model check of the tokenwatchd core (`sim::model`):
 //! from snapshots taken along a simulated run with every fault kind over
 //! a lossy datagram network, every interleaving of deliveries (in any
-//! order: UDP reorders), the loss of one datagram, late timers (pauses), a
+//! order: UDP reorders), the loss of one datagram and the duplication of
+//! one (each of any datagram in flight), late timers (pauses), a
 //! crash with a restart (disk kept or wiped) and the clients' releases, up
 //! to a depth and a horizon. The judge is reliability.md's stage after
 //! leases, from the clients' side (`LockJudge`).
@@ -30,7 +31,7 @@ fn judge(j: &mut LockJudge, t: Instant, node: NodeId, seen: Seen<'_, TwEvent, Lo
 
 /// Seed `seed`'s run with every fault kind over 10 % loss and 5 %
 /// duplication (rules `m` off), checked from a snapshot every `every_ms`,
-/// each to `bounds` (UDP: one loss, no failure hint). The simulated
+/// each to `bounds` (UDP: one loss, one duplicate, no failure hint). The simulated
 /// clients may let go at any point.
 fn check(seed: u64, m: TwMutations, every_ms: u64, horizon_ms: u64, depth: usize) -> Summary {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.1, 0.05);
@@ -44,7 +45,7 @@ fn check(seed: u64, m: TwMutations, every_ms: u64, horizon_ms: u64, depth: usize
         ..FaultPlan::everything(N).with_clients(clients)
     };
     sim.random_faults(&plan);
-    let bounds = Bounds { losses: 1, hints: false, ..Bounds::near(Duration::from_millis(horizon_ms), depth) };
+    let bounds = Bounds { losses: 1, dups: 1, hints: false, ..Bounds::near(Duration::from_millis(horizon_ms), depth) };
     let model = CoreModel::new(
         N,
         TwConfig { mutations: m, ..cfg() },

@@ -14,6 +14,8 @@
 //!   reorders), at any later point: delays beyond every window are included;
 //! - **loss** of any datagram, up to a bound (reliable channels lose only
 //!   what was on its way to a process that died);
+//! - **duplication** of any datagram, up to a bound (a copy joins the link,
+//!   to arrive in any order; reliable channels never duplicate);
 //! - **timers** firing at or after their deadline: the global clock jumps to
 //!   the deadline of the node that fires, so a node whose timer fires late
 //!   was paused (a GC pause, SIGSTOP) and any node may be paused for any
@@ -24,7 +26,8 @@
 //! - the TCP transport's **failure hint** (`handle_peer_unreachable`) about
 //!   a crashed peer, at any point after the crash, or never.
 //!
-//! Bounds: the clock's horizon, the number of crashes, wipes and losses,
+//! Bounds: the clock's horizon, the number of crashes, wipes, losses and
+//! duplicates,
 //! the messages in flight on a link, and the clients' scripts. Time moves
 //! only to a node's deadline (not to the instants in between), there is one
 //! clock (drift is not modelled: the `(1±ρ)` arithmetic is unit-tested in
@@ -94,6 +97,8 @@ pub struct Bounds {
     pub wipes: u8,
     /// Datagrams lost in all (datagram channels only).
     pub losses: u8,
+    /// Datagrams duplicated in all (datagram channels only).
+    pub dups: u8,
     /// Deliver the failure hint after a crash (reliable channels only).
     pub hints: bool,
     /// A state with more messages than this on one link is not explored.
@@ -104,10 +109,10 @@ pub struct Bounds {
 
 impl Bounds {
     /// `depth` steps within `horizon`, with one crash (its restart with
-    /// the disk kept or wiped), the failure hint, no loss, six messages in
-    /// flight per link.
+    /// the disk kept or wiped), the failure hint, no loss or duplication,
+    /// six messages in flight per link.
     pub fn near(horizon: Duration, depth: usize) -> Self {
-        Bounds { horizon, crashes: 1, wipes: 1, losses: 0, hints: true, in_flight: 6, depth: Some(depth) }
+        Bounds { horizon, crashes: 1, wipes: 1, losses: 0, dups: 0, hints: true, in_flight: 6, depth: Some(depth) }
     }
 }
 
@@ -177,6 +182,8 @@ pub struct State<C, D, M, J> {
     pub wipes: u8,
     /// Datagrams lost so far.
     pub losses: u8,
+    /// Datagrams duplicated so far.
+    pub dups: u8,
     /// The judge.
     pub judge: J,
     /// The first invariant the judge found broken.
@@ -193,6 +200,8 @@ pub enum Step {
     Deliver { from: NodeId, to: NodeId, index: usize },
     /// The message at `index` on the link `from → to` is lost.
     Lose { from: NodeId, to: NodeId, index: usize },
+    /// The message at `index` on the link `from → to` is duplicated.
+    Duplicate { from: NodeId, to: NodeId, index: usize },
     /// The node's earliest timer fires (the clock moves to it if later).
     Fire(NodeId),
     /// The client (index into the scripts) sends its next request.
@@ -359,6 +368,7 @@ where
             crashes: 0,
             wipes: 0,
             losses: 0,
+            dups: 0,
             judge: self.judge.clone(),
             broken: None,
         };
@@ -398,6 +408,9 @@ where
                             }
                             if s.losses < self.bounds.losses {
                                 out.push(Step::Lose { from, to, index });
+                            }
+                            if s.dups < self.bounds.dups && link.len() < self.bounds.in_flight {
+                                out.push(Step::Duplicate { from, to, index });
                             }
                         }
                     }
@@ -455,6 +468,12 @@ where
                 let l = self.link(from, to);
                 s.links[l].remove(index)?;
                 s.losses += 1;
+            }
+            Step::Duplicate { from, to, index } => {
+                let l = self.link(from, to);
+                let copy = s.links[l].get(index)?.clone();
+                s.links[l].push_back(copy);
+                s.dups += 1;
             }
             Step::Fire(id) => {
                 let core = s.nodes[id.0 as usize - 1].core.as_mut()?;

@@ -1138,6 +1138,22 @@ fn in_order(
     Ok(())
 }
 
+/// The judge of duplication: no receiver sees one sender life's sequence
+/// number twice.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct Once {
+    seen: BTreeSet<(NodeId, NodeId, Incarnation, u64)>,
+}
+
+fn once(j: &mut Once, _: Instant, node: NodeId, seen: model::Seen<'_, ToyEvent, ToyReply>) -> Result<(), String> {
+    if let model::Seen::Event(ToyEvent::Got { from, inc, seq }) = seen {
+        if !j.seen.insert((node, *from, *inc, *seq)) {
+            return Err(format!("{node} got {seq} from {from} twice"));
+        }
+    }
+    Ok(())
+}
+
 fn toy_model(channel: Channel, bounds: model::Bounds) -> model::CoreModel<Toy, InOrder> {
     model::CoreModel::new(2, false, channel, bounds, (InOrder::default(), in_order, |j: &InOrder| j.got))
 }
@@ -1164,7 +1180,23 @@ fn the_model_explores_every_order_its_channel_allows() {
     let checker = reliable.checker().spawn_bfs().join();
     checker.assert_no_discovery(model::SAFE);
     assert!(checker.unique_state_count() > 100);
-    let datagram = toy_model(Channel::Datagram, bounds);
+    let datagram = toy_model(Channel::Datagram, bounds.clone());
     let sum = start(&datagram);
     assert!(sum.broken.first().is_some_and(|b| b.contains(" after ")), "{sum}");
+    // Duplication: within the bound a datagram arrives twice; nothing on a
+    // reliable link ever does, nor without the bound.
+    let twice = |channel, dups| {
+        let bounds = model::Bounds { dups, ..bounds.clone() };
+        let got = |j: &Once| j.seen.len() as u32;
+        let m = model::CoreModel::new(2, false, channel, bounds, (Once::default(), once, got));
+        let mut sim =
+            Sim::<Toy>::new(0, 2, NetConfig::reliable(Duration::from_millis(1), Duration::from_millis(1)), false);
+        m.check_from(model::snapshots(&mut sim, Duration::from_millis(5), ms(5), Once::default(), once).unwrap())
+    };
+    let sum = twice(Channel::Reliable, 1);
+    assert!(sum.broken.is_empty(), "{sum}: {:?}", sum.broken);
+    let sum = twice(Channel::Datagram, 0);
+    assert!(sum.broken.is_empty(), "{sum}: {:?}", sum.broken);
+    let sum = twice(Channel::Datagram, 1);
+    assert!(sum.broken.first().is_some_and(|b| b.contains(" twice")), "{sum}");
 }
