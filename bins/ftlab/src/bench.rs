@@ -12,6 +12,8 @@
 //!   are checked (exit status 1 when a check fails).
 //! - `ftlab bench ntmutexd --against etcd`: the same contended lock
 //!   workload against a local single-member etcd, side by side.
+//! - `ftlab bench DAEMON --idle`: the cluster with no client, once
+//!   recovered: each node's CPU and resident memory.
 //!
 //! Nothing here asserts a speed: a target missed is reported, not an error.
 
@@ -24,6 +26,7 @@ use clap::Args;
 
 mod baseline;
 mod etcd;
+mod idle;
 mod load;
 
 pub use baseline::peer;
@@ -52,6 +55,11 @@ pub struct BenchArgs {
     /// only; needs `etcd` on PATH).
     #[arg(long, value_name = "SYSTEM")]
     against: Option<String>,
+    /// No client: measure the idle cluster's CPU and resident memory per
+    /// node (performance.md: < 1 % of a core, < 15 MiB), from when every
+    /// node has recovered and 3 s have passed.
+    #[arg(long, conflicts_with_all = ["clients", "loss", "against"])]
+    idle: bool,
     /// Extra TOML appended to every node's config (e.g.
     /// `token_min_hold_ms = 0`); default timings otherwise.
     #[arg(long, value_name = "TOML")]
@@ -71,8 +79,8 @@ pub struct PeerArgs {}
 
 pub fn run(a: BenchArgs) -> Result<ExitCode> {
     if a.target == "baseline" {
-        if a.loss.is_some() || a.against.is_some() || a.extra.is_some() {
-            bail!("ftlab bench baseline takes no --loss, --against or --extra");
+        if a.loss.is_some() || a.against.is_some() || a.extra.is_some() || a.idle {
+            bail!("ftlab bench baseline takes no --loss, --against, --extra or --idle");
         }
         return baseline::run(a.dir, a.json);
     }
@@ -96,12 +104,25 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
     if a.n == 0 {
         bail!("-n must be at least 1");
     }
-    let clients = a.clients.unwrap_or(a.n);
-    if clients == 0 {
-        bail!("--clients must be at least 1");
-    }
     if a.duration.is_zero() {
         bail!("--duration must be positive");
+    }
+    if a.idle {
+        ftlab::check_daemon(&a.target)?;
+        let opts = load::Opts {
+            daemon: a.target.clone(),
+            n: a.n,
+            clients: 0,
+            duration: a.duration,
+            loss: None,
+            extra: a.extra.unwrap_or_default(),
+            json: a.json,
+        };
+        return idle::run(&opts);
+    }
+    let clients = a.clients.unwrap_or(a.n);
+    if clients == 0 {
+        bail!("--clients must be at least 1 (--idle measures a cluster with none)");
     }
     ftlab::check_daemon(&a.target)?;
     let etcd_bin = match &a.against {

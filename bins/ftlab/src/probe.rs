@@ -179,3 +179,15 @@ fn clock_ticks() -> f64 {
             .unwrap_or(100.0)
     })
 }
+
+/// Resident memory of process `pid` (`VmRSS` of /proc/PID/status), bytes.
+pub fn rss_bytes(pid: u32) -> Result<u64> {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).with_context(|| format!("read /proc/{pid}/status"))?;
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .ok_or_else(|| anyhow!("no VmRSS in /proc/{pid}/status"))?;
+    Ok(kib * 1024)
+}

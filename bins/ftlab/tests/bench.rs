@@ -120,3 +120,33 @@ fn against_etcd_without_etcd_on_path_says_so_and_measures_nothing() {
     assert_ne!(code, 0);
     assert!(err.contains("ntmutexd only"), "{err}");
 }
+
+#[test]
+fn idle_gives_cpu_and_memory_per_node() {
+    let _one = serial();
+    let (code, out, err) = ftlab(&["bench", "ntmutexd", "--idle", "-n", "3", "--duration", "1s", "--json"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(raw(&out, "idle"), "true", "{out}");
+    assert_eq!(out.matches("\"cpu_share\":").count(), 3, "one figure per node: {out}");
+    let max = num(&out, "cpu_share_max");
+    assert!((0.0..=2.0).contains(&max), "a share of one core (two at most here): {out}");
+    assert!(num(&out, "cpu_share_mean") <= max, "{out}");
+    // A running daemon has some resident memory, and far less than 1 GiB.
+    let rss = num(&out, "rss_bytes_max");
+    assert!(rss > 1e6 && rss < 1e9, "{out}");
+    assert_eq!(num(&out, "cpu_target"), 0.01);
+    assert_eq!(raw(&out, "rss_met"), if rss < 15.0 * 1024.0 * 1024.0 { "true" } else { "false" }, "{out}");
+}
+
+#[test]
+fn idle_takes_no_clients_and_no_baseline() {
+    let (code, _, err) = ftlab(&["bench", "ntmutexd", "--idle", "--clients", "2"], &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--clients") && err.contains("--idle"), "{err}");
+    let (code, _, err) = ftlab(&["bench", "baseline", "--idle"], &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("takes no") && err.contains("--idle"), "{err}");
+    let (code, _, err) = ftlab(&["bench", "ntmutexd", "--clients", "0"], &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--idle measures a cluster with none"), "{err}");
+}

@@ -388,7 +388,7 @@ fn run_etcd(bin: &std::path::Path, o: &Opts) -> Result<EtcdRun> {
 }
 
 /// The daemon's own keys and timing, from `--check-config` of node 1.
-fn settings_of(daemon: &str, c: &Cluster) -> Result<String> {
+pub fn settings_of(daemon: &str, c: &Cluster) -> Result<String> {
     let path = c.config_path(1);
     let path = path.to_str().ok_or_else(|| anyhow!("config path is not UTF-8"))?;
     let (code, out, err) = ftlab::run_once(daemon, &["--config", path, "--check-config"], &[])?;

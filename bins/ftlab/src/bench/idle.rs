@@ -1,0 +1,108 @@
+//! `ftlab bench DAEMON --idle`: a cluster at the daemons' default timings
+//! with no client, measured once every node has recovered and the cluster
+//! has settled: each node's CPU (utime + stime from /proc, as a share of
+//! one core) and resident memory, next to performance.md's target (an idle
+//! daemon: < 1 % of a core, < 15 MiB RSS).
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Result};
+use ftlab::Cluster;
+
+use super::load::Opts;
+use crate::json::J;
+
+/// After every node reports recovered, this long before measuring: the
+/// first token or leader is made, and start-up traffic has passed.
+const SETTLE: Duration = Duration::from_secs(3);
+/// performance.md: an idle daemon uses less than this share of a core ...
+const CPU_TARGET: f64 = 0.01;
+/// ... and less than this resident memory.
+const RSS_TARGET: u64 = 15 * 1024 * 1024;
+
+/// One node's figures.
+struct Node {
+    id: u32,
+    cpu_share: f64,
+    rss: u64,
+}
+
+pub fn run(o: &Opts) -> Result<ExitCode> {
+    let mut c = Cluster::configure_in(&o.daemon, o.n, &o.extra, None)?;
+    let settings = super::load::settings_of(&o.daemon, &c)?;
+    if !o.json {
+        eprintln!("ftlab bench {} --idle: starting {} nodes, no client …", o.daemon, o.n);
+    }
+    c.start_all()?;
+    std::thread::sleep(SETTLE);
+    let pids: Vec<u32> = (1..=o.n as u32)
+        .map(|id| c.pid(id).ok_or_else(|| anyhow!("node {id} is not running; its log:\n{}", c.log(id))))
+        .collect::<Result<_>>()?;
+    if !o.json {
+        eprintln!("  recovered and settled; measuring {:?} …", o.duration);
+    }
+    let before: Vec<f64> = pids.iter().map(|p| ftlab::probe::cpu_us(*p)).collect::<Result<_>>()?;
+    let t = Instant::now();
+    std::thread::sleep(o.duration);
+    let window = t.elapsed().as_secs_f64();
+    let after: Vec<f64> = pids.iter().map(|p| ftlab::probe::cpu_us(*p)).collect::<Result<_>>()?;
+    let nodes: Vec<Node> = pids
+        .iter()
+        .zip(before.iter().zip(&after))
+        .enumerate()
+        .map(|(i, (pid, (b, a)))| {
+            Ok(Node { id: i as u32 + 1, cpu_share: (a - b) / 1e6 / window, rss: ftlab::probe::rss_bytes(*pid)? })
+        })
+        .collect::<Result<_>>()?;
+    let max_cpu = nodes.iter().map(|n| n.cpu_share).fold(0.0, f64::max);
+    let mean_cpu = nodes.iter().map(|n| n.cpu_share).sum::<f64>() / nodes.len().max(1) as f64;
+    let max_rss = nodes.iter().map(|n| n.rss).max().unwrap_or(0);
+    let (cpu_met, rss_met) = (max_cpu < CPU_TARGET, max_rss < RSS_TARGET);
+    let mib = |b: u64| b as f64 / 1024.0 / 1024.0;
+    if o.json {
+        let per_node = nodes
+            .iter()
+            .map(|n| {
+                J::obj([
+                    ("node", J::from(n.id as usize)),
+                    ("cpu_share", J::from(n.cpu_share)),
+                    ("rss_bytes", J::from(n.rss)),
+                ])
+            })
+            .collect();
+        let top = J::obj([
+            ("daemon", J::s(&o.daemon)),
+            ("n", J::from(o.n)),
+            ("idle", J::Bool(true)),
+            ("settings", J::s(&settings)),
+            ("window_s", J::from(window)),
+            ("nodes", J::Arr(per_node)),
+            ("cpu_share_mean", J::from(mean_cpu)),
+            ("cpu_share_max", J::from(max_cpu)),
+            ("cpu_target", J::from(CPU_TARGET)),
+            ("cpu_met", J::Bool(cpu_met)),
+            ("rss_bytes_max", J::from(max_rss)),
+            ("rss_target_bytes", J::from(RSS_TARGET)),
+            ("rss_met", J::Bool(rss_met)),
+        ]);
+        println!("{top}");
+    } else {
+        println!("{} × {} idle (no client), {:.1} s after recovery + {SETTLE:?}", o.n, o.daemon, window);
+        println!("settings: {settings}");
+        println!("{:<6} {:>10} {:>10}", "node", "CPU", "RSS");
+        for n in &nodes {
+            println!("{:<6} {:>9.2}% {:>6.1} MiB", n.id, n.cpu_share * 100.0, mib(n.rss));
+        }
+        let met = |m: bool| if m { "met" } else { "NOT met" };
+        println!(
+            "CPU: mean {:.2} %, max {:.2} % of a core (target < 1 %: {}); RSS: max {:.1} MiB (target < 15 MiB: {})",
+            mean_cpu * 100.0,
+            max_cpu * 100.0,
+            met(cpu_met),
+            mib(max_rss),
+            met(rss_met)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
