@@ -47,6 +47,15 @@ fn demo_kills_each_daemons_critical_node_and_every_check_passes() {
         let recovery: f64 = field(&out, at, "recovery_ms").parse().unwrap_or_else(|_| panic!("{daemon}: {out}"));
         let detection: f64 = field(&out, at, "detection_ms").parse().unwrap_or_else(|_| panic!("{daemon}: {out}"));
         assert!(recovery > 0.0 && detection > 0.0, "{daemon}: {out}");
+        if daemon == "electd" {
+            // Every survivor names the new coordinator before its first
+            // grant, which waits the failover gap.
+            let known: f64 =
+                field(&out, at, "new_coordinator_known_ms").parse().unwrap_or_else(|_| panic!("{daemon}: {out}"));
+            assert!(known > 0.0 && known < recovery, "{daemon}: {out}");
+        } else {
+            assert_eq!(field(&out, at, "new_coordinator_known_ms"), "null", "{daemon}: {out}");
+        }
         assert_eq!(field(&out, at, "rejoined"), "true", "{daemon}: {out}");
         assert_eq!(field(&out, at, "safety_ok"), "true", "{daemon}: {out}");
         if daemon != "hbringd" {
@@ -63,7 +72,16 @@ fn demo_prints_a_table() {
     // One daemon's worth is enough to see the table: -n 3 keeps it short.
     let (code, out, err) = ftlab(&["demo", "--no-build", "-n", "3"]);
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    for word in ["daemon", "detection", "recovery", "ntmutexd", "electd", "ringd", "every check passed"] {
+    for word in [
+        "daemon",
+        "detection",
+        "recovery",
+        "ntmutexd",
+        "electd",
+        "ringd",
+        "named the new coordinator",
+        "every check passed",
+    ] {
         assert!(out.contains(word), "{word} missing:\n{out}");
     }
 }
