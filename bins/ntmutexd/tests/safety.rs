@@ -933,9 +933,6 @@ not_shown! {
     epoch_slot_holds, epoch_slot_is_needed, no_epoch_slot;
     tie_refusal_holds, tie_refusal_is_needed, accept_ties;
     minority_no_bootstrap_holds, minority_no_bootstrap_is_needed, minority_bootstrap;
-    unrecovered_no_token_holds, unrecovered_no_token_is_needed, unrecovered_takes_token;
-    unrecovered_no_lease_ack_holds, unrecovered_no_lease_ack_is_needed, unrecovered_acks;
-    stale_renewals_refused_holds, stale_renewals_refused_is_needed, ack_stale_renewals;
 }
 
 // ------------------------------------------ rules of the queue's repair
@@ -1218,6 +1215,52 @@ fn m3b_election_is_needed() {
     is_needed_by(concurrent_searches(NtMutations { no_election: true, ..NONE }), "kill → next grant took");
 }
 
+/// A token reaching a wiped node before it has recovered. No transport
+/// delivers one (a frame meant for the old process dies with its
+/// connections, and an unrecovered node stays out of the queue, so nobody
+/// sends it a token): like `duplicated_token`, the frame is emulated. N =
+/// 3: 2 holds (its client holds on) with 3 queued behind it; 3's host
+/// loses its disk and 3 restarts as a fresh node, its client asking again;
+/// 5 ms later, still inside 3's restart window (unrecovered), a copy of
+/// the token 2 holds is handed to 3's core. With the rule 3 refuses it
+/// (it knows no threshold to judge it by). Without it 3 takes a second
+/// token of the epoch in use, its renewals are acked, and it grants
+/// beside 2's client.
+fn token_copy_at_a_wiped_node(m: NtMutations) -> Result<(), SimError> {
+    let mut sim = token_from_2_to_3(m)?;
+    let (inc, msg) = {
+        let w = sim.world();
+        let c = w.core(NodeId(2)).expect("site 2 runs");
+        let (epoch, counter) = lockservice::fence_parts(c.holder().expect("site 2 holds").1);
+        let msg = ntmutexd::Msg { epoch: c.max_epoch(), body: ntmutexd::Body::Token { epoch, counter, pos: 1 } };
+        (ftcore::Protocol::incarnation(c), msg)
+    };
+    sim.after(Duration::ZERO, Action::Crash(NodeId(3)));
+    sim.after(Duration::ZERO, Action::WipeDisk(NodeId(3)));
+    sim.after(Duration::from_millis(1), Action::Restart(NodeId(3)));
+    sim.after(Duration::from_millis(2), acquire(NodeId(3), ClientId(3)));
+    sim.run_for(Duration::from_millis(6))?;
+    if sim.world().core(NodeId(3)).is_none_or(|c| c.stored().recovered()) {
+        return Err(sim.error("site 3 is not an unrecovered fresh node"));
+    }
+    let now = sim.now();
+    sim.with_core(NodeId(3), |c| ftcore::Protocol::handle_message(c, now, NodeId(2), inc, msg));
+    sim.run_for(Duration::from_millis(300))
+}
+
+#[test]
+fn unrecovered_no_token_holds() {
+    holds(token_copy_at_a_wiped_node(NONE));
+}
+
+#[test]
+fn unrecovered_no_token_is_needed() {
+    is_needed_by(
+        token_copy_at_a_wiped_node(NtMutations { unrecovered_takes_token: true, ..NONE }),
+        "(detector accurate)",
+    );
+}
+
 /// The epoch slot is masked three times over: two proposers that do not
 /// hear each other (`late_lower_epoch`: 1 and 4, the links 1 ↔ 4 held)
 /// propose in the same round. With slots their epochs differ. Without
@@ -1285,4 +1328,102 @@ fn slow_queue_survey() {
         eprintln!("{name}: {} of {seeds} failed: {failed:?}; sent (unlink, dead_end, request): {sent:?}", failed.len());
         assert!(name != "none" || failed.is_empty(), "with every rule on, seeds {failed:?} failed");
     }
+}
+
+/// A stale holder's renewal meets a wiped node. N = 3: 1 holds (its
+/// client holds on) with a second client waiting there, and is paused
+/// (SIGSTOP) with the links into it cut; 2 and 3 regenerate and 3 grants
+/// (its client holds on). Then 2 loses its disk and restarts, hearing
+/// only from 1 (3 → 2 is cut too: else 2 learns the newer epoch and 1
+/// learns it from 2's envelope). 1 resumes inside 2's restart window and
+/// renews its old token's lease to grant its waiting client; 2, a fresh
+/// node that knows no threshold, cannot tell the renewal is stale. With
+/// the rule it does not ack; without it, 1 counts itself and 2, a
+/// majority, and grants while 3's client holds.
+fn stale_renewal_meets_a_wiped_node(m: NtMutations) -> Result<(), SimError> {
+    let mut sim = stubborn(7, 3, &[1, 3], m);
+    sim.check(lease_safety());
+    sim.at(Instant::from_millis(300), acquire(NodeId(1), ClientId(1)));
+    sim.at(Instant::from_millis(310), acquire(NodeId(1), ClientId(11)));
+    sim.run_until(Instant::from_millis(400))?;
+    if sim.world().core(NodeId(1)).and_then(|c| c.holder()).is_none() {
+        return Err(sim.error("site 1's client was not granted"));
+    }
+    sim.after(Duration::ZERO, Action::Pause(NodeId(1)));
+    // Nothing of the newer epoch reaches 1: the links into it are cut (a
+    // partition one way); 2's comes back with its new life.
+    sim.after(Duration::ZERO, Action::Cut(NodeId(2), NodeId(1)));
+    sim.after(Duration::ZERO, Action::Cut(NodeId(3), NodeId(1)));
+    sim.after(Duration::from_millis(10), acquire(NodeId(3), ClientId(3)));
+    let limit = sim.now() + Duration::from_millis(1_000);
+    run_until_true(&mut sim, limit, "site 3 was not granted", |w| {
+        grants(w).iter().any(|(t, n, _)| *n == NodeId(3) && *t > Instant::from_millis(400))
+    })?;
+    sim.after(Duration::ZERO, Action::Crash(NodeId(2)));
+    // 2's new life hears nothing from 3 either (else it learns the newer
+    // epoch, and 1 learns it from 2's envelope).
+    sim.after(Duration::ZERO, Action::Cut(NodeId(3), NodeId(2)));
+    sim.after(Duration::ZERO, Action::WipeDisk(NodeId(2)));
+    sim.after(Duration::from_millis(1), Action::Restart(NodeId(2)));
+    sim.after(Duration::from_millis(1), Action::Uncut(NodeId(2), NodeId(1)));
+    sim.after(Duration::from_millis(5), Action::Resume(NodeId(1)));
+    sim.run_for(Duration::from_millis(8))?;
+    if sim.world().core(NodeId(2)).is_none_or(|c| c.stored().recovered()) {
+        return Err(sim.error("site 2 is not an unrecovered fresh node"));
+    }
+    sim.run_for(Duration::from_millis(300))
+}
+
+#[test]
+fn unrecovered_no_lease_ack_holds() {
+    holds(stale_renewal_meets_a_wiped_node(NONE));
+}
+
+#[test]
+fn unrecovered_no_lease_ack_is_needed() {
+    is_needed_by(stale_renewal_meets_a_wiped_node(NtMutations { unrecovered_acks: true, ..NONE }), "holds until");
+}
+
+/// A stale holder's renewal reaches a site that promised the newer epoch
+/// but has not yet seen it in use (the window the envelope leaves open:
+/// every ack carries the acker's epoch in use). N = 3: 1 holds (its
+/// client holds on) with a second client waiting there, and is paused
+/// with the link 3 → 1 cut; 3 asks, searches and proposes, and 2
+/// promises. Then the link 3 → 2 is held, so the new token's use does not
+/// reach 2 yet, and 1 resumes and renews its old token's lease. With the
+/// rule 2 refuses the renewal (it promised a higher epoch) and 1 drops the
+/// token. Without it 2 acks, its envelope still naming the old epoch, and 1
+/// grants its waiting client; when 3 → 2 is released, 2 acks 3's renewal
+/// too and 3 grants while 1's client holds.
+fn stale_renewal_meets_a_promise(m: NtMutations) -> Result<(), SimError> {
+    let mut sim = stubborn(8, 3, &[1, 3], m);
+    sim.check(lease_safety());
+    sim.at(Instant::from_millis(300), acquire(NodeId(1), ClientId(1)));
+    sim.at(Instant::from_millis(310), acquire(NodeId(1), ClientId(11)));
+    sim.run_until(Instant::from_millis(400))?;
+    if sim.world().core(NodeId(1)).and_then(|c| c.holder()).is_none() {
+        return Err(sim.error("site 1's client was not granted"));
+    }
+    let old = sim.world().core(NodeId(2)).map_or(0, |c| c.stored().threshold());
+    sim.after(Duration::ZERO, Action::Pause(NodeId(1)));
+    sim.after(Duration::ZERO, Action::Cut(NodeId(3), NodeId(1)));
+    sim.after(Duration::from_millis(10), acquire(NodeId(3), ClientId(3)));
+    let limit = sim.now() + Duration::from_millis(1_000);
+    run_until_true(&mut sim, limit, "site 2 never promised a newer epoch", |w| {
+        w.core(NodeId(2)).is_some_and(|c| c.stored().threshold() > old)
+    })?;
+    sim.hold(NodeId(3), NodeId(2));
+    sim.after(Duration::from_millis(1), Action::Resume(NodeId(1)));
+    sim.after(Duration::from_millis(40), Action::Release(NodeId(3), NodeId(2)));
+    sim.run_for(Duration::from_millis(300))
+}
+
+#[test]
+fn stale_renewals_refused_holds() {
+    holds(stale_renewal_meets_a_promise(NONE));
+}
+
+#[test]
+fn stale_renewals_refused_is_needed() {
+    is_needed_by(stale_renewal_meets_a_promise(NtMutations { ack_stale_renewals: true, ..NONE }), "holds until");
 }
