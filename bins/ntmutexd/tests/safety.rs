@@ -932,7 +932,6 @@ not_shown! {
     fresh_seq_on_m3_holds, fresh_seq_on_m3_is_needed, keep_seq_on_m3;
     epoch_slot_holds, epoch_slot_is_needed, no_epoch_slot;
     tie_refusal_holds, tie_refusal_is_needed, accept_ties;
-    minority_no_bootstrap_holds, minority_no_bootstrap_is_needed, minority_bootstrap;
 }
 
 // ------------------------------------------ rules of the queue's repair
@@ -1098,6 +1097,21 @@ fn no_forward_to_suspected_last_is_needed() {
 /// (`(N + 1)·t_msg` = 120 ms) before it searches. The check: a request is
 /// served before its COMMIT timer would fire when no message was lost.
 fn first_request_of_a_restarted_site(m: NtMutations) -> Result<(), SimError> {
+    restarted_site_asks(m, false)
+}
+
+/// `first_request_of_a_restarted_site`, 3 restarting cut off from every
+/// peer for 80 ms (twice its join timer, `2·t_msg`), then asking 20 ms
+/// after the heal. With the minority rule 3 keeps asking (`Hello`) until a
+/// majority answers, hears that the cluster runs and joins as a new life of
+/// it (`last` unknown). Without it, hearing nobody, 3 takes the silence for
+/// a cluster's first start: it joins with `last` = the configured root, 1,
+/// and its first request comes back to it, as without the restart rule.
+fn restarted_site_alone_at_first(m: NtMutations) -> Result<(), SimError> {
+    restarted_site_asks(m, true)
+}
+
+fn restarted_site_asks(m: NtMutations, alone: bool) -> Result<(), SimError> {
     let net = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(1));
     let config = defaults_with(m);
     let commit_timer = config.t_msg * 6;
@@ -1122,7 +1136,12 @@ fn first_request_of_a_restarted_site(m: NtMutations) -> Result<(), SimError> {
     sim.after(Duration::ZERO, Action::Kill(NodeId(3)));
     sim.after(Duration::from_millis(5), Action::Request(NodeId(2), ClientId(2), LockRequest::Release));
     sim.after(Duration::from_millis(10), Action::Restart(NodeId(3)));
-    let asked = sim.now() + Duration::from_millis(20);
+    let mut asked = sim.now() + Duration::from_millis(20);
+    if alone {
+        sim.after(Duration::from_millis(10), Action::Partition(vec![NodeId(3)]));
+        sim.after(Duration::from_millis(90), Action::Heal);
+        asked = sim.now() + Duration::from_millis(110);
+    }
     sim.at(asked, acquire(NodeId(3), ClientId(3)));
     sim.run_for(Duration::from_millis(1_000))?;
     let Some((at, _, _)) = grants(sim.world()).into_iter().find(|(t, n, _)| *n == NodeId(3) && *t > asked) else {
@@ -1135,6 +1154,19 @@ fn first_request_of_a_restarted_site(m: NtMutations) -> Result<(), SimError> {
         )));
     }
     Ok(())
+}
+
+#[test]
+fn minority_no_bootstrap_holds() {
+    holds(restarted_site_alone_at_first(NONE));
+}
+
+#[test]
+fn minority_no_bootstrap_is_needed() {
+    is_needed_by(
+        restarted_site_alone_at_first(NtMutations { minority_bootstrap: true, ..NONE }),
+        "waited for the COMMIT timer",
+    );
 }
 
 #[test]
