@@ -40,7 +40,8 @@ use std::{
 use bytes::{BufMut, BytesMut};
 use ftcore::Message;
 use membership::{Incarnation, NodeId};
-use tokio::{net::UdpSocket, sync::mpsc};
+use tokio::io::{unix::AsyncFd, Interest};
+use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, warn};
 
@@ -155,16 +156,22 @@ impl<M: Message> UdpTransport<M> {
     pub async fn bind(cfg: TransportConfig, incoming: mpsc::Sender<Incoming<M>>) -> Result<Self, TransportError> {
         cfg.validate()?;
         let bind_err = |source| TransportError::Bind { addr: cfg.listen, source };
-        // Two handles on one socket: tokio's for the receive task, a plain
+        // Two handles on one socket: one registered with tokio's reactor
+        // for reading only, for the receive task (a send then wakes no
+        // task: with tokio's `UdpSocket`, registered for both, every send
+        // woke the reactor once more for writability), and a plain
         // non-blocking one for sending, whose `send_to` says WouldBlock
-        // only when the socket buffer really is full (tokio's
-        // `try_send_to` also refuses until the reactor has first seen the
-        // socket writable).
+        // only when the socket buffer really is full.
         let std_socket = std::net::UdpSocket::bind(cfg.listen).map_err(bind_err)?;
         std_socket.set_nonblocking(true).map_err(bind_err)?;
         let local = std_socket.local_addr().map_err(bind_err)?;
         let send_socket = std_socket.try_clone().map_err(bind_err)?;
-        let socket = UdpSocket::from_std(std_socket).map_err(bind_err)?;
+        // `with_interest` is deprecated because a generic `T` might change
+        // the fd it returns; a `std::net::UdpSocket` owns its one fd for its
+        // whole life, which is the condition tokio's sound `unsafe`
+        // constructor states (this crate forbids `unsafe`).
+        #[allow(deprecated)]
+        let socket = AsyncFd::with_interest(std_socket, Interest::READABLE).map_err(bind_err)?;
         let now = Instant::now();
         let links = cfg
             .members
@@ -362,7 +369,7 @@ async fn hello_task<M: Message>(shared: Arc<Shared<M>>) {
 /// Receives datagrams, checks their address, frame and number, answers
 /// Hellos, and delivers protocol messages.
 async fn udp_receive<M: Message>(
-    socket: UdpSocket,
+    socket: AsyncFd<std::net::UdpSocket>,
     shared: Arc<Shared<M>>,
     incoming: mpsc::Sender<Incoming<M>>,
     inboxes: HashMap<NodeId, mpsc::Sender<Incoming<M>>>,
@@ -373,7 +380,7 @@ async fn udp_receive<M: Message>(
     let mut buf = vec![0u8; max + 1];
     let mut windows: HashMap<NodeId, ReplayWindow> = HashMap::new();
     loop {
-        let (n, remote) = match socket.recv_from(&mut buf).await {
+        let (n, remote) = match recv_from(&socket, &mut buf).await {
             Ok(x) => x,
             Err(e) => {
                 debug!("udp receive failed: {e}");
@@ -400,6 +407,19 @@ async fn udp_receive<M: Message>(
             }
             Ok(None) => {}
             Err(r) => report(&incoming, &shared.stats, r, remote),
+        }
+    }
+}
+
+/// The next datagram, waiting for the socket to be readable.
+async fn recv_from(
+    socket: &AsyncFd<std::net::UdpSocket>,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, std::net::SocketAddr)> {
+    loop {
+        let mut ready = socket.readable().await?;
+        if let Ok(r) = ready.try_io(|s| s.get_ref().recv_from(buf)) {
+            return r;
         }
     }
 }
