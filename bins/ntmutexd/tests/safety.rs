@@ -643,6 +643,24 @@ fn commit_cascade_is_needed() {
     );
 }
 
+/// The Token frame site 2 would send when passing the token it holds
+/// (its epoch and grant counter, the position after 2's), with 2's life:
+/// for scenarios that hand a core a frame no transport delivers.
+fn token_frame_of_2(sim: &Sim<NtNode>) -> (ftcore::Incarnation, ntmutexd::Msg) {
+    let w = sim.world();
+    let c = w.core(NodeId(2)).expect("site 2 runs");
+    let (epoch, counter) = lockservice::fence_parts(c.holder().expect("site 2 holds").1);
+    let pos = c.position().unwrap_or(0) + 1;
+    let msg = ntmutexd::Msg { epoch: c.max_epoch(), body: ntmutexd::Body::Token { epoch, counter, pos } };
+    (ftcore::Protocol::incarnation(c), msg)
+}
+
+/// Hands `frame` from site 2 to site 3's core now (`Sim::with_core`).
+fn hand_to_3(sim: &mut Sim<NtNode>, (inc, msg): (ftcore::Incarnation, ntmutexd::Msg)) {
+    let now = sim.now();
+    sim.with_core(NodeId(3), |c| ftcore::Protocol::handle_message(c, now, NodeId(2), inc, msg));
+}
+
 /// N = 3 under load: site 2 holds the token (its client holds on until the
 /// scenario releases it), site 3 is queued behind it (committed), so the
 /// token goes from 2 to 3 when 2's client releases.
@@ -732,14 +750,7 @@ fn old_life_token_after_restart(m: NtMutations) -> Result<(), SimError> {
 /// token and holder it leaves, and every later grant.)
 fn old_life_token_read_late(m: NtMutations) -> Result<(), SimError> {
     let mut sim = token_from_2_to_3(m)?;
-    let (old_inc, msg) = {
-        let w = sim.world();
-        let c = w.core(NodeId(2)).expect("site 2 runs");
-        let (epoch, counter) = lockservice::fence_parts(c.holder().expect("site 2 holds").1);
-        let pos = c.position().unwrap_or(0) + 1;
-        let msg = ntmutexd::Msg { epoch: c.max_epoch(), body: ntmutexd::Body::Token { epoch, counter, pos } };
-        (ftcore::Protocol::incarnation(c), msg)
-    };
+    let frame = token_frame_of_2(&sim);
     sim.drop_kind(NodeId(2), NodeId(3), "token", 1);
     sim.after(Duration::ZERO, Action::Request(NodeId(2), ClientId(2), LockRequest::Release));
     sim.after(Duration::from_millis(1), Action::Crash(NodeId(2)));
@@ -753,8 +764,7 @@ fn old_life_token_read_late(m: NtMutations) -> Result<(), SimError> {
         })
     })?;
     sim.run_for(Duration::from_millis(5))?;
-    let now = sim.now();
-    sim.with_core(NodeId(3), |c| ftcore::Protocol::handle_message(c, now, NodeId(2), old_inc, msg));
+    hand_to_3(&mut sim, frame);
     sim.run_for(Duration::from_millis(20))?;
     sim.after(Duration::ZERO, Action::Heal);
     let end = sim.now() + Duration::from_millis(2_000);
@@ -1192,21 +1202,13 @@ fn restarted_site_last_unknown_is_needed() {
 /// is the one 2 passed, and grants a fence it has granted before.
 fn duplicated_token(m: NtMutations) -> Result<(), SimError> {
     let mut sim = token_from_2_to_3(m)?;
-    let (inc, msg) = {
-        let w = sim.world();
-        let c = w.core(NodeId(2)).expect("site 2 runs");
-        let (epoch, counter) = lockservice::fence_parts(c.holder().expect("site 2 holds").1);
-        let pos = c.position().unwrap_or(0) + 1;
-        let msg = ntmutexd::Msg { epoch: c.max_epoch(), body: ntmutexd::Body::Token { epoch, counter, pos } };
-        (ftcore::Protocol::incarnation(c), msg)
-    };
+    let frame = token_frame_of_2(&sim);
     sim.after(Duration::ZERO, Action::Request(NodeId(2), ClientId(2), LockRequest::Release));
     let limit = sim.now() + Duration::from_millis(100);
     run_until_true(&mut sim, limit, "site 3 never got the token", |w| {
         w.core(NodeId(3)).is_some_and(|c| c.has_token())
     })?;
-    let now = sim.now();
-    sim.with_core(NodeId(3), |c| ftcore::Protocol::handle_message(c, now, NodeId(2), inc, msg));
+    hand_to_3(&mut sim, frame);
     sim.run_for(Duration::from_millis(500))
 }
 
@@ -1260,13 +1262,7 @@ fn m3b_election_is_needed() {
 /// beside 2's client.
 fn token_copy_at_a_wiped_node(m: NtMutations) -> Result<(), SimError> {
     let mut sim = token_from_2_to_3(m)?;
-    let (inc, msg) = {
-        let w = sim.world();
-        let c = w.core(NodeId(2)).expect("site 2 runs");
-        let (epoch, counter) = lockservice::fence_parts(c.holder().expect("site 2 holds").1);
-        let msg = ntmutexd::Msg { epoch: c.max_epoch(), body: ntmutexd::Body::Token { epoch, counter, pos: 1 } };
-        (ftcore::Protocol::incarnation(c), msg)
-    };
+    let frame = token_frame_of_2(&sim);
     sim.after(Duration::ZERO, Action::Crash(NodeId(3)));
     sim.after(Duration::ZERO, Action::WipeDisk(NodeId(3)));
     sim.after(Duration::from_millis(1), Action::Restart(NodeId(3)));
@@ -1275,8 +1271,7 @@ fn token_copy_at_a_wiped_node(m: NtMutations) -> Result<(), SimError> {
     if sim.world().core(NodeId(3)).is_none_or(|c| c.stored().recovered()) {
         return Err(sim.error("site 3 is not an unrecovered fresh node"));
     }
-    let now = sim.now();
-    sim.with_core(NodeId(3), |c| ftcore::Protocol::handle_message(c, now, NodeId(2), inc, msg));
+    hand_to_3(&mut sim, frame);
     sim.run_for(Duration::from_millis(300))
 }
 
