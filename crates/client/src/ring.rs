@@ -147,6 +147,22 @@ impl ExecError {
 /// A connection to one ringd replica.
 pub type RingConnection = Client<RingRequest, RingReply>;
 
+/// Where a new client's request ids start: a random 64-bit number.
+///
+/// A replica keeps `request_id → outcome` for every client alike (a retry
+/// may reach another replica over another connection), so ids must differ
+/// across clients, not only within one: another client's id returns that
+/// client's stored outcome instead of running. A start taken from the
+/// clock was not enough: two clients connecting in the same microsecond
+/// on two threads counted up into each other's ids within a few dozen
+/// requests, and one's `counter.incr` was answered with the other's value
+/// (`ftlab bench ringd`'s check: "value 1 acknowledged twice"). Random
+/// 64-bit starts put two clients' ranges within 2^24 ids of each other
+/// with probability about 2^-39 per pair.
+fn first_request_id() -> u64 {
+    u64::from_be_bytes(wire::random_bytes())
+}
+
 /// The client side of ringd: a connection plus request ids.
 #[derive(Debug)]
 pub struct RingClient {
@@ -157,13 +173,7 @@ pub struct RingClient {
 impl RingClient {
     /// Connects to a replica's `client_listen`.
     pub async fn connect(addr: SocketAddr) -> Result<RingClient, ClientError> {
-        // Ids unique across this client's connections: start from the clock
-        // (an id only needs to differ from this client's other requests).
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-            .max(1);
-        Ok(RingClient { conn: Client::connect(addr).await?, next_id: seed })
+        Ok(RingClient { conn: Client::connect(addr).await?, next_id: first_request_id() })
     }
 
     /// Asks the replica at `addr` for the least-loaded replica: its id and
@@ -215,6 +225,22 @@ impl RingClient {
         match self.conn.call(req, timeout).await? {
             RingReply::Executed { request_id: got, outcome } if got == request_id => Ok(outcome),
             other => Err(ClientError::Unexpected(format!("{other:?}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_request_id;
+
+    /// Clients made at the same moment start their request ids far apart
+    /// (the clock-based start failed this: a few ns apart).
+    #[test]
+    fn request_ids_of_clients_started_together_are_far_apart() {
+        let mut starts: Vec<u64> = (0..100).map(|_| first_request_id()).collect();
+        starts.sort_unstable();
+        for w in starts.windows(2) {
+            assert!(w[1] - w[0] > 1 << 24, "two clients' ids start {} apart", w[1] - w[0]);
         }
     }
 }

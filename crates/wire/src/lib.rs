@@ -36,6 +36,6 @@ pub use frame::{
 };
 pub use header::{Header, HeaderError};
 pub use transport::{
-    accept_with_backoff, udp_challenge, Chaos, Closed, Incoming, LinkStats, LogLimiter, SendError, TcpTransport,
-    Transport, TransportConfig, TransportError, UdpTransport, UDP_PENDING_MAX, UDP_PREFIX_LEN,
+    accept_with_backoff, random_bytes, udp_challenge, Chaos, Closed, Incoming, LinkStats, LogLimiter, SendError,
+    TcpTransport, Transport, TransportConfig, TransportError, UdpTransport, UDP_PENDING_MAX, UDP_PREFIX_LEN,
 };

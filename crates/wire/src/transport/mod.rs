@@ -296,23 +296,30 @@ impl TransportConfig {
 }
 
 /// A fresh connection challenge from the OS's random source.
-///
-/// Only uniqueness matters for the replay guard, so if `/dev/urandom`
-/// cannot be read (a bare chroot) a hash of time, process and a counter
-/// stands in, with a warning.
 pub(crate) fn fresh_challenge() -> [u8; CHALLENGE_LEN] {
-    let mut c = [0u8; CHALLENGE_LEN];
+    random_bytes()
+}
+
+/// `N` bytes from the OS's random source (`/dev/urandom`): connection
+/// challenges, and where unrelated processes must not pick the same
+/// numbers (ringd clients' request ids).
+///
+/// Only uniqueness matters to its users, so if `/dev/urandom` cannot be
+/// read (a bare chroot) a hash of time, process and a counter stands in,
+/// with a warning.
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut c = [0u8; N];
     match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut c)) {
         Ok(()) => c,
         Err(e) => {
             static COUNTER: AtomicU64 = AtomicU64::new(0);
-            warn!("cannot read /dev/urandom ({e}); deriving the connection challenge from time and a counter");
+            warn!("cannot read /dev/urandom ({e}); deriving random bytes from time, process and a counter");
             let mut h = blake3::Hasher::new();
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
             h.update(&now.as_nanos().to_be_bytes());
             h.update(&std::process::id().to_be_bytes());
             h.update(&COUNTER.fetch_add(1, Ordering::Relaxed).to_be_bytes());
-            c.copy_from_slice(&h.finalize().as_bytes()[..CHALLENGE_LEN]);
+            h.finalize_xof().fill(&mut c);
             c
         }
     }
