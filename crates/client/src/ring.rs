@@ -147,7 +147,8 @@ impl ExecError {
 /// A connection to one ringd replica.
 pub type RingConnection = Client<RingRequest, RingReply>;
 
-/// Where a new client's request ids start: a random 64-bit number.
+/// A fresh request id, and where a new client's ids start: a random
+/// 64-bit number, never 0.
 ///
 /// A replica keeps `request_id → outcome` for every client alike (a retry
 /// may reach another replica over another connection), so ids must differ
@@ -159,8 +160,8 @@ pub type RingConnection = Client<RingRequest, RingReply>;
 /// (`ftlab bench ringd`'s check: "value 1 acknowledged twice"). Random
 /// 64-bit starts put two clients' ranges within 2^24 ids of each other
 /// with probability about 2^-39 per pair.
-fn first_request_id() -> u64 {
-    u64::from_be_bytes(wire::random_bytes())
+pub fn fresh_request_id() -> u64 {
+    u64::from_be_bytes(wire::random_bytes()).max(1)
 }
 
 /// The client side of ringd: a connection plus request ids.
@@ -173,7 +174,7 @@ pub struct RingClient {
 impl RingClient {
     /// Connects to a replica's `client_listen`.
     pub async fn connect(addr: SocketAddr) -> Result<RingClient, ClientError> {
-        Ok(RingClient { conn: Client::connect(addr).await?, next_id: first_request_id() })
+        Ok(RingClient { conn: Client::connect(addr).await?, next_id: fresh_request_id() })
     }
 
     /// Asks the replica at `addr` for the least-loaded replica: its id and
@@ -231,14 +232,15 @@ impl RingClient {
 
 #[cfg(test)]
 mod tests {
-    use super::first_request_id;
+    use super::fresh_request_id;
 
     /// Clients made at the same moment start their request ids far apart
     /// (the clock-based start failed this: a few ns apart).
     #[test]
     fn request_ids_of_clients_started_together_are_far_apart() {
-        let mut starts: Vec<u64> = (0..100).map(|_| first_request_id()).collect();
+        let mut starts: Vec<u64> = (0..100).map(|_| fresh_request_id()).collect();
         starts.sort_unstable();
+        assert!(starts[0] != 0, "0 is never an id");
         for w in starts.windows(2) {
             assert!(w[1] - w[0] > 1 << 24, "two clients' ids start {} apart", w[1] - w[0]);
         }
