@@ -133,9 +133,9 @@ const NO_LEASES: NtMutations = NtMutations { no_leases: true, ..NONE };
 #[test]
 #[ignore = "survey: runs every mutation against the random scenarios (minutes)"]
 fn survey() {
-    let count: u64 = std::env::var("SAFETY_SURVEY_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let count = sim::model::setting("SAFETY_SURVEY_SEEDS", 20);
     // SAFETY_SURVEY_FROM: the first seed (0).
-    let from: u64 = std::env::var("SAFETY_SURVEY_FROM").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let from = sim::model::setting("SAFETY_SURVEY_FROM", 0);
     let only = std::env::var("SAFETY_SURVEY_ONLY").ok();
     // SAFETY_SURVEY_NO_LEASES=1: each mutation with leases off too (the
     // rules leases mask).
@@ -1316,7 +1316,7 @@ fn epoch_slot_masked_by_tie_refusal_and_promise_window() {
 #[test]
 #[ignore = "survey (a minute in release for 100 seeds)"]
 fn slow_queue_survey() {
-    let seeds: u64 = std::env::var("SAFETY_SURVEY_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
+    let seeds = sim::model::setting("SAFETY_SURVEY_SEEDS", 40);
     let family = |seed: u64, m: NtMutations| {
         let n = 4 + (seed % 4) as u32;
         let plan = FaultPlan {

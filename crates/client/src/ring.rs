@@ -154,10 +154,10 @@ pub type RingConnection = Client<RingRequest, RingReply>;
 /// may reach another replica over another connection), so ids must differ
 /// across clients, not only within one: another client's id returns that
 /// client's stored outcome instead of running. A start taken from the
-/// clock was not enough: two clients connecting in the same microsecond
-/// on two threads counted up into each other's ids within a few dozen
-/// requests, and one's `counter.incr` was answered with the other's value
-/// (`ftlab bench ringd`'s check: "value 1 acknowledged twice"). Random
+/// clock was not enough: clients connecting within microseconds of each
+/// other start that close, and counting up one can reach ids the other
+/// used. CI saw one client's `counter.incr` answered with another's stored
+/// value (`ftlab bench ringd`'s check: "value 1 acknowledged twice"). Random
 /// 64-bit starts put two clients' ranges within 2^24 ids of each other
 /// with probability about 2^-39 per pair.
 pub fn fresh_request_id() -> u64 {

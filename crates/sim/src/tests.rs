@@ -1154,6 +1154,11 @@ fn once(j: &mut Once, _: Instant, node: NodeId, seen: model::Seen<'_, ToyEvent, 
     Ok(())
 }
 
+/// Two pinging toy nodes, 1 ms apart: the model checks' simulated run.
+fn toy_pair() -> Sim<Toy> {
+    Sim::new(0, 2, NetConfig::reliable(Duration::from_millis(1), Duration::from_millis(1)), false)
+}
+
 fn toy_model(channel: Channel, bounds: model::Bounds) -> model::CoreModel<Toy, InOrder> {
     model::CoreModel::new(2, false, channel, bounds, (InOrder::default(), in_order, |j: &InOrder| j.got))
 }
@@ -1167,9 +1172,9 @@ fn the_model_explores_every_order_its_channel_allows() {
     use stateright::{Checker as _, Model as _};
     let bounds = model::Bounds { hints: false, depth: None, ..model::Bounds::near(Duration::from_millis(25), 0) };
     let start = |m: &model::CoreModel<Toy, InOrder>| {
-        let mut sim =
-            Sim::<Toy>::new(0, 2, NetConfig::reliable(Duration::from_millis(1), Duration::from_millis(1)), false);
-        m.check_from(model::snapshots(&mut sim, Duration::from_millis(5), ms(5), InOrder::default(), in_order).unwrap())
+        m.check_from(
+            model::snapshots(&mut toy_pair(), Duration::from_millis(5), ms(5), InOrder::default(), in_order).unwrap(),
+        )
     };
     let reliable = toy_model(Channel::Reliable, bounds.clone());
     let sum = start(&reliable);
@@ -1189,9 +1194,7 @@ fn the_model_explores_every_order_its_channel_allows() {
         let bounds = model::Bounds { dups, ..bounds.clone() };
         let got = |j: &Once| j.seen.len() as u32;
         let m = model::CoreModel::new(2, false, channel, bounds, (Once::default(), once, got));
-        let mut sim =
-            Sim::<Toy>::new(0, 2, NetConfig::reliable(Duration::from_millis(1), Duration::from_millis(1)), false);
-        m.check_from(model::snapshots(&mut sim, Duration::from_millis(5), ms(5), Once::default(), once).unwrap())
+        m.check_from(model::snapshots(&mut toy_pair(), Duration::from_millis(5), ms(5), Once::default(), once).unwrap())
     };
     let sum = twice(Channel::Reliable, 1);
     assert!(sum.broken.is_empty(), "{sum}: {:?}", sum.broken);
