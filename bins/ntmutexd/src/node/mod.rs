@@ -107,6 +107,13 @@ pub struct NtMutations {
     pub no_hop_limit: bool,
     /// M3 keeps the request's sequence number.
     pub keep_seq_on_m3: bool,
+    /// The cycle checks are off: a Commit from our own `next`, or carrying
+    /// our own (id, seq) as its origin, is accepted, and a waiting site
+    /// links its own closest predecessor behind it.
+    pub no_cycle_checks: bool,
+    /// A site without a position never searches on its own (no provisional
+    /// timer).
+    pub no_provisional_timer: bool,
     /// Messages from an older life of a peer are handled.
     pub no_incarnation_check: bool,
     /// A joining minority that heard of no running cluster bootstraps.

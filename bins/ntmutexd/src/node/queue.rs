@@ -170,7 +170,8 @@ impl NtNode {
     /// free (or suspected), else pass the message down the queue — a live
     /// successor is never dropped.
     pub(super) fn link(&mut self, now: Instant, who: NodeId, seq: u64, forward: Body) {
-        if self.is_requesting() && self.monitored.is_some_and(|(m, _)| m == who) {
+        if self.is_requesting() && self.monitored.is_some_and(|(m, _)| m == who) && !self.cfg.mutations.no_cycle_checks
+        {
             // `who` is our closest predecessor (our own request waits behind
             // it): linking it behind us would close a cycle. (Older preds
             // may legitimately come back behind us: they left the queue.) This
@@ -279,7 +280,8 @@ impl NtNode {
             self.send(from, Body::Unlink { seq });
             return;
         }
-        if self.next.is_some_and(|(n, _)| n == from) || origin == (self.me, seq) {
+        let cycle = self.next.is_some_and(|(n, _)| n == from) || origin == (self.me, seq);
+        if cycle && !self.cfg.mutations.no_cycle_checks {
             // Queued behind our own successor, or our own cascade came back (a Connection and a request
             // crossed): a cycle. Refuse it — the sender clears its next —
             // and search again.
@@ -305,7 +307,7 @@ impl NtNode {
         self.timers.set(Timer::AliveCheck, now + self.cfg.heartbeat);
         if self.position.is_some() {
             self.timers.cancel(Timer::Provisional);
-        } else if !self.timers.is_armed(Timer::Provisional) {
+        } else if !self.timers.is_armed(Timer::Provisional) && !self.cfg.mutations.no_provisional_timer {
             // A provisional chain gets positions once its head is committed
             // (≤ (N + 1) t_msg) and the cascade runs down it (≤ N t_msg). A
             // site still without a position after that is in a detached
