@@ -36,7 +36,14 @@ impl TwNode {
             return;
         }
         self.deferred_claim = None;
-        match self.promise.propose(now) {
+        let proposed = if self.cfg.mutations.no_epoch_slot {
+            let above = self.promise.stored().floor().max(self.promise.threshold());
+            let value = durable::promise::next_above(above, 0).unwrap_or(u64::MAX);
+            self.promise.propose_value(value, now)
+        } else {
+            self.promise.propose(now)
+        };
+        match proposed {
             Ok(epoch) => {
                 self.claim = Some((epoch, now));
                 self.out.event(TwEvent::ClaimStarted { epoch });

@@ -97,6 +97,8 @@ pub struct TwMutations {
     pub claim_without_majority: bool,
     /// Tokens of an epoch below the stored one are accepted.
     pub accept_old_epochs: bool,
+    /// Every claimant proposes in slot 0 (equal epochs possible).
+    pub no_epoch_slot: bool,
     /// Ties are promised (`promise::Mutations::accept_ties`).
     pub accept_ties: bool,
     /// No promise window (`promise::Config::promise_window = false`).
