@@ -175,6 +175,14 @@ fn quorum_lease_is_needed() {
     defended(ElMutations { no_quorum_lease: true, ..Default::default() }, &[AT_ONCE, LEASE_OVERLAP], quorum_lease);
 }
 
+/// Office and the quorum lease come from a majority's heartbeat acks, not
+/// from heartbeats sent: in the same scenario, 5 cut off with 1 would go
+/// on renewing 1's grant on its own heartbeats.
+#[test]
+fn heartbeat_quorum_is_needed() {
+    defended(ElMutations { self_quorum: true, ..Default::default() }, &[AT_ONCE, LEASE_OVERLAP], quorum_lease);
+}
+
 // ---------------------------------------------- holder lease from a renewal
 
 /// (safety) On `Granted` the holder starts only once a renewal is acked.
@@ -485,6 +493,51 @@ fn counter_overflow_rule_is_needed() {
     defended(ElMutations { wrap_counter: true, ..Default::default() }, &["granted fence"], counter_overflow);
 }
 
+// ------------------------------------------------- a minority without office
+
+/// A minority cut off while the majority's coordinator grants. N = 5,
+/// `ring`; 5 in office; 3's client is granted and holds 1.5 s; {1, 2} are
+/// cut off from {3, 4, 5}; 1's client asks. The minority must never name a
+/// coordinator that grants: its pre-vote finds no majority; an election it
+/// runs anyway comes back with two voters, not a majority; a coordinator
+/// it names anyway never hears a majority's heartbeat acks, so it neither
+/// takes office nor holds a quorum lease.
+fn minority_cut_off(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+    let mut sim = cluster(seed, 5, alg, m, Duration::from_millis(1_500));
+    elect(&mut sim, 5)?;
+    sim.after(Duration::ZERO, acquire(NodeId(3), client(3)));
+    until_granted(&mut sim, 3, Duration::from_millis(500))?;
+    sim.after(Duration::ZERO, Action::Partition(vec![NodeId(1), NodeId(2)]));
+    sim.after(Duration::from_millis(1), acquire(NodeId(1), client(1)));
+    sim.run_for(Duration::from_millis(1_400))
+}
+
+/// The majority of voters (`ring`), masked by the pre-vote and by the
+/// quorum of heartbeat acks that office and the quorum lease need: in
+/// `minority_cut_off`, any one of the three keeps the minority from
+/// granting; with all three off, 2 is named by an election of {1, 2},
+/// counts itself a quorum, takes office and grants 1's client while 3's
+/// holds.
+#[test]
+fn majority_of_voters_masked_by_prevote_and_heartbeat_quorum() {
+    let all = ElMutations { no_prevote: true, no_majority: true, self_quorum: true, ..Default::default() };
+    for seed in 1..=3 {
+        minority_cut_off(seed, Algorithm::Ring, ElMutations::default()).unwrap();
+        for one_on in [
+            ElMutations { no_prevote: false, ..all },
+            ElMutations { no_majority: false, ..all },
+            ElMutations { self_quorum: false, ..all },
+        ] {
+            if let Err(e) = minority_cut_off(seed, Algorithm::Ring, one_on) {
+                panic!("seed {seed}, with {one_on:?}, the run should pass: {e}");
+            }
+        }
+        let e = minority_cut_off(seed, Algorithm::Ring, all).expect_err("with all three off the run should fail");
+        let text = e.to_string();
+        assert!(text.contains(AT_ONCE) || text.contains(LEASE_OVERLAP), "{text}");
+    }
+}
+
 /// The rules docs/safety-rules.md lists as masked: switched off, no
 /// scenario above breaks (each is covered by another rule). If one ever
 /// does, it shows the rule: move it to "shown" there.
@@ -519,4 +572,68 @@ fn masked_rules_break_no_scenario() {
         }
     }
     assert!(broke.is_empty(), "{broke:#?}");
+}
+
+/// A survey for the masked rules: each masked switch paired with every
+/// other switch, over every scenario above (both algorithms, seeds 1–3);
+/// prints the runs that fail with the pair but pass with each switch alone
+/// (a mask), and how many runs fail with the pair at all.
+#[test]
+#[ignore = "survey (a minute in release)"]
+fn masked_rules_survey() {
+    let scenarios: [(&str, Scenario); 11] = [
+        ("failover_gap", failover_gap),
+        ("quorum_lease", quorum_lease),
+        ("lease_from_renewal", lease_from_renewal),
+        ("prevote", prevote),
+        ("cold_restart", cold_restart),
+        ("same_term_elections", same_term_elections),
+        ("cut_off_coordinator", cut_off_coordinator),
+        ("late_joiners", late_joiners),
+        ("hung_successor", hung_successor),
+        ("restarted_coordinator", restarted_coordinator),
+        ("counter_overflow", counter_overflow),
+    ];
+    let d = ElMutations::default;
+    let others: Vec<(&str, ElMutations)> = vec![
+        ("no_failover_gap", ElMutations { no_failover_gap: true, ..d() }),
+        ("no_quorum_lease", ElMutations { no_quorum_lease: true, ..d() }),
+        ("lease_from_granted", ElMutations { lease_from_granted: true, ..d() }),
+        ("no_prevote", ElMutations { no_prevote: true, ..d() }),
+        ("no_stored_terms", ElMutations { no_stored_terms: true, ..d() }),
+        ("vote_again", ElMutations { vote_again: true, ..d() }),
+        ("ack_lower_terms", ElMutations { ack_lower_terms: true, ..d() }),
+        ("late_joiners_relay", ElMutations { late_joiners_relay: true, ..d() }),
+        ("no_hop_acks", ElMutations { no_hop_acks: true, ..d() }),
+        ("resume_loaded_office", ElMutations { resume_loaded_office: true, ..d() }),
+        ("no_step_down", ElMutations { no_step_down: true, ..d() }),
+        ("self_quorum", ElMutations { self_quorum: true, ..d() }),
+    ];
+    let fails = |m: ElMutations, s: Scenario, alg, seed| s(seed, alg, m).err().map(|e| e.message);
+    for (mname, masked) in [
+        ("no_majority", ElMutations { no_majority: true, ..d() }),
+        ("no_election_deadline", ElMutations { no_election_deadline: true, ..d() }),
+    ] {
+        for (oname, other) in &others {
+            let both = ElMutations {
+                no_majority: masked.no_majority,
+                no_election_deadline: masked.no_election_deadline,
+                ..*other
+            };
+            let (mut total, mut masks) = (0, Vec::new());
+            for (sname, s) in scenarios {
+                for alg in ALGS {
+                    for seed in 1..=3 {
+                        if let Some(e) = fails(both, s, alg, seed) {
+                            total += 1;
+                            if fails(masked, s, alg, seed).is_none() && fails(*other, s, alg, seed).is_none() {
+                                masks.push(format!("{sname} {alg:?} {seed}: {}", e.lines().next().unwrap_or("")));
+                            }
+                        }
+                    }
+                }
+            }
+            eprintln!("{mname} + {oname}: {total} runs fail; masks: {masks:#?}");
+        }
+    }
 }

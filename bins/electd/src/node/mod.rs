@@ -141,6 +141,9 @@ pub struct ElMutations {
     /// `ring`: an Election that comes back names a coordinator whatever
     /// the number of voters in it.
     pub no_majority: bool,
+    /// A coordinator counts as its own quorum: it takes office, and its
+    /// quorum lease runs, from each heartbeat it sends, acked or not.
+    pub self_quorum: bool,
     /// No election deadline: an Election back late still names a
     /// coordinator, and one takes office however long after the term began.
     pub no_election_deadline: bool,

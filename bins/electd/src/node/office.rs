@@ -41,7 +41,7 @@ impl ElNode {
             self.send(m, Msg::Heartbeat { term, seq });
         }
         self.timers.set(Timer::Heartbeat, now + self.cfg.heartbeat);
-        if self.members.len() == 1 {
+        if self.members.len() == 1 || self.cfg.mutations.self_quorum {
             self.quorum_reached(now, seq);
         }
     }
