@@ -69,10 +69,12 @@ fn baseline_gives_l_over_tcp_and_udp_and_fsync_p50() {
         assert!(num(&out, key) > 0.0, "{key}: {out}");
     }
     assert!(num(&out, "fsync_samples") > 0.0, "{out}");
+    // The CPU per message of each ping-pong (the TCP one first).
+    assert!(num(&out, "cpu_per_msg_us") > 0.0, "{out}");
     // And as a table.
     let (code, out, err) = ftlab(&["bench", "baseline"], &[]);
     assert_eq!(code, 0, "{err}");
-    for name in ["L_tcp", "L_udp", "fsync_p50"] {
+    for name in ["L_tcp", "L_udp", "cpu_msg_tcp", "cpu_msg_udp", "fsync_p50"] {
         assert!(out.lines().any(|l| l.starts_with(name)), "{name}: {out}");
     }
 }

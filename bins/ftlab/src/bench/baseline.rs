@@ -40,6 +40,10 @@ pub struct Rtt {
     pub samples: usize,
     /// Datagrams (or replies) that never came back.
     pub lost: usize,
+    /// CPU time (user + system, both processes) per one-way message: the
+    /// kernel's cost of a send, a wake-up and a receive, the least a
+    /// daemon pays per message it handles on this machine.
+    pub cpu_per_msg_us: f64,
 }
 
 /// One baseline measurement.
@@ -64,6 +68,7 @@ impl Baseline {
                 ("rtt_p99_us", J::from(r.p99_us)),
                 ("round_trips", J::from(r.samples)),
                 ("lost", J::from(r.lost)),
+                ("cpu_per_msg_us", J::from(r.cpu_per_msg_us)),
             ])
         };
         vec![
@@ -79,13 +84,15 @@ impl Baseline {
         ]
     }
 
-    /// One line: `L_tcp = …, L_udp = …, fsync_p50 = …`.
+    /// One line: `L_tcp = …, L_udp = …, fsync_p50 = …, CPU per message …`.
     pub fn line(&self) -> String {
         format!(
-            "L_tcp = {}, L_udp = {}, fsync_p50 = {}",
+            "L_tcp = {}, L_udp = {}, fsync_p50 = {}, CPU per message {} (TCP) / {} (UDP)",
             human_us(self.tcp.l_us),
             human_us(self.udp.l_us),
-            human_us(self.fsync_p50_us)
+            human_us(self.fsync_p50_us),
+            human_us(self.tcp.cpu_per_msg_us),
+            human_us(self.udp.cpu_per_msg_us)
         )
     }
 }
@@ -110,6 +117,12 @@ pub fn run(dir: Option<PathBuf>, json: bool) -> Result<ExitCode> {
             r.lost
         );
     }
+    for (name, r, how) in [("cpu_msg_tcp", &b.tcp, "TCP"), ("cpu_msg_udp", &b.udp, "UDP")] {
+        println!(
+            "{name:<11} {:>10}  {how}: CPU (user + system, both processes, /proc) per one-way message of the ping-pong",
+            human_us(r.cpu_per_msg_us)
+        );
+    }
     println!(
         "{:<11} {:>10}  write + fsync a {MSG}-byte temporary file, rename, fsync the directory: p50 of {} in {} (p99 {})",
         "fsync_p50",
@@ -125,8 +138,9 @@ pub fn run(dir: Option<PathBuf>, json: bool) -> Result<ExitCode> {
 /// `round_trips` each), and fsync_p50 in `fsync_dir`.
 pub fn measure(fsync_dir: &Path, round_trips: usize) -> Result<Baseline> {
     let peer = Peer::spawn()?;
-    let tcp = tcp_rtt(peer.tcp, round_trips).context("TCP ping-pong")?;
-    let udp = udp_rtt(peer.udp, round_trips).context("UDP ping-pong")?;
+    let pids = [std::process::id(), peer.child.id()];
+    let tcp = with_cpu(pids, || tcp_rtt(peer.tcp, round_trips)).context("TCP ping-pong")?;
+    let udp = with_cpu(pids, || udp_rtt(peer.udp, round_trips)).context("UDP ping-pong")?;
     drop(peer);
     let (fsync_p50_us, fsync_p99_us, fsync_samples) = fsync(fsync_dir)?;
     Ok(Baseline { tcp, udp, fsync_p50_us, fsync_p99_us, fsync_samples, fsync_dir: fsync_dir.to_path_buf() })
@@ -176,6 +190,16 @@ impl Drop for Peer {
     }
 }
 
+/// Runs a ping-pong and fills in its CPU per one-way message: the CPU
+/// `pids` used meanwhile over every message sent (warm-up included).
+fn with_cpu(pids: [u32; 2], ping_pong: impl FnOnce() -> Result<(Rtt, usize)>) -> Result<Rtt> {
+    let cpu = || -> Result<f64> { pids.iter().map(|p| ftlab::probe::cpu_us(*p)).sum() };
+    let before = cpu()?;
+    let (mut rtt, round_trips) = ping_pong()?;
+    rtt.cpu_per_msg_us = (cpu()? - before) / (2 * round_trips.max(1)) as f64;
+    Ok(rtt)
+}
+
 /// A message carrying `seq`.
 fn message(seq: u64) -> [u8; MSG] {
     let mut m = [0x5a; MSG];
@@ -191,10 +215,11 @@ fn summarise(mut rtts: Vec<f64>, lost: usize) -> Result<Rtt> {
     let samples = rtts.len();
     let p50 = percentile(&mut rtts, 50.0).ok_or_else(|| anyhow!("no round trip came back ({lost} lost)"))?;
     let p99 = percentile(&mut rtts, 99.0).unwrap_or(p50);
-    Ok(Rtt { l_us: p50 / 2.0, p50_us: p50, p99_us: p99, samples, lost })
+    Ok(Rtt { l_us: p50 / 2.0, p50_us: p50, p99_us: p99, samples, lost, cpu_per_msg_us: 0.0 })
 }
 
-fn tcp_rtt(addr: SocketAddr, round_trips: usize) -> Result<Rtt> {
+/// The round trips (and how many were made, warm-up included).
+fn tcp_rtt(addr: SocketAddr, round_trips: usize) -> Result<(Rtt, usize)> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(Duration::from_secs(2)))?;
@@ -202,7 +227,9 @@ fn tcp_rtt(addr: SocketAddr, round_trips: usize) -> Result<Rtt> {
     let mut back = [0u8; MSG];
     let mut rtts = Vec::with_capacity(round_trips);
     let end = Instant::now() + RTT_BUDGET;
+    let mut done = 0;
     for seq in 0..(WARMUP + round_trips) as u64 {
+        done += 1;
         let t = Instant::now();
         s.write_all(&message(seq))?;
         s.read_exact(&mut back)?;
@@ -217,10 +244,11 @@ fn tcp_rtt(addr: SocketAddr, round_trips: usize) -> Result<Rtt> {
             }
         }
     }
-    summarise(rtts, 0)
+    Ok((summarise(rtts, 0)?, done))
 }
 
-fn udp_rtt(addr: SocketAddr, round_trips: usize) -> Result<Rtt> {
+/// The round trips (and how many were tried, warm-up included).
+fn udp_rtt(addr: SocketAddr, round_trips: usize) -> Result<(Rtt, usize)> {
     let s = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
     s.connect(addr)?;
     s.set_read_timeout(Some(UDP_WAIT))?;
@@ -228,7 +256,9 @@ fn udp_rtt(addr: SocketAddr, round_trips: usize) -> Result<Rtt> {
     let mut rtts = Vec::with_capacity(round_trips);
     let mut lost = 0;
     let end = Instant::now() + RTT_BUDGET;
+    let mut done = 0;
     for seq in 0..(WARMUP + round_trips) as u64 {
+        done += 1;
         let t = Instant::now();
         s.send(&message(seq))?;
         let got = loop {
@@ -254,7 +284,7 @@ fn udp_rtt(addr: SocketAddr, round_trips: usize) -> Result<Rtt> {
             }
         }
     }
-    summarise(rtts, lost)
+    Ok((summarise(rtts, lost)?, done))
 }
 
 /// Durable small writes in a fresh directory under `dir`, the way a daemon

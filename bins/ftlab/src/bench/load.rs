@@ -519,7 +519,23 @@ fn figures(o: &Opts, r: &DaemonRun, etcd: Option<&EtcdRun>) -> (f64, Vec<Figure>
     } else {
         msgs
     });
-    f.push(Figure::time("daemon CPU per op", r.cpu_us_per_op, l));
+    let cpu = Figure::time("daemon CPU per op", r.cpu_us_per_op, l);
+    f.push(match r.messages_per_op {
+        Some(m) => {
+            // The kernel's cost of the messages alone: each peer message
+            // is sent and received by daemons; of a client message, the
+            // daemon pays one end.
+            let client = if o.is_ringd() { 2.0 } else { 4.0 };
+            let peer_cpu = if o.udp() { b.udp.cpu_per_msg_us } else { b.tcp.cpu_per_msg_us };
+            let floor = m * peer_cpu + client / 2.0 * b.tcp.cpu_per_msg_us;
+            let stores = if o.udp() { ", stores not counted" } else { "" };
+            cpu.reference(format!(
+                "ref: the messages' kernel cost {} = ({m:.2} peer + {client}/2 client msgs) × CPU per message{stores}",
+                human_us(floor)
+            ))
+        }
+        None => cpu,
+    });
     (l, f)
 }
 
