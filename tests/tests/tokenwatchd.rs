@@ -250,6 +250,11 @@ fn bad_datagrams_on_the_peer_port_are_dropped_counted_by_reason_and_the_ring_goe
             > passes_before),
         "the token stopped circulating"
     );
+    // Each pass was stored first: state_write_seconds counts the writes,
+    // with buckets below 1 ms.
+    let writes = c.metric(1, "tokenwatch_state_write_seconds_count").unwrap_or(0.0);
+    assert!(writes >= 1.0, "{writes} writes");
+    assert!(c.metric(1, "tokenwatch_state_write_seconds_bucket{le=\"0.0001\"}").is_some(), "no sub-ms bucket");
     let mut last = first;
     for id in 1..=3 {
         let fence = lock_once(&c, id, Duration::from_secs(30)).unwrap_or_else(|e| panic!("node {id}: {e}"));

@@ -308,6 +308,14 @@ where
         }
     }
 
+    /// Stores the life and the core's state (fsynced), timing the write.
+    fn store(&mut self, inc: Incarnation, core: Option<&P::Durable>) -> Result<(), String> {
+        let started = std::time::Instant::now();
+        (self.persist)(inc, core)?;
+        self.metrics.state_written(started.elapsed());
+        Ok(())
+    }
+
     /// One pass over the core's outputs; returns the peers whose links
     /// were torn down by a full send queue.
     fn execute_once(
@@ -317,13 +325,14 @@ where
         let mut lost = BTreeSet::new();
         let inc = self.core.incarnation();
         if inc != self.stored.0 {
-            (self.persist)(inc, self.stored.1.as_ref())?;
-            self.stored.0 = inc;
+            let core = self.stored.1.take();
+            self.store(inc, core.as_ref())?;
+            self.stored = (inc, core);
         }
         while let Some(out) = self.core.poll_output() {
             match out {
                 Output::Persist(state) => {
-                    (self.persist)(inc, Some(&state))?;
+                    self.store(inc, Some(&state))?;
                     self.stored.1 = Some(state);
                 }
                 Output::Send { to, msg } => {

@@ -15,6 +15,10 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 pub const SECONDS_BUCKETS: &[f64] =
     &[0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0];
 
+/// Buckets of `state_write_seconds`: a durable write takes tens of µs on a
+/// fast disk, a few ms on a slow one.
+pub const WRITE_BUCKETS: &[f64] = &[0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.25, 1.0];
+
 /// Why the exporter could not start.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot start the metrics exporter on {addr}: {message}")]
@@ -43,6 +47,9 @@ impl Metrics {
         PrometheusBuilder::new()
             .with_http_listener(addr)
             .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+            .map_err(|e| err(e.to_string()))?
+            // A full name sorts before a suffix, so it wins.
+            .set_buckets_for_metric(Matcher::Full(format!("{prefix}_state_write_seconds")), WRITE_BUCKETS)
             .map_err(|e| err(e.to_string()))?
             .install()
             .map_err(|e| err(e.to_string()))?;
@@ -229,6 +236,11 @@ impl Metrics {
             "Peers whose connection broke and whose address then refused one (their process gone, host up): a hint of failure the core acts on before `suspect_after`."
         );
         metrics::counter!(self.name("peers_unreachable_total")).absolute(0);
+        describe_histogram!(
+            self.name("state_write_seconds"),
+            Unit::Seconds,
+            "Durable writes of the state file (a temp file written and fsynced, renamed, the directory fsynced), by duration."
+        );
         describe_gauge!(self.name("clients"), "Local client connections open.");
         describe_histogram!(
             self.name("recovery_duration_seconds"),
@@ -238,6 +250,12 @@ impl Metrics {
         for reason in wire::RejectReason::ALL {
             metrics::counter!(self.name("frames_rejected_total"), "reason" => reason.label()).absolute(0);
         }
+    }
+
+    /// The state file was written (and fsynced) once, taking `d`:
+    /// `state_write_seconds` (its `_count` is the number of writes).
+    pub fn state_written(&self, d: Duration) {
+        metrics::histogram!(self.name("state_write_seconds")).record(d.as_secs_f64());
     }
 
     /// A peer message was sent.

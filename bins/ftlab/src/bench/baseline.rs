@@ -55,6 +55,8 @@ pub struct Baseline {
     pub fsync_p50_us: f64,
     pub fsync_p99_us: f64,
     pub fsync_samples: usize,
+    /// CPU time (user + system) of one such write, µs.
+    pub fsync_cpu_us: f64,
     /// Where the durable writes were made.
     pub fsync_dir: PathBuf,
 }
@@ -77,6 +79,7 @@ impl Baseline {
             ("fsync_p50_us".into(), J::from(self.fsync_p50_us)),
             ("fsync_p99_us".into(), J::from(self.fsync_p99_us)),
             ("fsync_samples".into(), J::from(self.fsync_samples)),
+            ("fsync_cpu_us".into(), J::from(self.fsync_cpu_us)),
             ("fsync_dir".into(), J::s(self.fsync_dir.display().to_string())),
             ("message_bytes".into(), J::from(MSG)),
             ("tcp".into(), rtt(&self.tcp)),
@@ -131,6 +134,7 @@ pub fn run(dir: Option<PathBuf>, json: bool) -> Result<ExitCode> {
         b.fsync_dir.display(),
         human_us(b.fsync_p99_us)
     );
+    println!("{:<11} {:>10}  CPU (user + system, /proc) of one such write", "fsync_cpu", human_us(b.fsync_cpu_us));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -142,8 +146,18 @@ pub fn measure(fsync_dir: &Path, round_trips: usize) -> Result<Baseline> {
     let tcp = with_cpu(pids, || tcp_rtt(peer.tcp, round_trips)).context("TCP ping-pong")?;
     let udp = with_cpu(pids, || udp_rtt(peer.udp, round_trips)).context("UDP ping-pong")?;
     drop(peer);
+    let cpu_before = ftlab::probe::cpu_us(std::process::id())?;
     let (fsync_p50_us, fsync_p99_us, fsync_samples) = fsync(fsync_dir)?;
-    Ok(Baseline { tcp, udp, fsync_p50_us, fsync_p99_us, fsync_samples, fsync_dir: fsync_dir.to_path_buf() })
+    let fsync_cpu_us = (ftlab::probe::cpu_us(std::process::id())? - cpu_before) / fsync_samples.max(1) as f64;
+    Ok(Baseline {
+        tcp,
+        udp,
+        fsync_p50_us,
+        fsync_p99_us,
+        fsync_samples,
+        fsync_cpu_us,
+        fsync_dir: fsync_dir.to_path_buf(),
+    })
 }
 
 /// The peer process: `ftlab bench-peer`, gone when dropped (its stdin

@@ -63,6 +63,9 @@ struct Sample {
     passes: f64,
     /// utime + stime of the nodes' processes, µs.
     cpu_us: f64,
+    /// `<prefix>_state_write_seconds`: durable writes, and seconds in them.
+    writes: f64,
+    write_s: f64,
 }
 
 /// The figures of the holds (or acks) in a window.
@@ -231,6 +234,9 @@ struct DaemonRun {
     stats: OpStats,
     messages_per_op: Option<f64>,
     cpu_us_per_op: Option<f64>,
+    /// Durable state writes per operation, and the mean write, µs.
+    writes_per_op: Option<f64>,
+    write_mean_us: Option<f64>,
     /// tokenwatchd's token passes per second in the window.
     passes_per_s: Option<f64>,
     /// ringd's lookups: p50, p99 (µs), samples, failures.
@@ -356,6 +362,11 @@ fn run_daemon(o: &Opts) -> Result<DaemonRun> {
         binaries,
         messages_per_op: per_op(after.messages - before.messages),
         cpu_us_per_op: per_op(after.cpu_us - before.cpu_us),
+        writes_per_op: per_op(after.writes - before.writes),
+        write_mean_us: {
+            let writes = after.writes - before.writes;
+            (writes > 0.0).then(|| (after.write_s - before.write_s) * 1e6 / writes)
+        },
         passes_per_s: o.udp().then(|| (after.passes - before.passes) / window_s),
         stats,
         lookups,
@@ -427,10 +438,14 @@ fn sample(o: &Opts, c: &Cluster) -> Result<Sample> {
     let mut s = Sample::default();
     let sent = format!("{}_messages_sent_total", o.prefix());
     let passes = format!("{}_token_passes_total", o.prefix());
+    let writes = format!("{}_state_write_seconds_count", o.prefix());
+    let write_s = format!("{}_state_write_seconds_sum", o.prefix());
     for id in 1..=c.len() as u32 {
         let text = c.scrape(id).with_context(|| format!("scrape node {id}"))?;
         s.messages += ftlab::probe::sum_in(&text, &sent);
         s.passes += ftlab::probe::sum_in(&text, &passes);
+        s.writes += ftlab::probe::sum_in(&text, &writes);
+        s.write_s += ftlab::probe::sum_in(&text, &write_s);
         let pid = c.pid(id).ok_or_else(|| anyhow!("node {id} is not running"))?;
         s.cpu_us += ftlab::probe::cpu_us(pid)?;
     }
@@ -527,15 +542,21 @@ fn figures(o: &Opts, r: &DaemonRun, etcd: Option<&EtcdRun>) -> (f64, Vec<Figure>
             // daemon pays one end.
             let client = if o.is_ringd() { 2.0 } else { 4.0 };
             let peer_cpu = if o.udp() { b.udp.cpu_per_msg_us } else { b.tcp.cpu_per_msg_us };
-            let floor = m * peer_cpu + client / 2.0 * b.tcp.cpu_per_msg_us;
-            let stores = if o.udp() { ", stores not counted" } else { "" };
+            let writes = r.writes_per_op.unwrap_or(0.0);
+            let floor = m * peer_cpu + client / 2.0 * b.tcp.cpu_per_msg_us + writes * b.fsync_cpu_us;
+            let stores = if writes > 0.0 { format!(" + {writes:.2} writes × CPU per write") } else { String::new() };
             cpu.reference(format!(
-                "ref: the messages' kernel cost {} = ({m:.2} peer + {client}/2 client msgs) × CPU per message{stores}",
+                "ref: the kernel's cost {} = ({m:.2} peer + {client}/2 client msgs) × CPU per message{stores}",
                 human_us(floor)
             ))
         }
         None => cpu,
     });
+    f.push(Figure::count("state writes per op", "writes", r.writes_per_op));
+    f.push(
+        Figure::time("state write, mean", r.write_mean_us, l)
+            .reference(format!("ref: the baseline's fsync_p50 {} (the same write, alone)", human_us(b.fsync_p50_us))),
+    );
     (l, f)
 }
 
@@ -573,6 +594,8 @@ fn report(o: &Opts, r: &DaemonRun, etcd: Option<&EtcdRun>) -> Result<ExitCode> {
             ("throughput".into(), J::from(r.stats.throughput())),
             ("messages_per_op".into(), J::opt(r.messages_per_op)),
             ("cpu_us_per_op".into(), J::opt(r.cpu_us_per_op)),
+            ("state_writes_per_op".into(), J::opt(r.writes_per_op)),
+            ("state_write_mean_us".into(), J::opt(r.write_mean_us)),
             ("checks".into(), J::s(if passed { "passed" } else { "failed" })),
             ("checked".into(), J::s(&r.checked)),
             ("check_error".into(), J::opt_s(r.check_error.clone())),
