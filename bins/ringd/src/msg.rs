@@ -32,6 +32,12 @@ pub struct Token {
     /// Recent results of token services, oldest first (bounded by
     /// [`MAX_RESULTS`]).
     pub results: Vec<(u64, Outcome)>,
+    /// Passes since a token service last ran (0: its sender ran one, or
+    /// has one queued). An owner with nothing queued holds the token for
+    /// `token_min_hold_ms` only once it has gone N passes without running
+    /// anything: an idle ring does not spin it, a busy one is not slowed
+    /// by it.
+    pub quiet: u32,
 }
 
 /// Short, for traces and logs: the state and results are summarised.
@@ -39,12 +45,13 @@ impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "Token {{ epoch: {}, seq: {}, from: {}, state: {} keys, results: {} }}",
+            "Token {{ epoch: {}, seq: {}, from: {}, state: {} keys, results: {}, quiet: {} }}",
             self.epoch,
             self.seq,
             self.from,
             self.state.len(),
-            self.results.len()
+            self.results.len(),
+            self.quiet
         )
     }
 }
@@ -58,6 +65,9 @@ impl Token {
             from,
             state: base.map(|t| t.state.clone()).unwrap_or_default(),
             results: base.map(|t| t.results.clone()).unwrap_or_default(),
+            // A new token goes round once at once, to find whoever waited
+            // while it was lost.
+            quiet: 0,
         }
     }
 

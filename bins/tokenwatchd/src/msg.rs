@@ -40,6 +40,12 @@ pub enum Msg {
         m: u64,
         /// Processes the ring bypasses.
         bypassed: Vec<NodeId>,
+        /// Hops since the token last served a client (0: its sender
+        /// granted, or has clients waiting). A process holds the token
+        /// for `token_min_hold_ms` only once it has gone a whole lap of
+        /// the live ring without serving anyone: an idle ring does not
+        /// spin it, a busy one is not slowed by it.
+        quiet: u32,
     },
     /// Confirmation of a hand-off, travelling `ttl` more hops forward.
     Ack {

@@ -64,8 +64,11 @@ fn proto(outs: Vec<Out>) -> Vec<Out> {
         .collect()
 }
 
+/// Passes without a token service that make a token idle here (N = 3).
+const IDLE: u32 = 3;
+
 fn token(epoch: u64, seq: u64, from: u32) -> Token {
-    Token { epoch, seq, from: n(from), state: BTreeMap::new(), results: Vec::new() }
+    Token { epoch, seq, from: n(from), state: BTreeMap::new(), results: Vec::new(), quiet: IDLE }
 }
 
 fn send(to: u32, msg: Msg) -> Out {
@@ -119,7 +122,7 @@ fn a_lower_epoch_is_answered_stale_an_older_seq_discarded_a_resend_acked_again()
 fn an_idle_owner_passes_after_min_hold_and_releases_its_sender_once_acked() {
     let mut r = owner();
     assert_eq!(proto(timeout(&mut r, T0 + Duration::from_millis(4))), vec![]);
-    let passed = token(1025, 6, 1);
+    let passed = Token { quiet: IDLE + 1, ..token(1025, 6, 1) };
     assert_eq!(
         proto(timeout(&mut r, T0 + Duration::from_millis(5))),
         vec![send(2, Msg::Token(Box::new(passed))), Output::Event(RdEvent::Passed { to: n(2) })]
@@ -148,7 +151,8 @@ fn token_services_wait_for_a_majority_lease_and_answer_after_the_successors_ack(
     let outs = proto(deliver(&mut r, t1, n(3), Incarnation(1), Msg::HolderAliveAck { epoch: 1025, nonce: 1 }));
     let fence = (1025u128 << 64) | 5;
     let result = ServiceResult { output: "1".into(), status: 0, fence: Some(fence) };
-    let mut passed = token(1025, 6, 1);
+    // It ran a service: quiet 0, the next replicas pass it on at once.
+    let mut passed = Token { quiet: 0, ..token(1025, 6, 1) };
     passed.state.insert("counter:c".into(), "1".into());
     passed.results.push((7, Ok(result.clone())));
     let lease_until = Lease::new(T0, Duration::from_millis(100), 1_000).holder_valid_until();
@@ -258,8 +262,28 @@ fn a_census_regenerates_only_once_every_ring_member_promised() {
             Output::Event(RdEvent::Regenerated { epoch: proposed }),
             Output::Event(RdEvent::CensusEnded { outcome: CensusOutcome::Regenerated }),
             Output::Event(RdEvent::Accepted { id: (proposed, 0) }),
+            // A new token goes round once at once (it has run nothing yet:
+            // quiet 0 → 1), to find whoever waited while it was lost.
+            send(2, Msg::Token(Box::new(Token { quiet: 1, ..token(proposed, 1, 1) }))),
+            Output::Event(RdEvent::Passed { to: n(2) }),
         ]
     );
+    assert!(r.is_passing());
+}
+
+#[test]
+fn a_token_that_ran_lately_is_passed_on_at_once_an_idle_one_after_the_min_hold() {
+    // A token whose sender ran a service: the owner, with nothing queued,
+    // passes it in the same step, one more quiet pass on it.
+    let mut r = owner();
+    let fresh = Token { quiet: 0, ..token(1025, 6, 3) };
+    let outs = proto(deliver(&mut r, T0, n(3), Incarnation(1), Msg::Token(Box::new(fresh))));
+    let passed = Token { quiet: 1, ..token(1025, 7, 1) };
+    assert!(outs.contains(&send(2, Msg::Token(Box::new(passed)))), "{outs:?}");
+    // An idle one (N passes without a service) stays for token_min_hold.
+    let mut r = owner();
+    let outs = proto(deliver(&mut r, T0, n(3), Incarnation(1), Msg::Token(Box::new(token(1025, 6, 3)))));
+    assert!(!outs.iter().any(|o| matches!(o, Output::Send { msg: Msg::Token(_), .. })), "{outs:?}");
     assert!(r.owns_token());
 }
 

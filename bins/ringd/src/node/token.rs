@@ -2,6 +2,8 @@
 //! frozen → released; stale tokens discarded; `Stale` answered and heeded;
 //! a superseded owner keeps its token only as a copy.
 
+use std::time::Duration;
+
 use client::ring::ExecError;
 use durable::promise::{Failure, Refusal};
 use ftcore::NodeId;
@@ -94,6 +96,8 @@ impl RdNode {
         };
         h.token.seq = next;
         h.token.from = self.me;
+        let ran = matches!(h.role, Role::Owned { ran: true, .. });
+        h.token.quiet = if ran || !self.token_queue.is_empty() { 0 } else { h.token.quiet.saturating_add(1) };
         let t = h.token.clone();
         h.role = Role::Unacked { to: s, inc, last_sent: now };
         self.lease.reset();
@@ -208,7 +212,7 @@ impl RdNode {
                 // Alone, or waiting for a lease (lease_deadline): no pass due.
                 let waiting =
                     self.token_job.is_some() || (!self.token_queue.is_empty() && self.lease.worth_waiting_any());
-                (self.successor().is_some() && !waiting).then(|| *since + self.cfg.token_min_hold)
+                (self.successor().is_some() && !waiting).then(|| *since + self.idle_hold())
             }
             Some(Role::Unacked { last_sent, .. }) => {
                 [Some(*last_sent + self.cfg.suspect_after), census].into_iter().flatten().min()
@@ -255,8 +259,20 @@ impl RdNode {
             return;
         }
         let ran_now = matches!(self.held.as_ref().map(|h| &h.role), Some(Role::Owned { ran: true, .. }));
-        if ran || ran_now || now >= since + self.cfg.token_min_hold || self.leaving {
+        if ran || ran_now || now >= since + self.idle_hold() || self.leaving {
             self.pass(now);
+        }
+    }
+
+    /// How long an owner with nothing queued holds the token:
+    /// `token_min_hold` once the token has gone N passes without running a
+    /// token service (the ring is idle), else nothing (another replica may
+    /// be waiting for it).
+    fn idle_hold(&self) -> Duration {
+        let lap = u32::try_from(self.members.len()).unwrap_or(u32::MAX);
+        match &self.held {
+            Some(h) if h.token.quiet >= lap => self.cfg.token_min_hold,
+            _ => Duration::ZERO,
         }
     }
 }

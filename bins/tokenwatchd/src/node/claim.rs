@@ -188,7 +188,7 @@ impl TwNode {
                 }
                 self.out.event(TwEvent::ClaimEnded { outcome: ClaimOutcome::Won });
                 self.out.event(TwEvent::Regenerated { epoch, tpc: self.tpc, took });
-                self.install(now, epoch);
+                self.install(now, epoch, 0);
             }
             Err(UseError::NoMajority) if self.cfg.mutations.claim_without_majority => {
                 self.promise.abandon(now);
@@ -198,7 +198,7 @@ impl TwNode {
                 self.seen = (epoch, self.tpc);
                 self.bypassed = claim.skipped.iter().copied().filter(|s| *s != self.me).collect();
                 self.token_here(now);
-                self.install(now, epoch);
+                self.install(now, epoch, 0);
             }
             Err(UseError::NoMajority) => {
                 self.promise.abandon(now);

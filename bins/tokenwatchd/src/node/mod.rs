@@ -364,6 +364,8 @@ struct Visit {
     since: Instant,
     /// Grants made in this visit.
     grants: u64,
+    /// The token's hops without service when it arrived (`Msg::Token`).
+    quiet: u32,
 }
 
 /// A hand-off awaiting its confirmation.
@@ -375,6 +377,8 @@ struct Awaiting {
     m: u64,
     /// The live view it carried.
     bypassed: Vec<NodeId>,
+    /// Its hops without service.
+    quiet: u32,
     first_sent: Instant,
     last_sent: Instant,
     retransmits: u32,
@@ -674,7 +678,7 @@ impl Protocol for TwNode {
         }
         self.silent.remove(&from);
         match msg {
-            Msg::Token { epoch, m, bypassed } => self.on_token(now, from, epoch, m, bypassed),
+            Msg::Token { epoch, m, bypassed, quiet } => self.on_token(now, from, epoch, m, bypassed, quiet),
             Msg::Ack { epoch, ttl, m } => self.on_ack(now, epoch, ttl, m),
             Msg::Stale { epoch } => self.on_stale(now, from, epoch),
             Msg::Join { nonce } => self.on_join(now, from, nonce),

@@ -8,6 +8,8 @@
 //! the visit: grants with a fresh fence each, only under the lease
 //! (`lease.rs`) and never past the visit's end, idle hold, `max_hold`.
 
+use std::time::Duration;
+
 use ftcore::NodeId;
 use timer::Instant;
 
@@ -15,7 +17,15 @@ use super::{Awaiting, TwEvent, TwNode, Visit};
 use crate::msg::Msg;
 
 impl TwNode {
-    pub(super) fn on_token(&mut self, now: Instant, from: NodeId, epoch: u64, m: u64, bypassed: Vec<NodeId>) {
+    pub(super) fn on_token(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        epoch: u64,
+        m: u64,
+        bypassed: Vec<NodeId>,
+        quiet: u32,
+    ) {
         if !self.promise.stored().recovered() {
             // An unrecovered fresh node takes no token; the sender bypasses it.
             return;
@@ -76,19 +86,19 @@ impl TwNode {
         self.token_here(now);
         self.token_seen_joins();
         self.send_ack(epoch, tpc, false);
-        self.install(now, epoch);
+        self.install(now, epoch, quiet);
         self.out.event(TwEvent::Accepted { epoch, tpc });
     }
 
-    /// The token is here now.
-    pub(super) fn install(&mut self, now: Instant, epoch: u64) {
+    /// The token is here now, `quiet` hops since it last served a client.
+    pub(super) fn install(&mut self, now: Instant, epoch: u64, quiet: u32) {
         if let Some((e, at)) = self.last_arrival {
             if e == epoch {
                 self.out.event(TwEvent::Rotated { took: now.saturating_since(at) });
             }
         }
         self.last_arrival = Some((epoch, now));
-        self.visit = Some(Visit { epoch, since: now, grants: 0 });
+        self.visit = Some(Visit { epoch, since: now, grants: 0, quiet });
         self.locks.token_arrived(now);
         self.out.event(TwEvent::HasToken(true));
     }
@@ -207,14 +217,27 @@ impl TwNode {
             }
             self.tpc = before;
         }
-        if grants > 0 || self.leaving || now >= since + self.cfg.token_min_hold {
+        if grants > 0 || self.leaving || now >= since + self.idle_hold() {
             self.pass_on(now);
+        }
+    }
+
+    /// How long the visit holds the token with nobody waiting here:
+    /// `token_min_hold` once the token has gone a whole lap of the live
+    /// ring without serving anyone, else nothing (another process wants
+    /// it).
+    fn idle_hold(&self) -> Duration {
+        let lap = u32::try_from(self.live_len()).unwrap_or(u32::MAX);
+        match &self.visit {
+            Some(v) if v.quiet >= lap => self.cfg.token_min_hold,
+            _ => Duration::ZERO,
         }
     }
 
     /// Hands the token to the successor and waits for its confirmation.
     fn pass_on(&mut self, now: Instant) {
         let Some(v) = self.visit.take() else { return };
+        let quiet = if v.grants > 0 || self.locks.has_waiters() { 0 } else { v.quiet.saturating_add(1) };
         self.out.event(TwEvent::HasToken(false));
         for r in std::mem::take(&mut self.readmit) {
             self.bypassed.remove(&r);
@@ -222,12 +245,13 @@ impl TwNode {
         match self.successor(&[]) {
             Some(to) => {
                 let bypassed: Vec<NodeId> = self.bypassed.iter().copied().collect();
-                self.out.send(to, Msg::Token { epoch: v.epoch, m: self.tpc, bypassed: bypassed.clone() });
+                self.out.send(to, Msg::Token { epoch: v.epoch, m: self.tpc, bypassed: bypassed.clone(), quiet });
                 self.awaiting = Some(Awaiting {
                     to,
                     epoch: v.epoch,
                     m: self.tpc,
                     bypassed,
+                    quiet,
                     first_sent: now,
                     last_sent: now,
                     retransmits: 0,
@@ -237,7 +261,7 @@ impl TwNode {
             // N = 1, or alone by choice: keep it (sending it to oneself
             // would be stale and lose it).
             None if self.members.len() == 1 || self.cfg.allow_minority || self.cfg.mutations.minority_holder => {
-                self.install(now, v.epoch)
+                self.install(now, v.epoch, quiet)
             }
             // (safety) No minority holder: drop the copy, claim.
             None => {
@@ -254,7 +278,7 @@ impl TwNode {
             if self.locks.is_held() || self.locks.has_waiters() {
                 end
             } else {
-                end.min(v.since + self.cfg.token_min_hold)
+                end.min(v.since + self.idle_hold())
             }
         });
         let awaiting = self.awaiting.as_ref().map(|a| {
@@ -274,7 +298,7 @@ impl TwNode {
             if now >= a.last_sent + self.cfg.ring_timeout {
                 a.retransmits += 1;
                 a.last_sent = now;
-                let msg = Msg::Token { epoch: a.epoch, m: a.m, bypassed: a.bypassed.clone() };
+                let msg = Msg::Token { epoch: a.epoch, m: a.m, bypassed: a.bypassed.clone(), quiet: a.quiet };
                 let to = a.to;
                 self.out.send(to, msg);
                 self.out.event(TwEvent::Retransmitted);
@@ -291,7 +315,7 @@ impl TwNode {
                 // the next process.
                 self.bypassed.insert(peer);
                 self.tpc = self.tpc.saturating_add(1);
-                return self.install(now, epoch);
+                return self.install(now, epoch, 0);
             }
             self.start_claim(now, vec![peer]);
         }

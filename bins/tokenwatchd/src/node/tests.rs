@@ -70,8 +70,13 @@ fn ev(e: TwEvent) -> Out {
     Output::Event(e)
 }
 
+/// A token that has gone a whole lap (N = 3) without serving anyone: an
+/// idle ring's token, which a process with nobody waiting holds for
+/// `token_min_hold`.
+const IDLE: u32 = 3;
+
 fn token(epoch: u64, m: u64) -> Msg {
-    Msg::Token { epoch, m, bypassed: vec![] }
+    Msg::Token { epoch, m, bypassed: vec![], quiet: IDLE }
 }
 
 fn renew(round: u64, epoch: u64, tpc: u64, holding: bool) -> Msg {
@@ -178,7 +183,7 @@ fn an_idle_holder_passes_after_the_min_hold_and_a_confirming_ack_ends_the_wait()
         out,
         vec![
             ev(TwEvent::HasToken(false)),
-            send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![] }),
+            send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![], quiet: IDLE + 1 }),
             ev(TwEvent::Passed { to: N3 }),
         ]
     );
@@ -195,7 +200,7 @@ fn an_idle_holder_passes_after_the_min_hold_and_a_confirming_ack_ends_the_wait()
 fn an_unconfirmed_hand_off_is_retransmitted_r_times_then_bypassed_by_a_claim() {
     let mut n = holding();
     timeout(&mut n, at(2));
-    let tok = Msg::Token { epoch: E, m: 6, bypassed: vec![] };
+    let tok = Msg::Token { epoch: E, m: 6, bypassed: vec![], quiet: IDLE + 1 };
     assert_eq!(timeout(&mut n, at(12)), vec![send(N3, tok.clone()), ev(TwEvent::Retransmitted)]);
     assert_eq!(timeout(&mut n, at(22)), vec![send(N3, tok), ev(TwEvent::Retransmitted)]);
     // Then nothing until bypass_after since the last transmission.
@@ -355,6 +360,11 @@ fn a_claim_back_with_a_majority_makes_the_token_without_one_nothing() {
             ev(TwEvent::ClaimEnded { outcome: ClaimOutcome::Won }),
             ev(TwEvent::Regenerated { epoch, tpc: 6, took: Duration::from_millis(t + 5) }),
             ev(TwEvent::HasToken(true)),
+            // A new token goes round once at once, to find whoever waited
+            // while it was lost (it has served nobody yet: quiet 0 → 1).
+            ev(TwEvent::HasToken(false)),
+            send(N3, Msg::Token { epoch, m: 6, bypassed: vec![N1], quiet: 1 }),
+            ev(TwEvent::Passed { to: N3 }),
         ]
     );
     assert_eq!(n.bypassed().iter().copied().collect::<Vec<_>>(), vec![N1]);
@@ -385,7 +395,8 @@ fn grants_in_one_visit_each_raise_tpc_and_the_token_carries_it() {
     assert_eq!(out[0], stored(&n), "the raised tpc is stored before the grant");
     assert!(out.contains(&reply(c2, LockReply::Granted { fence: fence(E, 7), lease_until_us: at(31).as_micros() })));
     let out = request(&mut n, at(4), c2, LockRequest::Release);
-    assert!(out.contains(&send(N3, Msg::Token { epoch: E, m: 7, bypassed: vec![] })), "{out:?}");
+    // It served: the next processes pass it on at once (quiet 0).
+    assert!(out.contains(&send(N3, Msg::Token { epoch: E, m: 7, bypassed: vec![], quiet: 0 })), "{out:?}");
 }
 
 #[test]
@@ -461,7 +472,7 @@ fn a_token_back_in_the_same_epoch_records_one_rotation() {
 #[test]
 fn a_holder_with_every_other_process_left_out_drops_its_copy_and_claims() {
     let mut n = node();
-    deliver(&mut n, T0, N1, INC, Msg::Token { epoch: E, m: 5, bypassed: vec![N1, N3] });
+    deliver(&mut n, T0, N1, INC, Msg::Token { epoch: E, m: 5, bypassed: vec![N1, N3], quiet: IDLE });
     // No live successor when the visit ends: no minority holder.
     let out = timeout(&mut n, at(2));
     assert!(!n.has_token());
@@ -544,8 +555,26 @@ fn no_grant_without_the_lease_and_the_token_moves_on_at_the_visits_end() {
     // grant needs the lease; passing never does).
     let out = timeout(&mut n, at(101));
     assert!(!out.iter().any(|o| matches!(o, Output::Reply { .. })), "{out:?}");
-    assert!(out.contains(&send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![] })), "{out:?}");
+    // Its client still waits: quiet 0, so the token comes back quickly.
+    assert!(out.contains(&send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![], quiet: 0 })), "{out:?}");
     assert!(!n.has_token());
+}
+
+#[test]
+fn a_token_that_served_lately_is_passed_on_at_once_an_idle_one_after_the_min_hold() {
+    // A token that served a client one hop ago: n2, with nobody waiting,
+    // passes it on in the same step, one more quiet hop on it.
+    let mut n = node();
+    let out = deliver(&mut n, T0, N1, INC, Msg::Token { epoch: E, m: 5, bypassed: vec![], quiet: 0 });
+    assert!(out.contains(&send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![], quiet: 1 })), "{out:?}");
+    assert!(!n.has_token());
+    // One that has gone a whole lap (N = 3 hops) without serving anyone
+    // stays for token_min_hold (2 ms).
+    let mut n = node();
+    let out = deliver(&mut n, T0, N1, INC, Msg::Token { epoch: E, m: 5, bypassed: vec![], quiet: IDLE });
+    assert!(!out.iter().any(|o| matches!(o, Output::Send { msg: Msg::Token { .. }, .. })), "{out:?}");
+    assert!(n.has_token());
+    assert_eq!(n.poll_timeout(), Some(at(2)));
 }
 
 #[test]
