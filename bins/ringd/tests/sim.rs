@@ -58,7 +58,11 @@ fn faulty_run(seed: u64) -> Result<(), sim::SimError> {
 
 #[test]
 fn every_fault_kind() {
-    for_seeds(150, faulty_run);
+    // 3252: a census origin that had acked the holder's renewal proposed
+    // at once; the old holder, its ack arriving late, ran inside its lease
+    // after the new token ran (docs/safety-rules.md, ringd, found while
+    // building).
+    for_seeds_with(&[3252], 150, faulty_run);
 }
 
 /// Every fault kind with half the crashes process kills whose peers hear

@@ -8,6 +8,7 @@
 //! `suspect_after·(1−ρ)`.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use durable::promise::{Failure, Refusal, Step, UseError};
 use ftcore::NodeId;
@@ -80,6 +81,11 @@ impl RdNode {
             self.census_not_before = now + self.cfg.suspect_after;
             return;
         }
+        if let Some(remaining) = self.census_busy_for(now, self.me) {
+            // It acked a holder's renewal: that lease may still run.
+            self.census_not_before = now + remaining;
+            return;
+        }
         let value = match self.promise.propose(now) {
             Ok(v) => v,
             Err(Refusal::Restarting { remaining }) => {
@@ -104,18 +110,28 @@ impl RdNode {
         self.try_complete(now);
     }
 
+    /// (safety) How long this replica still refuses a census by `from`
+    /// (`Busy`): while it owns the token, or for `lease·(1+ρ)` after it
+    /// acked another replica's HolderAlive. Its own census counts: a
+    /// replica that acked a holder's renewal proposes nothing until that
+    /// lease has surely ended (foundation.md: every refusal condition
+    /// applies to the proposer too).
+    fn census_busy_for(&self, now: Instant, from: NodeId) -> Option<Duration> {
+        if self.cfg.mutations.census_ignores_owner {
+            return None;
+        }
+        if self.owns_token() {
+            let honours = Lease::new(now, self.cfg.lease, self.cfg.drift_ppm).grantor_honours_until();
+            return Some(honours.saturating_since(now));
+        }
+        self.acked_holder.and_then(|(h, at)| {
+            let until = Lease::new(at, self.cfg.lease, self.cfg.drift_ppm).grantor_honours_until();
+            (h != from && now < until).then(|| until.saturating_since(now))
+        })
+    }
+
     pub(super) fn on_census(&mut self, now: Instant, from: NodeId, proposed: u64) {
-        let honours = Lease::new(now, self.cfg.lease, self.cfg.drift_ppm).grantor_honours_until();
-        let busy = if self.cfg.mutations.census_ignores_owner {
-            None
-        } else if self.owns_token() {
-            Some(honours.saturating_since(now))
-        } else {
-            self.acked_holder.and_then(|(h, at)| {
-                let until = Lease::new(at, self.cfg.lease, self.cfg.drift_ppm).grantor_honours_until();
-                (h != from && now < until).then(|| until.saturating_since(now))
-            })
-        };
+        let busy = self.census_busy_for(now, from);
         let answer = match busy {
             Some(remaining) => CensusAnswer::Refused(Refusal::Busy { remaining }),
             None => match self.promise.on_proposal(from, proposed, now) {

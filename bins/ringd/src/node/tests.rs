@@ -201,6 +201,26 @@ fn an_owner_answers_a_census_busy_a_member_promises_with_its_copy() {
 }
 
 #[test]
+fn a_replica_that_acked_a_holders_renewal_starts_no_census_until_that_lease_surely_ended() {
+    // 1 acks 3's HolderAlive at T0 (epoch 0 is in use), then wants a
+    // census 3 ms later (as when it suspects 3): it proposes nothing until
+    // lease·(1+ρ) after the ack, as it would refuse another's census.
+    let mut r = replica(1);
+    let outs = proto(deliver(&mut r, T0, n(3), Incarnation(1), Msg::HolderAlive { epoch: 0, nonce: 1 }));
+    assert!(outs.contains(&send(3, Msg::HolderAliveAck { epoch: 0, nonce: 1 })), "{outs:?}");
+    let t = T0 + Duration::from_millis(3);
+    r.start_census(t, None);
+    r.after_input(t);
+    assert!(r.promises().proposal().is_none(), "a census while 3's lease may run");
+    let honours = Lease::new(T0, Duration::from_millis(100), 1_000).grantor_honours_until();
+    assert_eq!(r.token_deadline(), Some(honours));
+    // Once it has surely ended, the census goes out.
+    r.start_census(honours, None);
+    r.after_input(honours);
+    assert!(r.promises().proposal().is_some());
+}
+
+#[test]
 fn a_sender_told_stale_keeps_a_copy_and_censuses_after_a_random_delay() {
     let mut r = owner();
     let _ = proto(timeout(&mut r, T0 + Duration::from_millis(5)));
