@@ -82,8 +82,12 @@ impl RdNode {
             return;
         }
         if let Some(remaining) = self.census_busy_for(now, self.me) {
-            // It acked a holder's renewal: that lease may still run.
-            self.census_not_before = now + remaining;
+            // It acked a holder's renewal: that lease may still run. Retry
+            // as after a Busy answer: just past it, with a little jitter,
+            // so that replicas that acked the same renewal do not all
+            // start side by side.
+            let wait = self.promise.retry_after(&Failure::Busy { longest: remaining }, &mut self.rng);
+            self.census_not_before = now + wait;
             return;
         }
         let value = match self.promise.propose(now) {
