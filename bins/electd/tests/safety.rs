@@ -538,30 +538,32 @@ fn majority_of_voters_masked_by_prevote_and_heartbeat_quorum() {
     }
 }
 
+/// Every scenario above, by name.
+const SCENARIOS: [(&str, Scenario); 11] = [
+    ("failover_gap", failover_gap),
+    ("quorum_lease", quorum_lease),
+    ("lease_from_renewal", lease_from_renewal),
+    ("prevote", prevote),
+    ("cold_restart", cold_restart),
+    ("same_term_elections", same_term_elections),
+    ("cut_off_coordinator", cut_off_coordinator),
+    ("late_joiners", late_joiners),
+    ("hung_successor", hung_successor),
+    ("restarted_coordinator", restarted_coordinator),
+    ("counter_overflow", counter_overflow),
+];
+
 /// The rules docs/safety-rules.md lists as masked: switched off, no
 /// scenario above breaks (each is covered by another rule). If one ever
 /// does, it shows the rule: move it to "shown" there.
 #[test]
 fn masked_rules_break_no_scenario() {
-    let scenarios: [(&str, Scenario); 11] = [
-        ("failover_gap", failover_gap),
-        ("quorum_lease", quorum_lease),
-        ("lease_from_renewal", lease_from_renewal),
-        ("prevote", prevote),
-        ("cold_restart", cold_restart),
-        ("same_term_elections", same_term_elections),
-        ("cut_off_coordinator", cut_off_coordinator),
-        ("late_joiners", late_joiners),
-        ("hung_successor", hung_successor),
-        ("restarted_coordinator", restarted_coordinator),
-        ("counter_overflow", counter_overflow),
-    ];
     let mut broke = Vec::new();
     for m in [
         ElMutations { no_majority: true, ..Default::default() },
         ElMutations { no_election_deadline: true, ..Default::default() },
     ] {
-        for (name, scenario) in scenarios {
+        for (name, scenario) in SCENARIOS {
             for alg in ALGS {
                 for seed in 1..=3 {
                     if let Err(e) = scenario(seed, alg, m) {
@@ -579,21 +581,8 @@ fn masked_rules_break_no_scenario() {
 /// prints the runs that fail with the pair but pass with each switch alone
 /// (a mask), and how many runs fail with the pair at all.
 #[test]
-#[ignore = "survey (a minute in release)"]
+#[ignore = "survey (seconds in release)"]
 fn masked_rules_survey() {
-    let scenarios: [(&str, Scenario); 11] = [
-        ("failover_gap", failover_gap),
-        ("quorum_lease", quorum_lease),
-        ("lease_from_renewal", lease_from_renewal),
-        ("prevote", prevote),
-        ("cold_restart", cold_restart),
-        ("same_term_elections", same_term_elections),
-        ("cut_off_coordinator", cut_off_coordinator),
-        ("late_joiners", late_joiners),
-        ("hung_successor", hung_successor),
-        ("restarted_coordinator", restarted_coordinator),
-        ("counter_overflow", counter_overflow),
-    ];
     let d = ElMutations::default;
     let others: Vec<(&str, ElMutations)> = vec![
         ("no_failover_gap", ElMutations { no_failover_gap: true, ..d() }),
@@ -621,7 +610,7 @@ fn masked_rules_survey() {
                 ..*other
             };
             let (mut total, mut masks) = (0, Vec::new());
-            for (sname, s) in scenarios {
+            for (sname, s) in SCENARIOS {
                 for alg in ALGS {
                     for seed in 1..=3 {
                         if let Some(e) = fails(both, s, alg, seed) {

@@ -308,11 +308,18 @@ where
         }
     }
 
-    /// Stores the life and the core's state (fsynced), timing the write.
-    fn store(&mut self, inc: Incarnation, core: Option<&P::Durable>) -> Result<(), String> {
+    /// Stores the life and the core's state (fsynced) through `persist`,
+    /// timing the write. (Fields, not `self`: the state stored may be
+    /// borrowed from `self.stored`.)
+    fn store(
+        persist: &mut PersistHook<P>,
+        metrics: &Metrics,
+        inc: Incarnation,
+        core: Option<&P::Durable>,
+    ) -> Result<(), String> {
         let started = std::time::Instant::now();
-        (self.persist)(inc, core)?;
-        self.metrics.state_written(started.elapsed());
+        persist(inc, core)?;
+        metrics.state_written(started.elapsed());
         Ok(())
     }
 
@@ -325,14 +332,13 @@ where
         let mut lost = BTreeSet::new();
         let inc = self.core.incarnation();
         if inc != self.stored.0 {
-            let core = self.stored.1.take();
-            self.store(inc, core.as_ref())?;
-            self.stored = (inc, core);
+            Self::store(&mut self.persist, &self.metrics, inc, self.stored.1.as_ref())?;
+            self.stored.0 = inc;
         }
         while let Some(out) = self.core.poll_output() {
             match out {
                 Output::Persist(state) => {
-                    self.store(inc, Some(&state))?;
+                    Self::store(&mut self.persist, &self.metrics, inc, Some(&state))?;
                     self.stored.1 = Some(state);
                 }
                 Output::Send { to, msg } => {

@@ -142,13 +142,12 @@ pub fn run(dir: Option<PathBuf>, json: bool) -> Result<ExitCode> {
 /// `round_trips` each), and fsync_p50 in `fsync_dir`.
 pub fn measure(fsync_dir: &Path, round_trips: usize) -> Result<Baseline> {
     let peer = Peer::spawn()?;
-    let pids = [std::process::id(), peer.child.id()];
-    let tcp = with_cpu(pids, || tcp_rtt(peer.tcp, round_trips)).context("TCP ping-pong")?;
-    let udp = with_cpu(pids, || udp_rtt(peer.udp, round_trips)).context("UDP ping-pong")?;
+    let both = [std::process::id(), peer.child.id()];
+    let tcp = ping_pong_cpu(&both, || tcp_rtt(peer.tcp, round_trips)).context("TCP ping-pong")?;
+    let udp = ping_pong_cpu(&both, || udp_rtt(peer.udp, round_trips)).context("UDP ping-pong")?;
     drop(peer);
-    let cpu_before = ftlab::probe::cpu_us(std::process::id())?;
-    let (fsync_p50_us, fsync_p99_us, fsync_samples) = fsync(fsync_dir)?;
-    let fsync_cpu_us = (ftlab::probe::cpu_us(std::process::id())? - cpu_before) / fsync_samples.max(1) as f64;
+    let ((fsync_p50_us, fsync_p99_us, fsync_samples), cpu) = cpu_during(&[std::process::id()], || fsync(fsync_dir))?;
+    let fsync_cpu_us = cpu / fsync_samples.max(1) as f64;
     Ok(Baseline {
         tcp,
         udp,
@@ -204,13 +203,21 @@ impl Drop for Peer {
     }
 }
 
-/// Runs a ping-pong and fills in its CPU per one-way message: the CPU
-/// `pids` used meanwhile over every message sent (warm-up included).
-fn with_cpu(pids: [u32; 2], ping_pong: impl FnOnce() -> Result<(Rtt, usize)>) -> Result<Rtt> {
+/// Runs `work` and returns its result with the CPU time (µs) processes
+/// `pids` used meanwhile.
+fn cpu_during<T>(pids: &[u32], work: impl FnOnce() -> Result<T>) -> Result<(T, f64)> {
     let cpu = || -> Result<f64> { pids.iter().map(|p| ftlab::probe::cpu_us(*p)).sum() };
     let before = cpu()?;
-    let (mut rtt, round_trips) = ping_pong()?;
-    rtt.cpu_per_msg_us = (cpu()? - before) / (2 * round_trips.max(1)) as f64;
+    let out = work()?;
+    Ok((out, cpu()? - before))
+}
+
+/// Runs a ping-pong and fills in its CPU per one-way message: what `pids`
+/// used over every message sent, warm-up and lost datagrams included.
+fn ping_pong_cpu(pids: &[u32], ping_pong: impl FnOnce() -> Result<Rtt>) -> Result<Rtt> {
+    let (mut rtt, cpu) = cpu_during(pids, ping_pong)?;
+    let round_trips = WARMUP + rtt.samples + rtt.lost;
+    rtt.cpu_per_msg_us = cpu / (2 * round_trips) as f64;
     Ok(rtt)
 }
 
@@ -232,8 +239,7 @@ fn summarise(mut rtts: Vec<f64>, lost: usize) -> Result<Rtt> {
     Ok(Rtt { l_us: p50 / 2.0, p50_us: p50, p99_us: p99, samples, lost, cpu_per_msg_us: 0.0 })
 }
 
-/// The round trips (and how many were made, warm-up included).
-fn tcp_rtt(addr: SocketAddr, round_trips: usize) -> Result<(Rtt, usize)> {
+fn tcp_rtt(addr: SocketAddr, round_trips: usize) -> Result<Rtt> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(Duration::from_secs(2)))?;
@@ -241,9 +247,7 @@ fn tcp_rtt(addr: SocketAddr, round_trips: usize) -> Result<(Rtt, usize)> {
     let mut back = [0u8; MSG];
     let mut rtts = Vec::with_capacity(round_trips);
     let end = Instant::now() + RTT_BUDGET;
-    let mut done = 0;
     for seq in 0..(WARMUP + round_trips) as u64 {
-        done += 1;
         let t = Instant::now();
         s.write_all(&message(seq))?;
         s.read_exact(&mut back)?;
@@ -258,11 +262,10 @@ fn tcp_rtt(addr: SocketAddr, round_trips: usize) -> Result<(Rtt, usize)> {
             }
         }
     }
-    Ok((summarise(rtts, 0)?, done))
+    summarise(rtts, 0)
 }
 
-/// The round trips (and how many were tried, warm-up included).
-fn udp_rtt(addr: SocketAddr, round_trips: usize) -> Result<(Rtt, usize)> {
+fn udp_rtt(addr: SocketAddr, round_trips: usize) -> Result<Rtt> {
     let s = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
     s.connect(addr)?;
     s.set_read_timeout(Some(UDP_WAIT))?;
@@ -270,9 +273,7 @@ fn udp_rtt(addr: SocketAddr, round_trips: usize) -> Result<(Rtt, usize)> {
     let mut rtts = Vec::with_capacity(round_trips);
     let mut lost = 0;
     let end = Instant::now() + RTT_BUDGET;
-    let mut done = 0;
     for seq in 0..(WARMUP + round_trips) as u64 {
-        done += 1;
         let t = Instant::now();
         s.send(&message(seq))?;
         let got = loop {
@@ -298,7 +299,7 @@ fn udp_rtt(addr: SocketAddr, round_trips: usize) -> Result<(Rtt, usize)> {
             }
         }
     }
-    Ok((summarise(rtts, lost)?, done))
+    summarise(rtts, lost)
 }
 
 /// Durable small writes in a fresh directory under `dir`, the way a daemon
