@@ -32,8 +32,8 @@ pub struct Token {
     /// Recent results of token services, oldest first (bounded by
     /// [`MAX_RESULTS`]).
     pub results: Vec<(u64, Outcome)>,
-    /// Passes since a token service last ran (0: its sender ran one, or
-    /// has one queued). An owner with nothing queued holds the token for
+    /// Passes since a token service last ran (0: its sender ran one, has
+    /// one queued, or was told of one by `Wanted`). An owner with nothing queued holds the token for
     /// `token_min_hold_ms` only once it has gone N passes without running
     /// anything: an idle ring does not spin it, a busy one is not slowed
     /// by it.
@@ -217,6 +217,12 @@ pub enum Msg {
         /// The answer.
         answer: CensusAnswer,
     },
+    /// A token service was queued at the sender while the token was away
+    /// from it at least `token_min_hold_ms` (ringd.md, Token): an owner
+    /// holding the token idle passes it on at once, marked wanted (`quiet`
+    /// 0) so that none on the way holds it either. A hint: lost, the token
+    /// comes after the idle holds as without it.
+    Wanted,
     /// A lookup's lap.
     Find {
         /// The client's id (at the origin).
@@ -252,6 +258,7 @@ message_kinds!(Msg {
     Census => "census",
     CensusReply => "census_reply",
     Find => "find",
+    Wanted => "wanted",
 });
 
 impl From<HbMsg> for Msg {

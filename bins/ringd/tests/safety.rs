@@ -336,9 +336,14 @@ fn every_scenario_holds() {
 /// Runs `scenario` with `m` for each seed; panics unless one fails with
 /// a message containing `expect`. Returns how many failed.
 fn needed(name: &str, scenario: Scenario, m: RdMutations, expect: &str) -> usize {
+    needed_in(&SEEDS, name, scenario, m, expect)
+}
+
+/// [`needed`] over `seeds`.
+fn needed_in(seeds: &[u64], name: &str, scenario: Scenario, m: RdMutations, expect: &str) -> usize {
     let mut failed = 0;
     let mut other = Vec::new();
-    for seed in SEEDS {
+    for &seed in seeds {
         match scenario(seed, m) {
             Err(e) if e.to_string().contains(expect) => failed += 1,
             Err(e) => other.push(format!("seed {seed}: {e}")),
@@ -386,7 +391,7 @@ fn seen_as_a_pair_is_needed() {
     // Seeds where the random crashes regenerate while an old epoch's
     // higher seq is still what some replica saw last.
     let m = RdMutations { seen_by_seq: true, ..Default::default() };
-    for seed in [5, 17] {
+    for seed in [2, 4] {
         crashes_then_converge(seed, RdMutations::default())
             .unwrap_or_else(|e| panic!("seed {seed} fails with every rule on: {e}"));
         let e = crashes_then_converge(seed, m).expect_err("passes with seen compared by seq");
@@ -396,8 +401,10 @@ fn seen_as_a_pair_is_needed() {
 
 #[test]
 fn census_majority_is_needed() {
+    // 18 of seeds 1–40 fail without the rule, none with it (2026-11-27,
+    // after `Wanted` moved the runs' timing); the first three.
     let m = RdMutations { census_without_majority: true, ..Default::default() };
-    needed("minority_census", minority_census, m, "acknowledged increment was lost");
+    needed_in(&[4, 7, 9], "minority_census", minority_census, m, "acknowledged increment was lost");
 }
 
 #[test]

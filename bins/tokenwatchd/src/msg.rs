@@ -41,7 +41,7 @@ pub enum Msg {
         /// Processes the ring bypasses.
         bypassed: Vec<NodeId>,
         /// Hops since the token last served a client (0: its sender
-        /// granted, or has clients waiting). A process holds the token
+        /// granted, has clients waiting, or was told of one by `Wanted`). A process holds the token
         /// for `token_min_hold_ms` only once it has gone a whole lap of
         /// the live ring without serving anyone: an idle ring does not
         /// spin it, a busy one is not slowed by it.
@@ -114,6 +114,12 @@ pub enum Msg {
         /// The renewal's round.
         round: u64,
     },
+    /// A client started waiting at the sender while the token was away
+    /// from it at least `token_min_hold_ms` (tokenwatchd.md, Idle hold):
+    /// a process holding the token idle passes it on at once, and marks it
+    /// wanted (`quiet` 0) so that none on the way holds it either. A hint:
+    /// lost, the token comes after the idle holds as without it.
+    Wanted,
     /// The renewal's epoch is below what the sender stored or promised: a
     /// holder drops its token (it may have been superseded) and grants
     /// nothing more.
@@ -137,4 +143,5 @@ message_kinds!(Msg {
     LeaseRenew => "lease_renew",
     LeaseAck => "lease_ack",
     LeaseRefused => "lease_refused",
+    Wanted => "wanted",
 });

@@ -144,7 +144,7 @@ fn acks_never_changing_tpc_is_needed() {
 #[test]
 fn bypass_by_a_claim_is_needed() {
     let e = every_fault_breaks(TwMutations { bypass_by_count: true, ..Default::default() }, 60);
-    assert!(e.to_string().contains(" after 0x"), "{e}");
+    assert!(is_violation(&e), "{e}");
 }
 
 #[test]
@@ -183,46 +183,46 @@ fn promise_window_is_needed() {
     eprintln!("{e}");
 }
 
-/// The tie refusal, masked by the epoch slot: seed 2 of the
-/// pauses-and-partitions run (found by `masked_rules_survey`). With slots
+/// The tie refusal, masked by the epoch slot: seed 192 of the
+/// pauses-and-partitions run (found by a search of 300 seeds). With slots
 /// two claimants never propose the same epoch, so ties never arise; with
 /// the slot alone off the run still passes; with ties promised too, two
-/// Claims complete with epoch 0x1c00 and `n4 granted fence 0x1c00…0130
-/// after 0x1c00…0132`: two tokens of one epoch.
+/// Claims complete with epoch 0x1000 and `n4 granted fence 0x1000…00c5
+/// after 0x1000…00c7`: two tokens of one epoch.
 #[test]
 fn ties_refused_masked_by_epoch_slot() {
-    let run = |m| pauses_and_partitions(2, m).map(drop);
+    let run = |m| pauses_and_partitions(192, m).map(drop);
     run(TwMutations::default()).unwrap();
     run(TwMutations { accept_ties: true, ..Default::default() }).unwrap();
     run(TwMutations { no_epoch_slot: true, ..Default::default() }).unwrap();
     let e = run(TwMutations { no_epoch_slot: true, accept_ties: true, ..Default::default() })
         .expect_err("with the slot and the tie refusal off the run should fail");
-    assert!(e.to_string().contains("granted fence 0x1c00") && is_violation(&e), "{e}");
+    assert!(e.to_string().contains("granted fence 0x1000") && is_violation(&e), "{e}");
 }
 
 /// The promise window, masked by the epoch slot and the tie refusal: seed
-/// 384 of the every-fault run (found by a search of 400 seeds of both
-/// runs with the four refusals an adopter can give off). Two processes
-/// claim the same round. With slots their epochs differ; without, an
+/// 53 of the every-fault run, the first from 0 where all three off fail
+/// (384 before `Wanted` changed the runs' timing). Two processes claim
+/// the same round. With slots their epochs differ; without, an
 /// adopter of the first Claim refuses the second twice over: the tie
 /// refusal (it promises only above its threshold) and the promise window
 /// (`Busy` to any other claimant). Any one of the three keeps the run
 /// safe; with all three off both Claims complete with epoch 0x1800 and
-/// `n3 granted fence 0x1800…00d6 after 0x1800…00d7`.
+/// `n1 granted fence 0x1800…0119 after 0x1800…0119`.
 #[test]
 fn promise_window_masked_by_epoch_slot_and_tie_refusal() {
     let all = TwMutations { no_epoch_slot: true, accept_ties: true, no_promise_window: true, ..Default::default() };
-    every_fault(384, TwMutations::default()).unwrap();
+    every_fault(53, TwMutations::default()).unwrap();
     for one_on in [
         TwMutations { no_epoch_slot: false, ..all },
         TwMutations { accept_ties: false, ..all },
         TwMutations { no_promise_window: false, ..all },
     ] {
-        if let Err(e) = every_fault(384, one_on) {
+        if let Err(e) = every_fault(53, one_on) {
             panic!("with {one_on:?} the run should pass: {e}");
         }
     }
-    let e = every_fault(384, all).map(drop).expect_err("with all three off the run should fail");
+    let e = every_fault(53, all).map(drop).expect_err("with all three off the run should fail");
     assert!(e.to_string().contains("granted fence 0x1800") && is_violation(&e), "{e}");
 }
 
@@ -354,7 +354,9 @@ fn late_token_meets_fresh_nodes(seed: u64, m: TwMutations) -> Result<(), SimErro
 #[test]
 fn unrecovered_nodes_ack_no_renewal_is_needed() {
     let m = TwMutations { unrecovered_acks: true, ..Default::default() };
-    let e = scripted_breaks(20, m, late_token_meets_fresh_nodes);
+    // Seeds 32 and 42 of 0–79 break without the rule (since `Wanted`
+    // changed the runs' timing; seeds 8 and 19 did before).
+    let e = scripted_breaks(40, m, late_token_meets_fresh_nodes);
     assert!(is_violation(&e), "{e}");
 }
 

@@ -2,13 +2,20 @@
 //! with no client, measured once every node has recovered and the cluster
 //! has settled: each node's CPU (utime + stime from /proc, as a share of
 //! one core) and resident memory, next to performance.md's target (an idle
-//! daemon: < 1 % of a core, < 15 MiB RSS).
+//! daemon: < 1 % of a core, < 15 MiB RSS). Then, what that idleness costs
+//! a client: [`WAKES`] requests one at a time, at the nodes in turn, each
+//! after [`GAP`] with none (a lock acquired and released; ringd a
+//! `counter.incr`), timed from request to answer.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
+use client::ring::RingClient;
+use client::Client;
 use ftlab::Cluster;
+use lockservice::{LockReply, LockRequest};
 
 use super::load::Opts;
 use crate::json::J;
@@ -20,6 +27,14 @@ const SETTLE: Duration = Duration::from_secs(3);
 const CPU_TARGET: f64 = 0.01;
 /// ... and less than this resident memory.
 const RSS_TARGET: u64 = 15 * 1024 * 1024;
+
+/// Requests made at the idle cluster, one at a time ...
+const WAKES: usize = 10;
+/// ... each this long after the one before: the token (or lease traffic)
+/// has gone back to what an idle cluster does.
+const GAP: Duration = Duration::from_millis(400);
+/// A request not answered this long fails the run.
+const PATIENCE: Duration = Duration::from_secs(10);
 
 /// One node's figures.
 struct Node {
@@ -58,6 +73,19 @@ pub fn run(o: &Opts) -> Result<ExitCode> {
     let max_cpu = nodes.iter().map(|n| n.cpu_share).fold(0.0, f64::max);
     let mean_cpu = nodes.iter().map(|n| n.cpu_share).sum::<f64>() / nodes.len().max(1) as f64;
     let max_rss = nodes.iter().map(|n| n.rss).max().unwrap_or(0);
+    if !o.json {
+        eprintln!("  {WAKES} requests at the idle cluster, one every {GAP:?} …");
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let mut waits: Vec<f64> = Vec::with_capacity(WAKES);
+    for k in 0..WAKES {
+        std::thread::sleep(GAP);
+        let id = (k % o.n) as u32 + 1;
+        let took = rt.block_on(one_request(&o.daemon, c.node(id).client))?;
+        waits.push(took.as_secs_f64() * 1e6);
+    }
+    let wait_p50 = super::percentile(&mut waits, 50.0).unwrap_or(0.0);
+    let wait_max = waits.iter().copied().fold(0.0, f64::max);
     let (cpu_met, rss_met) = (max_cpu < CPU_TARGET, max_rss < RSS_TARGET);
     let mib = |b: u64| b as f64 / 1024.0 / 1024.0;
     if o.json {
@@ -85,6 +113,9 @@ pub fn run(o: &Opts) -> Result<ExitCode> {
             ("rss_bytes_max", J::from(max_rss)),
             ("rss_target_bytes", J::from(RSS_TARGET)),
             ("rss_met", J::Bool(rss_met)),
+            ("idle_requests", J::from(WAKES)),
+            ("idle_request_p50_us", J::from(wait_p50)),
+            ("idle_request_max_us", J::from(wait_max)),
         ]);
         println!("{top}");
     } else {
@@ -103,6 +134,38 @@ pub fn run(o: &Opts) -> Result<ExitCode> {
             mib(max_rss),
             met(rss_met)
         );
+        println!(
+            "a request at the idle cluster ({WAKES}, one every {GAP:?}, the nodes in turn) waited: p50 {}, max {}",
+            super::human_us(wait_p50),
+            super::human_us(wait_max)
+        );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One request through the node at `addr`, timed from sending it to its
+/// answer (the connection is made first): a lock acquired (then released),
+/// or for ringd one `counter.incr`.
+async fn one_request(daemon: &str, addr: SocketAddr) -> Result<Duration> {
+    if daemon == "ringd" {
+        let mut c = RingClient::connect(addr).await?;
+        let args = [ftlab::probe::COUNTER.to_string()];
+        let t = Instant::now();
+        if let Err(e) = c.execute("counter.incr", &args, PATIENCE).await? {
+            bail!("counter.incr at {addr}: {e}");
+        }
+        return Ok(t.elapsed());
+    }
+    let mut c = Client::<LockRequest, LockReply>::connect(addr).await?;
+    let t = Instant::now();
+    let timeout_ms = PATIENCE.as_millis() as u64;
+    match c.call(LockRequest::Acquire { timeout_ms }, PATIENCE).await? {
+        LockReply::Granted { .. } => {}
+        other => bail!("acquire at {addr} answered {other:?}"),
+    }
+    let took = t.elapsed();
+    match c.call(LockRequest::Release, PATIENCE).await? {
+        LockReply::Released => Ok(took),
+        other => bail!("release at {addr} answered {other:?}"),
+    }
 }

@@ -413,6 +413,10 @@ pub struct RdNode {
     came_from: Option<(NodeId, (u64, u64))>,
     /// When the token last arrived here in which epoch (rotation time).
     last_arrival: Option<(u64, Instant)>,
+    /// When a peer last said a token service waits there (`Msg::Wanted`):
+    /// a visit that began less than `token_min_hold` before is not held
+    /// idle.
+    wanted_at: Option<Instant>,
     /// When the token or a HolderAlive was last seen (or this life began).
     token_seen_at: Instant,
     lost_jitter: Duration,
@@ -611,6 +615,7 @@ impl Protocol for RdNode {
             seen: (0, 0),
             came_from: None,
             last_arrival: None,
+            wanted_at: None,
             token_seen_at: ctx.now,
             lost_jitter: Duration::ZERO,
             lease: lease::LeaseState::default(),
@@ -826,6 +831,7 @@ impl RdNode {
             Msg::Find { request_id, lap, hops, origin, best, best_load, best_addr } => {
                 self.on_find(now, request_id, lap, hops, origin, (best, best_load, best_addr))
             }
+            Msg::Wanted => self.wanted_at = Some(now),
         }
     }
 }

@@ -158,25 +158,12 @@ impl RdNode {
                 if let Err(e) = run_builtin(&mut BTreeMap::new(), s, &args, 0) {
                     return self.answer(client, request_id, &service, Err(e));
                 }
-                if self.in_minority() {
-                    return self.answer(client, request_id, &service, Err(ExecError::NoQuorum));
-                }
-                if self.token_queue.len() >= self.cfg.max_queue {
-                    return self.answer(client, request_id, &service, Err(ExecError::Busy));
-                }
-                self.token_queue.push_back(Job { client, request_id, service, args });
+                self.queue_for_token(now, Job { client, request_id, service, args });
             }
             s if self.cfg.services.contains_key(s) => {
                 let spec = self.cfg.services[s].clone();
                 if spec.needs_token {
-                    if self.in_minority() {
-                        return self.answer(client, request_id, &service, Err(ExecError::NoQuorum));
-                    }
-                    if self.token_queue.len() >= self.cfg.max_queue {
-                        return self.answer(client, request_id, &service, Err(ExecError::Busy));
-                    }
-                    self.token_queue.push_back(Job { client, request_id, service, args });
-                    return;
+                    return self.queue_for_token(now, Job { client, request_id, service, args });
                 }
                 if self.jobs.len() + self.sleeping.len() >= self.cfg.workers {
                     return self.answer(client, request_id, &service, Err(ExecError::Busy));
@@ -191,6 +178,26 @@ impl RdNode {
                 let e = ExecError::UnknownService(service.clone());
                 self.answer(client, request_id, &service, Err(e))
             }
+        }
+    }
+
+    /// Queues a token service for the token: refused in a minority or
+    /// when the queue is full; the first one queued tells the peers
+    /// (`want`).
+    fn queue_for_token(&mut self, now: Instant, job: Job) {
+        let refused = if self.in_minority() {
+            Some(ExecError::NoQuorum)
+        } else if self.token_queue.len() >= self.cfg.max_queue {
+            Some(ExecError::Busy)
+        } else {
+            None
+        };
+        if let Some(e) = refused {
+            return self.answer(job.client, job.request_id, &job.service, Err(e));
+        }
+        self.token_queue.push_back(job);
+        if self.token_queue.len() == 1 {
+            self.want(now);
         }
     }
 

@@ -364,3 +364,49 @@ fn execute_errors_are_clear() {
     let echo = reply(request(&mut r, T0, ClientId(1), ex("echo", &["a", "b"])));
     assert_eq!(echo, Some(Ok(ServiceResult { output: "a b".into(), status: 0, fence: None })));
 }
+
+#[test]
+fn a_token_service_queued_while_the_token_is_away_tells_every_peer_once() {
+    let ms = Duration::from_millis;
+    let incr = |id| RingRequest::Execute { request_id: id, service: "counter.incr".into(), args: vec!["c".into()] };
+    let wanted = |outs: &[Out]| -> Vec<Out> {
+        outs.iter().filter(|o| matches!(o, Output::Send { msg: Msg::Wanted, .. })).cloned().collect()
+    };
+    // Replica 2 has not seen the token: it may be held idle anywhere.
+    let mut r = replica(2);
+    let outs = proto(request(&mut r, T0, ClientId(1), incr(1)));
+    assert_eq!(wanted(&outs), vec![send(1, Msg::Wanted), send(3, Msg::Wanted)]);
+    // A second service queued behind the first sends nothing more.
+    let outs = proto(request(&mut r, T0, ClientId(2), incr(2)));
+    assert_eq!(wanted(&outs), vec![]);
+    // The token left here less than token_min_hold (5 ms) ago, at once
+    // (its sender ran a service): a busy ring brings it soon; nothing sent.
+    let mut r = replica(1);
+    drain_token(&mut r, Token { quiet: 0, ..token(1025, 5, 3) });
+    assert!(!r.owns_token());
+    let outs = proto(request(&mut r, T0 + ms(1), ClientId(1), incr(1)));
+    assert_eq!(wanted(&outs), vec![]);
+}
+
+#[test]
+fn wanted_ends_an_idle_hold_and_the_token_leaves_marked_wanted() {
+    // Owner 1 holds an idle token for token_min_hold (5 ms); 2's Wanted
+    // 1 ms in passes it on at once with quiet 0, so nobody on the way
+    // holds it.
+    let mut r = owner();
+    let outs = proto(deliver(&mut r, T0 + Duration::from_millis(1), n(2), Incarnation(1), Msg::Wanted));
+    let passed = Token { quiet: 0, ..token(1025, 6, 1) };
+    assert_eq!(outs, vec![send(2, Msg::Token(Box::new(passed))), Output::Event(RdEvent::Passed { to: n(2) })]);
+    // A token arriving within token_min_hold of a Wanted is not held
+    // either.
+    let mut r = replica(1);
+    deliver(&mut r, T0, n(2), Incarnation(1), Msg::Wanted);
+    let outs = proto(deliver(
+        &mut r,
+        T0 + Duration::from_millis(1),
+        n(3),
+        Incarnation(1),
+        Msg::Token(Box::new(token(1025, 5, 3))),
+    ));
+    assert!(outs.contains(&send(2, Msg::Token(Box::new(Token { quiet: 0, ..token(1025, 6, 1) })))), "{outs:?}");
+}

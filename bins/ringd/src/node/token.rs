@@ -86,6 +86,10 @@ impl RdNode {
     pub(super) fn pass(&mut self, now: Instant) {
         let Some(s) = self.successor() else { return };
         let inc = self.life_of(s);
+        let wanted = match self.held.as_ref().map(|h| &h.role) {
+            Some(Role::Owned { since, .. }) => self.wanted_during(*since),
+            _ => false,
+        };
         let Some(h) = self.held.as_mut() else { return };
         let next =
             if self.cfg.mutations.wrap_seq { Some(h.token.seq.wrapping_add(1)) } else { h.token.seq.checked_add(1) };
@@ -97,7 +101,7 @@ impl RdNode {
         h.token.seq = next;
         h.token.from = self.me;
         let ran = matches!(h.role, Role::Owned { ran: true, .. });
-        h.token.quiet = if ran || !self.token_queue.is_empty() { 0 } else { h.token.quiet.saturating_add(1) };
+        h.token.quiet = if ran || wanted || !self.token_queue.is_empty() { 0 } else { h.token.quiet.saturating_add(1) };
         let t = h.token.clone();
         h.role = Role::Unacked { to: s, inc, last_sent: now };
         self.lease.reset();
@@ -266,13 +270,39 @@ impl RdNode {
 
     /// How long an owner with nothing queued holds the token:
     /// `token_min_hold` once the token has gone N passes without running a
-    /// token service (the ring is idle), else nothing (another replica may
-    /// be waiting for it).
+    /// token service (the ring is idle) and no peer said it wants it, else
+    /// nothing (another replica may be waiting for it).
     fn idle_hold(&self) -> Duration {
         let lap = u32::try_from(self.members.len()).unwrap_or(u32::MAX);
         match &self.held {
-            Some(h) if h.token.quiet >= lap => self.cfg.token_min_hold,
+            Some(Held { token, role: Role::Owned { since, .. } })
+                if token.quiet >= lap && !self.wanted_during(*since) =>
+            {
+                self.cfg.token_min_hold
+            }
             _ => Duration::ZERO,
+        }
+    }
+
+    /// Whether a peer said it wants the token during a visit that began
+    /// at `since`, or less than `token_min_hold` before.
+    fn wanted_during(&self, since: Instant) -> bool {
+        self.wanted_at.is_some_and(|at| at + self.cfg.token_min_hold > since)
+    }
+
+    /// A token service was queued here: if the token has been away at
+    /// least `token_min_hold`, it may be held idle somewhere, and every
+    /// peer is told (`Wanted`). On a busy ring the token is never away
+    /// that long between a replica's queued services, and nothing is sent.
+    pub(super) fn want(&mut self, now: Instant) {
+        let away = self.last_arrival.is_none_or(|(_, at)| now >= at + self.cfg.token_min_hold);
+        if self.owns_token() || self.cfg.token_min_hold.is_zero() || !away {
+            return;
+        }
+        for p in self.members.clone() {
+            if p != self.me {
+                self.out.send(p, Msg::Wanted);
+            }
         }
     }
 }

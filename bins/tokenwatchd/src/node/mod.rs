@@ -434,6 +434,9 @@ pub struct TwNode {
     /// When (and in which epoch) the token last arrived here: the next
     /// arrival in the same epoch is one rotation later.
     last_arrival: Option<(u64, Instant)>,
+    /// When a peer last said a client waits there (`Msg::Wanted`): a
+    /// visit that began less than `token_min_hold` before is not held idle.
+    wanted_at: Option<Instant>,
     awaiting: Option<Awaiting>,
     /// When a token was last accepted or confirmed here, or a Claim
     /// adopted, passed on or refused (or this life started):
@@ -644,6 +647,7 @@ impl Protocol for TwNode {
             adopted: None,
             visit: None,
             last_arrival: None,
+            wanted_at: None,
             awaiting: None,
             token_seen_at: ctx.now,
             token_at: ctx.now,
@@ -694,13 +698,18 @@ impl Protocol for TwNode {
                 self.on_lease_ack(now, from, round);
             }
             Msg::LeaseRefused { round, threshold } => self.on_lease_refused(now, from, round, threshold),
+            Msg::Wanted => self.on_wanted(now),
         }
         self.after_input(now);
     }
 
     fn handle_request(&mut self, now: Instant, client: ClientId, req: LockRequest) {
+        let waited = self.locks.has_waiters();
         // After `handle_shutdown` the lock service refuses every Acquire.
         self.locks.request(now, client, req, &mut self.out);
+        if !waited && self.locks.has_waiters() {
+            self.want(now);
+        }
         self.after_input(now);
     }
 

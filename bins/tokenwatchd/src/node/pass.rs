@@ -224,20 +224,48 @@ impl TwNode {
 
     /// How long the visit holds the token with nobody waiting here:
     /// `token_min_hold` once the token has gone a whole lap of the live
-    /// ring without serving anyone, else nothing (another process wants
-    /// it).
+    /// ring without serving anyone and no peer said it wants it, else
+    /// nothing (another process wants it).
     fn idle_hold(&self) -> Duration {
         let lap = u32::try_from(self.live_len()).unwrap_or(u32::MAX);
         match &self.visit {
-            Some(v) if v.quiet >= lap => self.cfg.token_min_hold,
+            Some(v) if v.quiet >= lap && !self.wanted_during(v.since) => self.cfg.token_min_hold,
             _ => Duration::ZERO,
         }
+    }
+
+    /// A client started waiting here: if the token has been away at least
+    /// `token_min_hold`, it may be held idle somewhere, and every peer is
+    /// told (`Wanted`). On a busy ring the token is never away that long
+    /// between a process's waits, and nothing is sent.
+    pub(super) fn want(&mut self, now: Instant) {
+        if self.visit.is_some() || self.cfg.token_min_hold.is_zero() || now < self.token_at + self.cfg.token_min_hold {
+            return;
+        }
+        for p in self.members.clone() {
+            if p != self.me {
+                self.out.send(p, Msg::Wanted);
+            }
+        }
+    }
+
+    /// A peer's client waits: an idle visit here ends now, and a token
+    /// arriving within `token_min_hold` is not held either.
+    pub(super) fn on_wanted(&mut self, now: Instant) {
+        self.wanted_at = Some(now);
+    }
+
+    /// Whether a peer said it wants the token during a visit that began
+    /// at `since`, or less than `token_min_hold` before.
+    fn wanted_during(&self, since: Instant) -> bool {
+        self.wanted_at.is_some_and(|at| at + self.cfg.token_min_hold > since)
     }
 
     /// Hands the token to the successor and waits for its confirmation.
     fn pass_on(&mut self, now: Instant) {
         let Some(v) = self.visit.take() else { return };
-        let quiet = if v.grants > 0 || self.locks.has_waiters() { 0 } else { v.quiet.saturating_add(1) };
+        let wanted = self.wanted_during(v.since);
+        let quiet = if v.grants > 0 || wanted || self.locks.has_waiters() { 0 } else { v.quiet.saturating_add(1) };
         self.out.event(TwEvent::HasToken(false));
         for r in std::mem::take(&mut self.readmit) {
             self.bypassed.remove(&r);

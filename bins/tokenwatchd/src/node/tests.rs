@@ -762,3 +762,48 @@ fn a_claimant_that_acked_another_renewal_waits_for_the_window_to_end() {
     let out = timeout(&mut n, end);
     assert!(out.iter().any(|o| matches!(o, Output::Event(TwEvent::ClaimStarted { .. }))), "{out:?}");
 }
+
+#[test]
+fn a_client_that_starts_waiting_while_the_token_is_away_tells_every_peer_once() {
+    let (c1, c2) = (ClientId(1), ClientId(2));
+    // The token was here (this life's start counts) less than
+    // token_min_hold (2 ms) ago: a busy ring brings it soon; nothing sent.
+    let mut n = node();
+    let out = request(&mut n, at(1), c1, LockRequest::Acquire { timeout_ms: 10_000 });
+    assert!(!out.iter().any(|o| matches!(o, Output::Send { msg: Msg::Wanted, .. })), "{out:?}");
+    // Away longer: it may be held idle somewhere; every peer is told.
+    let mut n = node();
+    let out = request(&mut n, at(5), c1, LockRequest::Acquire { timeout_ms: 10_000 });
+    let wanted: Vec<&Out> = out.iter().filter(|o| matches!(o, Output::Send { msg: Msg::Wanted, .. })).collect();
+    assert_eq!(wanted, vec![&send(N1, Msg::Wanted), &send(N3, Msg::Wanted)]);
+    // A second client waiting beside the first sends nothing more.
+    let out = request(&mut n, at(6), c2, LockRequest::Acquire { timeout_ms: 10_000 });
+    assert!(!out.iter().any(|o| matches!(o, Output::Send { msg: Msg::Wanted, .. })), "{out:?}");
+}
+
+#[test]
+fn wanted_ends_an_idle_hold_and_the_token_leaves_marked_wanted() {
+    // Held idle (quiet IDLE, min hold 2 ms): a peer's Wanted 1 ms in
+    // passes it on at once with quiet 0, so nobody on the way holds it.
+    let mut n = holding();
+    let out = deliver(&mut n, at(1), N1, INC, Msg::Wanted);
+    assert_eq!(
+        out,
+        vec![
+            ev(TwEvent::HasToken(false)),
+            send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![], quiet: 0 }),
+            ev(TwEvent::Passed { to: N3 }),
+        ]
+    );
+    // A token arriving within token_min_hold of a Wanted is not held
+    // either; one arriving later is.
+    let mut n = node();
+    deliver(&mut n, T0, N1, INC, Msg::Wanted);
+    let out = deliver(&mut n, at(1), N1, INC, token(E, 5));
+    assert!(out.contains(&send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![], quiet: 0 })), "{out:?}");
+    let mut n = node();
+    deliver(&mut n, T0, N1, INC, Msg::Wanted);
+    deliver(&mut n, at(2), N1, INC, token(E, 5));
+    assert!(n.has_token());
+    assert_eq!(n.poll_timeout(), Some(at(4)));
+}
