@@ -519,7 +519,7 @@ fn example_config_is_valid() {
     let (code, stdout, stderr) = run_once("ringd", &["--config", path, "--check-config"], &[]).unwrap();
     assert_eq!(code, 0, "{stderr}");
     for key in [
-        "token_min_hold_ms = 10",
+        "token_min_hold_ms = 30",
         "token_lost_after_ms = 0",
         "lookup_timeout_ms = 500",
         "allow_minority = false",

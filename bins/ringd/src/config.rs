@@ -54,7 +54,7 @@ fn default_timeout_ms() -> u64 {
 impl Default for RingdConfig {
     fn default() -> Self {
         RingdConfig {
-            token_min_hold_ms: 10,
+            token_min_hold_ms: 30,
             token_lost_after_ms: 0,
             lookup_timeout_ms: 500,
             allow_minority: false,

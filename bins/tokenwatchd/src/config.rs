@@ -56,7 +56,7 @@ impl Default for TokenwatchdConfig {
             ring_timeout_ms: 100,
             max_retransmits: 3,
             max_hold_ms: 2_000,
-            token_min_hold_ms: 10,
+            token_min_hold_ms: 30,
             max_datagram_delay_ms: 50,
             bypass_after_ms: 0,
             token_lost_after_ms: 0,

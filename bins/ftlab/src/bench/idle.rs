@@ -3,9 +3,11 @@
 //! has settled: each node's CPU (utime + stime from /proc, as a share of
 //! one core) and resident memory, next to performance.md's target (an idle
 //! daemon: < 1 % of a core, < 15 MiB RSS). Then, what that idleness costs
-//! a client: [`WAKES`] requests one at a time, at the nodes in turn, each
-//! after [`GAP`] with none (a lock acquired and released; ringd a
-//! `counter.incr`), timed from request to answer.
+//! a client: [`WAKES`] requests one at a time, each at a node drawn at
+//! random after a random gap in [`GAP`] (a lock acquired and released;
+//! ringd a `counter.incr`), timed from request to answer. Random, because
+//! requests at the nodes in turn at a fixed period lock into the idle
+//! token's period: they find it at the same place each time.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -16,6 +18,8 @@ use client::ring::RingClient;
 use client::Client;
 use ftlab::Cluster;
 use lockservice::{LockReply, LockRequest};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 use super::load::Opts;
 use crate::json::J;
@@ -30,9 +34,9 @@ const RSS_TARGET: u64 = 15 * 1024 * 1024;
 
 /// Requests made at the idle cluster, one at a time ...
 const WAKES: usize = 10;
-/// ... each this long after the one before: the token (or lease traffic)
-/// has gone back to what an idle cluster does.
-const GAP: Duration = Duration::from_millis(400);
+/// ... each this long (ms, drawn uniformly) after the one before: the
+/// token (or lease traffic) has gone back to what an idle cluster does.
+const GAP: std::ops::Range<u64> = 300..700;
 /// A request not answered this long fails the run.
 const PATIENCE: Duration = Duration::from_secs(10);
 
@@ -74,13 +78,16 @@ pub fn run(o: &Opts) -> Result<ExitCode> {
     let mean_cpu = nodes.iter().map(|n| n.cpu_share).sum::<f64>() / nodes.len().max(1) as f64;
     let max_rss = nodes.iter().map(|n| n.rss).max().unwrap_or(0);
     if !o.json {
-        eprintln!("  {WAKES} requests at the idle cluster, one every {GAP:?} …");
+        eprintln!("  {WAKES} requests at the idle cluster, {}–{} ms apart …", GAP.start, GAP.end);
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    // Any seed will do; a new one each run.
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut waits: Vec<f64> = Vec::with_capacity(WAKES);
-    for k in 0..WAKES {
-        std::thread::sleep(GAP);
-        let id = (k % o.n) as u32 + 1;
+    for _ in 0..WAKES {
+        std::thread::sleep(Duration::from_millis(rng.random_range(GAP)));
+        let id = rng.random_range(1..=o.n as u32);
         let took = rt.block_on(one_request(&o.daemon, c.node(id).client))?;
         waits.push(took.as_secs_f64() * 1e6);
     }
@@ -135,7 +142,9 @@ pub fn run(o: &Opts) -> Result<ExitCode> {
             met(rss_met)
         );
         println!(
-            "a request at the idle cluster ({WAKES}, one every {GAP:?}, the nodes in turn) waited: p50 {}, max {}",
+            "a request at the idle cluster ({WAKES}, {}–{} ms apart, at random nodes) waited: p50 {}, max {}",
+            GAP.start,
+            GAP.end,
             super::human_us(wait_p50),
             super::human_us(wait_max)
         );

@@ -135,7 +135,7 @@ impl Default for RdConfig {
             suspect_after: Duration::from_millis(250),
             lease: Duration::from_millis(100),
             drift_ppm: 1_000,
-            token_min_hold: Duration::from_millis(10),
+            token_min_hold: Duration::from_millis(30),
             token_lost_after: Duration::ZERO,
             lookup_timeout: Duration::from_millis(500),
             allow_minority: false,
@@ -417,6 +417,11 @@ pub struct RdNode {
     /// a visit that began less than `token_min_hold` before is not held
     /// idle.
     wanted_at: Option<Instant>,
+    /// The `quiet` of the last token passed on from here (this life): 0
+    /// means it ran a service here (or was wanted) and comes back after
+    /// one lap without an idle hold anywhere, so a token service queued
+    /// meanwhile sends no `Wanted`.
+    passed_quiet: Option<u32>,
     /// When the token or a HolderAlive was last seen (or this life began).
     token_seen_at: Instant,
     lost_jitter: Duration,
@@ -616,6 +621,7 @@ impl Protocol for RdNode {
             came_from: None,
             last_arrival: None,
             wanted_at: None,
+            passed_quiet: None,
             token_seen_at: ctx.now,
             lost_jitter: Duration::ZERO,
             lease: lease::LeaseState::default(),

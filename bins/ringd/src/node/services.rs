@@ -158,12 +158,12 @@ impl RdNode {
                 if let Err(e) = run_builtin(&mut BTreeMap::new(), s, &args, 0) {
                     return self.answer(client, request_id, &service, Err(e));
                 }
-                self.queue_for_token(now, Job { client, request_id, service, args });
+                self.queue_for_token(Job { client, request_id, service, args });
             }
             s if self.cfg.services.contains_key(s) => {
                 let spec = self.cfg.services[s].clone();
                 if spec.needs_token {
-                    return self.queue_for_token(now, Job { client, request_id, service, args });
+                    return self.queue_for_token(Job { client, request_id, service, args });
                 }
                 if self.jobs.len() + self.sleeping.len() >= self.cfg.workers {
                     return self.answer(client, request_id, &service, Err(ExecError::Busy));
@@ -184,7 +184,7 @@ impl RdNode {
     /// Queues a token service for the token: refused in a minority or
     /// when the queue is full; the first one queued tells the peers
     /// (`want`).
-    fn queue_for_token(&mut self, now: Instant, job: Job) {
+    fn queue_for_token(&mut self, job: Job) {
         let refused = if self.in_minority() {
             Some(ExecError::NoQuorum)
         } else if self.token_queue.len() >= self.cfg.max_queue {
@@ -197,7 +197,7 @@ impl RdNode {
         }
         self.token_queue.push_back(job);
         if self.token_queue.len() == 1 {
-            self.want(now);
+            self.want();
         }
     }
 

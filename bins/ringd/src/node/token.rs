@@ -102,6 +102,7 @@ impl RdNode {
         h.token.from = self.me;
         let ran = matches!(h.role, Role::Owned { ran: true, .. });
         h.token.quiet = if ran || wanted || !self.token_queue.is_empty() { 0 } else { h.token.quiet.saturating_add(1) };
+        self.passed_quiet = Some(h.token.quiet);
         let t = h.token.clone();
         h.role = Role::Unacked { to: s, inc, last_sent: now };
         self.lease.reset();
@@ -290,13 +291,13 @@ impl RdNode {
         self.wanted_at.is_some_and(|at| at + self.cfg.token_min_hold > since)
     }
 
-    /// A token service was queued here: if the token has been away at
-    /// least `token_min_hold`, it may be held idle somewhere, and every
-    /// peer is told (`Wanted`). On a busy ring the token is never away
-    /// that long between a replica's queued services, and nothing is sent.
-    pub(super) fn want(&mut self, now: Instant) {
-        let away = self.last_arrival.is_none_or(|(_, at)| now >= at + self.cfg.token_min_hold);
-        if self.owns_token() || self.cfg.token_min_hold.is_zero() || !away {
+    /// A token service was queued here: unless the token ran one here
+    /// last time (it left with `quiet` 0, so no replica holds it idle
+    /// before it is back), it may be held idle somewhere, and every peer
+    /// is told (`Wanted`). On a busy ring services are queued again while
+    /// the token is on that fast lap, and nothing is sent.
+    pub(super) fn want(&mut self) {
+        if self.owns_token() || self.cfg.token_min_hold.is_zero() || self.passed_quiet == Some(0) {
             return;
         }
         for p in self.members.clone() {

@@ -129,7 +129,7 @@ impl Default for TwConfig {
             ring_timeout: Duration::from_millis(100),
             max_retransmits: 3,
             max_hold: Duration::from_millis(2_000),
-            token_min_hold: Duration::from_millis(10),
+            token_min_hold: Duration::from_millis(30),
             max_delay: Duration::from_millis(50),
             bypass_after: Duration::from_millis(2_200),
             token_lost_after: Duration::from_millis(12_000),
@@ -437,6 +437,10 @@ pub struct TwNode {
     /// When a peer last said a client waits there (`Msg::Wanted`): a
     /// visit that began less than `token_min_hold` before is not held idle.
     wanted_at: Option<Instant>,
+    /// The `quiet` of the last token passed on from here (this life): 0
+    /// means it served here and comes back after one lap without an idle
+    /// hold anywhere, so a client starting to wait sends no `Wanted`.
+    passed_quiet: Option<u32>,
     awaiting: Option<Awaiting>,
     /// When a token was last accepted or confirmed here, or a Claim
     /// adopted, passed on or refused (or this life started):
@@ -648,6 +652,7 @@ impl Protocol for TwNode {
             visit: None,
             last_arrival: None,
             wanted_at: None,
+            passed_quiet: None,
             awaiting: None,
             token_seen_at: ctx.now,
             token_at: ctx.now,
@@ -708,7 +713,7 @@ impl Protocol for TwNode {
         // After `handle_shutdown` the lock service refuses every Acquire.
         self.locks.request(now, client, req, &mut self.out);
         if !waited && self.locks.has_waiters() {
-            self.want(now);
+            self.want();
         }
         self.after_input(now);
     }

@@ -234,12 +234,13 @@ impl TwNode {
         }
     }
 
-    /// A client started waiting here: if the token has been away at least
-    /// `token_min_hold`, it may be held idle somewhere, and every peer is
-    /// told (`Wanted`). On a busy ring the token is never away that long
-    /// between a process's waits, and nothing is sent.
-    pub(super) fn want(&mut self, now: Instant) {
-        if self.visit.is_some() || self.cfg.token_min_hold.is_zero() || now < self.token_at + self.cfg.token_min_hold {
+    /// A client started waiting here: unless the token served here last
+    /// time (it left with `quiet` 0, so no process holds it idle before it
+    /// is back), it may be held idle somewhere, and every peer is told
+    /// (`Wanted`). On a busy ring a process's clients wait again while the
+    /// token is on that fast lap, and nothing is sent.
+    pub(super) fn want(&mut self) {
+        if self.visit.is_some() || self.cfg.token_min_hold.is_zero() || self.passed_quiet == Some(0) {
             return;
         }
         for p in self.members.clone() {
@@ -266,6 +267,7 @@ impl TwNode {
         let Some(v) = self.visit.take() else { return };
         let wanted = self.wanted_during(v.since);
         let quiet = if v.grants > 0 || wanted || self.locks.has_waiters() { 0 } else { v.quiet.saturating_add(1) };
+        self.passed_quiet = Some(quiet);
         self.out.event(TwEvent::HasToken(false));
         for r in std::mem::take(&mut self.readmit) {
             self.bypassed.remove(&r);
