@@ -17,6 +17,8 @@
 
 use std::fmt::Debug;
 
+pub mod idle;
+
 pub use membership::{Incarnation, NodeId};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 pub use timer::Instant;

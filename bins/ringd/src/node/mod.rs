@@ -413,15 +413,8 @@ pub struct RdNode {
     came_from: Option<(NodeId, (u64, u64))>,
     /// When the token last arrived here in which epoch (rotation time).
     last_arrival: Option<(u64, Instant)>,
-    /// When a peer last said a token service waits there (`Msg::Wanted`):
-    /// a visit that began less than `token_min_hold` before is not held
-    /// idle.
-    wanted_at: Option<Instant>,
-    /// The `quiet` of the last token passed on from here (this life): 0
-    /// means it ran a service here (or was wanted) and comes back after
-    /// one lap without an idle hold anywhere, so a token service queued
-    /// meanwhile sends no `Wanted`.
-    passed_quiet: Option<u32>,
+    /// The idle hold (`token_min_hold`, `quiet`, `Wanted`).
+    idle: ftcore::idle::IdleHold,
     /// When the token or a HolderAlive was last seen (or this life began).
     token_seen_at: Instant,
     lost_jitter: Duration,
@@ -620,8 +613,7 @@ impl Protocol for RdNode {
             seen: (0, 0),
             came_from: None,
             last_arrival: None,
-            wanted_at: None,
-            passed_quiet: None,
+            idle: ftcore::idle::IdleHold::new(ctx.config.token_min_hold),
             token_seen_at: ctx.now,
             lost_jitter: Duration::ZERO,
             lease: lease::LeaseState::default(),
@@ -837,7 +829,7 @@ impl RdNode {
             Msg::Find { request_id, lap, hops, origin, best, best_load, best_addr } => {
                 self.on_find(now, request_id, lap, hops, origin, (best, best_load, best_addr))
             }
-            Msg::Wanted => self.wanted_at = Some(now),
+            Msg::Wanted => self.idle.on_wanted(now),
         }
     }
 }

@@ -86,11 +86,9 @@ impl RdNode {
     pub(super) fn pass(&mut self, now: Instant) {
         let Some(s) = self.successor() else { return };
         let inc = self.life_of(s);
-        let wanted = match self.held.as_ref().map(|h| &h.role) {
-            Some(Role::Owned { since, .. }) => self.wanted_during(*since),
-            _ => false,
-        };
+        // `serve`, the only caller, passes an owned token.
         let Some(h) = self.held.as_mut() else { return };
+        let Role::Owned { since, ran } = h.role else { return };
         let next =
             if self.cfg.mutations.wrap_seq { Some(h.token.seq.wrapping_add(1)) } else { h.token.seq.checked_add(1) };
         let Some(next) = next else {
@@ -100,9 +98,7 @@ impl RdNode {
         };
         h.token.seq = next;
         h.token.from = self.me;
-        let ran = matches!(h.role, Role::Owned { ran: true, .. });
-        h.token.quiet = if ran || wanted || !self.token_queue.is_empty() { 0 } else { h.token.quiet.saturating_add(1) };
-        self.passed_quiet = Some(h.token.quiet);
+        h.token.quiet = self.idle.pass(since, h.token.quiet, ran || !self.token_queue.is_empty());
         let t = h.token.clone();
         h.role = Role::Unacked { to: s, inc, last_sent: now };
         self.lease.reset();
@@ -269,35 +265,24 @@ impl RdNode {
         }
     }
 
-    /// How long an owner with nothing queued holds the token:
-    /// `token_min_hold` once the token has gone N passes without running a
-    /// token service (the ring is idle) and no peer said it wants it, else
-    /// nothing (another replica may be waiting for it).
+    /// How long an owner with nothing queued holds the token
+    /// (`ftcore::idle`): `token_min_hold` once the token has gone N passes
+    /// without running a token service and no peer said it wants it, else
+    /// nothing.
     fn idle_hold(&self) -> Duration {
-        let lap = u32::try_from(self.members.len()).unwrap_or(u32::MAX);
         match &self.held {
-            Some(Held { token, role: Role::Owned { since, .. } })
-                if token.quiet >= lap && !self.wanted_during(*since) =>
-            {
-                self.cfg.token_min_hold
+            Some(Held { token, role: Role::Owned { since, .. } }) => {
+                self.idle.hold(self.members.len(), *since, token.quiet)
             }
             _ => Duration::ZERO,
         }
     }
 
-    /// Whether a peer said it wants the token during a visit that began
-    /// at `since`, or less than `token_min_hold` before.
-    fn wanted_during(&self, since: Instant) -> bool {
-        self.wanted_at.is_some_and(|at| at + self.cfg.token_min_hold > since)
-    }
-
     /// A token service was queued here: unless the token ran one here
-    /// last time (it left with `quiet` 0, so no replica holds it idle
-    /// before it is back), it may be held idle somewhere, and every peer
-    /// is told (`Wanted`). On a busy ring services are queued again while
-    /// the token is on that fast lap, and nothing is sent.
+    /// when it last left (it is then on a lap with no idle hold before it
+    /// is back), every peer is told (`Wanted`).
     pub(super) fn want(&mut self) {
-        if self.owns_token() || self.cfg.token_min_hold.is_zero() || self.passed_quiet == Some(0) {
+        if !self.idle.should_want(self.owns_token()) {
             return;
         }
         for p in self.members.clone() {

@@ -434,13 +434,8 @@ pub struct TwNode {
     /// When (and in which epoch) the token last arrived here: the next
     /// arrival in the same epoch is one rotation later.
     last_arrival: Option<(u64, Instant)>,
-    /// When a peer last said a client waits there (`Msg::Wanted`): a
-    /// visit that began less than `token_min_hold` before is not held idle.
-    wanted_at: Option<Instant>,
-    /// The `quiet` of the last token passed on from here (this life): 0
-    /// means it served here and comes back after one lap without an idle
-    /// hold anywhere, so a client starting to wait sends no `Wanted`.
-    passed_quiet: Option<u32>,
+    /// The idle hold (`token_min_hold`, `quiet`, `Wanted`).
+    idle: ftcore::idle::IdleHold,
     awaiting: Option<Awaiting>,
     /// When a token was last accepted or confirmed here, or a Claim
     /// adopted, passed on or refused (or this life started):
@@ -651,8 +646,7 @@ impl Protocol for TwNode {
             adopted: None,
             visit: None,
             last_arrival: None,
-            wanted_at: None,
-            passed_quiet: None,
+            idle: ftcore::idle::IdleHold::new(ctx.config.token_min_hold),
             awaiting: None,
             token_seen_at: ctx.now,
             token_at: ctx.now,
@@ -703,7 +697,7 @@ impl Protocol for TwNode {
                 self.on_lease_ack(now, from, round);
             }
             Msg::LeaseRefused { round, threshold } => self.on_lease_refused(now, from, round, threshold),
-            Msg::Wanted => self.on_wanted(now),
+            Msg::Wanted => self.idle.on_wanted(now),
         }
         self.after_input(now);
     }

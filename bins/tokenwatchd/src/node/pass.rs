@@ -222,25 +222,19 @@ impl TwNode {
         }
     }
 
-    /// How long the visit holds the token with nobody waiting here:
-    /// `token_min_hold` once the token has gone a whole lap of the live
-    /// ring without serving anyone and no peer said it wants it, else
-    /// nothing (another process wants it).
+    /// How long the visit holds the token with nobody waiting here
+    /// (`ftcore::idle`): `token_min_hold` once the token has gone a whole
+    /// lap of the live ring without serving anyone and no peer said it
+    /// wants it, else nothing.
     fn idle_hold(&self) -> Duration {
-        let lap = u32::try_from(self.live_len()).unwrap_or(u32::MAX);
-        match &self.visit {
-            Some(v) if v.quiet >= lap && !self.wanted_during(v.since) => self.cfg.token_min_hold,
-            _ => Duration::ZERO,
-        }
+        self.visit.as_ref().map_or(Duration::ZERO, |v| self.idle.hold(self.live_len(), v.since, v.quiet))
     }
 
-    /// A client started waiting here: unless the token served here last
-    /// time (it left with `quiet` 0, so no process holds it idle before it
-    /// is back), it may be held idle somewhere, and every peer is told
-    /// (`Wanted`). On a busy ring a process's clients wait again while the
-    /// token is on that fast lap, and nothing is sent.
+    /// A client started waiting here: unless the token served here when
+    /// it last left (it is then on a lap with no idle hold before it is
+    /// back), every peer is told (`Wanted`).
     pub(super) fn want(&mut self) {
-        if self.visit.is_some() || self.cfg.token_min_hold.is_zero() || self.passed_quiet == Some(0) {
+        if !self.idle.should_want(self.visit.is_some()) {
             return;
         }
         for p in self.members.clone() {
@@ -250,24 +244,10 @@ impl TwNode {
         }
     }
 
-    /// A peer's client waits: an idle visit here ends now, and a token
-    /// arriving within `token_min_hold` is not held either.
-    pub(super) fn on_wanted(&mut self, now: Instant) {
-        self.wanted_at = Some(now);
-    }
-
-    /// Whether a peer said it wants the token during a visit that began
-    /// at `since`, or less than `token_min_hold` before.
-    fn wanted_during(&self, since: Instant) -> bool {
-        self.wanted_at.is_some_and(|at| at + self.cfg.token_min_hold > since)
-    }
-
     /// Hands the token to the successor and waits for its confirmation.
     fn pass_on(&mut self, now: Instant) {
         let Some(v) = self.visit.take() else { return };
-        let wanted = self.wanted_during(v.since);
-        let quiet = if v.grants > 0 || wanted || self.locks.has_waiters() { 0 } else { v.quiet.saturating_add(1) };
-        self.passed_quiet = Some(quiet);
+        let quiet = self.idle.pass(v.since, v.quiet, v.grants > 0 || self.locks.has_waiters());
         self.out.event(TwEvent::HasToken(false));
         for r in std::mem::take(&mut self.readmit) {
             self.bypassed.remove(&r);
