@@ -70,14 +70,30 @@ fn every_fault_kind() {
 /// for silence).
 #[test]
 fn every_fault_kind_with_killed_processes() {
-    for_seeds(60, |seed| {
-        let n = 3 + (seed % 3) as u32;
-        let mut sim = cluster(seed, n, with_job(config(n), 15, Duration::from_millis(200)));
-        sim.check(safety(false));
-        sim.random_faults(&FaultPlan { kills: 2, ..every_fault_plan(n) });
-        sim.run_for(Duration::from_millis(3_500))?;
-        converged(&mut sim, n, Duration::from_millis(2_000))
-    });
+    for_seeds(60, kill_run);
+}
+
+fn kill_run(seed: u64) -> Result<(), sim::SimError> {
+    let n = 3 + (seed % 3) as u32;
+    let mut sim = cluster(seed, n, with_job(config(n), 15, Duration::from_millis(200)));
+    sim.check(safety(false));
+    sim.random_faults(&FaultPlan { kills: 2, ..every_fault_plan(n) });
+    sim.run_for(Duration::from_millis(3_500))?;
+    converged(&mut sim, n, Duration::from_millis(2_000))
+}
+
+/// Seeds of the 5,000-seed sweeps (2026-11-27) that end with three
+/// regenerations after a healed partition, where `converged` allows two:
+/// a replica that has just rejoined excludes live peers from the view it
+/// formed while cut off, and each excluded one's neighbour recovers and
+/// censuses (docs/safety-rules.md, ringd, Found, not yet fixed). Liveness
+/// only; pinned here, ignored until `hbring`'s rejoin is fixed.
+#[test]
+#[ignore = "known liveness failure, docs/safety-rules.md: cargo test --release -p ringd --test sim known -- --ignored"]
+fn known_regeneration_storms_after_a_heal() {
+    let runs = [crash_run(1810).and_then(|()| faulty_run(1810)), kill_run(4989)];
+    let failures: Vec<String> = runs.into_iter().filter_map(|r| r.err().map(|e| e.to_string())).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
