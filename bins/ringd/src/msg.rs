@@ -217,11 +217,11 @@ pub enum Msg {
         /// The answer.
         answer: CensusAnswer,
     },
-    /// A token service was queued at the sender while the token was away
-    /// from it at least `token_min_hold_ms` (ringd.md, Token): an owner
-    /// holding the token idle passes it on at once, marked wanted (`quiet`
-    /// 0) so that none on the way holds it either. A hint: lost, the token
-    /// comes after the idle holds as without it.
+    /// A token service was queued at the sender, and the token ran none
+    /// there when it last left (`ftcore::idle`): an owner holding the
+    /// token idle passes it on at once, marked as serving (`quiet` 0), so
+    /// that none on the way holds it either. A hint: lost, the token comes
+    /// after the idle holds as without it.
     Wanted,
     /// A lookup's lap.
     Find {

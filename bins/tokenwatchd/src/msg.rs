@@ -41,10 +41,10 @@ pub enum Msg {
         /// Processes the ring bypasses.
         bypassed: Vec<NodeId>,
         /// Hops since the token last served a client (0: its sender
-        /// granted, has clients waiting, or was told of one by `Wanted`). A process holds the token
-        /// for `token_min_hold_ms` only once it has gone a whole lap of
-        /// the live ring without serving anyone: an idle ring does not
-        /// spin it, a busy one is not slowed by it.
+        /// granted, has clients waiting, or was told of one by `Wanted`).
+        /// A process holds the token for `token_min_hold_ms` only once it
+        /// has gone a whole lap of the live ring without serving anyone:
+        /// an idle ring does not spin it, a busy one is not slowed by it.
         quiet: u32,
     },
     /// Confirmation of a hand-off, travelling `ttl` more hops forward.
@@ -114,11 +114,11 @@ pub enum Msg {
         /// The renewal's round.
         round: u64,
     },
-    /// A client started waiting at the sender while the token was away
-    /// from it at least `token_min_hold_ms` (tokenwatchd.md, Idle hold):
-    /// a process holding the token idle passes it on at once, and marks it
-    /// wanted (`quiet` 0) so that none on the way holds it either. A hint:
-    /// lost, the token comes after the idle holds as without it.
+    /// A client started waiting at the sender, and the token did not serve
+    /// there when it last left (`ftcore::idle`): a process holding the
+    /// token idle passes it on at once, marked as serving (`quiet` 0), so
+    /// that none on the way holds it either. A hint: lost, the token comes
+    /// after the idle holds as without it.
     Wanted,
     /// The renewal's epoch is below what the sender stored or promised: a
     /// holder drops its token (it may have been superseded) and grants

@@ -1,6 +1,7 @@
 //! The token (ringd.md, Token): owned → passed (resent until TokenAck) →
 //! frozen → released; stale tokens discarded; `Stale` answered and heeded;
-//! a superseded owner keeps its token only as a copy.
+//! a superseded owner keeps its token only as a copy; the idle hold and
+//! `Wanted` (`ftcore::idle`).
 
 use std::time::Duration;
 

@@ -6,7 +6,8 @@
 //! their `m` and never changing `tpc`; retransmission every ring timeout,
 //! at most r times, then a bypass (a Claim skipping the silent successor);
 //! the visit: grants with a fresh fence each, only under the lease
-//! (`lease.rs`) and never past the visit's end, idle hold, `max_hold`.
+//! (`lease.rs`) and never past the visit's end, the idle hold and
+//! `Wanted` (`ftcore::idle`), `max_hold`.
 
 use std::time::Duration;
 
