@@ -13,7 +13,8 @@
 //! - `ftlab bench ntmutexd --against etcd`: the same contended lock
 //!   workload against a local single-member etcd, side by side.
 //! - `ftlab bench DAEMON --idle`: the cluster with no client, once
-//!   recovered: each node's CPU and resident memory.
+//!   recovered: each node's CPU and resident memory; then how long a few
+//!   requests made one at a time at the idle cluster wait.
 //!
 //! Nothing here asserts a speed: a target missed is reported, not an error.
 
@@ -57,7 +58,9 @@ pub struct BenchArgs {
     against: Option<String>,
     /// No client: measure the idle cluster's CPU and resident memory per
     /// node (performance.md: < 1 % of a core, < 15 MiB), from when every
-    /// node has recovered and 3 s have passed.
+    /// node has recovered and 3 s have passed; then time 10 requests made
+    /// one at a time at random nodes, 300–700 ms apart (what a client of
+    /// the idle cluster waits).
     #[arg(long, conflicts_with_all = ["clients", "loss", "against"])]
     idle: bool,
     /// Extra TOML appended to every node's config (e.g.
