@@ -156,7 +156,7 @@ pub fn run(o: &Opts) -> Result<ExitCode> {
 /// answer (the connection is made first): a lock acquired (then released),
 /// or for ringd one `counter.incr`.
 async fn one_request(daemon: &str, addr: SocketAddr) -> Result<Duration> {
-    if daemon == "ringd" {
+    if !ftlab::probe::is_lock_daemon(daemon) {
         let mut c = RingClient::connect(addr).await?;
         let args = [ftlab::probe::COUNTER.to_string()];
         let t = Instant::now();

@@ -106,11 +106,7 @@ impl RdNode {
         let best = newest(own, self.census_copy.take());
         self.census = Some(CensusRun { value, answered: BTreeSet::new(), best });
         self.out.event(RdEvent::CensusStarted { epoch: value });
-        for &m in &self.members {
-            if m != self.me {
-                self.out.send(m, Msg::Census { proposed: value });
-            }
-        }
+        self.send_to_every_peer(Msg::Census { proposed: value });
         self.try_complete(now);
     }
 

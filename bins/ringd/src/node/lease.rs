@@ -73,11 +73,7 @@ impl RdNode {
         let mut acks = BTreeSet::new();
         acks.insert(self.me);
         self.lease.first_try.get_or_insert(now);
-        for &m in &self.members {
-            if m != self.me {
-                self.out.send(m, Msg::HolderAlive { epoch, nonce });
-            }
-        }
+        self.send_to_every_peer(Msg::HolderAlive { epoch, nonce });
         if self.lease.pending.len() == RENEWALS {
             self.lease.pending.pop_front();
         }

@@ -542,6 +542,15 @@ impl RdNode {
     }
 
     /// The token (or its owner's HolderAlive) showed itself.
+    /// Sends `msg` to every other configured replica, in ring order.
+    fn send_to_every_peer(&mut self, msg: Msg) {
+        for &m in &self.members {
+            if m != self.me {
+                self.out.send(m, msg.clone());
+            }
+        }
+    }
+
     fn token_activity(&mut self, now: Instant) {
         self.token_seen_at = now;
         self.lost_jitter = self.rng.duration_between(Duration::ZERO, self.cfg.suspect_after);

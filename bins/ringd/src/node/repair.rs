@@ -204,11 +204,7 @@ impl RdNode {
             RoundStep::NotNeeded => None,
             RoundStep::Wait { until } => Some(until),
             RoundStep::Send => {
-                for &m in &self.members {
-                    if m != self.me {
-                        self.out.send(m, Msg::Hello { nonce });
-                    }
-                }
+                self.send_to_every_peer(Msg::Hello { nonce });
                 Some(now + self.cfg.suspect_after.max(Duration::from_millis(1)))
             }
             RoundStep::Recovered { max } => {

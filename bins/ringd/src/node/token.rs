@@ -286,10 +286,6 @@ impl RdNode {
         if !self.idle.should_want(self.owns_token()) {
             return;
         }
-        for p in self.members.clone() {
-            if p != self.me {
-                self.out.send(p, Msg::Wanted);
-            }
-        }
+        self.send_to_every_peer(Msg::Wanted);
     }
 }

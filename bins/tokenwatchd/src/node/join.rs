@@ -45,11 +45,7 @@ impl TwNode {
             return;
         }
         self.phase = Phase::Joining { nonce, next_join: now + self.cfg.ring_timeout };
-        for p in self.members.clone() {
-            if p != self.me {
-                self.out.send(p, Msg::Join { nonce });
-            }
-        }
+        self.send_to_every_peer(Msg::Join { nonce });
     }
 
     pub(super) fn on_join(&mut self, _now: Instant, from: NodeId, nonce: u64) {

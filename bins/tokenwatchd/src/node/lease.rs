@@ -59,11 +59,7 @@ impl TwNode {
             return false;
         };
         let tpc = self.tpc;
-        for p in self.members.clone() {
-            if p != self.me {
-                self.out.send(p, Msg::LeaseRenew { round, epoch, tpc, holding });
-            }
-        }
+        self.send_to_every_peer(Msg::LeaseRenew { round, epoch, tpc, holding });
         // Its own ack goes through the same rules as a peer's.
         self.on_lease_renew(now, self.me, round, epoch, holding)
     }

@@ -553,6 +553,15 @@ impl TwNode {
         self.out.persist_first(TwDurable { promises: Some(self.promise.stored().clone()), tpc: self.tpc });
     }
 
+    /// Sends `msg` to every other member, in ring order.
+    fn send_to_every_peer(&mut self, msg: Msg) {
+        for &p in &self.members {
+            if p != self.me {
+                self.out.send(p, msg.clone());
+            }
+        }
+    }
+
     /// Whether this process holds the token.
     pub fn has_token(&self) -> bool {
         self.visit.is_some()

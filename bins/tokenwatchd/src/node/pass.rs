@@ -238,11 +238,7 @@ impl TwNode {
         if !self.idle.should_want(self.visit.is_some()) {
             return;
         }
-        for p in self.members.clone() {
-            if p != self.me {
-                self.out.send(p, Msg::Wanted);
-            }
-        }
+        self.send_to_every_peer(Msg::Wanted);
     }
 
     /// Hands the token to the successor and waits for its confirmation.
