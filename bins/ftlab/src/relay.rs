@@ -35,6 +35,21 @@ pub struct UdpRelay {
     threads: Vec<JoinHandle<()>>,
 }
 
+/// A UDP socket on a port handed out by `free_ports`, like the nodes'
+/// own: an ephemeral bind could take a node's port before the node binds
+/// it (a CI run lost a test to exactly that). A port that `free_ports`
+/// found free for TCP may still be taken for UDP, so a few are tried.
+fn bind_udp_free() -> Result<UdpSocket> {
+    let mut last = None;
+    for _ in 0..8 {
+        match UdpSocket::bind(("127.0.0.1", crate::free_ports(1)[0])) {
+            Ok(sock) => return Ok(sock),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(anyhow::anyhow!("no free UDP port for the relay: {}", last.map_or_else(String::new, |e| e.to_string())))
+}
+
 impl UdpRelay {
     /// A relay port for each real address (`real[i]` is node `i + 1`).
     pub fn start(real: &[SocketAddr]) -> Result<UdpRelay> {
@@ -44,7 +59,7 @@ impl UdpRelay {
         let mut ports = Vec::new();
         let mut threads = Vec::new();
         for (to, dest) in (1..).zip(real.iter().copied()) {
-            let sock = UdpSocket::bind("127.0.0.1:0")?;
+            let sock = bind_udp_free()?;
             sock.set_read_timeout(Some(Duration::from_millis(50)))?;
             ports.push(sock.local_addr()?);
             let (state, dropped, stop, ids) = (state.clone(), dropped.clone(), stop.clone(), ids.clone());
