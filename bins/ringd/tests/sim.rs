@@ -13,6 +13,7 @@ mod kit;
 use std::time::Duration;
 
 use kit::{cluster, config, converged, crash_plan, every_fault_plan, safety, served_again, with_job};
+use ringd::{RdConfig, RdMutations};
 use sim::{for_seeds, for_seeds_with, FaultPlan};
 use timer::Instant;
 
@@ -74,26 +75,35 @@ fn every_fault_kind_with_killed_processes() {
 }
 
 fn kill_run(seed: u64) -> Result<(), sim::SimError> {
+    kill_run_with(seed, RdMutations::default())
+}
+
+fn kill_run_with(seed: u64, mutations: RdMutations) -> Result<(), sim::SimError> {
     let n = 3 + (seed % 3) as u32;
-    let mut sim = cluster(seed, n, with_job(config(n), 15, Duration::from_millis(200)));
+    let cfg = RdConfig { mutations, ..config(n) };
+    let mut sim = cluster(seed, n, with_job(cfg, 15, Duration::from_millis(200)));
     sim.check(safety(false));
     sim.random_faults(&FaultPlan { kills: 2, ..every_fault_plan(n) });
     sim.run_for(Duration::from_millis(3_500))?;
     converged(&mut sim, n, Duration::from_millis(2_000))
 }
 
-/// Seeds of the 5,000-seed sweeps (2026-11-27) that end with three
-/// regenerations after a healed partition, where `converged` allows two:
-/// a replica that has just rejoined excludes live peers from the view it
-/// formed while cut off, and each excluded one's neighbour recovers and
-/// censuses (docs/safety-rules.md, ringd, Found, not yet fixed). Liveness
-/// only; pinned here, ignored until `hbring`'s rejoin is fixed.
+/// A replica declared dead presumes everyone alive again (`hbring`,
+/// `keep_view_on_exclusion` off). Before, one that had just rejoined
+/// excluded live peers from the view it formed while cut off, and each
+/// excluded one's neighbour recovered and censused: three regenerations
+/// after a healed partition where `converged` allows two (the 5,000-seed
+/// sweeps of 2026-11-27: `sweep` seed 1810, kills seed 4989). With the
+/// old behaviour switched back on, kill seeds 1872 and 4820 are the ones
+/// of 5,000 that fail now (docs/safety-rules.md, ringd).
 #[test]
-#[ignore = "known liveness failure, docs/safety-rules.md: cargo test --release -p ringd --test sim known -- --ignored"]
-fn known_regeneration_storms_after_a_heal() {
-    let runs = [crash_run(1810).and_then(|()| faulty_run(1810)), kill_run(4989)];
-    let failures: Vec<String> = runs.into_iter().filter_map(|r| r.err().map(|e| e.to_string())).collect();
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+fn a_rejoined_replica_excludes_nobody_from_its_isolated_view() {
+    let old = RdMutations { hb_keeps_view_on_exclusion: true, ..Default::default() };
+    for seed in [1872, 4820] {
+        kill_run(seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let e = kill_run_with(seed, old).expect_err("fails with the isolated view kept").to_string();
+        assert!(e.contains("regenerations after the faults stopped"), "seed {seed}: {e}");
+    }
 }
 
 #[test]
@@ -107,7 +117,6 @@ fn sweep() {
 #[test]
 #[ignore = "survey of the masked rules: SIM_SEEDS=300 cargo test --release -p ringd --test sim masked -- --ignored"]
 fn masked_rules_sweep() {
-    use ringd::{RdConfig, RdMutations};
     for (name, m) in [("ignore_stale", RdMutations { ignore_stale: true, ..Default::default() })] {
         let mut failed = Vec::new();
         for seed in 0..std::env::var("SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100u64) {

@@ -38,12 +38,16 @@ pub struct HbConfig {
     pub suspect_after: Duration,
     /// Interval between probes of dead members after this node.
     pub probe_every: Duration,
+    /// For mutation tests only (false in every daemon): a node declared
+    /// dead keeps the deaths it saw while cut off (see `start_new_life`).
+    #[doc(hidden)]
+    pub keep_view_on_exclusion: bool,
 }
 
 impl HbConfig {
     /// Heartbeat and suspicion timing, probing every `suspect_after`.
     pub fn new(heartbeat: Duration, suspect_after: Duration) -> Self {
-        HbConfig { heartbeat, suspect_after, probe_every: suspect_after }
+        HbConfig { heartbeat, suspect_after, probe_every: suspect_after, keep_view_on_exclusion: false }
     }
 }
 
@@ -211,13 +215,13 @@ impl HbRing {
             HbMsg::Excluded { your_inc } => {
                 // A late one about a life already left behind changes nothing.
                 if your_inc == self.view.my_incarnation() && self.sender_is_current(from, inc) {
-                    self.rejoin_above(now, your_inc, out);
+                    self.rejoin_above(now, your_inc, true, out);
                 }
                 return;
             }
             HbMsg::Behind { known } => {
                 if known >= self.view.my_incarnation() && self.sender_is_current(from, inc) {
-                    self.rejoin_above(now, known, out);
+                    self.rejoin_above(now, known, false, out);
                 }
                 return;
             }
@@ -328,7 +332,7 @@ impl HbRing {
                 && liveness.incarnation >= self.view.my_incarnation()
                 && liveness.incarnation.leaves_room()
             {
-                self.start_new_life(now, liveness.incarnation, out);
+                self.start_new_life(now, liveness.incarnation, true, out);
             }
             return;
         }
@@ -364,21 +368,38 @@ impl HbRing {
         self.view.liveness(from).is_some_and(|l| inc >= l.incarnation)
     }
 
-    /// This node's life `at_least` was declared dead or is behind a peer's
-    /// knowledge: start a new one above it and announce it (rate-limited).
-    fn rejoin_above(&mut self, now: Instant, at_least: Incarnation, out: &mut impl HbOut) {
+    /// This node's life `at_least` was declared dead (`excluded`) or is
+    /// behind a peer's knowledge: start a new one above it and announce it
+    /// (rate-limited).
+    fn rejoin_above(&mut self, now: Instant, at_least: Incarnation, excluded: bool, out: &mut impl HbOut) {
         if !at_least.leaves_room() || self.last_rejoin.is_some_and(|t| now < t + self.cfg.suspect_after) {
             return;
         }
-        self.start_new_life(now, at_least, out);
+        self.start_new_life(now, at_least, excluded, out);
     }
 
-    /// Moves to a life above `at_least` and announces it.
-    fn start_new_life(&mut self, now: Instant, at_least: Incarnation, out: &mut impl HbOut) {
+    /// Moves to a life above `at_least` and announces it. A node that was
+    /// declared dead (`excluded`) was cut off or paused, so the deaths in
+    /// its view are stale: it presumes everyone alive again, as a restart
+    /// would, and relearns the deaths from the next view it is sent —
+    /// rather than answering `Excluded` to live peers that heartbeat it,
+    /// which made them rejoin too (ringd's regeneration storms after a
+    /// healed partition, seeds 1810 and 4989).
+    fn start_new_life(&mut self, now: Instant, at_least: Incarnation, excluded: bool, out: &mut impl HbOut) {
         self.last_rejoin = Some(now);
         let inc = self.view.rejoin_above(at_least);
+        let forgot = excluded && !self.cfg.keep_view_on_exclusion && self.view.presume_alive() > 0;
         out.event(HbEvent::Rejoined { inc });
         self.gossip(self.view.me(), Liveness::alive(inc), out);
+        if forgot {
+            // The successor presumed alive may be dead and swallow the
+            // news: tell the predecessor too, which would otherwise take
+            // up to a probe period to meet the new life and meanwhile send
+            // no heartbeat, and be suspected in its live life.
+            if let Some(p) = self.view.predecessor().filter(|p| Some(*p) != self.view.successor()) {
+                out.send(p, HbMsg::Report { about: self.view.me(), liveness: Liveness::alive(inc) });
+            }
+        }
         self.neighbours_changed(now, out);
     }
 
@@ -406,7 +427,21 @@ impl HbRing {
                     Some((from, at)) if Some(from) == new && now.saturating_since(at) < self.cfg.heartbeat => {
                         out.event(HbEvent::Repaired { new_predecessor: from, took: Duration::ZERO });
                     }
-                    _ => self.repair_since = Some(now),
+                    _ => {
+                        self.repair_since = Some(now);
+                        // The new predecessor may not know this life (we
+                        // restarted, or rejoined, while it thought us
+                        // dead): then it heartbeats somebody else, and
+                        // only its next probe, up to `probe_every` away,
+                        // would stop us suspecting it in its live life.
+                        if let Some(p) = new {
+                            let me = self.view.me();
+                            out.send(
+                                p,
+                                HbMsg::Report { about: me, liveness: Liveness::alive(self.view.my_incarnation()) },
+                            );
+                        }
+                    }
                 }
             }
             self.pred = pred.map(|(node, inc)| Watch {

@@ -260,6 +260,24 @@ impl RingView {
         inc
     }
 
+    /// Presumes every other member alive again in the life last known of
+    /// it, as a restarted node presumes everyone alive: the only change
+    /// that takes a view back. For a node that was itself declared dead
+    /// (and has just moved to a new life): the deaths it saw while cut off
+    /// are no evidence the rest of the ring shares, and excluding live
+    /// peers on their strength makes them rejoin in turn. A member that
+    /// is dead is suspected again, or its death learned again from a
+    /// peer's view, within a heartbeat or a `suspect_after`. Returns how
+    /// many members changed.
+    pub fn presume_alive(&mut self) -> usize {
+        let dead: Vec<usize> =
+            (0..self.states.len()).filter(|p| *p != self.me && self.states[*p].status == Status::Dead).collect();
+        for p in &dead {
+            self.set(*p, Liveness::alive(self.states[*p].incarnation));
+        }
+        dead.len()
+    }
+
     /// Number of configured members.
     pub fn len(&self) -> usize {
         self.ids.len()

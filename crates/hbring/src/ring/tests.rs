@@ -321,6 +321,8 @@ fn silent_predecessor_is_suspected_reported_and_replaced() {
         r.drain(),
         vec![
             ev(HbEvent::Suspected { node: n(1), inc: inc(1) }),
+            // The new predecessor hears this life (it may not know it).
+            send(4, report(2, alive(20))),
             ev(HbEvent::PredecessorChanged { from: Some(n(1)), to: Some(n(4)) }),
             send(3, report(1, dead(10))),
         ]
@@ -348,6 +350,8 @@ fn an_unreachable_predecessor_is_suspected_at_once_and_another_peer_is_not() {
         r.drain(),
         vec![
             ev(HbEvent::Suspected { node: n(1), inc: inc(1) }),
+            // The new predecessor hears this life (it may not know it).
+            send(4, report(2, alive(20))),
             ev(HbEvent::PredecessorChanged { from: Some(n(1)), to: Some(n(4)) }),
             send(3, report(1, dead(10))),
         ]
@@ -476,6 +480,8 @@ fn report_that_the_predecessor_died_starts_a_repair() {
         r.drain(),
         vec![
             ev(HbEvent::Down { node: n(1), inc: inc(1) }),
+            // The new predecessor hears this life (it may not know it).
+            send(4, report(2, alive(20))),
             ev(HbEvent::PredecessorChanged { from: Some(n(1)), to: Some(n(4)) }),
             send(3, report(1, dead(10))),
         ]
@@ -686,14 +692,108 @@ fn excluded_is_heeded_from_any_member_and_never_answered() {
     assert_eq!(r.drain(), vec![]);
     // From a life we excluded ourselves: heeded, not answered with another
     // Excluded (two nodes that excluded each other would bounce forever),
-    // and no sign of life of the sender.
+    // and no sign of life of the sender beyond the rejoin's: n4's life is
+    // presumed alive again because every death is forgotten, not a newer
+    // life learned.
     meet(&mut r, 1, at(20));
     r.handle_message(at(30), n(1), inc(1), report(4, dead(40)));
     r.drain();
-    let before = r.view().liveness(n(4));
     r.handle_message(at(40), n(4), inc(4), HbMsg::Excluded { your_inc: MY_INC });
-    assert_eq!(r.drain(), vec![ev(HbEvent::Rejoined { inc: Incarnation(21) }), send(3, report(2, alive(21)))]);
-    assert_eq!(r.view().liveness(n(4)), before);
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::Rejoined { inc: Incarnation(21) }),
+            send(3, report(2, alive(21))),
+            // A death was forgotten: the predecessor hears of the new life too.
+            send(1, report(2, alive(21))),
+        ]
+    );
+    assert_eq!(r.view().liveness(n(4)), Some(alive(40)));
+}
+
+#[test]
+fn a_node_declared_dead_forgets_the_deaths_it_saw_and_answers_no_live_peer_excluded() {
+    // Node 2, cut off, suspected n3 (life 30): its successor is n4.
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    meet(&mut r, 3, at(10));
+    r.handle_message(at(200), n(1), inc(1), heartbeat(r.view().digest()));
+    r.handle_timeout(at(10) + SUSPECT);
+    assert_eq!(r.view().liveness(n(3)), Some(dead(30)));
+    assert_eq!(r.view().liveness(n(1)), Some(alive(10)));
+    r.drain();
+    // The partition heals; n1 excluded node 2's life (the majority
+    // suspected it). Node 2 rejoins and presumes n3 alive again: its
+    // successor is n3 once more, told of the new life and heartbeated.
+    let t = at(10) + SUSPECT + Duration::from_millis(10);
+    r.handle_message(t, n(1), inc(1), HbMsg::Excluded { your_inc: MY_INC });
+    let d = r.view().digest();
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::Rejoined { inc: Incarnation(21) }),
+            send(3, report(2, alive(21))),
+            send(1, report(2, alive(21))),
+            ev(HbEvent::SuccessorChanged { from: Some(n(4)), to: Some(n(3)) }),
+            send(3, heartbeat(d)),
+        ]
+    );
+    assert_eq!(r.view().liveness(n(3)), Some(alive(30)));
+    // n3, alive all along in that life, heartbeats node 2: accepted, not
+    // answered Excluded (which would make n3 rejoin in turn).
+    r.handle_message(t + Duration::from_millis(5), n(3), inc(3), heartbeat(d));
+    assert_eq!(r.drain(), vec![send(3, ack(d))]);
+    assert_eq!(r.incarnation(), Incarnation(21));
+}
+
+#[test]
+fn a_node_declared_dead_relearns_a_real_death_from_the_next_view() {
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    r.handle_message(at(20), n(1), inc(1), report(4, dead(40)));
+    r.handle_message(at(30), n(1), inc(1), HbMsg::Excluded { your_inc: MY_INC });
+    assert_eq!(r.view().liveness(n(4)), Some(alive(40)));
+    r.drain();
+    // n1's view still has n4's life dead: the digests differ, and the
+    // view n1 sends puts the death back.
+    let mut v = RingView::new(&Membership::of_size(4), n(1), inc(1)).unwrap();
+    v.merge(n(2), alive(21));
+    v.merge(n(4), dead(40));
+    r.handle_message(at(40), n(1), inc(1), HbMsg::View { entries: v.entries().collect() });
+    assert_eq!(r.view().liveness(n(4)), Some(dead(40)));
+}
+
+#[test]
+fn behind_keeps_the_deaths_this_node_saw() {
+    // Behind is about this node's clock, not its isolation: its view stands.
+    let mut r = ring();
+    meet(&mut r, 1, at(10));
+    r.handle_message(at(20), n(1), inc(1), report(4, dead(40)));
+    r.handle_message(at(30), n(1), inc(1), HbMsg::Behind { known: Incarnation(500) });
+    assert_eq!(r.incarnation(), Incarnation(501));
+    assert_eq!(r.view().liveness(n(4)), Some(dead(40)));
+}
+
+#[test]
+fn without_forgetting_a_rejoined_node_excludes_its_live_neighbour() {
+    // The mutation switch: the behaviour that made live peers rejoin.
+    let mut c = cfg();
+    c.keep_view_on_exclusion = true;
+    let mut r = R::new(c, &Membership::of_size(4), n(2), MY_INC, T0).unwrap();
+    r.drain();
+    meet(&mut r, 1, at(10));
+    meet(&mut r, 3, at(10));
+    r.handle_message(at(200), n(1), inc(1), heartbeat(r.view().digest()));
+    r.handle_timeout(at(10) + SUSPECT);
+    assert_eq!(r.view().liveness(n(3)), Some(dead(30)));
+    let t = at(10) + SUSPECT + Duration::from_millis(10);
+    r.handle_message(t, n(1), inc(1), HbMsg::Excluded { your_inc: MY_INC });
+    r.drain();
+    r.handle_message(t + Duration::from_millis(5), n(3), inc(3), heartbeat(0));
+    assert_eq!(
+        r.drain(),
+        vec![send(3, HbMsg::Excluded { your_inc: inc(3) }), ev(HbEvent::ExcludedPeer { node: n(3), inc: inc(3) })]
+    );
 }
 
 #[test]
@@ -827,6 +927,8 @@ fn node_whose_peers_all_fall_silent_ends_up_alone_and_only_probes() {
         vec![
             send(3, heartbeat(d0)),
             ev(HbEvent::Suspected { node: n(1), inc: Incarnation(0) }),
+            // The new predecessor hears this life (it may not know it).
+            send(4, report(2, alive(20))),
             ev(HbEvent::PredecessorChanged { from: Some(n(1)), to: Some(n(4)) }),
             send(3, report(1, dead(0))),
             ev(HbEvent::Suspected { node: n(3), inc: Incarnation(0) }),

@@ -740,3 +740,25 @@ proptest! {
         prop_assert_eq!(v.alive_from_me().last().copied(), Some(n(2)));
     }
 }
+
+#[test]
+fn presume_alive_takes_every_death_back_keeping_the_lives() {
+    let mut v = view(5, 1);
+    let fresh = v.digest();
+    v.merge(n(2), Liveness::alive(inc(7)));
+    v.mark_dead(n(2), inc(7));
+    v.mark_dead(n(4), inc(0));
+    v.rejoin();
+    assert_eq!(v.successor(), Some(n(3)));
+    assert_eq!(v.presume_alive(), 2);
+    assert_eq!(v.liveness(n(2)), Some(Liveness::alive(inc(7))));
+    assert_eq!(v.liveness(n(4)), Some(Liveness::alive(inc(0))));
+    assert_eq!(v.liveness(n(1)), Some(Liveness::alive(inc(2))));
+    assert_eq!(v.successor(), Some(n(2)));
+    assert_eq!(v.alive_count(), 5);
+    // The digest is kept up to date (alive entries hash without their life).
+    assert_eq!(v.digest(), fresh);
+    // Nothing left to take back; the deaths merge in again.
+    assert_eq!(v.presume_alive(), 0);
+    assert!(v.mark_dead(n(2), inc(7)));
+}
