@@ -32,6 +32,9 @@ pub struct TokenwatchdConfig {
     pub allow_minority: bool,
     /// Most local clients waiting at once.
     pub max_queue: usize,
+    /// Token passing counts stored ahead (1: a state write per pass; K: a
+    /// write every K, and a restart costs one regeneration).
+    pub tpc_reserve: u64,
     /// Fault injection on outgoing datagrams, for demos and tests (off:
     /// all zero). Logged loudly at start when on.
     pub chaos: ChaosConfig,
@@ -62,6 +65,7 @@ impl Default for TokenwatchdConfig {
             token_lost_after_ms: 0,
             allow_minority: false,
             max_queue: 1_024,
+            tpc_reserve: 1,
             chaos: ChaosConfig::default(),
         }
     }
@@ -109,6 +113,7 @@ impl DaemonConfig for TokenwatchdConfig {
                 TwError::BypassTooSoon { .. } => "bypass_after_ms",
                 TwError::LostTooSoon { .. } => "token_lost_after_ms",
                 TwError::ZeroQueue => "max_queue",
+                TwError::Reserve(_) => "tpc_reserve",
                 TwError::LeaseTooLong(_) => "timing.lease_ms",
                 TwError::Promise(_) => "peers",
             };
@@ -136,6 +141,7 @@ impl TokenwatchdConfig {
             suspect_after: common.timing.suspect_after(),
             allow_minority: self.allow_minority,
             max_queue: self.max_queue,
+            tpc_reserve: self.tpc_reserve,
             mutations: Default::default(),
         };
         if self.bypass_after_ms == 0 {

@@ -69,6 +69,20 @@ fn every_fault_at_once_never_grants_a_fence_twice_and_service_returns() {
     for_seeds(20, |seed| every_fault(seed, TwMutations::default()).map(|_| ()));
 }
 
+/// `tpc_reserve` (the counter stored 16 ahead, a state write every 16
+/// counts): the same faults keep every invariant — a restarted process
+/// answers tokens of its last block `Stale` and the ring regenerates —
+/// and service returns. `SIM_SEEDS=2000 cargo test --release -p
+/// tokenwatchd --test sim reserve` for the long run.
+#[test]
+fn a_tpc_reserve_keeps_every_invariant_through_every_fault() {
+    let c = TwConfig { tpc_reserve: 16, ..cfg() };
+    for_seeds(20, |seed| {
+        every_fault_cfg(seed, c.clone())?;
+        pauses_and_partitions_cfg(seed, c.clone()).map(|_| ())
+    });
+}
+
 /// The faults leases are for, pauses (up to 2 s, beyond a bypass and a
 /// lost-token Claim) and partitions, mixed at random with loss, crashes
 /// and slow links: no two client leases overlap and fences rise in grant

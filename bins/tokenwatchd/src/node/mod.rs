@@ -72,6 +72,12 @@ pub struct TwConfig {
     pub allow_minority: bool,
     /// The local queue.
     pub max_queue: usize,
+    /// `tpc_reserve`: how far ahead of the counter in use the stored one
+    /// is set (1: exactly the one in use, a state write per pass; K: a
+    /// write every K counts). A restarted process cannot tell a token of
+    /// its stored epoch with a count in the last reserved block from a
+    /// stale one, and answers it `Stale`: the ring regenerates once.
+    pub tpc_reserve: u64,
     /// Rules switched off on purpose, for mutation tests only
     /// (`tests/safety.rs`). Production leaves it at `Default` (every rule on).
     #[doc(hidden)]
@@ -138,6 +144,7 @@ impl Default for TwConfig {
             suspect_after: Duration::from_millis(250),
             allow_minority: false,
             max_queue: 1_024,
+            tpc_reserve: 1,
             mutations: TwMutations::default(),
         }
     }
@@ -181,6 +188,9 @@ impl TwConfig {
         if self.max_queue == 0 {
             return Err(TwError::ZeroQueue);
         }
+        if !(1..=MAX_TPC_RESERVE).contains(&self.tpc_reserve) {
+            return Err(TwError::Reserve(self.tpc_reserve));
+        }
         if self.lease.is_zero() {
             return Err(TwError::LeaseTooLong("lease_ms must be above 0".into()));
         }
@@ -190,6 +200,9 @@ impl TwConfig {
         Ok(())
     }
 }
+
+/// The largest `tpc_reserve`.
+pub const MAX_TPC_RESERVE: u64 = 1_000_000;
 
 /// Why a process cannot start.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -217,6 +230,9 @@ pub enum TwError {
     /// `max_queue` is 0.
     #[error("max_queue must be at least 1")]
     ZeroQueue,
+    /// `tpc_reserve` outside 1..=[`MAX_TPC_RESERVE`].
+    #[error("tpc_reserve must be 1 to 1000000, not {0}")]
+    Reserve(u64),
     /// `lease_ms` is 0 or does not fit in `suspect_after_ms`
     /// (reliability.md, Pauses and leases).
     #[error("timing: {0}")]
@@ -415,8 +431,14 @@ pub struct TwNode {
     promise: PromiseNode,
     /// The token passing counter (stored).
     tpc: u64,
-    /// `tpc` as last stored.
+    /// The counter as last stored: `tpc` or, with a reserve, up to
+    /// `tpc_reserve − 1` above it.
     stored_tpc: u64,
+    /// After a restart with a reserve: the least count of the stored
+    /// epoch that may be newer than any this process accepted before (its
+    /// real counter was in `[stored − reserve + 1, stored]`); until a
+    /// token is accepted, such a token is answered `Stale`.
+    unsure_from: Option<u64>,
     /// The live view: processes left out, from the newest token accepted.
     bypassed: BTreeSet<NodeId>,
     /// Processes whose Join was answered here since the last token passed
@@ -546,11 +568,18 @@ impl TwNode {
     /// queued by this input, if anything stored changed.
     fn persist_first(&mut self) {
         let promises = self.promise.take_dirty();
-        if promises.is_none() && self.tpc == self.stored_tpc {
+        // In the reserved block: nothing of the counter to store. Below it
+        // (a new epoch's count): stored again, or a restart would think
+        // the new epoch's tokens stale.
+        let ahead = self.cfg.tpc_reserve.max(1) - 1;
+        let in_block = self.tpc <= self.stored_tpc && self.tpc.saturating_add(ahead) >= self.stored_tpc;
+        if promises.is_none() && in_block {
             return;
         }
-        self.stored_tpc = self.tpc;
-        self.out.persist_first(TwDurable { promises: Some(self.promise.stored().clone()), tpc: self.tpc });
+        if !in_block {
+            self.stored_tpc = self.tpc.saturating_add(ahead);
+        }
+        self.out.persist_first(TwDurable { promises: Some(self.promise.stored().clone()), tpc: self.stored_tpc });
     }
 
     /// Sends `msg` to every other member, in ring order.
@@ -648,6 +677,8 @@ impl Protocol for TwNode {
             promise,
             tpc,
             stored_tpc: tpc,
+            unsure_from: (ctx.config.tpc_reserve > 1 && tpc > 0)
+                .then(|| tpc.saturating_sub(ctx.config.tpc_reserve - 1).max(1)),
             bypassed: BTreeSet::new(),
             readmit: BTreeSet::new(),
             seen: (0, 0),

@@ -44,6 +44,7 @@ fn cfg() -> TwConfig {
         suspect_after: Duration::from_millis(50),
         allow_minority: false,
         max_queue: 8,
+        tpc_reserve: 1,
         mutations: TwMutations::default(),
     }
 }
@@ -821,4 +822,81 @@ fn wanted_ends_an_idle_hold_and_the_token_leaves_marked_wanted() {
     deliver(&mut n, at(2), N1, INC, token(E, 5));
     assert!(n.has_token());
     assert_eq!(n.poll_timeout(), Some(at(4)));
+}
+
+/// n2 as `node()`, counting with `tpc_reserve = 4`.
+fn reserving(stored: TwDurable) -> TwNode {
+    let mut ctx = Context::new(N2, INC, Membership::of_size(3), T0, TwConfig { tpc_reserve: 4, ..cfg() });
+    ctx.stored = Some(stored);
+    let mut n = TwNode::start(ctx).unwrap();
+    drain(&mut n);
+    deliver(&mut n, T0, N1, INC, Msg::JoinAck { nonce: 1, values: None });
+    n
+}
+
+fn persisted(out: &[Out]) -> Vec<TwDurable> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Persist(d) => Some(d.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn with_a_reserve_the_counter_is_stored_once_per_block() {
+    let mut n = reserving(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5 });
+    // Token(E, 5): tpc 6, stored as 6 + 3 before the ACK leaves.
+    let out = deliver(&mut n, T0, N1, INC, token(E, 5));
+    assert_eq!(n.tpc, 6);
+    assert_eq!(out[0], Output::Persist(TwDurable { promises: Some(n.promise.stored().clone()), tpc: 9 }));
+    assert!(matches!(out[1], Output::Send { msg: Msg::Ack { m: 6, .. }, .. }), "{out:?}");
+    // Passed on and back within the block (Token(E, 7): tpc 8 ≤ 9):
+    // nothing stored.
+    let out = timeout(&mut n, at(2));
+    assert!(out.iter().any(|o| matches!(o, Output::Send { msg: Msg::Token { m: 6, .. }, .. })), "{out:?}");
+    let out = deliver(&mut n, at(10), N1, INC, token(E, 7));
+    assert_eq!(n.tpc, 8);
+    assert_eq!(persisted(&out), vec![]);
+    // Past the block (Token(E, 9): tpc 10 > 9): the next block, 10 + 3.
+    timeout(&mut n, at(12));
+    let out = deliver(&mut n, at(20), N1, INC, token(E, 9));
+    assert_eq!(persisted(&out).iter().map(|d| d.tpc).collect::<Vec<_>>(), vec![13]);
+}
+
+#[test]
+fn restarted_with_a_reserve_a_token_in_the_last_block_is_answered_stale() {
+    // The life before stored tpc 9 while counting 6 (block 6..=9).
+    let mut before = reserving(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5 });
+    let out = deliver(&mut before, T0, N1, INC, token(E, 5));
+    let stored = persisted(&out).pop().unwrap();
+    assert_eq!(stored.tpc, 9);
+    let mut n = reserving(stored);
+    assert_eq!((n.tpc, n.epoch()), (9, E));
+    // Token(E, 7): new if the counter stopped at 6, stale if at 8; neither
+    // kept nor silently dropped: Stale, so the sender claims at once.
+    let out = deliver(&mut n, at(1), N1, INC, token(E, 7));
+    assert_eq!(out, vec![send(N1, Msg::Stale { epoch: E }), ev(TwEvent::StaleAnswered)]);
+    assert!(!n.has_token());
+    // Below the block: accepted before the crash for certain, dropped.
+    let out = deliver(&mut n, at(2), N1, INC, token(E, 5));
+    assert_eq!(out, vec![ev(TwEvent::StaleDropped)]);
+    // The regenerated token (a newer epoch, its count restarting low) is
+    // taken, and the counter stored again from its count: 4 + 3.
+    let out = deliver(&mut n, at(3), N1, INC, token(2 * E, 3));
+    assert_eq!(n.tpc, 4);
+    assert!(n.has_token());
+    assert_eq!(persisted(&out).iter().map(|d| d.tpc).collect::<Vec<_>>(), vec![7]);
+    // No longer unsure: within the new epoch, only the exact rule.
+    timeout(&mut n, at(5));
+    let out = deliver(&mut n, at(6), N1, INC, token(2 * E, 3));
+    assert!(!out.contains(&send(N1, Msg::Stale { epoch: 2 * E })), "{out:?}");
+}
+
+#[test]
+fn a_reserve_of_zero_or_above_a_million_is_refused() {
+    for r in [0, MAX_TPC_RESERVE + 1] {
+        assert_eq!(TwConfig { tpc_reserve: r, ..cfg() }.validate(3), Err(TwError::Reserve(r)));
+    }
+    assert_eq!(TwConfig { tpc_reserve: MAX_TPC_RESERVE, ..cfg() }.validate(3), Ok(()));
 }

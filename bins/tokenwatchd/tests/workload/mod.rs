@@ -35,6 +35,7 @@ pub fn cfg_with_retransmits(r: u32) -> TwConfig {
         suspect_after: Duration::from_millis(60),
         allow_minority: false,
         max_queue: 64,
+        tpc_reserve: 1,
         mutations: TwMutations::default(),
     };
     c.token_lost_after = c.token_lost_bound(5) + Duration::from_millis(50);
@@ -119,8 +120,13 @@ pub fn safety() -> impl FnMut(&World<TwNode>) -> Result<(), String> {
 /// 10 % loss and 5 % duplication, the fence promise checked after every
 /// step; then the faults stop and every process must be served again.
 pub fn every_fault(seed: u64, m: TwMutations) -> Result<Sim<TwNode>, sim::SimError> {
+    every_fault_cfg(seed, TwConfig { mutations: m, ..cfg() })
+}
+
+/// `every_fault` with these settings.
+pub fn every_fault_cfg(seed: u64, config: TwConfig) -> Result<Sim<TwNode>, sim::SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.1, 0.05);
-    let mut sim = cluster_with(seed, 5, net, m);
+    let mut sim = cluster_cfg(seed, 5, net, config);
     // Pauses and slow links beyond δ: with leases every invariant holds.
     sim.check(safety());
     let clients = (1..=5).map(|i| (NodeId(i), ClientId(u64::from(i)))).collect();
@@ -143,8 +149,13 @@ pub fn every_fault(seed: u64, m: TwMutations) -> Result<Sim<TwNode>, sim::SimErr
 /// back to a ring that moved on without them. The lease invariants are
 /// checked after every step; then every process must be served again.
 pub fn pauses_and_partitions(seed: u64, m: TwMutations) -> Result<Sim<TwNode>, sim::SimError> {
+    pauses_and_partitions_cfg(seed, TwConfig { mutations: m, ..cfg() })
+}
+
+/// `pauses_and_partitions` with these settings.
+pub fn pauses_and_partitions_cfg(seed: u64, config: TwConfig) -> Result<Sim<TwNode>, sim::SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.1, 0.05);
-    let mut sim = cluster_with(seed, 5, net, m);
+    let mut sim = cluster_cfg(seed, 5, net, config);
     sim.check(safety());
     let plan = FaultPlan {
         start: Instant::from_millis(2_000),
