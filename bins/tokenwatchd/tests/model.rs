@@ -17,8 +17,8 @@ use lockservice::{LockReply, LockRequest};
 use sim::model::{client_per_node, setting, Bounds, Channel, CoreModel, Seen, Summary};
 use sim::{FaultPlan, NetConfig};
 use timer::Instant;
-use tokenwatchd::{TwConfig, TwEvent, TwMutations};
-use workload::{cfg, cluster_with};
+use tokenwatchd::{TwConfig, TwEvent};
+use workload::{cfg, cluster_cfg};
 
 const N: u32 = 3;
 
@@ -30,12 +30,12 @@ fn judge(j: &mut LockJudge, t: Instant, node: NodeId, seen: Seen<'_, TwEvent, Lo
 }
 
 /// Seed `seed`'s run with every fault kind over 10 % loss and 5 %
-/// duplication (rules `m` off), checked from a snapshot every `every_ms`,
+/// duplication (with `config`), checked from a snapshot every `every_ms`,
 /// each to `bounds` (UDP: one loss, one duplicate, no failure hint). The simulated
 /// clients may let go at any point.
-fn check(seed: u64, m: TwMutations, every_ms: u64, horizon_ms: u64, depth: usize) -> Summary {
+fn check(seed: u64, config: TwConfig, every_ms: u64, horizon_ms: u64, depth: usize) -> Summary {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.1, 0.05);
-    let mut sim = cluster_with(seed, N, net, m);
+    let mut sim = cluster_cfg(seed, N, net, config.clone());
     let clients = (1..=N).map(|i| (NodeId(i), ClientId(u64::from(i)))).collect();
     let plan = FaultPlan {
         start: Instant::from_millis(1_000),
@@ -46,14 +46,8 @@ fn check(seed: u64, m: TwMutations, every_ms: u64, horizon_ms: u64, depth: usize
     };
     sim.random_faults(&plan);
     let bounds = Bounds { losses: 1, dups: 1, hints: false, ..Bounds::near(Duration::from_millis(horizon_ms), depth) };
-    let model = CoreModel::new(
-        N,
-        TwConfig { mutations: m, ..cfg() },
-        Channel::Datagram,
-        bounds,
-        (LockJudge::new(), judge, LockJudge::grants),
-    )
-    .with_clients(client_per_node(N, |i| ClientId(u64::from(i)), &[LockRequest::Release]));
+    let model = CoreModel::new(N, config, Channel::Datagram, bounds, (LockJudge::new(), judge, LockJudge::grants))
+        .with_clients(client_per_node(N, |i| ClientId(u64::from(i)), &[LockRequest::Release]));
     model
         .check_run(&mut sim, Duration::from_millis(every_ms), (Instant::ZERO, plan.end))
         .unwrap_or_else(|e| panic!("{e}"))
@@ -61,7 +55,14 @@ fn check(seed: u64, m: TwMutations, every_ms: u64, horizon_ms: u64, depth: usize
 
 #[test]
 fn every_interleaving_near_a_faulty_run_keeps_the_lease_invariants() {
-    check(0, TwMutations::default(), 400, 4, 7).assert_safe("tokenwatchd model, seed 0");
+    check(0, cfg(), 400, 4, 7).assert_safe("tokenwatchd model, seed 0");
+}
+
+/// The same with the counter stored 4 ahead (`tpc_reserve`): the model's
+/// crash and restart (disk kept or wiped) meet the reserved block.
+#[test]
+fn every_interleaving_with_a_tpc_reserve_keeps_the_lease_invariants() {
+    check(0, TwConfig { tpc_reserve: 4, ..cfg() }, 400, 4, 7).assert_safe("tokenwatchd model, tpc_reserve 4, seed 0");
 }
 
 /// The longer check: `MODEL_SEEDS` seeds (2, from `MODEL_SEED_FROM`), a
@@ -74,7 +75,7 @@ fn long() {
     for seed in from..from + setting("MODEL_SEEDS", 2) {
         let sum = check(
             seed,
-            TwMutations::default(),
+            cfg(),
             setting("MODEL_EVERY_MS", 200),
             setting("MODEL_HORIZON_MS", 4),
             setting("MODEL_DEPTH", 8) as usize,
