@@ -894,6 +894,25 @@ fn restarted_with_a_reserve_a_token_in_the_last_block_is_answered_stale() {
 }
 
 #[test]
+fn restarted_with_a_reserve_a_renewal_confirms_no_hand_off_in_the_last_block() {
+    let mut before = reserving(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5 });
+    let out = deliver(&mut before, T0, N1, INC, token(E, 5));
+    let mut n = reserving(persisted(&out).pop().unwrap());
+    // A client waits: the renewal carries 5, the count below the block
+    // 6..=9, not the stored 9, which would confirm n1's hand-off of
+    // Token(E, 7) that n2 answers Stale.
+    let out = request(&mut n, at(1), ClientId(1), LockRequest::Acquire { timeout_ms: 10_000 });
+    let tpcs: Vec<u64> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Send { msg: Msg::LeaseRenew { tpc, .. }, .. } => Some(*tpc),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tpcs, vec![5, 5], "{out:?}");
+}
+
+#[test]
 fn a_reserve_of_zero_or_above_a_million_is_refused() {
     for r in [0, MAX_TPC_RESERVE + 1] {
         assert_eq!(TwConfig { tpc_reserve: r, ..cfg() }.validate(3), Err(TwError::Reserve(r)));
