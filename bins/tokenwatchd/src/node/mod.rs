@@ -251,6 +251,13 @@ pub struct TwDurable {
     pub promises: Option<Promises>,
     /// The token passing counter.
     pub tpc: u64,
+    /// With a reserve (`tpc_reserve` > 1): the counter in use when `tpc`
+    /// was stored ahead of it, the least count the process may have
+    /// reached. A restart is unsure of the counts from here to `tpc`.
+    /// `None` (also in files written before the reserve existed): `tpc`
+    /// is exactly the counter in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpc_from: Option<u64>,
 }
 
 impl From<LockEvent> for TwEvent {
@@ -434,10 +441,13 @@ pub struct TwNode {
     /// The counter as last stored: `tpc` or, with a reserve, up to
     /// `tpc_reserve − 1` above it.
     stored_tpc: u64,
-    /// After a restart with a reserve: the least count of the stored
-    /// epoch that may be newer than any this process accepted before (its
-    /// real counter was in `[stored − reserve + 1, stored]`); until a
-    /// token is accepted, such a token is answered `Stale`.
+    /// `tpc_from` as last stored.
+    stored_from: Option<u64>,
+    /// After a restart from a counter stored ahead: the least count of
+    /// the stored epoch that may be newer than any this process accepted
+    /// before (its real counter was in `[tpc_from, tpc]`, whatever
+    /// `tpc_reserve` is now); until a token is accepted, such a token is
+    /// answered `Stale`.
     unsure_from: Option<u64>,
     /// The live view: processes left out, from the newest token accepted.
     bypassed: BTreeSet<NodeId>,
@@ -578,8 +588,13 @@ impl TwNode {
         }
         if !in_block {
             self.stored_tpc = self.tpc.saturating_add(ahead);
+            self.stored_from = (self.stored_tpc > self.tpc).then_some(self.tpc);
         }
-        self.out.persist_first(TwDurable { promises: Some(self.promise.stored().clone()), tpc: self.stored_tpc });
+        self.out.persist_first(TwDurable {
+            promises: Some(self.promise.stored().clone()),
+            tpc: self.stored_tpc,
+            tpc_from: self.stored_from,
+        });
     }
 
     /// Sends `msg` to every other member, in ring order.
@@ -658,6 +673,8 @@ impl Protocol for TwNode {
         let loaded = stored.as_ref().and_then(|d| d.promises.clone());
         let promise = PromiseNode::new(pcfg, loaded, ctx.now)?;
         let tpc = if ctx.config.mutations.tpc_not_stored { 0 } else { stored.as_ref().map_or(0, |d| d.tpc) };
+        let tpc_from =
+            stored.as_ref().and_then(|d| d.tpc_from).filter(|f| *f < tpc && !ctx.config.mutations.tpc_not_stored);
         let mut rng = SeededRng::new(ctx.seed);
         let first_claim = promise.first_proposal_at(&mut rng);
         let locks = LocalLocks::new(LocksConfig {
@@ -677,8 +694,8 @@ impl Protocol for TwNode {
             promise,
             tpc,
             stored_tpc: tpc,
-            unsure_from: (ctx.config.tpc_reserve > 1 && tpc > 0)
-                .then(|| tpc.saturating_sub(ctx.config.tpc_reserve - 1).max(1)),
+            stored_from: tpc_from,
+            unsure_from: tpc_from,
             bypassed: BTreeSet::new(),
             readmit: BTreeSet::new(),
             seen: (0, 0),

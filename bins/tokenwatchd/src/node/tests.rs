@@ -52,7 +52,7 @@ fn cfg() -> TwConfig {
 /// n2, joined (n1 answered its Join), nothing held.
 fn node() -> TwNode {
     let mut ctx = Context::new(N2, INC, Membership::of_size(3), T0, cfg());
-    ctx.stored = Some(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5 });
+    ctx.stored = Some(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5, tpc_from: None });
     let mut n = TwNode::start(ctx).unwrap();
     drain(&mut n);
     deliver(&mut n, T0, N1, INC, Msg::JoinAck { nonce: 1, values: None });
@@ -60,7 +60,7 @@ fn node() -> TwNode {
 }
 
 fn stored(n: &TwNode) -> Out {
-    Output::Persist(TwDurable { promises: Some(n.promise.stored().clone()), tpc: n.tpc })
+    Output::Persist(TwDurable { promises: Some(n.promise.stored().clone()), tpc: n.tpc, tpc_from: None })
 }
 
 fn send(to: NodeId, msg: Msg) -> Out {
@@ -592,7 +592,7 @@ fn a_grant_lasts_until_the_lease_ends_and_never_past_the_visit() {
     // ρ = 1 %: the holder trusts its lease lease·(1−ρ) = 29.7 ms from the
     // renewal's send time.
     let mut ctx = Context::new(N2, INC, Membership::of_size(3), T0, TwConfig { drift_ppm: 10_000, ..cfg() });
-    ctx.stored = Some(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5 });
+    ctx.stored = Some(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5, tpc_from: None });
     let mut n = TwNode::start(ctx).unwrap();
     deliver(&mut n, T0, N1, INC, Msg::JoinAck { nonce: 1, values: None });
     let c = ClientId(1);
@@ -845,11 +845,14 @@ fn persisted(out: &[Out]) -> Vec<TwDurable> {
 
 #[test]
 fn with_a_reserve_the_counter_is_stored_once_per_block() {
-    let mut n = reserving(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5 });
+    let mut n = reserving(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5, tpc_from: None });
     // Token(E, 5): tpc 6, stored as 6 + 3 before the ACK leaves.
     let out = deliver(&mut n, T0, N1, INC, token(E, 5));
     assert_eq!(n.tpc, 6);
-    assert_eq!(out[0], Output::Persist(TwDurable { promises: Some(n.promise.stored().clone()), tpc: 9 }));
+    assert_eq!(
+        out[0],
+        Output::Persist(TwDurable { promises: Some(n.promise.stored().clone()), tpc: 9, tpc_from: Some(6) })
+    );
     assert!(matches!(out[1], Output::Send { msg: Msg::Ack { m: 6, .. }, .. }), "{out:?}");
     // Passed on and back within the block (Token(E, 7): tpc 8 ≤ 9):
     // nothing stored.
@@ -867,7 +870,7 @@ fn with_a_reserve_the_counter_is_stored_once_per_block() {
 #[test]
 fn restarted_with_a_reserve_a_token_in_the_last_block_is_answered_stale() {
     // The life before stored tpc 9 while counting 6 (block 6..=9).
-    let mut before = reserving(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5 });
+    let mut before = reserving(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5, tpc_from: None });
     let out = deliver(&mut before, T0, N1, INC, token(E, 5));
     let stored = persisted(&out).pop().unwrap();
     assert_eq!(stored.tpc, 9);
@@ -894,8 +897,26 @@ fn restarted_with_a_reserve_a_token_in_the_last_block_is_answered_stale() {
 }
 
 #[test]
+fn the_unsure_block_comes_from_the_file_not_from_the_reserve_now() {
+    // Stored with a reserve of 4 (block 6..=9), restarted with the
+    // default 1: still unsure of 6..=9.
+    let mut before = reserving(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5, tpc_from: None });
+    let out = deliver(&mut before, T0, N1, INC, token(E, 5));
+    let mut ctx = Context::new(N2, INC, Membership::of_size(3), T0, cfg());
+    ctx.stored = persisted(&out).pop();
+    let mut n = TwNode::start(ctx).unwrap();
+    drain(&mut n);
+    deliver(&mut n, T0, N1, INC, Msg::JoinAck { nonce: 1, values: None });
+    let out = deliver(&mut n, at(1), N1, INC, token(E, 8));
+    assert_eq!(out, vec![send(N1, Msg::Stale { epoch: E }), ev(TwEvent::StaleAnswered)]);
+    // Exact again once a token is taken: Token(2E, 3) stores tpc 4 as is.
+    let out = deliver(&mut n, at(2), N1, INC, token(2 * E, 3));
+    assert_eq!(persisted(&out).iter().map(|d| (d.tpc, d.tpc_from)).collect::<Vec<_>>(), vec![(4, None)]);
+}
+
+#[test]
 fn restarted_with_a_reserve_a_renewal_confirms_no_hand_off_in_the_last_block() {
-    let mut before = reserving(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5 });
+    let mut before = reserving(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5, tpc_from: None });
     let out = deliver(&mut before, T0, N1, INC, token(E, 5));
     let mut n = reserving(persisted(&out).pop().unwrap());
     // A client waits: the renewal carries 5, the count below the block
