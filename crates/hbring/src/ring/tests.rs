@@ -711,10 +711,12 @@ fn excluded_is_heeded_from_any_member_and_never_answered() {
     assert_eq!(r.view().liveness(n(4)), Some(alive(40)));
 }
 
-#[test]
-fn a_node_declared_dead_forgets_the_deaths_it_saw_and_answers_no_live_peer_excluded() {
-    // Node 2, cut off, suspected n3 (life 30): its successor is n4.
-    let mut r = ring();
+/// Node 2 with settings `c`, cut off from n3 until it suspected n3's
+/// life 30 (its successor is n4 then), and then excluded by n1 (the
+/// majority suspected node 2); returns the instant of the exclusion.
+fn cut_off_from_n3_then_excluded(c: HbConfig) -> (R, Instant) {
+    let mut r = R::new(c, &Membership::of_size(4), n(2), MY_INC, T0).unwrap();
+    r.drain();
     meet(&mut r, 1, at(10));
     meet(&mut r, 3, at(10));
     r.handle_message(at(200), n(1), inc(1), heartbeat(r.view().digest()));
@@ -722,11 +724,16 @@ fn a_node_declared_dead_forgets_the_deaths_it_saw_and_answers_no_live_peer_exclu
     assert_eq!(r.view().liveness(n(3)), Some(dead(30)));
     assert_eq!(r.view().liveness(n(1)), Some(alive(10)));
     r.drain();
-    // The partition heals; n1 excluded node 2's life (the majority
-    // suspected it). Node 2 rejoins and presumes n3 alive again: its
-    // successor is n3 once more, told of the new life and heartbeated.
     let t = at(10) + SUSPECT + Duration::from_millis(10);
     r.handle_message(t, n(1), inc(1), HbMsg::Excluded { your_inc: MY_INC });
+    (r, t)
+}
+
+#[test]
+fn a_node_declared_dead_forgets_the_deaths_it_saw_and_answers_no_live_peer_excluded() {
+    // The partition heals; node 2 rejoins and presumes n3 alive again: its
+    // successor is n3 once more, told of the new life and heartbeated.
+    let (mut r, t) = cut_off_from_n3_then_excluded(cfg());
     let d = r.view().digest();
     assert_eq!(
         r.drain(),
@@ -779,15 +786,7 @@ fn without_forgetting_a_rejoined_node_excludes_its_live_neighbour() {
     // The mutation switch: the behaviour that made live peers rejoin.
     let mut c = cfg();
     c.keep_view_on_exclusion = true;
-    let mut r = R::new(c, &Membership::of_size(4), n(2), MY_INC, T0).unwrap();
-    r.drain();
-    meet(&mut r, 1, at(10));
-    meet(&mut r, 3, at(10));
-    r.handle_message(at(200), n(1), inc(1), heartbeat(r.view().digest()));
-    r.handle_timeout(at(10) + SUSPECT);
-    assert_eq!(r.view().liveness(n(3)), Some(dead(30)));
-    let t = at(10) + SUSPECT + Duration::from_millis(10);
-    r.handle_message(t, n(1), inc(1), HbMsg::Excluded { your_inc: MY_INC });
+    let (mut r, t) = cut_off_from_n3_then_excluded(c);
     r.drain();
     r.handle_message(t + Duration::from_millis(5), n(3), inc(3), heartbeat(0));
     assert_eq!(
