@@ -38,9 +38,13 @@ pub struct HbConfig {
     pub suspect_after: Duration,
     /// Interval between probes of dead members after this node.
     pub probe_every: Duration,
-    /// For mutation tests only (false in every daemon): a node declared
-    /// dead keeps the deaths it saw while cut off (see `start_new_life`).
-    #[doc(hidden)]
+    /// A node declared dead keeps the deaths it saw while cut off (see
+    /// `start_new_life`), and so goes on answering `Excluded` to those
+    /// lives. hbringd forgets them (false): its peers then need not rejoin
+    /// after a healed partition. ringd keeps them (true): its rule that a
+    /// replica ignores a life it suspected must outlive the suspecting
+    /// life, or a token held in the network from that life is accepted by
+    /// the rejoined replica after a majority regenerated without it.
     pub keep_view_on_exclusion: bool,
 }
 
@@ -380,11 +384,12 @@ impl HbRing {
 
     /// Moves to a life above `at_least` and announces it. A node that was
     /// declared dead (`excluded`) was cut off or paused, so the deaths in
-    /// its view are stale: it presumes everyone alive again, as a restart
-    /// would, and relearns the deaths from the next view it is sent —
-    /// rather than answering `Excluded` to live peers that heartbeat it,
-    /// which made them rejoin too (ringd's regeneration storms after a
-    /// healed partition, seeds 1810 and 4989).
+    /// its view are stale: unless `keep_view_on_exclusion` (ringd), it
+    /// presumes everyone alive again, as a restart would, and relearns the
+    /// deaths from the next view it is sent — rather than answering
+    /// `Excluded` to live peers that heartbeat it, which makes them rejoin
+    /// too (docs/safety-rules.md, ringd: Three regenerations after a
+    /// healed partition).
     fn start_new_life(&mut self, now: Instant, at_least: Incarnation, excluded: bool, out: &mut impl HbOut) {
         self.last_rejoin = Some(now);
         let inc = self.view.rejoin_above(at_least);

@@ -126,9 +126,6 @@ pub struct RdMutations {
     pub ignore_stale: bool,
     /// Seq wraps at u64::MAX instead of forcing a census.
     pub wrap_seq: bool,
-    /// A replica declared dead keeps the deaths it saw while cut off
-    /// (`hbring::HbConfig::keep_view_on_exclusion`; liveness, not safety).
-    pub hb_keeps_view_on_exclusion: bool,
 }
 
 impl Default for RdConfig {
@@ -614,7 +611,11 @@ impl Protocol for RdNode {
         let first_census = promise.first_proposal_at(&mut rng);
         let mut out = Outbox::default();
         let mut hb = HbConfig::new(ctx.config.heartbeat, ctx.config.suspect_after);
-        hb.keep_view_on_exclusion = ctx.config.mutations.hb_keeps_view_on_exclusion;
+        // ringd.md: from the moment D suspects P, D ignores P's life and
+        // answers it `Excluded` — also after D itself rejoins (a token
+        // from that life, held in the network, must not be accepted once
+        // a majority regenerated without it).
+        hb.keep_view_on_exclusion = true;
         let ring = HbRing::new(hb, &ctx.membership, ctx.me, ctx.incarnation, ctx.now, &mut out)?;
         let mut node = RdNode {
             me: ctx.me,

@@ -783,7 +783,7 @@ fn behind_keeps_the_deaths_this_node_saw() {
 
 #[test]
 fn without_forgetting_a_rejoined_node_excludes_its_live_neighbour() {
-    // The mutation switch: the behaviour that made live peers rejoin.
+    // ringd's setting: the behaviour that makes live peers rejoin.
     let mut c = cfg();
     c.keep_view_on_exclusion = true;
     let (mut r, t) = cut_off_from_n3_then_excluded(c);
