@@ -309,7 +309,74 @@ fn stale_new_next(seed: u64, m: RdMutations) -> Result<(Sim<RdNode>, [NodeId; 3]
     Ok((sim, [p, q, d], rejoined))
 }
 
-const SCENARIOS: [(&str, Scenario); 10] = [
+/// A token held in the network from a life its receiver suspected (a
+/// review's trace, 2026-11-27): the link from the next owner O to its
+/// successor D is held before the token reaches O, so O's pass, carrying
+/// an increment answered only at D's TokenAck, waits on it. D is paused
+/// (nothing reaches it) and O cut off from the other three, who
+/// regenerate from an older copy. D resumes: its overdue watch suspects
+/// O, the three exclude D and it rejoins; then the held link is released.
+/// D must go on ignoring O's suspected life (ringd.md) — a replica that
+/// forgot its suspicion acks the token, O answers the increment, and the
+/// three's epoch hands out the same counter value again.
+fn held_token_after_a_rejoin(seed: u64, m: RdMutations) -> Result<(), SimError> {
+    let mut sim = cluster(seed, 5, with(5, m));
+    sim.check(safety(true));
+    sim.run_for(Duration::from_millis(300))?;
+    let x = until(&mut sim, |s| s.world().live().find(|(_, c)| c.owns_token() && c.seen().1 >= 10).map(|(i, _)| i))?;
+    let succ = |sim: &Sim<RdNode>, n: NodeId| sim.world().core(n).and_then(|c| c.ring().view().successor());
+    let o = succ(&sim, x).expect("a successor");
+    let d = succ(&sim, o).expect("a successor");
+    let rest: Vec<NodeId> = (1..=5).map(NodeId).filter(|n| *n != o && *n != d).collect();
+    sim.hold(o, d);
+    let mark = sim.world().events.len();
+    until(&mut sim, |s| {
+        s.world().events[mark..].iter().any(|(_, n, e)| *n == o && matches!(e, RdEvent::Passed { .. })).then_some(o)
+    })?;
+    sim.after(Duration::ZERO, Action::Pause(d));
+    for &r in &rest {
+        for (a, b) in [(o, r), (r, o), (r, d)] {
+            sim.cut(a, b);
+        }
+    }
+    let from = sim.world().events.len();
+    let regenerated = |s: &Sim<RdNode>| {
+        s.world().events[from..].iter().any(|(_, n, e)| rest.contains(n) && matches!(e, RdEvent::Regenerated { .. }))
+    };
+    for _ in 0..3 {
+        if until(&mut sim, |s| regenerated(s).then_some(o)).is_ok() {
+            break;
+        }
+    }
+    if !regenerated(&sim) {
+        return Err(sim.error("the three never regenerated"));
+    }
+    let d_life = sim.world().core(d).map(|c| c.ring().incarnation()).expect("up");
+    for &r in &rest {
+        sim.uncut(r, d);
+    }
+    sim.after(Duration::ZERO, Action::Resume(d));
+    until(&mut sim, |s| s.world().core(d).filter(|c| c.ring().incarnation() != d_life).map(|_| d))?;
+    let at = sim.world().events.len();
+    sim.release(o, d);
+    sim.run_for(Duration::from_millis(500))?;
+    // With the suspicion forgotten, the held token must reach D's core
+    // (answered Stale or accepted), or the run shows nothing.
+    let reached = sim.world().events[at..]
+        .iter()
+        .any(|(_, n, e)| *n == d && matches!(e, RdEvent::StaleAnswered | RdEvent::Accepted { .. }));
+    if m.forget_suspicions_on_rejoin && !reached {
+        return Err(sim.error("the held token never reached the rejoined replica's core"));
+    }
+    for &r in &rest {
+        sim.uncut(o, r);
+        sim.uncut(r, o);
+    }
+    sim.run_for(Duration::from_millis(1_500))
+}
+
+const SCENARIOS: [(&str, Scenario); 11] = [
+    ("held_token_after_a_rejoin", held_token_after_a_rejoin),
     ("seq_overflow_in_a_visit", seq_overflow_in_a_visit),
     ("paused_owner_copy", paused_owner_copy),
     ("cut_off_command", cut_off_command),
@@ -426,12 +493,20 @@ fn answer_after_ack_is_needed() {
 /// masks which, and what would show it (long command services).
 #[test]
 fn masked_rules_break_no_scenario() {
-    let masked: [(&str, Scenario, RdMutations); 1] = [
+    let masked: [(&str, Scenario, RdMutations); 2] = [
         // With instant built-ins only: the paused replica suspects its
         // predecessor as soon as it resumes (its overdue timers fire
         // first), so the old token that reaches it is answered Excluded,
         // never accepted. (The lease is shown with command services.)
         ("paused_successor", paused_successor, RdMutations { no_lease: true, ..Default::default() }),
+        // The resumed replica's token-lost deadline is overdue as well:
+        // it censuses at once, and its own proposal puts its floor above
+        // the held token's epoch, which it then answers Stale.
+        (
+            "held_token_after_a_rejoin",
+            held_token_after_a_rejoin,
+            RdMutations { forget_suspicions_on_rejoin: true, ..Default::default() },
+        ),
     ];
     for (name, s, m) in masked {
         for seed in SEEDS {

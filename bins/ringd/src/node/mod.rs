@@ -126,6 +126,9 @@ pub struct RdMutations {
     pub ignore_stale: bool,
     /// Seq wraps at u64::MAX instead of forcing a census.
     pub wrap_seq: bool,
+    /// A replica that rejoins forgets the lives it suspected
+    /// (`hbring::HbConfig::keep_view_on_exclusion` off, as in hbringd).
+    pub forget_suspicions_on_rejoin: bool,
 }
 
 impl Default for RdConfig {
@@ -615,7 +618,7 @@ impl Protocol for RdNode {
         // answers it `Excluded` — also after D itself rejoins (a token
         // from that life, held in the network, must not be accepted once
         // a majority regenerated without it).
-        hb.keep_view_on_exclusion = true;
+        hb.keep_view_on_exclusion = !ctx.config.mutations.forget_suspicions_on_rejoin;
         let ring = HbRing::new(hb, &ctx.membership, ctx.me, ctx.incarnation, ctx.now, &mut out)?;
         let mut node = RdNode {
             me: ctx.me,
