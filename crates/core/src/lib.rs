@@ -433,6 +433,19 @@ impl<M, R, E, D> Outbox<M, R, E, D> {
         self.queue.push_back(Output::Send { to, msg: msg.into() });
     }
 
+    /// Queues `msg` to each of `members` but `me`, in their order (a
+    /// broadcast to every peer).
+    pub fn send_to_all_but(&mut self, members: &[NodeId], me: NodeId, msg: M)
+    where
+        M: Clone,
+    {
+        for &m in members {
+            if m != me {
+                self.send(m, msg.clone());
+            }
+        }
+    }
+
     /// Queues a reply to a client.
     pub fn reply(&mut self, client: ClientId, reply: impl Into<R>) {
         self.queue.push_back(Output::Reply { client, reply: reply.into() });

@@ -402,10 +402,15 @@ impl HbRing {
             // up to a probe period to meet the new life and meanwhile send
             // no heartbeat, and be suspected in its live life.
             if let Some(p) = self.view.predecessor().filter(|p| Some(*p) != self.view.successor()) {
-                out.send(p, HbMsg::Report { about: self.view.me(), liveness: Liveness::alive(inc) });
+                self.tell_my_life(p, out);
             }
         }
         self.neighbours_changed(now, out);
+    }
+
+    /// Reports this node's current life to `to` alone.
+    fn tell_my_life(&self, to: NodeId, out: &mut impl HbOut) {
+        out.send(to, HbMsg::Report { about: self.view.me(), liveness: Liveness::alive(self.view.my_incarnation()) });
     }
 
     /// Sends a report to the live successor (it travels one lap).
@@ -440,11 +445,7 @@ impl HbRing {
                         // only its next probe, up to `probe_every` away,
                         // would stop us suspecting it in its live life.
                         if let Some(p) = new {
-                            let me = self.view.me();
-                            out.send(
-                                p,
-                                HbMsg::Report { about: me, liveness: Liveness::alive(self.view.my_incarnation()) },
-                            );
+                            self.tell_my_life(p, out);
                         }
                     }
                 }

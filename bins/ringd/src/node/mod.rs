@@ -544,16 +544,12 @@ impl RdNode {
         self.token_seen_at + self.cfg.token_lost_after + self.lost_jitter
     }
 
-    /// The token (or its owner's HolderAlive) showed itself.
     /// Sends `msg` to every other configured replica, in ring order.
     fn send_to_every_peer(&mut self, msg: Msg) {
-        for &m in &self.members {
-            if m != self.me {
-                self.out.send(m, msg.clone());
-            }
-        }
+        self.out.send_to_all_but(&self.members, self.me, msg);
     }
 
+    /// The token (or its owner's HolderAlive) showed itself.
     fn token_activity(&mut self, now: Instant) {
         self.token_seen_at = now;
         self.lost_jitter = self.rng.duration_between(Duration::ZERO, self.cfg.suspect_after);

@@ -599,11 +599,7 @@ impl TwNode {
 
     /// Sends `msg` to every other member, in ring order.
     fn send_to_every_peer(&mut self, msg: Msg) {
-        for &p in &self.members {
-            if p != self.me {
-                self.out.send(p, msg.clone());
-            }
-        }
+        self.out.send_to_all_but(&self.members, self.me, msg);
     }
 
     /// Whether this process holds the token.

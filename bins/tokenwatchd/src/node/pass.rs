@@ -40,16 +40,17 @@ impl TwNode {
             self.out.event(TwEvent::StaleAnswered);
             return;
         }
-        if epoch == self.epoch() && m <= self.tpc && self.unsure_from.is_some_and(|u| m >= u) {
-            // Restarted with a reserve: maybe new, maybe a copy accepted
-            // before the crash. Neither kept nor dropped in silence (the
-            // sender would retransmit, then bypass): the sender drops its
-            // copy and claims, and the new epoch's token is taken.
-            self.out.send(from, Msg::Stale { epoch });
-            self.out.event(TwEvent::StaleAnswered);
-            return;
-        }
         if epoch == self.epoch() && m <= self.tpc {
+            if self.unsure_from.is_some_and(|u| m >= u) {
+                // Restarted with a reserve: maybe new, maybe a copy
+                // accepted before the crash. Neither kept nor dropped in
+                // silence (the sender would retransmit, then bypass): the
+                // sender drops its copy and claims, and the new epoch's
+                // token is taken.
+                self.out.send(from, Msg::Stale { epoch });
+                self.out.event(TwEvent::StaleAnswered);
+                return;
+            }
             // Stale: a retransmission that already arrived, or an old copy.
             if self.last_handoff == Some((epoch, m)) {
                 self.send_ack(epoch, self.tpc, false);
