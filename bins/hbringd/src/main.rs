@@ -3,10 +3,8 @@
 //! Every node heartbeats its live successor; silence marks a neighbour dead
 //! and the ring repairs around it; restarted nodes rejoin at their
 //! configured place. `ftctl status` shows the ring; metrics (prefix
-//! `hbring_`) show suspicions and repair times. ringd embeds the same core
-//! (keeping, unlike this daemon, the deaths it saw when it rejoins:
-//! `HbConfig::keep_view_on_exclusion`); this daemon exists to run it alone
-//! (and to test the runtime).
+//! `hbring_`) show suspicions and repair times. ringd embeds the same core;
+//! this daemon exists to run it alone (and to test the runtime).
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;

@@ -27,6 +27,13 @@ pub struct Token {
     pub seq: u64,
     /// The replica it came from (TokenRelease goes there).
     pub from: NodeId,
+    /// The life of the successor it was passed to (0: not passed, or that
+    /// life not yet heard from). A replica drops a token addressed to
+    /// another of its lives, as that life's connections would have
+    /// closed in a restart: a rejoined replica has forgotten whom its old
+    /// life suspected, and must not take a token held in the network
+    /// since then (ringd.md: from the moment D suspects P, D ignores P).
+    pub to_life: Incarnation,
     /// The shared state token services mutate.
     pub state: BTreeMap<String, String>,
     /// Recent results of token services, oldest first (bounded by
@@ -63,6 +70,7 @@ impl Token {
             epoch,
             seq: 0,
             from,
+            to_life: Incarnation(0),
             state: base.map(|t| t.state.clone()).unwrap_or_default(),
             results: base.map(|t| t.results.clone()).unwrap_or_default(),
             // A new token goes round once at once, to find whoever waited

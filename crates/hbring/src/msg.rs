@@ -103,6 +103,16 @@ pub enum HbEvent {
         /// Its excluded life.
         inc: Incarnation,
     },
+    /// A message from a life this node held dead, while its view held a
+    /// minority alive: instead of excluding that life, this node moved to
+    /// a new life and presumed everyone alive (it was likely the one cut
+    /// off).
+    YieldedTo {
+        /// The sender.
+        node: NodeId,
+        /// The life this node held dead.
+        inc: Incarnation,
+    },
     /// The watched predecessor changed.
     PredecessorChanged {
         /// The old one.

@@ -38,20 +38,17 @@ pub struct HbConfig {
     pub suspect_after: Duration,
     /// Interval between probes of dead members after this node.
     pub probe_every: Duration,
-    /// A node declared dead keeps the deaths it saw while cut off (see
-    /// `start_new_life`), and so goes on answering `Excluded` to those
-    /// lives. hbringd forgets them (false): its peers then need not rejoin
-    /// after a healed partition. ringd keeps them (true): its rule that a
-    /// replica ignores a life it suspected must outlive the suspecting
-    /// life, or a token held in the network from that life is accepted by
-    /// the rejoined replica after a majority regenerated without it.
-    pub keep_view_on_exclusion: bool,
+    /// A node in a minority excludes a life it holds dead instead of
+    /// yielding to it. For mutation tests only (ringd's `tests/sim.rs`);
+    /// false is the rule on.
+    #[doc(hidden)]
+    pub no_minority_yield: bool,
 }
 
 impl HbConfig {
     /// Heartbeat and suspicion timing, probing every `suspect_after`.
     pub fn new(heartbeat: Duration, suspect_after: Duration) -> Self {
-        HbConfig { heartbeat, suspect_after, probe_every: suspect_after, keep_view_on_exclusion: false }
+        HbConfig { heartbeat, suspect_after, probe_every: suspect_after, no_minority_yield: false }
     }
 }
 
@@ -182,6 +179,22 @@ impl HbRing {
                         out.send(from, HbMsg::Behind { known });
                     }
                 }
+                Contact::Drop
+            }
+            Observation::Excluded if self.yields(now) => {
+                // This node holds most members dead, and one of them is
+                // talking to it: more likely this node was the one cut
+                // off (or paused) than the rest failed. It yields instead
+                // of excluding a live peer of the majority (which would
+                // make it rejoin, and an owner drop the token): it drops
+                // the message, moves to a new life and presumes everyone
+                // alive, as a restart would. Once per `suspect_after`, as
+                // any rejoin: if the deaths it relearns from its peers'
+                // views still leave it a minority hearing from a life it
+                // holds dead, that life is stale in every view it meets
+                // and is excluded as before (else it never rejoins).
+                out.event(HbEvent::YieldedTo { node: from, inc });
+                self.start_new_life(now, self.view.my_incarnation(), true, out);
                 Contact::Drop
             }
             Observation::Excluded => {
@@ -364,6 +377,15 @@ impl HbRing {
         }
     }
 
+    /// Whether this node, hearing from a life it holds dead, yields to it
+    /// (see `on_contact`): its view holds fewer than a majority of the
+    /// configured members alive (itself included), and it may rejoin now.
+    fn yields(&self, now: Instant) -> bool {
+        !self.cfg.no_minority_yield
+            && self.view.alive_count() < self.view.len() / 2 + 1
+            && self.may_rejoin(now, self.view.my_incarnation())
+    }
+
     /// Whether `inc` is the life of `from` this node knows (alive or
     /// excluded) or a newer one — not an older, stale life. Two nodes that
     /// excluded each other must still heed each other's `Excluded`; a stale
@@ -376,24 +398,31 @@ impl HbRing {
     /// behind a peer's knowledge: start a new one above it and announce it
     /// (rate-limited).
     fn rejoin_above(&mut self, now: Instant, at_least: Incarnation, excluded: bool, out: &mut impl HbOut) {
-        if !at_least.leaves_room() || self.last_rejoin.is_some_and(|t| now < t + self.cfg.suspect_after) {
-            return;
+        if self.may_rejoin(now, at_least) {
+            self.start_new_life(now, at_least, excluded, out);
         }
-        self.start_new_life(now, at_least, excluded, out);
+    }
+
+    /// Whether a life above `at_least` exists and the last rejoin was at
+    /// least `suspect_after` ago.
+    fn may_rejoin(&self, now: Instant, at_least: Incarnation) -> bool {
+        at_least.leaves_room() && self.last_rejoin.is_none_or(|t| now >= t + self.cfg.suspect_after)
     }
 
     /// Moves to a life above `at_least` and announces it. A node that was
-    /// declared dead (`excluded`) was cut off or paused, so the deaths in
-    /// its view are stale: unless `keep_view_on_exclusion` (ringd), it
-    /// presumes everyone alive again, as a restart would, and relearns the
-    /// deaths from the next view it is sent — rather than answering
-    /// `Excluded` to live peers that heartbeat it, which makes them rejoin
-    /// too (docs/safety-rules.md, ringd: Three regenerations after a
-    /// healed partition).
+    /// declared dead (`excluded`), or yields to a peer it held dead, was
+    /// cut off or paused, so the deaths in its view are stale: it presumes
+    /// everyone alive again, as a restart would, and relearns the deaths
+    /// from the next view it is sent — rather than answering `Excluded` to
+    /// live peers that heartbeat it, which makes them rejoin too
+    /// (docs/safety-rules.md, ringd: regenerations after a healed
+    /// partition). What the old life suspected is forgotten, as in a
+    /// restart; an embedding protocol whose messages must not reach a new
+    /// life (ringd's token) addresses them to the receiver's life.
     fn start_new_life(&mut self, now: Instant, at_least: Incarnation, excluded: bool, out: &mut impl HbOut) {
         self.last_rejoin = Some(now);
         let inc = self.view.rejoin_above(at_least);
-        let forgot = excluded && !self.cfg.keep_view_on_exclusion && self.view.presume_alive() > 0;
+        let forgot = excluded && self.view.presume_alive() > 0;
         out.event(HbEvent::Rejoined { inc });
         self.gossip(self.view.me(), Liveness::alive(inc), out);
         if forgot {

@@ -156,12 +156,17 @@ impl Metrics {
             self.name("excluded_replies_total"),
             "Messages from an excluded life of a peer, answered Excluded (so it rejoins)."
         );
+        describe_counter!(
+            self.name("minority_yields_total"),
+            "Messages from a life this node held dead while its own view held a minority alive: it rejoined (presuming everyone alive) instead of excluding that peer."
+        );
         for c in [
             "suspicions_total",
             "rejoins_seen_total",
             "self_rejoins_total",
             "stale_messages_total",
             "excluded_replies_total",
+            "minority_yields_total",
         ] {
             metrics::counter!(self.name(c)).increment(0);
         }
@@ -194,6 +199,14 @@ impl Metrics {
             }
             HbEvent::StaleMessage { .. } => metrics::counter!(self.name("stale_messages_total")).increment(1),
             HbEvent::ExcludedPeer { .. } => metrics::counter!(self.name("excluded_replies_total")).increment(1),
+            HbEvent::YieldedTo { node, inc } => {
+                tracing::warn!(
+                    peer = node.0,
+                    incarnation = inc.0,
+                    "heard from a life held dead while this node's ring was a minority: rejoining instead of excluding it"
+                );
+                metrics::counter!(self.name("minority_yields_total")).increment(1);
+            }
             HbEvent::PredecessorChanged { to, .. } => {
                 tracing::info!(predecessor = to.map(|n| n.0), "predecessor changed");
             }

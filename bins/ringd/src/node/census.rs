@@ -81,6 +81,13 @@ impl RdNode {
             self.census_not_before = now + self.cfg.suspect_after;
             return;
         }
+        if self.in_minority() && !self.cfg.mutations.census_in_minority {
+            // Cut off (or with a view formed while cut off): a census
+            // could not win, and the promise it makes to itself would
+            // refuse the majority's token once the partition heals.
+            self.census_not_before = now + self.cfg.heartbeat;
+            return;
+        }
         if let Some(remaining) = self.census_busy_for(now, self.me) {
             // It acked a holder's renewal: that lease may still run. Retry
             // as after a Busy answer: just past it, with a little jitter,

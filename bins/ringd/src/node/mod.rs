@@ -126,9 +126,18 @@ pub struct RdMutations {
     pub ignore_stale: bool,
     /// Seq wraps at u64::MAX instead of forcing a census.
     pub wrap_seq: bool,
-    /// A replica that rejoins forgets the lives it suspected
-    /// (`hbring::HbConfig::keep_view_on_exclusion` off, as in hbringd).
-    pub forget_suspicions_on_rejoin: bool,
+    /// A token addressed to an earlier life of this replica is accepted.
+    pub accept_tokens_for_other_lives: bool,
+    /// A replica whose ring is a minority starts censuses (liveness: its
+    /// own promise refuses the majority's token on the heal).
+    pub census_in_minority: bool,
+    /// A new life keeps the token-lost deadline of the old one (liveness:
+    /// an overdue one censuses at once on rejoining).
+    pub keep_lost_deadline_on_rejoin: bool,
+    /// A replica whose ring is a minority excludes a live peer it holds
+    /// dead instead of rejoining itself (`hbring`; liveness: a healed
+    /// replica makes the owner rejoin and drop the token).
+    pub no_minority_yield: bool,
 }
 
 impl Default for RdConfig {
@@ -610,11 +619,7 @@ impl Protocol for RdNode {
         let first_census = promise.first_proposal_at(&mut rng);
         let mut out = Outbox::default();
         let mut hb = HbConfig::new(ctx.config.heartbeat, ctx.config.suspect_after);
-        // ringd.md: from the moment D suspects P, D ignores P's life and
-        // answers it `Excluded` — also after D itself rejoins (a token
-        // from that life, held in the network, must not be accepted once
-        // a majority regenerated without it).
-        hb.keep_view_on_exclusion = !ctx.config.mutations.forget_suspicions_on_rejoin;
+        hb.no_minority_yield = ctx.config.mutations.no_minority_yield;
         let ring = HbRing::new(hb, &ctx.membership, ctx.me, ctx.incarnation, ctx.now, &mut out)?;
         let mut node = RdNode {
             me: ctx.me,

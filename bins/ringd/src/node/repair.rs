@@ -62,8 +62,15 @@ impl RdNode {
         let before = std::mem::replace(&mut self.last_ring, RingSnapshot::of(&self.ring));
         let after = self.last_ring.clone();
         if after.inc != before.inc {
-            // Excluded (or behind): a new life owns no token.
+            // Excluded (or behind, or it yielded): a new life owns no
+            // token, and, like a restarted one, has lost none yet — its
+            // token-lost deadline starts now (an overdue one would census
+            // at once and its promise refuse the token in use).
             self.stop_owning(now, false);
+            if !self.cfg.mutations.keep_lost_deadline_on_rejoin {
+                self.census_wanted = false;
+                self.token_activity(now);
+            }
         }
         if let Some((s, inc)) = before.succ {
             if self.gone(s, inc) {

@@ -68,7 +68,15 @@ fn proto(outs: Vec<Out>) -> Vec<Out> {
 const IDLE: u32 = 3;
 
 fn token(epoch: u64, seq: u64, from: u32) -> Token {
-    Token { epoch, seq, from: n(from), state: BTreeMap::new(), results: Vec::new(), quiet: IDLE }
+    Token {
+        epoch,
+        seq,
+        from: n(from),
+        to_life: Incarnation(1),
+        state: BTreeMap::new(),
+        results: Vec::new(),
+        quiet: IDLE,
+    }
 }
 
 fn send(to: u32, msg: Msg) -> Out {
@@ -220,6 +228,42 @@ fn a_replica_that_acked_a_holders_renewal_starts_no_census_until_that_lease_sure
     r.start_census(due, None);
     r.after_input(due);
     assert!(r.promises().proposal().is_some());
+}
+
+#[test]
+fn a_replica_whose_ring_is_a_minority_proposes_no_census_until_it_is_a_majority_again() {
+    // 1 hears from neither neighbour for suspect_after: its ring is {1},
+    // a minority of 3. A census could not win, and its proposal would be
+    // a promise to itself that refuses the majority's token on the heal.
+    let mut r = replica(1);
+    let t = T0 + Duration::from_millis(150);
+    let _ = drain(&mut r);
+    let _ = timeout(&mut r, t);
+    assert_eq!(r.ring().view().alive_count(), 1);
+    r.start_census(t, None);
+    r.after_input(t);
+    assert!(r.promises().proposal().is_none(), "a census from a minority ring");
+    assert_eq!(proto(drain(&mut r)), vec![]);
+    // It looks again a heartbeat later.
+    let due = t + Duration::from_millis(20);
+    assert_eq!(r.token_deadline(), Some(due));
+    assert_eq!(proto(timeout(&mut r, due)), vec![]);
+    // 3 comes back in a new life: {1, 3} is a majority; the census goes out.
+    let back = due + Duration::from_millis(1);
+    let _ = deliver(&mut r, back, n(3), Incarnation(2), Msg::Hb(hbring::HbMsg::Heartbeat { digest: 0 }));
+    let next = r.token_deadline().expect("a census is due");
+    assert!(next <= back + Duration::from_millis(20), "{next:?}");
+    let outs = proto(timeout(&mut r, next));
+    let proposed = r.promises().proposal().expect("a census is out").0;
+    assert_eq!(
+        outs,
+        vec![
+            stored(&r),
+            Output::Event(RdEvent::CensusStarted { epoch: proposed }),
+            send(2, Msg::Census { proposed }),
+            send(3, Msg::Census { proposed }),
+        ]
+    );
 }
 
 #[test]

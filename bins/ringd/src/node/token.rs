@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use client::ring::ExecError;
 use durable::promise::{Failure, Refusal};
-use ftcore::NodeId;
+use ftcore::{Incarnation, NodeId};
 use timer::Instant;
 
 use super::{Held, RdEvent, RdNode, Role};
@@ -15,6 +15,14 @@ use crate::msg::{Msg, Token};
 
 impl RdNode {
     pub(super) fn on_token(&mut self, now: Instant, from: NodeId, t: Token) {
+        let mine = self.ring.incarnation();
+        if t.to_life != Incarnation(0) && t.to_life != mine && !self.cfg.mutations.accept_tokens_for_other_lives {
+            // Passed to another life of this replica (held in the network
+            // across its rejoin): that life's suspicions are forgotten, so
+            // the token is dropped as a closed connection would have.
+            self.out.event(RdEvent::Refused { from, reason: "other_life" });
+            return;
+        }
         match self.promise.check_token(t.epoch) {
             Ok(()) => {}
             // An unrecovered replica neither acks nor forwards: the sender
@@ -99,6 +107,7 @@ impl RdNode {
         };
         h.token.seq = next;
         h.token.from = self.me;
+        h.token.to_life = inc;
         h.token.quiet = self.idle.pass(since, h.token.quiet, ran || !self.token_queue.is_empty());
         let t = h.token.clone();
         h.role = Role::Unacked { to: s, inc, last_sent: now };

@@ -782,13 +782,44 @@ fn behind_keeps_the_deaths_this_node_saw() {
 }
 
 #[test]
-fn without_forgetting_a_rejoined_node_excludes_its_live_neighbour() {
-    // ringd's setting: the behaviour that makes live peers rejoin.
-    let mut c = cfg();
-    c.keep_view_on_exclusion = true;
-    let (mut r, t) = cut_off_from_n3_then_excluded(c);
+fn a_node_whose_view_is_a_minority_yields_to_a_life_it_held_dead_instead_of_excluding_it() {
+    // Node 2 hears from neither neighbour: its view holds 2 and 4 alive, a
+    // minority of 4. Then n3 (in the life it suspected) heartbeats it: 2
+    // was more likely the one cut off. It drops the heartbeat, moves to a
+    // new life and presumes everyone alive, as a restart would, instead
+    // of answering Excluded (which makes a live peer of the majority
+    // rejoin, and an owner drop the token).
+    let mut r = R::new(cfg(), &Membership::of_size(4), n(2), MY_INC, T0).unwrap();
     r.drain();
-    r.handle_message(t + Duration::from_millis(5), n(3), inc(3), heartbeat(0));
+    meet(&mut r, 1, at(10));
+    meet(&mut r, 3, at(10));
+    r.handle_timeout(at(10) + SUSPECT);
+    assert_eq!(r.view().alive_count(), 2);
+    r.drain();
+    let t = at(10) + SUSPECT + Duration::from_millis(10);
+    r.handle_message(t, n(3), inc(3), heartbeat(0));
+    let d = r.view().digest();
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::YieldedTo { node: n(3), inc: inc(3) }),
+            ev(HbEvent::Rejoined { inc: Incarnation(21) }),
+            send(3, report(2, alive(21))),
+            send(1, report(2, alive(21))),
+            ev(HbEvent::PredecessorChanged { from: Some(n(4)), to: Some(n(1)) }),
+            ev(HbEvent::SuccessorChanged { from: Some(n(4)), to: Some(n(3)) }),
+            send(3, heartbeat(d)),
+        ]
+    );
+    assert_eq!(r.view().alive_count(), 4);
+    // Its peers' views still hold 1 and 3 dead in those lives: within
+    // `suspect_after` of the yield (the rejoin's rate limit) it excludes
+    // them as before — else a life stale in every view never rejoins.
+    r.handle_message(t + Duration::from_millis(1), n(4), inc(4), report(3, dead(30)));
+    r.handle_message(t + Duration::from_millis(1), n(4), inc(4), report(1, dead(10)));
+    assert_eq!(r.view().alive_count(), 2);
+    r.drain();
+    r.handle_message(t + Duration::from_millis(2), n(3), inc(3), heartbeat(0));
     assert_eq!(
         r.drain(),
         vec![send(3, HbMsg::Excluded { your_inc: inc(3) }), ev(HbEvent::ExcludedPeer { node: n(3), inc: inc(3) })]
