@@ -61,7 +61,10 @@ impl TwNode {
         // A renewal's (epoch, tpc) above a hand-off confirms it at its
         // sender, so only a count this process certainly had: after a
         // restart with a reserve, below its last stored block.
-        let tpc = self.unsure_from.map_or(self.tpc, |u| u.saturating_sub(1));
+        let tpc = match self.unsure_from {
+            Some(u) if !self.cfg.mutations.renew_with_stored_top => u.saturating_sub(1),
+            _ => self.tpc,
+        };
         self.send_to_every_peer(Msg::LeaseRenew { round, epoch, tpc, holding });
         // Its own ack goes through the same rules as a peer's.
         self.on_lease_renew(now, self.me, round, epoch, holding)

@@ -92,6 +92,17 @@ pub struct TwConfig {
 pub struct TwMutations {
     /// A restart resumes with tpc 0 (tpc not stored).
     pub tpc_not_stored: bool,
+    /// With `tpc_reserve`: a restart resumes from the start of its last
+    /// stored block (the least count it may have reached) and takes
+    /// tokens above it as new.
+    pub reserve_resumes_at_block_start: bool,
+    /// With `tpc_reserve`: while unsure of its last block, a restarted
+    /// process renews with the block's top (which may confirm a hand-off
+    /// it answers `Stale`) instead of the count below the block.
+    pub renew_with_stored_top: bool,
+    /// With `tpc_reserve`: a token in the unsure block is dropped in
+    /// silence as a stale copy instead of being answered `Stale`.
+    pub drop_unsure_tokens: bool,
     /// An ACK raises tpc to its m.
     pub ack_raises_tpc: bool,
     /// A bypass hands the token to the next successor (same epoch, the
@@ -669,8 +680,15 @@ impl Protocol for TwNode {
         let loaded = stored.as_ref().and_then(|d| d.promises.clone());
         let promise = PromiseNode::new(pcfg, loaded, ctx.now)?;
         let tpc = if ctx.config.mutations.tpc_not_stored { 0 } else { stored.as_ref().map_or(0, |d| d.tpc) };
-        let tpc_from =
+        let mut tpc_from =
             stored.as_ref().and_then(|d| d.tpc_from).filter(|f| *f < tpc && !ctx.config.mutations.tpc_not_stored);
+        let tpc = match tpc_from {
+            Some(f) if ctx.config.mutations.reserve_resumes_at_block_start => {
+                tpc_from = None;
+                f
+            }
+            _ => tpc,
+        };
         let mut rng = SeededRng::new(ctx.seed);
         let first_claim = promise.first_proposal_at(&mut rng);
         let locks = LocalLocks::new(LocksConfig {

@@ -41,7 +41,7 @@ impl TwNode {
             return;
         }
         if epoch == self.epoch() && m <= self.tpc {
-            if self.unsure_from.is_some_and(|u| m >= u) {
+            if self.unsure_from.is_some_and(|u| m >= u) && !self.cfg.mutations.drop_unsure_tokens {
                 // Restarted with a reserve: maybe new, maybe a copy
                 // accepted before the crash. Neither kept nor dropped in
                 // silence (the sender would retransmit, then bypass): the
