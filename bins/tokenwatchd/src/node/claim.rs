@@ -46,6 +46,7 @@ impl TwNode {
         match proposed {
             Ok(epoch) => {
                 self.claim = Some((epoch, now));
+                self.claim_skip.clone_from(&skip);
                 self.out.event(TwEvent::ClaimStarted { epoch });
                 let claim = Claim {
                     epoch,
@@ -224,6 +225,9 @@ impl TwNode {
         // W, and a retry put off further leaves the ring to the adopters,
         // whose own Claims (W after adopting) collide with each other.
         self.claim_not_before = now + self.promise.retry_after(&f, &mut self.rng);
+        if !self.cfg.mutations.failed_claim_waits_for_lost_token {
+            self.deferred_claim = Some(std::mem::take(&mut self.claim_skip));
+        }
     }
 
     pub(super) fn on_claim_ack(&mut self, from: NodeId, epoch: u64, claimant: NodeId) {

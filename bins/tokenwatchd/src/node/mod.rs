@@ -103,6 +103,10 @@ pub struct TwMutations {
     /// With `tpc_reserve`: a token in the unsure block is dropped in
     /// silence as a stale copy instead of being answered `Stale`.
     pub drop_unsure_tokens: bool,
+    /// A failed Claim is tried again only once the token counts as lost
+    /// (liveness: a Claim after a `Stale` or a bypass waits a whole
+    /// `token_lost_after`).
+    pub failed_claim_waits_for_lost_token: bool,
     /// An ACK raises tpc to its m.
     pub ack_raises_tpc: bool,
     /// A bypass hands the token to the next successor (same epoch, the
@@ -494,9 +498,13 @@ pub struct TwNode {
     lost_jitter: Duration,
     /// The own Claim in flight: epoch and when it was sent.
     claim: Option<(u64, Instant)>,
-    /// A Claim put off because this process acked another's lease renewal
-    /// (its skip list): it starts at `claim_not_before`, not a whole
-    /// token-lost deadline later.
+    /// The skip list the own Claim in flight started with: a failed one
+    /// is tried again with it (`deferred_claim`).
+    claim_skip: Vec<NodeId>,
+    /// A Claim put off because this process acked another's lease renewal,
+    /// or one that failed (its skip list): it starts at
+    /// `claim_not_before`, not a whole token-lost deadline later — a Claim
+    /// started on a `Stale` or a bypass has no lost token to wait for.
     deferred_claim: Option<Vec<NodeId>>,
     /// No own Claim before this (restart window, backoff after a failure).
     claim_not_before: Instant,
@@ -723,6 +731,7 @@ impl Protocol for TwNode {
             token_at: ctx.now,
             lost_jitter: Duration::ZERO,
             claim: None,
+            claim_skip: Vec::new(),
             deferred_claim: None,
             claim_not_before: first_claim,
             hops: BTreeMap::new(),

@@ -774,6 +774,41 @@ fn a_claimant_that_acked_another_renewal_waits_for_the_window_to_end() {
 }
 
 #[test]
+fn a_claim_made_on_a_stale_and_refused_busy_is_tried_again_after_the_window_not_after_w() {
+    // n2 (past its restart window) takes the token, passes it to n3 and
+    // is answered Stale: it drops its copy and claims at once (the token
+    // was seen just now: W is far off).
+    let mut n = node();
+    deliver(&mut n, at(450), N1, INC, token(E, 5));
+    let _ = timeout(&mut n, at(453));
+    assert!(n.is_awaiting());
+    let out = deliver(&mut n, at(454), N3, INC, Msg::Stale { epoch: E });
+    let epoch = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Event(TwEvent::ClaimStarted { epoch }) => Some(*epoch),
+            _ => None,
+        })
+        .expect("a Claim on the Stale");
+    // n1 acked a waiter's renewal: Busy for 7 ms more.
+    let busy = Refusal::Busy { remaining: Duration::from_millis(7) };
+    let out = deliver(&mut n, at(455), N1, INC, Msg::ClaimRefused { epoch, refusal: busy });
+    assert!(out.contains(&ev(TwEvent::ClaimEnded { outcome: ClaimOutcome::Busy })), "{out:?}");
+    // Tried again just after that window (foundation.md, Retries: a
+    // jitter of up to W/10 = 40 ms), not once the token counts as lost
+    // (W = 400 ms after 453).
+    let started = loop {
+        let due = n.poll_timeout().expect("a deadline");
+        assert!(due <= at(600), "no Claim by {due:?}");
+        let out = timeout(&mut n, due);
+        if out.iter().any(|o| matches!(o, Output::Event(TwEvent::ClaimStarted { .. }))) {
+            break due;
+        }
+    };
+    assert!(started >= at(462) && started <= at(502), "{started:?}");
+}
+
+#[test]
 fn a_client_that_starts_waiting_while_the_token_may_be_held_idle_tells_every_peer_once() {
     let (c1, c2) = (ClientId(1), ClientId(2));
     let wanted = |out: &[Out]| -> Vec<Out> {
