@@ -13,7 +13,9 @@
 //!
 //! Incarnations make restarts and false suspicion safe: a message from an
 //! older life is ignored; a message from a life the view declared dead is
-//! answered `Excluded`, and its sender moves to a new life and rejoins;
+//! answered `Excluded`, and its sender moves to a new life and rejoins
+//! (unless this node's view holds a minority alive: then this node
+//! yields, moving to a new life itself and presuming everyone alive);
 //! a message from a newer life marks the node alive again (reported around
 //! the ring) and gets a full `View` back so the newcomer catches up. Nodes
 //! also probe the dead members between themselves and their live successor,
@@ -38,17 +40,17 @@ pub struct HbConfig {
     pub suspect_after: Duration,
     /// Interval between probes of dead members after this node.
     pub probe_every: Duration,
-    /// A node in a minority excludes a life it holds dead instead of
-    /// yielding to it. For mutation tests only (ringd's `tests/sim.rs`);
-    /// false is the rule on.
-    #[doc(hidden)]
-    pub no_minority_yield: bool,
+    /// A node whose view holds a minority alive yields to a life it holds
+    /// dead (see `on_contact`) instead of excluding it. On by default;
+    /// ringd turns it off with `allow_minority`, where a replica alone is
+    /// a ring that serves (and in its mutation tests).
+    pub yield_in_minority: bool,
 }
 
 impl HbConfig {
     /// Heartbeat and suspicion timing, probing every `suspect_after`.
     pub fn new(heartbeat: Duration, suspect_after: Duration) -> Self {
-        HbConfig { heartbeat, suspect_after, probe_every: suspect_after, no_minority_yield: false }
+        HbConfig { heartbeat, suspect_after, probe_every: suspect_after, yield_in_minority: true }
     }
 }
 
@@ -381,7 +383,7 @@ impl HbRing {
     /// (see `on_contact`): its view holds fewer than a majority of the
     /// configured members alive (itself included), and it may rejoin now.
     fn yields(&self, now: Instant) -> bool {
-        !self.cfg.no_minority_yield
+        self.cfg.yield_in_minority
             && self.view.alive_count() < self.view.len() / 2 + 1
             && self.may_rejoin(now, self.view.my_incarnation())
     }

@@ -63,7 +63,8 @@ fn newest(a: Option<Token>, b: Option<Token>) -> Option<Token> {
 
 impl RdNode {
     /// Starts a census now if allowed (not owning, none running, past the
-    /// retry delay, recovered); otherwise remembers that one is wanted.
+    /// retry delay, recovered, its ring not a minority); otherwise
+    /// remembers that one is wanted.
     /// `copy`: a recovery's copy, supplying state.
     pub(super) fn start_census(&mut self, now: Instant, copy: Option<Token>) {
         self.census_wanted = true;

@@ -619,7 +619,9 @@ impl Protocol for RdNode {
         let first_census = promise.first_proposal_at(&mut rng);
         let mut out = Outbox::default();
         let mut hb = HbConfig::new(ctx.config.heartbeat, ctx.config.suspect_after);
-        hb.no_minority_yield = ctx.config.mutations.no_minority_yield;
+        // A replica alone serves with `allow_minority`: a minority view is
+        // no sign that it was the one cut off there.
+        hb.yield_in_minority = !ctx.config.allow_minority && !ctx.config.mutations.no_minority_yield;
         let ring = HbRing::new(hb, &ctx.membership, ctx.me, ctx.incarnation, ctx.now, &mut out)?;
         let mut node = RdNode {
             me: ctx.me,

@@ -115,6 +115,43 @@ fn a_newer_token_is_stored_acked_and_owned() {
 }
 
 #[test]
+fn a_token_for_another_life_of_this_replica_is_dropped() {
+    // Passed to life 7 (an older or newer life of replica 1, or a life the
+    // sender never knew: 0): held in the network across a rejoin or a
+    // restart. Dropped, as that life's closed connection would drop it.
+    let mut r = replica(1);
+    for life in [7, 0] {
+        let t = Token { to_life: Incarnation(life), ..token(1025, 5, 3) };
+        assert_eq!(drain_token(&mut r, t), vec![Output::Event(RdEvent::Refused { from: n(3), reason: "other_life" })]);
+    }
+    assert!(!r.owns_token());
+    assert_eq!(r.seen(), (0, 0));
+}
+
+#[test]
+fn an_owner_passes_only_to_a_successor_whose_life_it_knows() {
+    // Replica 1 has heard from its predecessor 3 but not yet from its
+    // successor 2: it keeps the token, with no pass due, until 2's
+    // HeartbeatAck names its life; then it passes to that life. (Started
+    // 10 ms before T0: 2 is not suspected before T0 + 90 ms.)
+    let start = Instant::from_millis(T0.as_micros() / 1000 - 10);
+    let mut ctx = Context::new(n(1), Incarnation(1), ring3(), start, cfg());
+    ctx.stored = Some(RdDurable { promises: Some(Promises::recovered_with(0)) });
+    let mut r = RdNode::start(ctx).expect("valid config");
+    deliver(&mut r, T0, n(3), Incarnation(1), Msg::Hb(hbring::HbMsg::Heartbeat { digest: 0 }));
+    drain(&mut r);
+    let _ = drain_token(&mut r, token(1025, 5, 3));
+    assert!(r.owns_token());
+    assert_eq!(r.token_deadline(), None);
+    let later = T0 + Duration::from_millis(50);
+    let _ = proto(timeout(&mut r, later));
+    assert!(r.owns_token());
+    let outs = proto(deliver(&mut r, later, n(2), Incarnation(4), Msg::Hb(hbring::HbMsg::HeartbeatAck { digest: 0 })));
+    let passed = Token { to_life: Incarnation(4), quiet: IDLE + 1, ..token(1025, 6, 1) };
+    assert!(outs.contains(&send(2, Msg::Token(Box::new(passed)))), "{outs:?}");
+}
+
+#[test]
 fn a_lower_epoch_is_answered_stale_an_older_seq_discarded_a_resend_acked_again() {
     let mut r = owner();
     assert_eq!(

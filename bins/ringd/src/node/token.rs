@@ -15,11 +15,11 @@ use crate::msg::{Msg, Token};
 
 impl RdNode {
     pub(super) fn on_token(&mut self, now: Instant, from: NodeId, t: Token) {
-        let mine = self.ring.incarnation();
-        if t.to_life != Incarnation(0) && t.to_life != mine && !self.cfg.mutations.accept_tokens_for_other_lives {
+        if t.to_life != self.ring.incarnation() && !self.cfg.mutations.accept_tokens_for_other_lives {
             // Passed to another life of this replica (held in the network
-            // across its rejoin): that life's suspicions are forgotten, so
-            // the token is dropped as a closed connection would have.
+            // across its rejoin or restart): that life's suspicions are
+            // forgotten, so the token is dropped as a closed connection
+            // would have dropped it.
             self.out.event(RdEvent::Refused { from, reason: "other_life" });
             return;
         }
@@ -95,6 +95,11 @@ impl RdNode {
     pub(super) fn pass(&mut self, now: Instant) {
         let Some(s) = self.successor() else { return };
         let inc = self.life_of(s);
+        if inc == Incarnation(0) {
+            // Not heard from yet (its HeartbeatAck is a round trip away):
+            // a token must name the life it is for.
+            return;
+        }
         // `serve`, the only caller, passes an owned token.
         let Some(h) = self.held.as_mut() else { return };
         let Role::Owned { since, ran } = h.role else { return };
@@ -220,10 +225,12 @@ impl RdNode {
         };
         match role {
             Some(Role::Owned { since, .. }) => {
-                // Alone, or waiting for a lease (lease_deadline): no pass due.
+                // Alone, waiting for a lease (lease_deadline), or the
+                // successor not heard from yet: no pass due.
                 let waiting =
                     self.token_job.is_some() || (!self.token_queue.is_empty() && self.lease.worth_waiting_any());
-                (self.successor().is_some() && !waiting).then(|| *since + self.idle_hold())
+                let known = self.successor().is_some_and(|s| self.life_of(s) != Incarnation(0));
+                (known && !waiting).then(|| *since + self.idle_hold())
             }
             Some(Role::Unacked { last_sent, .. }) => {
                 [Some(*last_sent + self.cfg.suspect_after), census].into_iter().flatten().min()
