@@ -89,25 +89,34 @@ fn restart_between_retransmissions_with_a_reserve(seed: u64, m: TwMutations) -> 
     restart_between_retransmissions_cfg(seed, TwConfig { mutations: m, tpc_reserve: 16, ..cfg() })
 }
 
-fn restart_between_retransmissions_cfg(seed: u64, config: TwConfig) -> Result<(), SimError> {
+/// Three processes on a fast lossless network, run 3 s: the simulation,
+/// the holder `h`, its successor `s` and the third process `q`.
+fn three_with_a_holder(seed: u64, config: TwConfig) -> Result<(Sim<TwNode>, NodeId, NodeId, NodeId), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(2), 0.0, 0.0);
     let mut sim = cluster_cfg(seed, 3, net, config);
     sim.check(safety());
     sim.run_until(Instant::from_millis(3_000))?;
     let h = holder(&mut sim)?;
     let s = NodeId(h.0 % 3 + 1);
-    let q = NodeId(s.0 % 3 + 1);
-    sim.cut(s, h);
-    sim.cut(q, h);
+    Ok((sim, h, s, NodeId(s.0 % 3 + 1)))
+}
+
+/// Runs until `s` holds the token (up to 2 s).
+fn until_token_at(sim: &mut Sim<TwNode>, s: NodeId) -> Result<(), SimError> {
     for _ in 0..20_000 {
         if sim.world().core(s).is_some_and(|c| c.has_token()) {
-            break;
+            return Ok(());
         }
         sim.run_for(Duration::from_micros(100))?;
     }
-    if !sim.world().core(s).is_some_and(|c| c.has_token()) {
-        return Err(sim.error(format!("{s} never took the token")));
-    }
+    Err(sim.error(format!("{s} never took the token")))
+}
+
+fn restart_between_retransmissions_cfg(seed: u64, config: TwConfig) -> Result<(), SimError> {
+    let (mut sim, h, s, q) = three_with_a_holder(seed, config)?;
+    sim.cut(s, h);
+    sim.cut(q, h);
+    until_token_at(&mut sim, s)?;
     sim.run_for(Duration::from_millis(3))?;
     sim.after(Duration::ZERO, Action::Crash(s));
     sim.after(Duration::from_millis(1), Action::Restart(s));
@@ -489,24 +498,10 @@ fn masked_rules_survey() {
 /// copy and claims at once) and the restarted process's renewals confirm
 /// nothing in the block. Returns how long the client waited for its grant.
 fn restart_inside_a_block(seed: u64, m: TwMutations) -> Result<Duration, SimError> {
-    let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(2), 0.0, 0.0);
-    let mut sim = cluster_cfg(seed, 3, net, TwConfig { mutations: m, tpc_reserve: 16, ..cfg() });
-    sim.check(safety());
-    sim.run_until(Instant::from_millis(3_000))?;
-    let h = holder(&mut sim)?;
-    let s = NodeId(h.0 % 3 + 1);
-    let q = NodeId(s.0 % 3 + 1);
+    let (mut sim, h, s, q) = three_with_a_holder(seed, TwConfig { mutations: m, tpc_reserve: 16, ..cfg() })?;
     sim.cut(s, h);
     sim.cut(s, q);
-    for _ in 0..20_000 {
-        if sim.world().core(s).is_some_and(|c| c.has_token()) {
-            break;
-        }
-        sim.run_for(Duration::from_micros(100))?;
-    }
-    if !sim.world().core(s).is_some_and(|c| c.has_token()) {
-        return Err(sim.error(format!("{s} never took the token")));
-    }
+    until_token_at(&mut sim, s)?;
     sim.after(Duration::ZERO, Action::Crash(s));
     sim.run_for(Duration::from_millis(1))?;
     sim.uncut(s, h);

@@ -87,6 +87,17 @@ fn stored(r: &RdNode) -> Out {
     Output::Persist(RdDurable { promises: Some(r.promises().stored().clone()) })
 }
 
+/// What replica 1 sends when it starts a census of `proposed`: the
+/// proposal stored first, then the Census to both peers.
+fn census_started(r: &RdNode, proposed: u64) -> Vec<Out> {
+    vec![
+        stored(r),
+        Output::Event(RdEvent::CensusStarted { epoch: proposed }),
+        send(2, Msg::Census { proposed }),
+        send(3, Msg::Census { proposed }),
+    ]
+}
+
 /// Replica 1 owning (1025, 5), received from 3.
 fn owner() -> RdNode {
     let mut r = replica(1);
@@ -292,15 +303,7 @@ fn a_replica_whose_ring_is_a_minority_proposes_no_census_until_it_is_a_majority_
     assert!(next <= back + Duration::from_millis(20), "{next:?}");
     let outs = proto(timeout(&mut r, next));
     let proposed = r.promises().proposal().expect("a census is out").0;
-    assert_eq!(
-        outs,
-        vec![
-            stored(&r),
-            Output::Event(RdEvent::CensusStarted { epoch: proposed }),
-            send(2, Msg::Census { proposed }),
-            send(3, Msg::Census { proposed }),
-        ]
-    );
+    assert_eq!(outs, census_started(&r, proposed));
 }
 
 #[test]
@@ -326,15 +329,7 @@ fn a_sender_told_stale_keeps_a_copy_and_censuses_after_a_random_delay() {
         .into_iter()
         .filter(|o| !matches!(o, Output::Send { msg: Msg::Token(_), .. }))
         .collect();
-    assert_eq!(
-        outs,
-        vec![
-            stored(&r),
-            Output::Event(RdEvent::CensusStarted { epoch: proposed }),
-            send(2, Msg::Census { proposed }),
-            send(3, Msg::Census { proposed }),
-        ]
-    );
+    assert_eq!(outs, census_started(&r, proposed));
 }
 
 #[test]
@@ -344,15 +339,7 @@ fn a_census_regenerates_only_once_every_ring_member_promised() {
     r.after_input(T0);
     let proposed = r.promises().proposal().expect("a census is out").0;
     // The proposal is stored before anyone hears of it.
-    assert_eq!(
-        proto(drain(&mut r)),
-        vec![
-            stored(&r),
-            Output::Event(RdEvent::CensusStarted { epoch: proposed }),
-            send(2, Msg::Census { proposed }),
-            send(3, Msg::Census { proposed }),
-        ]
-    );
+    assert_eq!(proto(drain(&mut r)), census_started(&r, proposed));
     let copy = |seq| Some(Box::new(token(1025, seq, 2)));
     let promise = |copy| Msg::CensusReply { proposed, answer: CensusAnswer::Promise { copy } };
     // 2 makes a majority, but 3 is in the ring and has not answered.
