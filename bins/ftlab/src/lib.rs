@@ -40,26 +40,72 @@ pub fn bin(name: &str) -> Result<PathBuf> {
     bail!("{name} not found beside {}: run `cargo build --workspace --bins` first", exe.display())
 }
 
-/// `n` distinct loopback ports that were free a moment ago, none handed
-/// out before by this process (clusters configured at once, e.g. by
-/// `ftlab demo`'s threads, would otherwise be given one another's ports
-/// between the choice and the daemons' bind).
+/// `n` distinct loopback ports that were free a moment ago (for TCP and
+/// UDP), none handed out before by this process (clusters configured at
+/// once, e.g. by `ftlab demo`'s threads, would otherwise be given one
+/// another's ports between the choice and the daemons' bind).
+///
+/// They come from below the kernel's ephemeral range
+/// (`/proc/sys/net/ipv4/ip_local_port_range`), from a random place in the
+/// 16,384 ports under it: a port from that range, free when chosen, could
+/// be taken as the source port of any outgoing connection on the machine
+/// (another test's client, a daemon's peer link) before the daemon it was
+/// chosen for binds it (a CI run failed so: ntmutexd's node 3 "cannot
+/// bind … Address already in use"). Where no such room exists, ports the
+/// kernel picks (bind to port 0) are used.
 pub fn free_ports(n: usize) -> Vec<u16> {
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    let mut held = Vec::new();
+    // Held until all are chosen, so that no port comes twice.
+    let (mut held, mut held_udp) = (Vec::new(), Vec::new());
     let mut ports = Vec::new();
+    let (lo, hi) = below_ephemeral();
+    let span = u32::from(hi.saturating_sub(lo));
+    if span >= 1_024 {
+        // Where to start looking: apart for processes started together
+        // (no safety rests on it, so the clock will do).
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let start = (nanos ^ std::process::id().rotate_left(13)) % span;
+        for k in 0..span {
+            if ports.len() == n {
+                break;
+            }
+            let port = lo + ((start + k) % span) as u16;
+            if given.contains(&port) {
+                continue;
+            }
+            // Free for both transports (tokenwatchd's peers speak UDP).
+            let (Ok(t), Ok(u)) =
+                (TcpListener::bind(("127.0.0.1", port)), std::net::UdpSocket::bind(("127.0.0.1", port)))
+            else {
+                continue;
+            };
+            given.insert(port);
+            ports.push(port);
+            held.push(t);
+            held_udp.push(u);
+        }
+    }
     while ports.len() < n {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
         let port = l.local_addr().expect("bound").port();
         if given.insert(port) {
             ports.push(port);
         }
-        // Held until all are chosen, so that no port comes twice.
         held.push(l);
     }
     ports
+}
+
+/// The 16,384 ports (at most, none below 1,024) just under the kernel's
+/// ephemeral range, as `[lo, hi)`.
+fn below_ephemeral() -> (u16, u16) {
+    let first = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|p| p.parse::<u16>().ok()))
+        .unwrap_or(32_768);
+    (first.saturating_sub(16_384).max(1_024), first)
 }
 
 /// Polls `f` every 20 ms until it returns true or `timeout` passes.
@@ -550,11 +596,19 @@ mod tests {
     }
 
     #[test]
-    fn free_ports_are_distinct() {
+    fn free_ports_are_distinct_free_and_below_the_ephemeral_range() {
         let p = free_ports(10);
         let mut q = p.clone();
         q.sort_unstable();
         q.dedup();
         assert_eq!(q.len(), 10);
+        let (lo, hi) = below_ephemeral();
+        if hi - lo >= 1_024 {
+            // No outgoing connection's source port can take them.
+            assert!(p.iter().all(|x| (lo..hi).contains(x)), "{p:?} not in {lo}..{hi}");
+        }
+        for x in p {
+            assert!(TcpListener::bind(("127.0.0.1", x)).is_ok() && std::net::UdpSocket::bind(("127.0.0.1", x)).is_ok());
+        }
     }
 }
