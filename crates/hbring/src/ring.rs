@@ -383,9 +383,7 @@ impl HbRing {
     /// (see `on_contact`): its view holds fewer than a majority of the
     /// configured members alive (itself included), and it may rejoin now.
     fn yields(&self, now: Instant) -> bool {
-        self.cfg.yield_in_minority
-            && self.view.alive_count() < self.view.len() / 2 + 1
-            && self.may_rejoin(now, self.view.my_incarnation())
+        self.cfg.yield_in_minority && !self.view.holds_a_majority() && self.may_rejoin(now, self.view.my_incarnation())
     }
 
     /// Whether `inc` is the life of `from` this node knows (alive or

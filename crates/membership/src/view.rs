@@ -323,6 +323,12 @@ impl RingView {
         self.states.iter().filter(|s| s.status == Status::Alive).count()
     }
 
+    /// Whether the members believed alive (the local node included) are a
+    /// majority of the configured ones.
+    pub fn holds_a_majority(&self) -> bool {
+        self.alive_count() > self.len() / 2
+    }
+
     /// The first live member after `id` in ring order (`id` itself need not
     /// be alive). `None` if no other member is alive.
     pub fn successor_of(&self, id: NodeId) -> Option<NodeId> {

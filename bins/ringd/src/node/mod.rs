@@ -491,7 +491,7 @@ impl RdNode {
 
     /// Whether this replica's ring is a minority it may not serve in.
     fn in_minority(&self) -> bool {
-        !self.cfg.allow_minority && self.ring.view().alive_count() < self.majority()
+        !self.cfg.allow_minority && !self.ring.view().holds_a_majority()
     }
 
     /// The live successor, if any.

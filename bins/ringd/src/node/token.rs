@@ -92,14 +92,16 @@ impl RdNode {
 
     /// Hands the owned token to the successor (seq + 1), or keeps it when
     /// alone.
+    /// The successor to pass to, and its life: none while alone, or
+    /// while the successor has not been heard from (its HeartbeatAck is a
+    /// round trip away), since a token must name the life it is for.
+    fn pass_target(&self) -> Option<(NodeId, Incarnation)> {
+        let s = self.successor()?;
+        Some((s, self.life_of(s))).filter(|(_, inc)| *inc != Incarnation(0))
+    }
+
     pub(super) fn pass(&mut self, now: Instant) {
-        let Some(s) = self.successor() else { return };
-        let inc = self.life_of(s);
-        if inc == Incarnation(0) {
-            // Not heard from yet (its HeartbeatAck is a round trip away):
-            // a token must name the life it is for.
-            return;
-        }
+        let Some((s, inc)) = self.pass_target() else { return };
         // `serve`, the only caller, passes an owned token.
         let Some(h) = self.held.as_mut() else { return };
         let Role::Owned { since, ran } = h.role else { return };
@@ -229,8 +231,7 @@ impl RdNode {
                 // successor not heard from yet: no pass due.
                 let waiting =
                     self.token_job.is_some() || (!self.token_queue.is_empty() && self.lease.worth_waiting_any());
-                let known = self.successor().is_some_and(|s| self.life_of(s) != Incarnation(0));
-                (known && !waiting).then(|| *since + self.idle_hold())
+                (self.pass_target().is_some() && !waiting).then(|| *since + self.idle_hold())
             }
             Some(Role::Unacked { last_sent, .. }) => {
                 [Some(*last_sent + self.cfg.suspect_after), census].into_iter().flatten().min()

@@ -217,6 +217,20 @@ fn navigation_skips_dead_nodes() {
 }
 
 #[test]
+fn a_majority_is_more_than_half_of_the_configured_members() {
+    let mut v = view(4, 1);
+    assert!(v.holds_a_majority());
+    v.suspect(n(2));
+    assert!(v.holds_a_majority(), "3 of 4");
+    v.suspect(n(3));
+    assert!(!v.holds_a_majority(), "2 of 4 is no majority");
+    let mut v = view(3, 1);
+    v.suspect(n(2));
+    assert!(v.holds_a_majority(), "2 of 3");
+    assert!(view(1, 1).holds_a_majority());
+}
+
+#[test]
 fn navigation_of_unknown_id_is_none() {
     let v = view(3, 1);
     assert_eq!(v.successor_of(n(7)), None);
