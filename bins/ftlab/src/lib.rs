@@ -51,8 +51,9 @@ pub fn bin(name: &str) -> Result<PathBuf> {
 /// be taken as the source port of any outgoing connection on the machine
 /// (another test's client, a daemon's peer link) before the daemon it was
 /// chosen for binds it (a CI run failed so: ntmutexd's node 3 "cannot
-/// bind … Address already in use"). Where no such room exists, ports the
-/// kernel picks (bind to port 0) are used.
+/// bind … Address already in use"). Each is also claimed among ftlab
+/// processes for this process's life ([`claim_for_this_process`]). Where
+/// no such room exists, ports the kernel picks (bind to port 0) are used.
 pub fn free_ports(n: usize) -> Vec<u16> {
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
@@ -72,7 +73,7 @@ pub fn free_ports(n: usize) -> Vec<u16> {
                 break;
             }
             let port = lo + ((start + k) % span) as u16;
-            if given.contains(&port) {
+            if given.contains(&port) || !claim_for_this_process(port) {
                 continue;
             }
             // Free for both transports (tokenwatchd's peers speak UDP).
@@ -96,6 +97,28 @@ pub fn free_ports(n: usize) -> Vec<u16> {
         held.push(l);
     }
     ports
+}
+
+/// Whether `port` is now this process's among ftlab processes: an
+/// `flock` on `<tmp>/ftlab-ports/<port>`, held until the process exits
+/// (the kernel drops it then, so a crash leaves nothing behind). Two
+/// ftlab processes at once (the demo tests run two) would otherwise each
+/// find a port free and hand it to their own daemons before either binds
+/// it (a CI run failed so: electd's node 1, metrics port "Address already
+/// in use"). A lock that cannot be taken or made: not this port.
+fn claim_for_this_process(port: u16) -> bool {
+    static HELD: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
+    let dir = std::env::temp_dir().join("ftlab-ports");
+    let lock = std::fs::create_dir_all(&dir).and_then(|()| {
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(port.to_string()))
+    });
+    match lock {
+        Ok(f) if f.try_lock().is_ok() => {
+            HELD.lock().unwrap_or_else(|e| e.into_inner()).push(f);
+            true
+        }
+        _ => false,
+    }
 }
 
 /// The 16,384 ports (at most, none below 1,024) just under the kernel's
@@ -609,6 +632,11 @@ mod tests {
         }
         for x in p {
             assert!(TcpListener::bind(("127.0.0.1", x)).is_ok() && std::net::UdpSocket::bind(("127.0.0.1", x)).is_ok());
+            if hi - lo >= 1_024 {
+                // Claimed: another ftlab process (here, another open file
+                // description of the lock) cannot take it.
+                assert!(!claim_for_this_process(x), "{x} claimed twice");
+            }
         }
     }
 }
