@@ -6,7 +6,8 @@
 # tokenwatchd, electd and ringd, whose safety tests each run the scenario
 # with every rule on and with the rule off (a test whose name says a rule
 # is needed passes when the scenario fails without it; an ignored one is a
-# rule not shown necessary, and fails here).
+# rule not shown necessary, and fails here; one named `…unreachable…`
+# shows that the rule's precondition never arises).
 #
 # Usage: scripts/safety-audit.sh            (from any directory)
 set -euo pipefail
@@ -74,6 +75,7 @@ for d in tokenwatchd electd ringd; do
     shown=0
     total=0
     masked_n=0
+    unreachable_n=0
     while read -r name status; do
         total=$((total + 1))
         rule="${name%_is_needed}"
@@ -82,6 +84,10 @@ for d in tokenwatchd electd ringd; do
         if [ "$status" = ok ] && [[ "$name" == masked_rules* ]]; then
             verdict="MASKED (switching these rules off breaks no scenario: the doc says why)"
             total=$((total - 1))
+        elif [ "$status" = ok ] && [[ "$name" == *unreachable* ]]; then
+            verdict="UNREACHABLE (its precondition never arises with the other rules on: checked after every step; the check fires with them off)"
+            total=$((total - 1))
+            unreachable_n=$((unreachable_n + 1))
         elif [ "$status" = ok ] && [[ "$name" == *masked* ]]; then
             verdict="MASK  (the scenario fails only with all the rules its name gives off)"
             total=$((total - 1))
@@ -96,5 +102,5 @@ for d in tokenwatchd electd ringd; do
         fi
         printf '%-12s %-52s %s\n' "$d" "$name" "$verdict"
     done < <(grep -E '^test [a-z0-9_]*(need|masked)[a-z0-9_]* \.\.\. ' "$log" | sed -E 's/^test ([a-z0-9_]+) \.\.\. ([A-Za-z]+).*/\1 \2/')
-    echo "$d: $shown of $total rule tests pass, $masked_n masked (docs/safety-rules.md)"
+    echo "$d: $shown of $total rule tests pass, $masked_n masked, $unreachable_n unreachable (docs/safety-rules.md)"
 done

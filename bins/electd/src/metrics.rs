@@ -20,7 +20,13 @@ pub fn declare(m: &Metrics) {
         "Failovers this node saw complete (kind failover: coordinator suspected, new coordinator known).",
     );
     m.declare_locks();
-    for c in ["step_downs_total", "stale_term_answers_total", "lease_expiries_total", "follow_conflicts_total"] {
+    for c in [
+        "step_downs_total",
+        "deadline_misses_total",
+        "stale_term_answers_total",
+        "lease_expiries_total",
+        "follow_conflicts_total",
+    ] {
         metrics::counter!(m.name(c)).increment(0);
     }
     for a in [Algorithm::Relay, Algorithm::Ring] {
@@ -70,6 +76,10 @@ pub fn record(e: &ElEvent, m: &Metrics) {
             tracing::warn!(term, "stepped down: {why}");
             metrics::counter!(m.name("step_downs_total")).increment(1);
         }
+        ElEvent::PastDeadline { term } => {
+            tracing::warn!(term, "the election missed its deadline (election_timeout): term + 1 follows");
+            metrics::counter!(m.name("deadline_misses_total")).increment(1);
+        }
         ElEvent::StaleAnswered => metrics::counter!(m.name("stale_term_answers_total")).increment(1),
         ElEvent::Granted { waited, .. } => {
             metrics::counter!(m.name("grants_total")).increment(1);
@@ -98,6 +108,10 @@ fn describe(m: &Metrics) {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(m.name("step_downs_total"), "Times this node stepped down as coordinator.");
     describe_counter!(m.name("stale_term_answers_total"), "Answers sent to messages of an older term.");
+    describe_counter!(
+        m.name("deadline_misses_total"),
+        "Elections whose result came too late (election_timeout·(1−ρ) after joining the term): dropped."
+    );
     describe_counter!(m.name("lease_expiries_total"), "Grants whose lease expired.");
     describe_counter!(
         m.name("follow_conflicts_total"),

@@ -61,6 +61,7 @@ pub fn record(e: &RdEvent, m: &Metrics) {
         RdEvent::Rotated { took } => metrics::histogram!(m.name("token_rotation_seconds")).record(took.as_secs_f64()),
         RdEvent::StaleDiscarded => metrics::counter!(m.name("stale_tokens_total")).increment(1),
         RdEvent::StaleAnswered => metrics::counter!(m.name("stale_answers_total")).increment(1),
+        RdEvent::StaleHeeded { .. } => metrics::counter!(m.name("stale_heeded_total")).increment(1),
         RdEvent::Superseded => {
             tracing::warn!("stopped owning the token (a newer one exists, or this replica was excluded)");
             metrics::counter!(m.name("superseded_total")).increment(1);
@@ -112,6 +113,10 @@ fn describe(m: &Metrics) {
         "Censuses this node ran, by outcome (regenerated, busy, stale, lapsed, aborted)."
     );
     describe_counter!(m.name("stale_answers_total"), "Stale answers sent to the holders of an older token.");
+    describe_counter!(
+        m.name("stale_heeded_total"),
+        "Stale answers received while owning or handing on an older token (it stops owning)."
+    );
     describe_counter!(m.name("token_passes_total"), "Tokens passed to the successor (first transmissions).");
     describe_counter!(m.name("stale_tokens_total"), "Stale tokens received and discarded.");
     describe_counter!(m.name("lease_expiries_total"), "Token leases that ran out with token services waiting.");

@@ -25,6 +25,9 @@ const N: u32 = 3;
 fn judge(j: &mut LockJudge, t: Instant, node: NodeId, seen: Seen<'_, TwEvent, LockReply>) -> Result<(), String> {
     match seen {
         Seen::Event(TwEvent::Lock(l)) => j.on_event(t, node, l),
+        // Unreachable while Claims need a majority (safety.rs,
+        // `minority_holder_unreachable_while_claims_need_a_majority`).
+        Seen::Event(TwEvent::MinorityDropped) => Err(format!("{node} held the token with no successor")),
         _ => Ok(()),
     }
 }

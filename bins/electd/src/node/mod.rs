@@ -372,6 +372,13 @@ pub enum ElEvent {
         /// Why (log).
         why: &'static str,
     },
+    /// The proposal deadline passed (`election_timeout·(1−ρ)` from joining
+    /// the term) before this process's election came back or a majority
+    /// acked it as coordinator: the result is dropped, term + 1 follows.
+    PastDeadline {
+        /// The term.
+        term: u64,
+    },
     /// A lower-term message was answered `StaleTerm`.
     StaleAnswered,
     /// A grant was issued (coordinator).

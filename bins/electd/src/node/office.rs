@@ -86,11 +86,14 @@ impl ElNode {
         if o.took_office.is_some() {
             return;
         }
-        if now > deadline && !self.cfg.mutations.no_election_deadline {
-            // The proposal deadline passed: term + 1 instead.
-            self.step_down(now, "no quorum within the election timeout");
-            self.elect_within(now, self.cfg.election_jitter);
-            return;
+        if now > deadline {
+            self.out.event(ElEvent::PastDeadline { term });
+            if !self.cfg.mutations.no_election_deadline {
+                // The proposal deadline passed: term + 1 instead.
+                self.step_down(now, "no quorum within the election timeout");
+                self.elect_within(now, self.cfg.election_jitter);
+                return;
+            }
         }
         o.took_office = Some(now);
         o.gap_until = now + gap;

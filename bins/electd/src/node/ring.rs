@@ -114,10 +114,14 @@ impl ElNode {
 
     /// The own Election came back.
     fn election_back(&mut self, now: Instant, term: u64, initiator_inc: Incarnation, alive: Vec<NodeId>) {
-        let in_time = now.saturating_since(self.term_since) <= self.cfg.shrunk(self.cfg.election_timeout)
-            || self.cfg.mutations.no_election_deadline;
-        if initiator_inc != self.inc || self.ring.own != Some(term) || !in_time {
+        if initiator_inc != self.inc || self.ring.own != Some(term) {
             return;
+        }
+        if now.saturating_since(self.term_since) > self.cfg.shrunk(self.cfg.election_timeout) {
+            self.out.event(ElEvent::PastDeadline { term });
+            if !self.cfg.mutations.no_election_deadline {
+                return;
+            }
         }
         self.ring.own = None;
         let voters: BTreeSet<NodeId> = alive.iter().copied().collect();

@@ -253,6 +253,32 @@ fn one_vote_per_term_a_second_election_of_the_term_passes_without_it() {
 }
 
 #[test]
+fn an_election_back_after_its_deadline_names_nobody() {
+    let ring = ring_of(&[1, 2, 3]);
+    let d = ElMutations::default;
+    for (late, mutations) in [(false, d()), (true, d()), (true, ElMutations { no_election_deadline: true, ..d() })] {
+        let mut p = process(&ring, 2, Algorithm::Ring, 4);
+        p.cfg.mutations = mutations;
+        p.start_election_now(T0);
+        drain(&mut p);
+        let deadline = T0 + p.cfg.shrunk(p.cfg.election_timeout);
+        let back = if late { deadline + Duration::from_millis(1) } else { deadline };
+        let all = vec![n(2), n(3), n(1)];
+        let msg = Msg::Election { term: 5, initiator: n(2), initiator_inc: Incarnation(1), alive: all, hop: 3 };
+        let outs = deliver(&mut p, back, n(1), Incarnation(1), msg);
+        let past = outs.iter().any(|o| matches!(o, Output::Event(ElEvent::PastDeadline { term: 5 })));
+        let named = outs.iter().any(
+            |o| matches!(o, Output::Event(ElEvent::ElectionCompleted { coordinator, .. }) if *coordinator == n(3)),
+        );
+        assert_eq!(
+            (past, named),
+            (late, !late || mutations.no_election_deadline),
+            "late {late}, {mutations:?}: {outs:?}"
+        );
+    }
+}
+
+#[test]
 fn prevote_is_refused_while_a_live_higher_coordinator_is_known() {
     let ring = ring_of(&[1, 2, 3]);
     let mut p = process(&ring, 2, Algorithm::Relay, 4);

@@ -298,6 +298,12 @@ pub enum RdEvent {
     StaleDiscarded,
     /// A `Stale` was answered.
     StaleAnswered,
+    /// A `Stale` reached this replica while it owned (or was handing on)
+    /// a token of an epoch at or below the one named: it stops owning.
+    StaleHeeded {
+        /// It owned the token (else it was handing it on, unacked).
+        owned: bool,
+    },
     /// This replica stopped owning (a newer token, `Stale`, exclusion,
     /// overflow): its running token services were killed.
     Superseded,

@@ -307,6 +307,22 @@ fn a_replica_whose_ring_is_a_minority_proposes_no_census_until_it_is_a_majority_
 }
 
 #[test]
+fn an_owner_told_stale_stops_owning_and_a_stale_below_its_epoch_changes_nothing() {
+    let mut r = owner();
+    let t = T0 + Duration::from_millis(1);
+    let epoch = r.token().expect("owns").epoch;
+    // Below the token's epoch: the floor is already above it.
+    assert_eq!(proto(deliver(&mut r, t, n(2), Incarnation(1), Msg::Stale { epoch: epoch - 1 })), vec![]);
+    assert!(r.owns_token());
+    let outs = proto(deliver(&mut r, t, n(2), Incarnation(1), Msg::Stale { epoch: 3000 }));
+    assert_eq!(
+        outs,
+        vec![stored(&r), Output::Event(RdEvent::StaleHeeded { owned: true }), Output::Event(RdEvent::Superseded)]
+    );
+    assert!(!r.owns_token());
+}
+
+#[test]
 fn a_sender_told_stale_keeps_a_copy_and_censuses_after_a_random_delay() {
     let mut r = owner();
     let _ = proto(timeout(&mut r, T0 + Duration::from_millis(5)));
@@ -314,7 +330,7 @@ fn a_sender_told_stale_keeps_a_copy_and_censuses_after_a_random_delay() {
     let outs = proto(deliver(&mut r, t, n(2), Incarnation(1), Msg::Stale { epoch: 3000 }));
     // The floor rises to 3000 (stored); no census yet: the one the refuser
     // promised may be about to finish.
-    assert_eq!(outs, vec![stored(&r)]);
+    assert_eq!(outs, vec![stored(&r), Output::Event(RdEvent::StaleHeeded { owned: false })]);
     assert!(!r.owns_token() && !r.is_passing());
     let due = r.token_deadline().expect("a census is due");
     // W·(1+ρ)/(1−ρ) to twice that, W = suspect_after = 100 ms.

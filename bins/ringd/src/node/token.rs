@@ -153,14 +153,16 @@ impl RdNode {
 
     pub(super) fn on_stale(&mut self, now: Instant, epoch: u64) {
         self.promise.raise_floor(epoch);
-        if self.cfg.mutations.ignore_stale {
+        let Some(owned) = self.held.as_ref().and_then(|h| match h.role {
+            _ if h.token.epoch > epoch => None,
+            Role::Owned { .. } => Some(true),
+            Role::Unacked { .. } => Some(false),
+            _ => None,
+        }) else {
             return;
-        }
-        let hit = self
-            .held
-            .as_ref()
-            .is_some_and(|h| matches!(h.role, Role::Owned { .. } | Role::Unacked { .. }) && h.token.epoch <= epoch);
-        if hit {
+        };
+        self.out.event(RdEvent::StaleHeeded { owned });
+        if !self.cfg.mutations.ignore_stale {
             // The refuser promised (or saw) a higher epoch: a census is
             // under way elsewhere, or a newer token exists. Census too, but
             // only after a random delay, so that the other one can finish

@@ -626,6 +626,16 @@ impl TwNode {
         self.visit.is_some()
     }
 
+    /// Whether this process holds the token with every other configured
+    /// process bypassed: it has no successor (`pass.rs`, the minority
+    /// holder rule). Never while Claims need a majority of adopters: a
+    /// token's bypassed list is its Claim's skipped processes, which
+    /// adopted nothing, so it names a minority at most. The simulator
+    /// and the model check this after every step.
+    pub fn holds_without_a_successor(&self) -> bool {
+        self.visit.is_some() && self.members.len() > 1 && self.successor(&[]).is_none()
+    }
+
     /// The unconfirmed hand-off, if any: when it was last sent and how
     /// many times it was sent again (the simulator checks that a lost
     /// token is retransmitted within `ring_timeout`).

@@ -101,6 +101,9 @@ pub fn grants(w: &World<TwNode>) -> Vec<(Instant, NodeId, u128)> {
 /// no grant while another's hold lasts; fences strictly rise in grant
 /// order, so none is granted twice. A `Renewed` only ever extends a hold
 /// that still lasts.
+///
+/// And no process ever holds the token without a successor
+/// ([`a_holder_always_has_a_successor`]).
 pub fn safety() -> impl FnMut(&World<TwNode>) -> Result<(), String> {
     let mut done = 0usize;
     let mut leases = lockservice::check::LeaseChecker::new();
@@ -111,7 +114,20 @@ pub fn safety() -> impl FnMut(&World<TwNode>) -> Result<(), String> {
             }
         }
         done = w.events.len();
-        Ok(())
+        a_holder_always_has_a_successor(w)
+    }
+}
+
+/// The precondition of the minority holder rule never arises: no process
+/// holds the token with every other process bypassed (so the rule, which
+/// drops such a token, is never reached while Claims need a majority of
+/// adopters; docs/safety-rules.md, tokenwatchd).
+pub fn a_holder_always_has_a_successor(w: &World<TwNode>) -> Result<(), String> {
+    match w.live().find(|(_, core)| core.holds_without_a_successor()) {
+        Some((id, core)) => {
+            Err(format!("{id} holds the token with no successor: every other process bypassed ({:?})", core.bypassed()))
+        }
+        None => Ok(()),
     }
 }
 
