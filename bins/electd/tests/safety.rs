@@ -584,20 +584,7 @@ fn masked_rules_break_no_scenario() {
 #[ignore = "survey (seconds in release)"]
 fn masked_rules_survey() {
     let d = ElMutations::default;
-    let others: Vec<(&str, ElMutations)> = vec![
-        ("no_failover_gap", ElMutations { no_failover_gap: true, ..d() }),
-        ("no_quorum_lease", ElMutations { no_quorum_lease: true, ..d() }),
-        ("lease_from_granted", ElMutations { lease_from_granted: true, ..d() }),
-        ("no_prevote", ElMutations { no_prevote: true, ..d() }),
-        ("no_stored_terms", ElMutations { no_stored_terms: true, ..d() }),
-        ("vote_again", ElMutations { vote_again: true, ..d() }),
-        ("ack_lower_terms", ElMutations { ack_lower_terms: true, ..d() }),
-        ("late_joiners_relay", ElMutations { late_joiners_relay: true, ..d() }),
-        ("no_hop_acks", ElMutations { no_hop_acks: true, ..d() }),
-        ("resume_loaded_office", ElMutations { resume_loaded_office: true, ..d() }),
-        ("no_step_down", ElMutations { no_step_down: true, ..d() }),
-        ("self_quorum", ElMutations { self_quorum: true, ..d() }),
-    ];
+    let others = kit::other_switches();
     let fails = |m: ElMutations, s: Scenario, alg, seed| s(seed, alg, m).err().map(|e| e.message);
     for (mname, masked) in [
         ("no_majority", ElMutations { no_majority: true, ..d() }),

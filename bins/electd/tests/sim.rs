@@ -323,21 +323,8 @@ fn masked_rules_break_no_sweep() {
     // And paired with every other switch, over those runs: a pair that
     // fails where the other switch alone passes would be a mask.
     let d = ElMutations::default;
-    for (name, other) in [
-        ("no_failover_gap", ElMutations { no_failover_gap: true, ..d() }),
-        ("no_quorum_lease", ElMutations { no_quorum_lease: true, ..d() }),
-        ("lease_from_granted", ElMutations { lease_from_granted: true, ..d() }),
-        ("no_prevote", ElMutations { no_prevote: true, ..d() }),
-        ("no_stored_terms", ElMutations { no_stored_terms: true, ..d() }),
-        ("vote_again", ElMutations { vote_again: true, ..d() }),
-        ("ack_lower_terms", ElMutations { ack_lower_terms: true, ..d() }),
-        ("late_joiners_relay", ElMutations { late_joiners_relay: true, ..d() }),
-        ("no_hop_acks", ElMutations { no_hop_acks: true, ..d() }),
-        ("resume_loaded_office", ElMutations { resume_loaded_office: true, ..d() }),
-        ("no_step_down", ElMutations { no_step_down: true, ..d() }),
-        ("self_quorum", ElMutations { self_quorum: true, ..d() }),
-        ("no_majority", ElMutations { no_majority: true, ..d() }),
-    ] {
+    let others = kit::other_switches().into_iter().chain([("no_majority", ElMutations { no_majority: true, ..d() })]);
+    for (name, other) in others {
         let masks: Vec<(u64, String)> = reached
             .iter()
             .filter_map(|&seed| {

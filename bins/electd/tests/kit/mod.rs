@@ -148,3 +148,24 @@ pub fn faults(n: u32) -> FaultPlan {
         ..FaultPlan::default()
     }
 }
+
+/// Every rule switch but the two masked ones (`no_majority`,
+/// `no_election_deadline`) and the counter's wrap, by name: the partners
+/// the mask surveys pair a masked switch with.
+pub fn other_switches() -> Vec<(&'static str, ElMutations)> {
+    let d = ElMutations::default;
+    vec![
+        ("no_failover_gap", ElMutations { no_failover_gap: true, ..d() }),
+        ("no_quorum_lease", ElMutations { no_quorum_lease: true, ..d() }),
+        ("lease_from_granted", ElMutations { lease_from_granted: true, ..d() }),
+        ("no_prevote", ElMutations { no_prevote: true, ..d() }),
+        ("no_stored_terms", ElMutations { no_stored_terms: true, ..d() }),
+        ("vote_again", ElMutations { vote_again: true, ..d() }),
+        ("ack_lower_terms", ElMutations { ack_lower_terms: true, ..d() }),
+        ("late_joiners_relay", ElMutations { late_joiners_relay: true, ..d() }),
+        ("no_hop_acks", ElMutations { no_hop_acks: true, ..d() }),
+        ("resume_loaded_office", ElMutations { resume_loaded_office: true, ..d() }),
+        ("no_step_down", ElMutations { no_step_down: true, ..d() }),
+        ("self_quorum", ElMutations { self_quorum: true, ..d() }),
+    ]
+}
