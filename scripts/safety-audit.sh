@@ -101,6 +101,6 @@ for d in tokenwatchd electd ringd; do
             verdict="FAIL  (not shown necessary, the scenario fails with every rule on, or a masked rule now breaks one)"
         fi
         printf '%-12s %-52s %s\n' "$d" "$name" "$verdict"
-    done < <(grep -E '^test [a-z0-9_]*(need|masked)[a-z0-9_]* \.\.\. ' "$log" | sed -E 's/^test ([a-z0-9_]+) \.\.\. ([A-Za-z]+).*/\1 \2/')
+    done < <(grep -E '^test [a-z0-9_]*(need|masked|unreachable)[a-z0-9_]* \.\.\. ' "$log" | sed -E 's/^test ([a-z0-9_]+) \.\.\. ([A-Za-z]+).*/\1 \2/')
     echo "$d: $shown of $total rule tests pass, $masked_n masked, $unreachable_n unreachable (docs/safety-rules.md)"
 done

@@ -6,9 +6,10 @@
 //!
 //! A lock client's hold is what it saw: from the `Granted` it read to the
 //! `Release` it sent, or to the moment it learnt the lock was gone
-//! (`LockLost`, or its connection closing: its daemon died). Inside the
-//! daemon's own grant, so an overlap of two records is an overlap of two
-//! grants.
+//! (`LockLost`, or its connection closing: its daemon died), and never
+//! past its lease's end (`lease_until`, moved by each `Renewed`), at which
+//! it stops on its own. Inside the daemon's own grant, so an overlap of
+//! two records is an overlap of two grants.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -34,6 +35,15 @@ impl Clock {
     /// Nanoseconds since the clock started.
     pub fn now(&self) -> u128 {
         self.0.elapsed().as_nanos()
+    }
+
+    /// This clock's reading at `mono_us`, a CLOCK_MONOTONIC time in µs
+    /// (`timer::monotonic_now`, the daemons' `lease_until_us`).
+    pub fn at_monotonic(&self, mono_us: u64) -> u128 {
+        let now = self.now();
+        let mono_now = u128::from(timer::monotonic_now().as_micros());
+        let (then, mono_now) = (u128::from(mono_us) * 1_000, mono_now * 1_000);
+        (now + then).saturating_sub(mono_now)
     }
 }
 
@@ -389,7 +399,12 @@ async fn lock_once(
             },
         }
     };
-    let end = clock.now();
+    // The client waits asleep above and acts on nothing after its lease
+    // ends, so its hold ends at `lease_until` at the latest, however late
+    // the wake-up that tells it so: tokio's timers fire up to a tick late,
+    // a `LockLost` is read when the task next runs, and the daemon moves
+    // the lock on once `lease_until` has passed (reliability.md).
+    let end = clock.now().min(clock.at_monotonic(lease_until_us));
     {
         let mut r = records.lock().expect("records");
         r.holding.remove(name);
@@ -413,6 +428,18 @@ async fn lock_once(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_monotonic_time_reads_on_the_runs_clock() {
+        let clock = Clock::start();
+        std::thread::sleep(Duration::from_millis(5));
+        let before = clock.now();
+        let mono = timer::monotonic_now().as_micros();
+        let at = clock.at_monotonic(mono - 2_000);
+        let after = clock.now();
+        // 2 ms before the moment `mono` was read, to the µs it was read in.
+        assert!(at + 2_000_000 >= before - 1_000 && at + 2_000_000 <= after + 1_000, "{before} {at} {after}");
+    }
 
     fn hold(client: &str, fence: u128, start: u128, end: u128) -> Hold {
         Hold { client: client.into(), fence, asked: None, start, end: Some(end) }

@@ -21,6 +21,7 @@ pub fn declare(m: &Metrics) {
     for c in [
         "token_regenerations_total",
         "stale_answers_total",
+        "stale_heeded_total",
         "token_passes_total",
         "stale_tokens_total",
         "lease_expiries_total",

@@ -630,8 +630,9 @@ impl TwNode {
     /// process bypassed: it has no successor (`pass.rs`, the minority
     /// holder rule). Never while Claims need a majority of adopters: a
     /// token's bypassed list is its Claim's skipped processes, which
-    /// adopted nothing, so it names a minority at most. The simulator
-    /// and the model check this after every step.
+    /// adopted nothing, so it names a minority at most (and never the
+    /// claimant or the Claim's last forwarder). The simulator checks this
+    /// after every step; the model judges the rule's `MinorityDropped`.
     pub fn holds_without_a_successor(&self) -> bool {
         self.visit.is_some() && self.members.len() > 1 && self.successor(&[]).is_none()
     }

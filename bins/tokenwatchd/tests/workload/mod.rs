@@ -125,7 +125,11 @@ pub fn safety() -> impl FnMut(&World<TwNode>) -> Result<(), String> {
 pub fn a_holder_always_has_a_successor(w: &World<TwNode>) -> Result<(), String> {
     match w.live().find(|(_, core)| core.holds_without_a_successor()) {
         Some((id, core)) => {
-            Err(format!("{id} holds the token with no successor: every other process bypassed ({:?})", core.bypassed()))
+            let bypassed: Vec<String> = core.bypassed().iter().map(|b| b.to_string()).collect();
+            Err(format!(
+                "{id} holds the token with no successor: every other process bypassed ({})",
+                bypassed.join(", ")
+            ))
         }
         None => Ok(()),
     }
