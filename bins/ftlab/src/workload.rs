@@ -7,9 +7,9 @@
 //! A lock client's hold is what it saw: from the `Granted` it read to the
 //! `Release` it sent, or to the moment it learnt the lock was gone
 //! (`LockLost`, or its connection closing: its daemon died), and never
-//! past its lease's end (`lease_until`, moved by each `Renewed`), at which
-//! it stops on its own. Inside the daemon's own grant, so an overlap of
-//! two records is an overlap of two grants.
+//! past its lease's end (`lease_until`, moved by each `Renewed` read in
+//! time), at which it stops on its own. Inside the daemon's own grant, so
+//! an overlap of two records is an overlap of two grants.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -40,8 +40,10 @@ impl Clock {
     /// This clock's reading at `mono_us`, a CLOCK_MONOTONIC time in µs
     /// (`timer::monotonic_now`, the daemons' `lease_until_us`).
     pub fn at_monotonic(&self, mono_us: u64) -> u128 {
-        let now = self.now();
+        // The monotonic clock first: a preemption between the two reads
+        // can only move the result later.
         let mono_now = u128::from(timer::monotonic_now().as_micros());
+        let now = self.now();
         let (then, mono_now) = (u128::from(mono_us) * 1_000, mono_now * 1_000);
         (now + then).saturating_sub(mono_now)
     }
@@ -391,6 +393,12 @@ async fn lock_once(
             () = tokio::time::sleep_until(done), if done <= lease_end => break None,
             () = tokio::time::sleep_until(lease_end) => break Some("lease expired".to_string()),
             r = c.recv() => match r {
+                // A renewal read after the lease ran out restarts nothing
+                // (as the client library: `LeaseExpired`): the client had
+                // stopped at lease_until.
+                Ok(LockReply::Renewed { .. }) if timer::monotonic_now().as_micros() >= lease_until_us => {
+                    break Some("lease expired (a renewal read after it)".to_string())
+                }
                 Ok(LockReply::Renewed { lease_until_us: until }) => lease_until_us = lease_until_us.max(until),
                 Ok(LockReply::LockLost { reason }) => break Some(reason),
                 Ok(other) => break Some(format!("unexpected {other:?} while holding")),
@@ -403,8 +411,9 @@ async fn lock_once(
     // ends, so its hold ends at `lease_until` at the latest, however late
     // the wake-up that tells it so: tokio's timers fire up to a tick late,
     // a `LockLost` is read when the task next runs, and the daemon moves
-    // the lock on once `lease_until` has passed (reliability.md).
-    let end = clock.now().min(clock.at_monotonic(lease_until_us));
+    // the lock on once `lease_until` has passed (reliability.md). A grant
+    // read after its own lease ended is a hold of no length.
+    let end = clock.now().min(clock.at_monotonic(lease_until_us)).max(start);
     {
         let mut r = records.lock().expect("records");
         r.holding.remove(name);
@@ -437,8 +446,10 @@ mod tests {
         let mono = timer::monotonic_now().as_micros();
         let at = clock.at_monotonic(mono - 2_000);
         let after = clock.now();
-        // 2 ms before the moment `mono` was read, to the µs it was read in.
-        assert!(at + 2_000_000 >= before - 1_000 && at + 2_000_000 <= after + 1_000, "{before} {at} {after}");
+        // 2 ms before the moment `mono` was read (within 100 µs: the two
+        // clocks are read one after the other, and the thread may be
+        // preempted between), not 2 µs or 2 s.
+        assert!(at + 2_000_000 + 100_000 >= before && at + 2_000_000 <= after + 100_000, "{before} {at} {after}");
     }
 
     fn hold(client: &str, fence: u128, start: u128, end: u128) -> Hold {
