@@ -213,12 +213,18 @@ fn paused_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {
 }
 
 fn paused_run_without(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), sim::SimError> {
-    let n = 3 + (seed % 4) as u32;
-    run_with_faults(seed, n, alg, m, &paused_plan(n), kit::safety_under_pauses())
+    paused_run_checked(seed, alg, m, kit::safety_under_pauses())
 }
 
-fn paused_plan(n: u32) -> FaultPlan {
-    FaultPlan {
+/// The paused run of `seed`, checked by `checker` after every step.
+fn paused_run_checked(
+    seed: u64,
+    alg: Algorithm,
+    m: ElMutations,
+    checker: impl FnMut(&sim::World<ElNode>) -> Result<(), String> + 'static,
+) -> Result<(), sim::SimError> {
+    let n = 3 + (seed % 4) as u32;
+    let plan = FaultPlan {
         crashes: 2,
         wipes: 1,
         pauses: 4,
@@ -226,6 +232,16 @@ fn paused_plan(n: u32) -> FaultPlan {
         slow_periods: 2,
         slow_extra: Duration::from_millis(60),
         ..faults(n)
+    };
+    run_with_faults(seed, n, alg, m, &plan, checker)
+}
+
+/// The algorithm a seed's random-fault runs use: they alternate.
+fn alg_of(seed: u64) -> Algorithm {
+    if seed.is_multiple_of(2) {
+        Algorithm::Relay
+    } else {
+        Algorithm::Ring
     }
 }
 
@@ -233,8 +249,6 @@ fn paused_plan(n: u32) -> FaultPlan {
 /// checks), every rule on, passes an election deadline (`PastDeadline`:
 /// the runs in which `no_election_deadline` changes what happens).
 fn passes_a_deadline(seed: u64) -> bool {
-    let n = 3 + (seed % 4) as u32;
-    let alg = if seed.is_multiple_of(2) { Algorithm::Relay } else { Algorithm::Ring };
     let reached = std::rc::Rc::new(std::cell::Cell::new(false));
     let (seen, mut safe, mut done) = (reached.clone(), kit::safety_under_pauses(), 0);
     let checker = move |w: &sim::World<ElNode>| {
@@ -244,7 +258,7 @@ fn passes_a_deadline(seed: u64) -> bool {
         done = w.events.len();
         safe(w)
     };
-    let passed = run_with_faults(seed, n, alg, ElMutations::default(), &paused_plan(n), checker);
+    let passed = paused_run_checked(seed, alg_of(seed), ElMutations::default(), checker);
     assert!(passed.is_ok(), "seed {seed}, every rule on: {passed:?}");
     reached.get()
 }
@@ -266,7 +280,7 @@ fn both_algorithms_with_killed_processes_among_every_fault() {
             slow_extra: Duration::from_millis(60),
             ..faults(n)
         };
-        let alg = if seed % 2 == 0 { Algorithm::Relay } else { Algorithm::Ring };
+        let alg = alg_of(seed);
         run_with_faults(seed, n, alg, ElMutations::default(), &plan, kit::safety_under_pauses())
     });
 }
@@ -275,16 +289,14 @@ fn both_algorithms_with_killed_processes_among_every_fault() {
 fn both_algorithms_under_pauses_slow_links_and_wiped_disks() {
     // 162: a Granted delayed past its lease, re-registered with the next
     // coordinator, came back with a lower fence (found by the sweep).
-    for_seeds_with(&[162], 100, |seed| {
-        paused_run(seed, if seed % 2 == 0 { Algorithm::Relay } else { Algorithm::Ring })
-    });
+    for_seeds_with(&[162], 100, |seed| paused_run(seed, alg_of(seed)));
 }
 
 #[test]
 #[ignore = "long: SIM_SEEDS=5000"]
 fn sweep() {
     for_seeds(5_000, |seed| {
-        let alg = if seed % 2 == 0 { Algorithm::Relay } else { Algorithm::Ring };
+        let alg = alg_of(seed);
         faulty_run(seed, alg)?;
         paused_run(seed, alg)
     });
@@ -298,7 +310,7 @@ fn failing_runs(m: ElMutations, seeds: std::ops::Range<u64>) -> Vec<(&'static st
     let families: [(&str, Run); 2] = [("faulty", faulty_run_without), ("paused", paused_run_without)];
     let mut failed = Vec::new();
     for seed in seeds {
-        let alg = if seed % 2 == 0 { Algorithm::Relay } else { Algorithm::Ring };
+        let alg = alg_of(seed);
         for (family, run) in families {
             if let Err(e) = run(seed, alg, m) {
                 failed.push((family, seed, e.to_string().lines().nth(1).unwrap_or("").trim().to_string()));
@@ -348,7 +360,7 @@ fn masked_rules_break_no_sweep() {
         let failing: Vec<(u64, String)> = reached
             .iter()
             .filter_map(|&seed| {
-                let alg = if seed.is_multiple_of(2) { Algorithm::Relay } else { Algorithm::Ring };
+                let alg = alg_of(seed);
                 let both = paused_run_without(seed, alg, ElMutations { no_election_deadline: true, ..other }).err()?;
                 paused_run_without(seed, alg, other).is_ok().then_some((seed, both.message))
             })

@@ -261,12 +261,7 @@ fn second_claim_of_one_round(seed: u64, m: TwMutations, resume: Duration) -> Res
     sim.check(safety());
     let (n3, n4) = (NodeId(3), NodeId(4));
     sim.run_until(Instant::from_millis(2_000))?;
-    while !sim.world().core(n3).is_some_and(|c| c.has_token()) {
-        if sim.now() > Instant::from_millis(5_000) {
-            return Err(sim.error("n3 never held the token"));
-        }
-        sim.run_for(Duration::from_micros(100))?;
-    }
+    until_token_at(&mut sim, n3)?;
     let e0 = grants(sim.world()).last().map_or(0, |g| g.2 >> 64);
     sim.pause(n4);
     let first_grant = |sim: &Sim<TwNode>| grants(sim.world()).into_iter().find(|g| g.1 == n3 && g.2 >> 64 > e0);
