@@ -240,16 +240,34 @@ async fn demo_cluster(c: &mut Cluster, n: u32, row: &mut Row, say: &dyn Fn(Strin
         }
         "ringd" => {
             let addr = c.node(pin).client;
-            hold_job = Some(tokio::spawn(async move {
-                let mut rc = RingClient::connect(addr).await.ok()?;
-                rc.execute("hold", &[], Duration::from_secs(60)).await.ok()
-            }));
-            let owns = || async {
-                let running = c.metric(pin, "ringd_services_running") == Some(1.0);
-                (running && status(c, pin).await.is_some_and(|s| detail(&s, "has_token") == Some("true"))).then_some(())
-            };
-            if poll(WAIT, owns).await.is_none() {
-                bail!("node {pin} never ran the `hold` token service with the token");
+            let give_up = tokio::time::Instant::now() + WAIT;
+            loop {
+                let job = tokio::spawn(async move {
+                    let mut rc = RingClient::connect(addr).await.ok()?;
+                    rc.execute("hold", &[], Duration::from_secs(60)).await.ok()
+                });
+                // Running with the token; or the service ended first (on a
+                // loaded machine its lease can run out and its supervisor
+                // kill it before it is seen): ask again.
+                let seen = poll(give_up.saturating_duration_since(tokio::time::Instant::now()), || async {
+                    let running = c.metric(pin, "ringd_services_running") == Some(1.0);
+                    if running && status(c, pin).await.is_some_and(|s| detail(&s, "has_token") == Some("true")) {
+                        Some(true)
+                    } else {
+                        job.is_finished().then_some(false)
+                    }
+                })
+                .await;
+                match seen {
+                    Some(true) => {
+                        hold_job = Some(job);
+                        break;
+                    }
+                    Some(false) => {
+                        say(format!("node {pin}'s `hold` token service ended before it was seen; asking again"))
+                    }
+                    None => bail!("node {pin} never ran the `hold` token service with the token"),
+                }
             }
             (pin, "token owner")
         }
