@@ -75,6 +75,7 @@ for d in tokenwatchd electd ringd; do
     shown=0
     total=0
     masked_n=0
+    masks=0
     unreachable_n=0
     while read -r name status; do
         total=$((total + 1))
@@ -91,6 +92,7 @@ for d in tokenwatchd electd ringd; do
         elif [ "$status" = ok ] && [[ "$name" == *masked* ]]; then
             verdict="MASK  (the scenario fails only with all the rules its name gives off)"
             total=$((total - 1))
+            masks=$((masks + 1))
         elif [ "$status" = ok ]; then
             verdict="PASS  (holds with the rule; fails without it)"
             shown=$((shown + 1))
@@ -102,5 +104,5 @@ for d in tokenwatchd electd ringd; do
         fi
         printf '%-12s %-52s %s\n' "$d" "$name" "$verdict"
     done < <(grep -E '^test [a-z0-9_]*(need|masked|unreachable)[a-z0-9_]* \.\.\. ' "$log" | sed -E 's/^test ([a-z0-9_]+) \.\.\. ([A-Za-z]+).*/\1 \2/')
-    echo "$d: $shown of $total rule tests pass, $masked_n masked, $unreachable_n unreachable (docs/safety-rules.md)"
+    echo "$d: $shown of $total rule tests pass, $masked_n masked, $masks mask scenarios pass, $unreachable_n unreachable (docs/safety-rules.md)"
 done

@@ -397,7 +397,58 @@ fn held_token_after_a_rejoin_with(seed: u64, m: RdMutations, pause: bool) -> Res
     sim.run_for(Duration::from_millis(1_500))
 }
 
-const SCENARIOS: [(&str, Scenario); 12] = [
+/// An owner told `Stale` in the middle of its lease (ringd.md,
+/// Superseded). Renewals every 10 ms, a lease of 80 ms, a 600 ms token
+/// command, no other clients. The owner O starts the command; its
+/// `HolderAlive`s and tokens to two replicas X and Y are lost, and what X
+/// and Y send O of their own renewals too, so X and Y lose sight of the
+/// token and census; no token reaches O (it hears of a new one only by a
+/// `Stale`). X's and Y's clients have asked for the command as well. The
+/// census regenerates at R (X or Y); what the others send R is then held
+/// 25 ms, so R's first renewal is acked and its command starts 25 ms
+/// later. O's next renewal meets the replicas that promised the census,
+/// which answer `Stale`: O must stop at once, not at its lease's end
+/// (about 70 ms after the census), or the two commands overlap.
+fn owner_told_stale(seed: u64, m: RdMutations) -> Result<(), SimError> {
+    let cfg = with_job(timed(m, 10, 80), 600, Duration::from_millis(2_000));
+    let mut sim = Sim::new(seed, 5, kit::net(), cfg);
+    owner_told_stale_in(&mut sim)
+}
+
+/// `owner_told_stale` on `sim` (five replicas, not started).
+fn owner_told_stale_in(sim: &mut Sim<RdNode>) -> Result<(), SimError> {
+    sim.check(safety(false));
+    sim.run_for(Duration::from_millis(300))?;
+    let o = until(sim, owner)?;
+    let others: Vec<NodeId> = (1..=5).map(NodeId).filter(|n| *n != o).collect();
+    let (x, y) = (others[0], others[1]);
+    for c in [x, y] {
+        sim.drop_kind(o, c, "holder_alive", 1_000);
+        sim.drop_kind(o, c, "token", 1_000);
+        sim.drop_kind(c, o, "holder_alive", 1_000);
+    }
+    for &c in &others {
+        sim.drop_kind(c, o, "token", 1_000);
+    }
+    start_job(sim, o)?;
+    sim.after(Duration::ZERO, job(x, ClientId(97), 97));
+    sim.after(Duration::ZERO, job(y, ClientId(98), 98));
+    let from = sim.world().events.len();
+    let r = until(sim, |s| {
+        s.world().events[from..].iter().find_map(|(_, n, e)| matches!(e, RdEvent::Regenerated { .. }).then_some(*n))
+    })?;
+    let into_r: Vec<NodeId> = (1..=5).map(NodeId).filter(|n| *n != r).collect();
+    for &n in &into_r {
+        sim.hold(n, r);
+    }
+    sim.run_for(Duration::from_millis(25))?;
+    for &n in &into_r {
+        sim.release(n, r);
+    }
+    sim.run_for(Duration::from_millis(1_000))
+}
+
+const SCENARIOS: [(&str, Scenario); 13] = [
     ("held_token_after_a_rejoin", held_token_after_a_rejoin),
     ("held_token_after_a_cut_and_a_rejoin", held_token_after_a_cut_and_a_rejoin),
     ("seq_overflow_in_a_visit", seq_overflow_in_a_visit),
@@ -410,6 +461,7 @@ const SCENARIOS: [(&str, Scenario); 12] = [
     ("cold_restart", cold_restart),
     ("seq_overflow", seq_overflow),
     ("owner_crash", owner_crash),
+    ("owner_told_stale", owner_told_stale),
 ];
 
 #[test]
@@ -529,6 +581,41 @@ fn stored_epochs_are_needed() {
 fn answer_after_ack_is_needed() {
     let m = RdMutations { answer_before_ack: true, ..Default::default() };
     needed("owner_crash", owner_crash, m, "acknowledged increment was lost");
+}
+
+/// A sender told `Stale` stops owning (`ignore_stale`), masked by the
+/// census's `Busy` beside an owner (`census_ignores_owner`): in
+/// `owner_told_stale`, with the `Busy` rule on no census completes while
+/// O renews (O and the replicas that acked it answer `Busy`), so no
+/// second token exists; with it off alone, the census completes, O hears
+/// `Stale` at its next renewal and kills its command before R's starts.
+/// With both off O runs on until its lease's end, and R's command starts
+/// beside it.
+#[test]
+fn stale_rule_masked_by_census_busy() {
+    let d = RdMutations::default;
+    let busy_off = RdMutations { census_ignores_owner: true, ..d() };
+    let both = RdMutations { ignore_stale: true, ..busy_off };
+    for seed in SEEDS {
+        if let Err(e) = owner_told_stale(seed, RdMutations { ignore_stale: true, ..d() }) {
+            panic!("seed {seed}, with ignore_stale alone, the run should pass: {e}");
+        }
+        let mut sim =
+            Sim::new(seed, 5, kit::net(), with_job(timed(busy_off, 10, 80), 600, Duration::from_millis(2_000)));
+        if let Err(e) = owner_told_stale_in(&mut sim) {
+            panic!("seed {seed}, with census_ignores_owner alone, the run should pass: {e}");
+        }
+        // There the rule is what stopped O: told Stale while owning, it
+        // stopped owning (and killed its command) at that instant.
+        let events = &sim.world().events;
+        let heeded = events.iter().enumerate().any(|(i, (t, n, e))| {
+            *e == RdEvent::StaleHeeded { owned: true }
+                && events[i + 1..].iter().any(|(t2, n2, e2)| t2 == t && n2 == n && *e2 == RdEvent::Superseded)
+        });
+        assert!(heeded, "seed {seed}: no owner was told Stale and stopped owning");
+        let e = owner_told_stale(seed, both).expect_err("with both off the run should fail");
+        assert!(e.message.contains("still runs"), "seed {seed}: {e}");
+    }
 }
 
 /// Rules that no scenario here shows yet, because another rule covers

@@ -94,7 +94,8 @@ fn sweep() {
     for_seeds(5_000, |seed| crash_run(seed).and_then(|()| faulty_run(seed)));
 }
 
-/// `ignore_stale`, the rule no scenario shows yet, surveyed: `SIM_SEEDS`
+/// `ignore_stale` (shown masked by the census's `Busy` beside an owner in
+/// safety.rs, `stale_rule_masked_by_census_busy`) in random runs: `SIM_SEEDS`
 /// seeds of the every-fault run with and without kills; the runs in which
 /// a `Stale` reaches a replica owning (or handing on) an older token
 /// (`StaleHeeded`), and of those, the ones that fail with the rule off,
