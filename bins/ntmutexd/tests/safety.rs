@@ -1295,11 +1295,18 @@ fn unrecovered_no_token_is_needed() {
 /// other twice: the tie refusal (a site acks only an epoch above its
 /// threshold) and the promise window (`Busy` to any other proposer for
 /// `W·(1+ρ)`). Only with all three off do 2 and 3 promise both, and both
-/// proposers complete the same epoch: two tokens.
+/// proposers complete the same epoch: two tokens. Each of the three alone
+/// keeps the run safe (the other two off), so each is masked by the other
+/// two: the tie refusal and the promise window as much as the slot.
 #[test]
 fn epoch_slot_masked_by_tie_refusal_and_promise_window() {
     holds(late_lower_epoch(NtMutations { no_epoch_slot: true, ..NONE }));
+    holds(late_lower_epoch(NtMutations { accept_ties: true, ..NONE }));
+    holds(late_lower_epoch(NtMutations { no_promise_window: true, ..NONE }));
+    // One of the three on, the other two off.
     holds(late_lower_epoch(NtMutations { no_epoch_slot: true, accept_ties: true, ..NONE }));
+    holds(late_lower_epoch(NtMutations { no_epoch_slot: true, no_promise_window: true, ..NONE }));
+    holds(late_lower_epoch(NtMutations { accept_ties: true, no_promise_window: true, ..NONE }));
     is_needed_by(
         late_lower_epoch(NtMutations { no_epoch_slot: true, accept_ties: true, no_promise_window: true, ..NONE }),
         "created a token",

@@ -517,7 +517,7 @@ fn census_busy_beside_an_owner_is_needed() {
 }
 
 #[test]
-fn the_copy_only_supplies_state_to_a_census() {
+fn copy_only_supplies_state_to_a_census_is_needed() {
     let m = RdMutations { regenerate_from_copy: true, ..Default::default() };
     needed("paused_owner_copy", paused_owner_copy, m, "still runs");
 }
