@@ -142,7 +142,8 @@ impl RdNode {
             return;
         }
         let threshold = self.promise.threshold();
-        if epoch < threshold || self.promise.on_in_use(epoch, now).is_err() {
+        let refused = epoch < threshold || self.promise.on_in_use(epoch, now).is_err();
+        if refused && !self.cfg.mutations.accept_lower_epochs {
             self.out.send(from, Msg::Stale { epoch: threshold });
             self.out.event(RdEvent::StaleAnswered);
             return;

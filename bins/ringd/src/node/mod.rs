@@ -124,6 +124,10 @@ pub struct RdMutations {
     pub seen_by_seq: bool,
     /// A replica told `Stale` keeps owning.
     pub ignore_stale: bool,
+    /// A token or `HolderAlive` of an epoch below the replica's threshold
+    /// (a census it promised, or an epoch it saw in use) is accepted and
+    /// acked instead of answered `Stale`.
+    pub accept_lower_epochs: bool,
     /// Seq wraps at u64::MAX instead of forcing a census.
     pub wrap_seq: bool,
     /// A token addressed to an earlier life of this replica is accepted.

@@ -25,6 +25,7 @@ impl RdNode {
         }
         match self.promise.check_token(t.epoch) {
             Ok(()) => {}
+            Err(Refusal::Promised { .. }) if self.cfg.mutations.accept_lower_epochs => {}
             // An unrecovered replica neither acks nor forwards: the sender
             // resends, and the ring routes around it if it stays so.
             Err(Refusal::Unrecovered) => return,
@@ -48,8 +49,10 @@ impl RdNode {
             return;
         }
         if let Err(Refusal::Promised { value }) = self.promise.on_in_use(t.epoch, now) {
-            self.out.send(from, Msg::Stale { epoch: value });
-            return;
+            if !self.cfg.mutations.accept_lower_epochs {
+                self.out.send(from, Msg::Stale { epoch: value });
+                return;
+            }
         }
         if self.owns_token() {
             // A newer token while owning one: stop owning ours.
