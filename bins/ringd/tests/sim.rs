@@ -148,6 +148,7 @@ fn masked_rules_sweep() {
         ("regenerate_from_copy", RdMutations { regenerate_from_copy: true, ..d() }),
         ("seen_by_seq", RdMutations { seen_by_seq: true, ..d() }),
         ("accept_tokens_for_other_lives", RdMutations { accept_tokens_for_other_lives: true, ..d() }),
+        ("accept_lower_epochs", RdMutations { accept_lower_epochs: true, ..d() }),
         ("census_in_minority", RdMutations { census_in_minority: true, ..d() }),
         ("no_minority_yield", RdMutations { no_minority_yield: true, ..d() }),
     ];
