@@ -216,6 +216,62 @@ fn lease_from_renewal_is_needed() {
     );
 }
 
+// ------------------------------- an unconfirmed grant is not re-registered
+
+/// (safety) A grant no acked renewal has confirmed is not re-registered
+/// with a new coordinator. N = 5, 5 in office; what 5 sends 1 is held
+/// back while 1, then 2, asks: 5 grants 1 (t, 1), hears no renewal, lets
+/// the grant lapse and grants 2 (t, 2), who holds 5 ms. 20 ms later 5
+/// crashes and the held link is released: the `Granted` (t, 1) reaches 1,
+/// an unexpired grant on its side that nothing confirms (its renewal is
+/// lost: 5 is down). 1 is cut off at once and rejoins only once 4, elected
+/// by 2, 3 and 4, is in office (a re-registration that reaches an elected
+/// coordinator before it takes office is denied, and not sent again). 1
+/// must not re-register (t, 1) with 4: adopted, its next renewal acked,
+/// it would start 1's client under a fence below 2's. With the rule 1
+/// gives it back and asks 4 afresh, and is granted after 4's failover gap.
+fn unconfirmed_grant_at_failover(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+    let mut sim = cluster(seed, 5, alg, m, Duration::from_millis(5));
+    elect(&mut sim, 5)?;
+    sim.after(Duration::ZERO, Action::Hold(NodeId(5), NodeId(1)));
+    sim.after(Duration::from_millis(1), acquire(NodeId(1), client(1)));
+    sim.after(Duration::from_millis(5), acquire(NodeId(2), client(2)));
+    until_granted(&mut sim, 2, Duration::from_millis(1_000))?;
+    sim.run_for(Duration::from_millis(20))?;
+    sim.after(Duration::ZERO, Action::Crash(NodeId(5)));
+    sim.after(Duration::ZERO, Action::Release(NodeId(5), NodeId(1)));
+    sim.after(Duration::from_millis(1), Action::Partition(vec![NodeId(1)]));
+    sim.run_for(Duration::from_millis(1))?;
+    let end = sim.now() + Duration::from_millis(200);
+    while !sim.world().core(NodeId(4)).is_some_and(|c| c.in_office()) {
+        if sim.now() > end {
+            return Err(sim.error("4 was not in office within 200 ms of 5's crash"));
+        }
+        sim.run_for(Duration::from_millis(1))?;
+    }
+    sim.after(Duration::ZERO, Action::Heal);
+    sim.run_for(Duration::from_millis(1_000))?;
+    // With the rule, 1's client is served by 4 after its failover gap.
+    if !sim.world().replies.iter().any(|(_, n, _, r)| *n == NodeId(1) && matches!(r, LockReply::Granted { .. })) {
+        return Err(sim.error("1's client was not granted by the new coordinator"));
+    }
+    Ok(())
+}
+
+#[test]
+fn unconfirmed_grant_at_failover_holds() {
+    holds(unconfirmed_grant_at_failover);
+}
+
+#[test]
+fn unconfirmed_grants_not_reregistered_is_needed() {
+    defended(
+        ElMutations { reregister_unconfirmed: true, ..Default::default() },
+        &["granted fence"],
+        unconfirmed_grant_at_failover,
+    );
+}
+
 // ---------------------------------------------------------------- pre-vote
 
 /// (+) Pre-vote. 1 can send but hears nothing (every link into it is
@@ -633,11 +689,35 @@ fn majority_of_voters_masked_by_prevote_and_heartbeat_quorum() {
     }
 }
 
+/// The majority of voters is also masked by the heartbeat quorum alone,
+/// in `same_term_elections` (`ring`, seeds 1–3): 1 and 5 both start the
+/// next term and 5 stalls, so 1's election names 4 and 5's own comes back
+/// with 5's vote alone (the others voted in the term already). Without
+/// the majority rule alone 5 is named but never takes office (only 4's
+/// followers ack, and they follow 4); without the heartbeat quorum alone
+/// 5's result names nobody; with both off 5 takes office on its own
+/// heartbeats beside 4.
+#[test]
+fn majority_of_voters_masked_by_heartbeat_quorum() {
+    let d = ElMutations::default;
+    let both = ElMutations { no_majority: true, self_quorum: true, ..d() };
+    for seed in 1..=3 {
+        for one in [ElMutations { no_majority: true, ..d() }, ElMutations { self_quorum: true, ..d() }] {
+            if let Err(e) = same_term_elections(seed, Algorithm::Ring, one) {
+                panic!("seed {seed}, with {one:?} alone, the run should pass: {e}");
+            }
+        }
+        let e = same_term_elections(seed, Algorithm::Ring, both).expect_err("with both off the run should fail");
+        assert!(e.message.contains("two coordinators in term"), "seed {seed}: {e}");
+    }
+}
+
 /// Every scenario above, by name.
-const SCENARIOS: [(&str, Scenario); 12] = [
+const SCENARIOS: [(&str, Scenario); 13] = [
     ("failover_gap", failover_gap),
     ("quorum_lease", quorum_lease),
     ("lease_from_renewal", lease_from_renewal),
+    ("unconfirmed_grant_at_failover", unconfirmed_grant_at_failover),
     ("prevote", prevote),
     ("cold_restart", cold_restart),
     ("same_term_elections", same_term_elections),

@@ -288,7 +288,9 @@ fn both_algorithms_with_killed_processes_among_every_fault() {
 #[test]
 fn both_algorithms_under_pauses_slow_links_and_wiped_disks() {
     // 162: a Granted delayed past its lease, re-registered with the next
-    // coordinator, came back with a lower fence (found by the sweep).
+    // coordinator, came back with a lower fence (found by the sweep; the
+    // rule's switch is `reregister_unconfirmed`, its scripted scenario
+    // `unconfirmed_grant_at_failover` in tests/safety.rs).
     for_seeds_with(&[162], 100, |seed| paused_run(seed, alg_of(seed)));
 }
 

@@ -112,7 +112,7 @@ impl ElNode {
     pub(super) fn coordinator_changed(&mut self, now: Instant) {
         let Some(c) = self.coordinator else { return };
         match self.consumer.grant.as_mut() {
-            Some(g) if g.confirmed => {
+            Some(g) if g.confirmed || self.cfg.mutations.reregister_unconfirmed => {
                 g.to = c;
                 let f = g.fence;
                 self.send_request(now, c, 0, None, Some(f));

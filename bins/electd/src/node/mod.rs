@@ -147,6 +147,11 @@ pub struct ElMutations {
     /// No election deadline: an Election back late still names a
     /// coordinator, and one takes office however long after the term began.
     pub no_election_deadline: bool,
+    /// A consumer re-registers with a new coordinator a grant no acked
+    /// renewal has confirmed (its `Granted` may have come after the old
+    /// coordinator freed it and granted others): adopted, it starts its
+    /// client under the old, lower fence.
+    pub reregister_unconfirmed: bool,
 }
 
 impl Default for ElConfig {

@@ -167,5 +167,6 @@ pub fn other_switches() -> Vec<(&'static str, ElMutations)> {
         ("resume_loaded_office", ElMutations { resume_loaded_office: true, ..d() }),
         ("no_step_down", ElMutations { no_step_down: true, ..d() }),
         ("self_quorum", ElMutations { self_quorum: true, ..d() }),
+        ("reregister_unconfirmed", ElMutations { reregister_unconfirmed: true, ..d() }),
     ]
 }
