@@ -147,6 +147,92 @@ fn a_reserve_resumes_above_its_block_is_needed() {
     assert!(is_violation(&e), "{e}");
 }
 
+/// Two cold restarts of the whole ring. Five processes on a fast lossless
+/// network serve from their first token (run to 2 s); then every process
+/// crashes at once and restarts 1 ms later (its client asks again at
+/// 2 ms), twice, each time once service is back (a grant within 10 s of
+/// the restart, or the run fails) and the ring has served 1 s more. A
+/// restarted process resumes from its state file, tpc and epoch, and
+/// promises nothing in its restart window; the Claim after it must make a
+/// token of an epoch above every one in use before, or its fences fall
+/// below the old tokens' (the lease checker: fences strictly rise in grant
+/// order, across crashes).
+fn cold_restarts(seed: u64, m: TwMutations) -> Result<(), SimError> {
+    let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(2), 0.0, 0.0);
+    let mut sim = cluster_with(seed, 5, net, m);
+    sim.check(safety());
+    sim.run_until(Instant::from_millis(2_000))?;
+    for k in 1..=2 {
+        for i in 1..=5 {
+            sim.after(Duration::ZERO, Action::Crash(NodeId(i)));
+            sim.after(Duration::from_millis(1), Action::Restart(NodeId(i)));
+            sim.after(Duration::from_millis(2), acquire(NodeId(i), ClientId(u64::from(i))));
+        }
+        let restarted = sim.now();
+        while !grants(sim.world()).iter().any(|(t, _, _)| *t > restarted) {
+            if sim.now() > restarted + Duration::from_secs(10) {
+                return Err(sim.error(format!("no grant within 10 s of cold restart {k}")));
+            }
+            sim.run_for(Duration::from_millis(10))?;
+        }
+        sim.run_for(Duration::from_secs(1))?;
+    }
+    Ok(())
+}
+
+#[test]
+fn durable_epoch_is_needed() {
+    // Every rule on: the restarted processes' floors hold the last epoch,
+    // and the next Claim goes above it. Without the stored epoch they
+    // resume from the epoch recovery stored at the cluster's start (0),
+    // a Claim of a lower (or the same) epoch wins, and its first grant's
+    // fence is below the last one before the restart.
+    let m = TwMutations { epoch_not_stored: true, ..Default::default() };
+    let e = scripted_breaks(10, m, cold_restarts);
+    assert!(e.to_string().contains(" after 0x"), "{e}");
+}
+
+/// tpc overflow (tokenwatchd.md, Fence): every regenerated token counts on
+/// from at least `u64::MAX − 40` (`TwConfig::first_tpc`), on a ring of five
+/// at 10 % loss and 5 % duplication, run to 4 s. The first token's count
+/// passes `u64::MAX` within a few laps; fences must still rise in grant
+/// order (the lease checker), and service must go on in a later epoch,
+/// whose token restarts at tpc 1 (a grant with a low tpc, or the run
+/// fails). With `clients` = 1 (one looping client per process) a visit
+/// grants once, so the count can pass `u64::MAX` only where a hand-off is
+/// accepted (`on_token`: `Token(u64::MAX)`); with 2, a visit may grant
+/// twice, and the count may also pass it at a grant (`serve`).
+fn tpc_overflow(seed: u64, m: TwMutations, clients: u64) -> Result<(), SimError> {
+    let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.1, 0.05);
+    let config = TwConfig { mutations: m, first_tpc: u64::MAX - 40, ..cfg() };
+    let mut sim = cluster_cfg(seed, 5, net, config);
+    for i in (1..=5).filter(|_| clients > 1) {
+        sim.at(Instant::from_millis(20 + u64::from(i)), acquire(NodeId(i), ClientId(100 + u64::from(i))));
+    }
+    sim.check(safety());
+    sim.run_until(Instant::from_millis(4_000))?;
+    let g = grants(sim.world());
+    // The fence's low 64 bits are the tpc.
+    if !g.iter().any(|(_, _, f)| (*f as u64) < u64::MAX / 2) {
+        return Err(sim.error(format!("no grant after the tpc overflow ({} grants)", g.len())));
+    }
+    Ok(())
+}
+
+#[test]
+fn tpc_never_wraps_is_needed() {
+    // Every rule on: the process whose tpc would pass u64::MAX grants
+    // nothing, drops the token and claims; the new epoch's token restarts
+    // at 1 and its fences are above the old ones. Wrapping, the count goes
+    // to 0 in the same epoch: a fence below the one just granted.
+    let m = TwMutations { wrap_tpc: true, ..Default::default() };
+    for clients in [1, 2] {
+        let e = scripted_breaks(10, m, |seed, m| tpc_overflow(seed, m, clients));
+        // `nX granted fence 0x<epoch>0000000000000000 after 0x<epoch>ffffffffffffffff`.
+        assert!(e.message.contains("0000000000000000 after 0x") && e.message.contains("ffffffffffffffff"), "{e}");
+    }
+}
+
 /// A minority {n1, n2} of five is cut off for 6 s within the bounds
 /// (loss, no pauses, delays ≤ δ): at most one hold at a time, cluster-wide.
 fn minority_partition(seed: u64, m: TwMutations) -> Result<(), SimError> {

@@ -82,6 +82,12 @@ pub struct TwConfig {
     /// (`tests/safety.rs`). Production leaves it at `Default` (every rule on).
     #[doc(hidden)]
     pub mutations: TwMutations,
+    /// The least count a regenerated token counts on from: its tpc is
+    /// `max(max_tpc, first_tpc) + 1`, or 1 when that would overflow (0 in
+    /// production; scenarios set it near `u64::MAX` to reach the overflow
+    /// rule; no config key sets it).
+    #[doc(hidden)]
+    pub first_tpc: u64,
 }
 
 /// (safety) rules a mutation test may switch off, to show that a scenario
@@ -92,6 +98,17 @@ pub struct TwConfig {
 pub struct TwMutations {
     /// A restart resumes with tpc 0 (tpc not stored).
     pub tpc_not_stored: bool,
+    /// The epoch is not stored: the state file keeps the promise
+    /// component's part as fresh-node recovery (or the cluster's start)
+    /// last wrote it, and an epoch adopted from a token, promised to a
+    /// Claim or proposed since is never written (tpc still is). A restart
+    /// resumes from that older epoch, threshold and floor.
+    pub epoch_not_stored: bool,
+    /// The tpc wraps to 0 past `u64::MAX` (a token of count `u64::MAX`
+    /// is taken as new with tpc 0, a holder at `u64::MAX` grants the next
+    /// client with tpc 0) instead of the holder granting nothing more and
+    /// starting a Claim.
+    pub wrap_tpc: bool,
     /// With `tpc_reserve`: a restart resumes from the start of its last
     /// stored block (the least count it may have reached) and takes
     /// tokens above it as new.
@@ -161,6 +178,7 @@ impl Default for TwConfig {
             max_queue: 1_024,
             tpc_reserve: 1,
             mutations: TwMutations::default(),
+            first_tpc: 0,
         }
     }
 }
@@ -453,6 +471,9 @@ pub struct TwNode {
     promise: PromiseNode,
     /// The token passing counter (stored).
     tpc: u64,
+    /// With the `epoch_not_stored` mutation only: the promise component's
+    /// part as the state file keeps it.
+    kept_promises: Option<Promises>,
     /// The counter as last stored: `tpc` or, with a reserve, up to
     /// `tpc_reserve − 1` above it.
     stored_tpc: u64,
@@ -561,6 +582,16 @@ impl TwNode {
         lockservice::fence(epoch, self.tpc)
     }
 
+    /// The count after `count`, `None` past `u64::MAX`. (safety) Fences
+    /// keep rising: a count never wraps; a holder whose tpc would pass
+    /// `u64::MAX` grants nothing more and claims (its token restarts at 1).
+    fn next_count(&self, count: u64) -> Option<u64> {
+        if self.cfg.mutations.wrap_tpc {
+            return Some(count.wrapping_add(1));
+        }
+        count.checked_add(1)
+    }
+
     /// The token showed itself (accepted, confirmed, or a Claim adopted
     /// whose token follows within W): the token-lost deadline starts over.
     fn token_activity(&mut self, now: Instant) {
@@ -596,21 +627,33 @@ impl TwNode {
     /// Puts one `Persist` of the current state in front of the outputs
     /// queued by this input, if anything stored changed.
     fn persist_first(&mut self) {
-        let promises = self.promise.take_dirty();
+        let changed = self.promise.take_dirty();
         // In the reserved block: nothing of the counter to store. Below it
         // (a new epoch's count): stored again, or a restart would think
         // the new epoch's tokens stale.
         let ahead = self.cfg.tpc_reserve.max(1) - 1;
         let in_block = self.tpc <= self.stored_tpc && self.tpc.saturating_add(ahead) >= self.stored_tpc;
-        if promises.is_none() && in_block {
+        if changed.is_none() && in_block {
             return;
         }
         if !in_block {
             self.stored_tpc = self.tpc.saturating_add(ahead);
             self.stored_from = (self.stored_tpc > self.tpc).then_some(self.tpc);
         }
+        // (safety) The epoch adopted from a token, promised to a Claim or
+        // proposed is stored with tpc, ahead of the ack, ClaimAck, forward
+        // or token this input sends.
+        let mut promises = self.promise.stored().clone();
+        if self.cfg.mutations.epoch_not_stored {
+            // Only a change of `recovered` (a fresh node's recovery) is
+            // written; every epoch since stays in memory.
+            match &self.kept_promises {
+                Some(kept) if kept.recovered() == promises.recovered() => promises = kept.clone(),
+                _ => self.kept_promises = Some(promises.clone()),
+            }
+        }
         self.out.persist_first(TwDurable {
-            promises: Some(self.promise.stored().clone()),
+            promises: Some(promises),
             tpc: self.stored_tpc,
             tpc_from: self.stored_from,
         });
@@ -697,6 +740,7 @@ impl Protocol for TwNode {
         pcfg.promise_window = !ctx.config.mutations.no_promise_window;
         let stored = ctx.stored.clone();
         let loaded = stored.as_ref().and_then(|d| d.promises.clone());
+        let kept_promises = loaded.clone().filter(|_| ctx.config.mutations.epoch_not_stored);
         let promise = PromiseNode::new(pcfg, loaded, ctx.now)?;
         let tpc = if ctx.config.mutations.tpc_not_stored { 0 } else { stored.as_ref().map_or(0, |d| d.tpc) };
         let mut tpc_from =
@@ -726,6 +770,7 @@ impl Protocol for TwNode {
             inc: ctx.incarnation,
             promise,
             tpc,
+            kept_promises,
             stored_tpc: tpc,
             stored_from: tpc_from,
             unsure_from: tpc_from,

@@ -73,7 +73,7 @@ impl TwNode {
             self.lease.end();
             self.visit = None;
         }
-        let Some(tpc) = m.checked_add(1) else {
+        let Some(tpc) = self.next_count(m) else {
             // tpc would overflow: grant nothing, claim (its token restarts at 1).
             self.out.event(TwEvent::Refused { from, reason: "tpc_overflow" });
             return self.start_claim(now, Vec::new());
@@ -211,7 +211,7 @@ impl TwNode {
             // (safety) Each grant after the first raises tpc (stored first).
             let before = self.tpc;
             if grants > 0 {
-                let Some(next) = self.tpc.checked_add(1) else {
+                let Some(next) = self.next_count(self.tpc) else {
                     self.locks.lose(now, "tpc overflow", &mut self.out);
                     self.lease.end();
                     self.visit = None;

@@ -46,6 +46,7 @@ fn cfg() -> TwConfig {
         max_queue: 8,
         tpc_reserve: 1,
         mutations: TwMutations::default(),
+        first_tpc: 0,
     }
 }
 
