@@ -718,6 +718,31 @@ fn majority_of_voters_masked_by_heartbeat_quorum() {
     }
 }
 
+/// The step-down's safety half (no grant after a higher term's), masked
+/// by the quorum lease: in `cut_off_coordinator` (seeds 1–3, both
+/// algorithms) 4, cut off from 3 and 5 but still reaching 1 and 2, is told
+/// of 5's higher term. With the step-down off alone, 1 and 2, once in 5's
+/// term, stop acking 4 and its quorum lease ends its client's renewals;
+/// with the quorum lease off alone, 4 steps down at the higher term; with
+/// both off 4 renews its client on beside 5's grant to 3.
+#[test]
+fn step_down_masked_by_quorum_lease() {
+    let d = ElMutations::default;
+    let both = ElMutations { no_step_down: true, no_quorum_lease: true, ..d() };
+    for alg in ALGS {
+        for seed in 1..=3 {
+            for one in [ElMutations { no_step_down: true, ..d() }, ElMutations { no_quorum_lease: true, ..d() }] {
+                if let Err(e) = cut_off_coordinator(seed, alg, one) {
+                    panic!("{alg:?} seed {seed}, with {one:?} alone, the run should pass: {e}");
+                }
+            }
+            let e = cut_off_coordinator(seed, alg, both).expect_err("with both off the run should fail");
+            let text = e.to_string();
+            assert!(text.contains(AT_ONCE) || text.contains(LEASE_OVERLAP), "{alg:?} seed {seed}: {text}");
+        }
+    }
+}
+
 /// Every scenario above, by name.
 const SCENARIOS: [(&str, Scenario); 13] = [
     ("failover_gap", failover_gap),
