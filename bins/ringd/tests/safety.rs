@@ -456,7 +456,86 @@ fn owner_told_stale_in(sim: &mut Sim<RdNode>) -> Result<(NodeId, Option<NodeId>)
     Ok((o, Some(r)))
 }
 
-const SCENARIOS: [(&str, Scenario); 13] = [
+/// The successor of `n` in its own view.
+fn succ_of(sim: &Sim<RdNode>, n: NodeId) -> NodeId {
+    sim.world().core(n).and_then(|c| c.ring().view().successor()).expect("a successor")
+}
+
+/// The released copy is kept for censuses (ringd.md, Token: "it keeps
+/// its last owned copy after releasing it"). Five replicas in ring order
+/// n1 → n2 → … → n5, a looping client at n1 only, so the other replicas'
+/// visits acknowledge nothing. Once n1 owns the token, the next token n3
+/// sends n4 is lost on the link; when n3 is passing it (so n2 has its
+/// TokenAck and has released n1's copy, which holds every acknowledged
+/// increment), n2 and n3 crash together (a holder crashing with its
+/// successor loses its own visit's results, ringd.md; here those are
+/// none). The survivors' census must find n1's released copy: regenerated
+/// from an older copy, or from none, the counter hands out a value again
+/// (strict checker). n2 and n3 restart 800 ms later.
+fn released_copy_after_two_crashes(seed: u64, m: RdMutations) -> Result<(), SimError> {
+    let mut sim = kit::cluster_with_clients(seed, 5, with(5, m), &[1]);
+    sim.check(safety(true));
+    sim.run_for(Duration::from_millis(300))?;
+    let (x, y, z) = (NodeId(1), NodeId(2), NodeId(3));
+    assert_eq!((succ_of(&sim, x), succ_of(&sim, y)), (y, z), "ring order");
+    until(&mut sim, |s| owner(s).filter(|o| *o == x))?;
+    let next = succ_of(&sim, z);
+    sim.drop_kind(z, next, "token", 1);
+    until(&mut sim, |s| s.world().core(z).filter(|c| c.is_passing()).map(|_| z))?;
+    // n3's TokenAck reaches n2, n2's TokenRelease reaches n1.
+    sim.run_for(Duration::from_millis(5))?;
+    sim.after(Duration::ZERO, Action::Crash(y));
+    sim.after(Duration::ZERO, Action::Crash(z));
+    sim.run_for(Duration::from_millis(800))?;
+    sim.after(Duration::ZERO, Action::Restart(y));
+    sim.after(Duration::ZERO, Action::Restart(z));
+    sim.run_for(Duration::from_millis(600))
+}
+
+/// A census waits for every member of its origin's ring view (ringd.md,
+/// Regeneration), not just a majority's promises. Seven replicas, a
+/// looping client at each. When the owner Z got the token from Y and the
+/// last service that ran anywhere ran at Y (its results are answered at
+/// Z's TokenAck, and are then in Y's frozen copy and Z's token only), Z's
+/// next pass is lost on the link to its successor W; once Z is passing,
+/// Z and W crash together (nobody is left to detect Z, and nobody points
+/// at W alive, so no copy reaches a detector) and what Y sends is up to
+/// 20 ms slower from then on (within the census wait W = suspect_after·
+/// (1−ρ) = 40 ms). The survivors' token-lost census must wait for Y's
+/// promise, the only one carrying Y's results: four of the five
+/// (a majority of seven) answer first, with older copies.
+fn late_newest_copy(seed: u64, m: RdMutations) -> Result<(), SimError> {
+    let mut sim = cluster(seed, 7, with(7, m));
+    sim.check(safety(true));
+    sim.run_for(Duration::from_millis(300))?;
+    let pred = |s: &Sim<RdNode>, n: NodeId| s.world().core(n).and_then(|c| c.ring().view().predecessor());
+    let z = until(&mut sim, |s| {
+        let z = owner(s)?;
+        let y = pred(s, z)?;
+        let last_ran =
+            s.world().events.iter().rev().find_map(|(_, n, e)| matches!(e, RdEvent::Ran { .. }).then_some(*n));
+        let from_y = s.world().core(z).is_some_and(|c| c.seen().1 >= 10);
+        (last_ran == Some(y) && from_y).then_some(z)
+    })?;
+    let y = pred(&sim, z).expect("a predecessor");
+    let w = succ_of(&sim, z);
+    sim.drop_kind(z, w, "token", 1);
+    until(&mut sim, |s| s.world().core(z).filter(|c| c.is_passing()).map(|_| z))?;
+    // Z's TokenAck has reached Y: Y answered its results.
+    sim.run_for(Duration::from_millis(3))?;
+    let from_y: Vec<(NodeId, NodeId)> = (1..=7).map(NodeId).filter(|n| *n != y).map(|n| (y, n)).collect();
+    sim.after(Duration::ZERO, Action::Slow(from_y, Duration::from_millis(20)));
+    sim.after(Duration::ZERO, Action::Crash(z));
+    sim.after(Duration::ZERO, Action::Crash(w));
+    sim.run_for(Duration::from_millis(1_000))?;
+    sim.after(Duration::ZERO, Action::Restart(z));
+    sim.after(Duration::ZERO, Action::Restart(w));
+    sim.run_for(Duration::from_millis(600))
+}
+
+const SCENARIOS: [(&str, Scenario); 15] = [
+    ("released_copy_after_two_crashes", released_copy_after_two_crashes),
+    ("late_newest_copy", late_newest_copy),
     ("held_token_after_a_rejoin", held_token_after_a_rejoin),
     ("held_token_after_a_cut_and_a_rejoin", held_token_after_a_cut_and_a_rejoin),
     ("seq_overflow_in_a_visit", seq_overflow_in_a_visit),
@@ -577,6 +656,18 @@ fn census_majority_is_needed() {
     // 1–3 did before `Wanted` moved the runs' timing).
     let m = RdMutations { census_without_majority: true, ..Default::default() };
     needed_in(&[4, 7, 9], "minority_census", minority_census, m, "acknowledged increment was lost");
+}
+
+#[test]
+fn released_copy_kept_is_needed() {
+    let m = RdMutations { drop_released_copy: true, ..Default::default() };
+    needed("released_copy_after_two_crashes", released_copy_after_two_crashes, m, "acknowledged increment was lost");
+}
+
+#[test]
+fn census_waits_for_every_member_is_needed() {
+    let m = RdMutations { census_majority_only: true, ..Default::default() };
+    needed("late_newest_copy", late_newest_copy, m, "acknowledged increment was lost");
 }
 
 #[test]
@@ -751,4 +842,29 @@ fn a_long_visit_ends_in_a_pass_not_a_census() {
             w.events[from..].iter().filter(|(_, _, e)| matches!(e, RdEvent::CensusStarted { .. })).collect();
         assert!(censuses.is_empty(), "seed {seed}: censuses beside a live token: {censuses:?}");
     }
+}
+
+/// A copy handed to the detector only if newer than its `seen` (ringd.md,
+/// IAmNewNext; `copy_regardless_of_seen`) breaks no scenario switched off:
+/// the detector applies the same comparison on receipt (`on_copy` drops a
+/// copy not newer than its own `seen`), and even past that the copy only
+/// supplies state to a census, which takes the newest copy of every
+/// member of its ring, the detector's own token included — an older copy
+/// never wins; at worst a needless census. The case arises in
+/// `owner_told_stale` seed 3 (a recovery after the cut-off owner is
+/// suspected: its predecessor's frozen copy of epoch 2 goes to a detector
+/// that has seen the regenerated epoch): with the switch on one more Copy
+/// is sent there than with every rule on, and the run holds.
+#[test]
+fn masked_rules_copy_newer_than_seen_breaks_no_scenario() {
+    let copies = |m: RdMutations| -> usize {
+        let mut sim = Sim::new(3, 5, kit::net(), with_job(timed(m, 10, 80), 600, Duration::from_millis(2_000)));
+        if let Err(e) = owner_told_stale_in(&mut sim) {
+            panic!("owner_told_stale seed 3 with {m:?}: {e}");
+        }
+        sim.trace().iter().filter(|l| l.contains(" Copy {") && !l.contains(" lost ")).count()
+    };
+    let on = copies(RdMutations::default());
+    let off = copies(RdMutations { copy_regardless_of_seen: true, ..Default::default() });
+    assert!(off > on, "the switch sent no copy the rule withholds ({on} copies with it, {off} without)");
 }

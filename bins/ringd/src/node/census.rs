@@ -195,7 +195,10 @@ impl RdNode {
             self.promise.raise_floor(value);
             Some(value)
         } else {
-            if !all {
+            // (safety) Every member of the ring view answers first: the
+            // newest copy may be at any of them, a majority's promises
+            // alone may miss it.
+            if !all && !self.cfg.mutations.census_majority_only {
                 return;
             }
             match self.promise.use_proposal_with_quorum(now, self.quorum()) {

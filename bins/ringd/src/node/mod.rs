@@ -122,6 +122,16 @@ pub struct RdMutations {
     pub regenerate_from_copy: bool,
     /// Seen is compared by seq alone, not (epoch, seq).
     pub seen_by_seq: bool,
+    /// A frozen copy is discarded on its `TokenRelease` instead of kept
+    /// (released) for censuses.
+    pub drop_released_copy: bool,
+    /// A replica answering an IAmNewNext hands the detector its copy even
+    /// when it is not newer than the detector's `seen`.
+    pub copy_regardless_of_seen: bool,
+    /// A census regenerates once a majority of configured replicas
+    /// promised, without waiting for every member of its origin's ring
+    /// view (and the newest copy one of them may hold).
+    pub census_majority_only: bool,
     /// A replica told `Stale` keeps owning.
     pub ignore_stale: bool,
     /// A token or `HolderAlive` of an epoch below the replica's threshold

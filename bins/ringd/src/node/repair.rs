@@ -162,7 +162,10 @@ impl RdNode {
             self.lost_next = None;
             // The copy first: the detector acts on it only while its
             // recovery is pending, which IAmNewPrevious ends.
-            if let Some(t) = self.sent_to(failed, failed_inc).filter(|t| self.newer(t.id(), seen)).cloned() {
+            // (safety) Only a copy newer than what the detector has seen:
+            // it has seen a newer token otherwise.
+            let wanted = |t: &&Token| self.cfg.mutations.copy_regardless_of_seen || self.newer(t.id(), seen);
+            if let Some(t) = self.sent_to(failed, failed_inc).filter(wanted).cloned() {
                 self.out.send(origin, Msg::Copy { recovery, token: Box::new(t) });
             }
             let members = self.ring.view().alive_from_me();

@@ -147,10 +147,18 @@ impl RdNode {
     }
 
     pub(super) fn on_token_release(&mut self, id: (u64, u64)) {
-        if let Some(h) = self.held.as_mut() {
-            if matches!(h.role, Role::Frozen { .. }) && h.token.id() == id {
-                h.role = Role::Released;
-            }
+        let Some(h) = self.held.as_mut() else { return };
+        if !matches!(h.role, Role::Frozen { .. }) || h.token.id() != id {
+            return;
+        }
+        if self.cfg.mutations.drop_released_copy {
+            // The unsafe shortcut: the copy is gone once the successor's
+            // forward was acked, and a census no longer finds it.
+            self.held = None;
+        } else {
+            // (safety) Kept for censuses: discarded only when a newer
+            // token is accepted here (`install`).
+            h.role = Role::Released;
         }
     }
 

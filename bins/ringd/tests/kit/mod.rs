@@ -90,6 +90,12 @@ pub fn job(node: NodeId, client: ClientId, request_id: u64) -> Action<RdNode> {
 /// With a `job` service configured ([`with_job`]), the clients of even
 /// replicas ask for `job` instead (a command under the token).
 pub fn cluster(seed: u64, n: u32, cfg: RdConfig) -> Sim<RdNode> {
+    cluster_with_clients(seed, n, cfg, &(1..=n).collect::<Vec<_>>())
+}
+
+/// [`cluster`] with the looping client of the replicas in `at` only (the
+/// others get no requests).
+pub fn cluster_with_clients(seed: u64, n: u32, cfg: RdConfig, at: &[u32]) -> Sim<RdNode> {
     let jobs = cfg.services.contains_key("job");
     let ask = move |node: NodeId, client: ClientId, id: u64| {
         if jobs && client.0.is_multiple_of(2) {
@@ -117,7 +123,7 @@ pub fn cluster(seed: u64, n: u32, cfg: RdConfig) -> Sim<RdNode> {
             RingReply::LookedUp { .. } => vec![],
         }
     }));
-    for i in 1..=n {
+    for &i in at {
         let c = ClientId(u64::from(i));
         sim.at(Instant::from_millis(50 + u64::from(i)), ask(NodeId(i), c, (c.0 << 32) + 1));
     }
