@@ -756,3 +756,196 @@ fn renewals_below_the_unsure_block_are_needed() {
     let median = median_wait_after_a_restart_inside_a_block(m);
     assert!(median > QUICK, "median {median:?}");
 }
+
+// ---- Claims while the token lives; the Claim deadline ----
+
+/// A Claim back late. The holder crashes and stays down; once the first
+/// process `c` claims, what its predecessor `p` (the Claim's last hop)
+/// sends it is held, its own Claim's return included. The others, which
+/// adopted it, claim W after adopting, skip `c` and make a token, which
+/// serves them; 300 ms after that token, past `c`'s Claim deadline
+/// W·(1−ρ), the link is released and `c`'s Claim comes back with a
+/// majority of adopters.
+fn claim_back_after_its_deadline(seed: u64, m: TwMutations) -> Result<(), SimError> {
+    let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
+    let mut sim = cluster_with(seed, 5, net, m);
+    sim.check(safety());
+    sim.run_until(Instant::from_millis(3_000))?;
+    let h = holder(&mut sim)?;
+    sim.after(Duration::ZERO, Action::Crash(h));
+    let crashed = sim.now();
+    let claim_after = |sim: &Sim<TwNode>, t: Instant, not: NodeId| {
+        sim.world().events.iter().find_map(|(at, n, e)| match e {
+            TwEvent::ClaimStarted { .. } if *at > t && *n != not => Some(*n),
+            _ => None,
+        })
+    };
+    let c = loop {
+        if let Some(c) = claim_after(&sim, crashed, h) {
+            break c;
+        }
+        if sim.now() > crashed + Duration::from_secs(3) {
+            return Err(sim.error("nobody claimed"));
+        }
+        sim.run_for(Duration::from_micros(100))?;
+    };
+    let before = |n: NodeId| NodeId((n.0 + 3) % 5 + 1);
+    let p = if before(c) == h { before(h) } else { before(c) };
+    sim.hold(p, c);
+    sim.drop_kind(p, c, "token", u32::MAX);
+    let held = sim.now();
+    let regenerated = |sim: &Sim<TwNode>| {
+        sim.world().events.iter().any(|(at, n, e)| *at > held && *n != c && matches!(e, TwEvent::Regenerated { .. }))
+    };
+    while !regenerated(&sim) {
+        if sim.now() > held + Duration::from_secs(5) {
+            return Err(sim.error("no token without c"));
+        }
+        sim.run_for(Duration::from_micros(100))?;
+    }
+    sim.run_for(Duration::from_millis(300))?;
+    sim.release(p, c);
+    sim.run_for(Duration::from_millis(500))
+}
+
+/// A slow successor: `late_hand_off_races_a_bypass` until the holder `h`
+/// claims on bypassing `s` and the held hand-off reaches `s`; what `h`
+/// sends `s`'s successor `s1`, its Claim's first hop, is held until the
+/// token has gone from `s` to `s1`. The Claim then reaches a process that
+/// holds the token, or awaits its confirmation, or has seen a newer token
+/// than the claimant.
+fn claim_behind_a_late_hand_off(seed: u64, m: TwMutations) -> Result<(), SimError> {
+    let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
+    let mut sim = cluster_with(seed, 5, net, m);
+    sim.check(safety());
+    sim.run_until(Instant::from_millis(3_000))?;
+    let h = holder(&mut sim)?;
+    let s = NodeId(h.0 % 5 + 1);
+    let s1 = NodeId(s.0 % 5 + 1);
+    sim.hold(h, s);
+    sim.cut(s, h);
+    until_claiming(&mut sim, h)?;
+    sim.hold(h, s1);
+    sim.release(h, s);
+    until_token_at(&mut sim, s1)?;
+    sim.release(h, s1);
+    sim.run_for(Duration::from_millis(300))
+}
+
+/// Seeds `seeds` of `scenario`: each of `safe` passes every seed, and
+/// `unsafe_` breaks one; returns that failure.
+fn breaks_only(
+    seeds: u64,
+    scenario: fn(u64, TwMutations) -> Result<(), SimError>,
+    unsafe_: TwMutations,
+    safe: &[TwMutations],
+) -> SimError {
+    for m in safe {
+        for seed in 0..seeds {
+            if let Err(e) = scenario(seed, *m) {
+                panic!("with {m:?} seed {seed} should pass: {e}");
+            }
+        }
+    }
+    first_failure(seeds, |seed| scenario(seed, unsafe_)).unwrap_or_else(|| panic!("with {unsafe_:?} no seed broke"))
+}
+
+#[test]
+#[ignore = "not shown alone: masked by the lease window and the newer-token refusal; see claim_busy_while_holding_masked_by_newer_token_and_lease_window"]
+fn claim_busy_while_holding_is_needed() {
+    let m = TwMutations { claim_ignores_holder: true, ..Default::default() };
+    scripted_breaks(20, m, claim_behind_a_late_hand_off);
+}
+
+/// The holder's `Busy`, masked twice: in `claim_behind_a_late_hand_off`
+/// the Claim reaches `s1` while it holds the token that `s` handed it, or
+/// just after. `s1` acked the renewals of `s` (and its own clients'
+/// waits): the lease window refuses; it has seen a newer token than the
+/// claimant: the newer-token `Busy` refuses. With the holder's `Busy` off
+/// too, it adopts, the claimant's token grants while `s1`'s (or `s`'s)
+/// client holds (seeds 6, 8, 9 of 0–9; 15 of 0–59, 2026-11-28). Any one
+/// of the three on keeps seeds 0–9 safe (the newer-token and the lease
+/// window off without the holder's: seeds 16 and 59 of 0–59 break, see
+/// `claim_busy_for_a_newer_token_masked_by_lease_window`).
+#[test]
+fn claim_busy_while_holding_masked_by_newer_token_and_lease_window() {
+    let all = TwMutations {
+        claim_ignores_holder: true,
+        claim_ignores_newer_token: true,
+        no_lease_window: true,
+        ..Default::default()
+    };
+    let e = breaks_only(
+        10,
+        claim_behind_a_late_hand_off,
+        all,
+        &[
+            TwMutations { claim_ignores_holder: false, ..all },
+            TwMutations { claim_ignores_newer_token: false, ..all },
+            TwMutations { no_lease_window: false, ..all },
+        ],
+    );
+    assert!(e.message.contains("holds until"), "{e}");
+}
+
+#[test]
+#[ignore = "not shown alone: masked by the lease window; see claim_busy_for_a_newer_token_masked_by_lease_window"]
+fn claim_busy_for_a_newer_token_is_needed() {
+    let m = TwMutations { claim_ignores_newer_token: true, ..Default::default() };
+    scripted_breaks(20, m, claim_behind_a_late_hand_off);
+}
+
+/// The newer-token `Busy`, masked by the lease window: in
+/// `claim_behind_a_late_hand_off` every process the Claim reaches after the
+/// token acked a renewal of the token's holders. With both off, seed 16
+/// of 0–19 breaks (2 of 0–59: 16, 59; 2026-11-28): the Claim passes the
+/// processes the token has left, and the claimant's token grants while a
+/// client of the old one holds; with either on, none of 0–59.
+#[test]
+fn claim_busy_for_a_newer_token_masked_by_lease_window() {
+    let all = TwMutations { claim_ignores_newer_token: true, no_lease_window: true, ..Default::default() };
+    let e = breaks_only(
+        20,
+        claim_behind_a_late_hand_off,
+        all,
+        &[TwMutations { claim_ignores_newer_token: false, ..all }, TwMutations { no_lease_window: false, ..all }],
+    );
+    assert!(e.message.contains("holds until"), "{e}");
+}
+
+#[test]
+#[ignore = "not shown: no scenario found; in claim_behind_a_late_hand_off every awaiting process the Claim reaches has seen a newer token"]
+fn claim_busy_while_awaiting_is_needed() {
+    // With the lease window, the holder's and the newer-token `Busy` off
+    // too, the same seeds break as without the awaiting `Busy` (0–59).
+    let m = TwMutations { claim_ignores_awaiting: true, no_lease_window: true, ..Default::default() };
+    scripted_breaks(20, m, claim_behind_a_late_hand_off);
+}
+
+#[test]
+#[ignore = "not shown alone: masked by the refusal of renewals below the threshold; see claim_deadline_masked_by_stale_renewal_refusal"]
+fn claim_deadline_is_needed() {
+    let m = TwMutations { claim_past_deadline: true, ..Default::default() };
+    scripted_breaks(20, m, claim_back_after_its_deadline);
+}
+
+/// The Claim deadline W·(1−ρ), masked by the threshold: in
+/// `claim_back_after_its_deadline` the Claim's adopters promised a newer
+/// epoch (their promise windows, W·(1+ρ), had ended) and made its token
+/// before the late Claim came back. Made anyway, the old epoch's token
+/// is refused by every process of the newer one: its holder's renewals
+/// (so it grants nothing) and its hand-off (`Stale`). With renewals below
+/// the threshold acked too, its holder grants a fence below those of the
+/// newer token (seeds 0, 1, 2, 4, 5, 7, 8, 9 of 0–9; 41 of 0–59,
+/// 2026-11-28); with either rule on, none of 0–59.
+#[test]
+fn claim_deadline_masked_by_stale_renewal_refusal() {
+    let all = TwMutations { claim_past_deadline: true, ack_stale_renewals: true, ..Default::default() };
+    let e = breaks_only(
+        10,
+        claim_back_after_its_deadline,
+        all,
+        &[TwMutations { claim_past_deadline: false, ..all }, TwMutations { ack_stale_renewals: false, ..all }],
+    );
+    assert!(e.message.contains(" after 0x"), "{e}");
+}

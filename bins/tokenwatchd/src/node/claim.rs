@@ -99,11 +99,17 @@ impl TwNode {
         if self.adopted == Some((claim.epoch, claim.claimant)) {
             return;
         }
-        let refusal = if self.visit.is_some() {
+        let m = self.cfg.mutations;
+        // (safety) Busy while the token is here, on its way from here, or
+        // seen here newer than the claimant's: a live token is not killed.
+        let refusal = if self.visit.is_some() && !m.claim_ignores_holder {
             Some(Refusal::Busy { remaining: self.cfg.max_hold })
-        } else if self.awaiting.is_some() {
+        } else if self.awaiting.is_some() && !m.claim_ignores_awaiting {
             Some(Refusal::Busy { remaining: self.cfg.bypass_after })
-        } else if self.seen > claim.seen && now < self.token_at + self.cfg.token_lost_after {
+        } else if self.seen > claim.seen
+            && now < self.token_at + self.cfg.token_lost_after
+            && !m.claim_ignores_newer_token
+        {
             // A bypassed claimant must not kill the live token (one seen
             // here within W: a live token visits every process of its view
             // within a lap); the refusal counts as its Join. A token not
@@ -169,29 +175,17 @@ impl TwNode {
             return;
         }
         self.hops.remove(&(epoch, self.me));
+        if self.cfg.mutations.claim_past_deadline && self.promise.proposal().is_none_or(|(v, d)| v != epoch || now >= d)
+        {
+            return self.claim_back_late(now, epoch, claim);
+        }
         for a in claim.adopters.iter().filter(|a| **a != self.me) {
             if let Step::Abandoned(f) = self.promise.on_answer(*a, epoch, Ok(()), now) {
                 return self.claim_failed(now, f);
             }
         }
         match self.promise.use_proposal(now) {
-            Ok(epoch) => {
-                self.claim = None;
-                let took = now.saturating_since(self.token_at);
-                // The new token restarts at 1 when max_tpc + 1 would overflow.
-                self.tpc = claim.max_tpc.max(self.cfg.first_tpc).checked_add(1).unwrap_or(1);
-                self.unsure_from = None;
-                self.seen = (epoch, self.tpc);
-                self.last_handoff = None;
-                self.bypassed = claim.skipped.iter().copied().filter(|s| *s != self.me).collect();
-                self.token_here(now);
-                if matches!(self.phase, Phase::Joining { .. }) {
-                    self.joined();
-                }
-                self.out.event(TwEvent::ClaimEnded { outcome: ClaimOutcome::Won });
-                self.out.event(TwEvent::Regenerated { epoch, tpc: self.tpc, took });
-                self.install(now, epoch, 0);
-            }
+            Ok(epoch) => self.claim_won(now, epoch, &claim),
             Err(UseError::NoMajority) if self.cfg.mutations.claim_without_majority => {
                 self.promise.abandon(now);
                 let _ = self.promise.on_in_use(epoch, now);
@@ -208,6 +202,41 @@ impl TwNode {
             }
             Err(UseError::Abandoned(f)) => self.claim_failed(now, f),
             Err(UseError::NoProposal) => self.claim = None,
+        }
+    }
+
+    /// The own Claim of `epoch` won: its token, `Token(epoch, max_tpc + 1)`
+    /// with `bypassed = skipped`, is here.
+    fn claim_won(&mut self, now: Instant, epoch: u64, claim: &Claim) {
+        self.claim = None;
+        let took = now.saturating_since(self.token_at);
+        // The new token restarts at 1 when max_tpc + 1 would overflow.
+        self.tpc = claim.max_tpc.max(self.cfg.first_tpc).checked_add(1).unwrap_or(1);
+        self.unsure_from = None;
+        self.seen = (epoch, self.tpc);
+        self.last_handoff = None;
+        self.bypassed = claim.skipped.iter().copied().filter(|s| *s != self.me).collect();
+        self.token_here(now);
+        if matches!(self.phase, Phase::Joining { .. }) {
+            self.joined();
+        }
+        self.out.event(TwEvent::ClaimEnded { outcome: ClaimOutcome::Won });
+        self.out.event(TwEvent::Regenerated { epoch, tpc: self.tpc, took });
+        self.install(now, epoch, 0);
+    }
+
+    /// The `claim_past_deadline` mutation only: the own Claim is back after
+    /// its deadline (the promise component has dropped it, or would). With
+    /// a majority of adopters and no higher epoch adopted or in use here
+    /// since, it makes its token anyway.
+    fn claim_back_late(&mut self, now: Instant, epoch: u64, claim: Claim) {
+        self.promise.abandon(now);
+        let adopters: std::collections::BTreeSet<NodeId> = claim.adopters.iter().copied().collect();
+        let majority = adopters.len() > self.members.len() / 2;
+        if majority && self.promise.threshold() <= epoch && self.promise.on_in_use(epoch, now).is_ok() {
+            self.claim_won(now, epoch, &claim);
+        } else {
+            self.claim_failed(now, Failure::Deadline);
         }
     }
 
@@ -269,13 +298,16 @@ impl TwNode {
     }
 
     pub(super) fn claim_deadline(&self) -> Option<Instant> {
-        let own = self.promise.proposal().map(|(_, deadline)| deadline);
+        // (safety) A Claim not back by W·(1−ρ) is abandoned: by then its
+        // adopters' promise windows (W·(1+ρ)) may have ended.
+        let own =
+            self.promise.proposal().map(|(_, deadline)| deadline).filter(|_| !self.cfg.mutations.claim_past_deadline);
         let hops = self.hops.values().map(|h| self.hop_due(h)).min();
         [own, hops, self.lost_claim_at()].into_iter().flatten().min()
     }
 
     pub(super) fn claim_timeout(&mut self, now: Instant) {
-        if self.claim.is_some() {
+        if self.claim.is_some() && !self.cfg.mutations.claim_past_deadline {
             if self.promise.on_deadline(now).is_some() {
                 self.claim_failed(now, Failure::Deadline);
             } else if self.promise.proposal().is_none() {

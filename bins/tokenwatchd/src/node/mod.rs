@@ -133,6 +133,20 @@ pub struct TwMutations {
     pub minority_holder: bool,
     /// A Claim back without a majority of adopters makes a token anyway.
     pub claim_without_majority: bool,
+    /// A process that holds the token promises a Claim (stores the epoch,
+    /// adopts, forwards) instead of answering `Busy`.
+    pub claim_ignores_holder: bool,
+    /// A process that awaits the confirmation of a hand-off promises a
+    /// Claim instead of answering `Busy`.
+    pub claim_ignores_awaiting: bool,
+    /// A process that accepted a token newer than the Claim's `seen`
+    /// (within `token_lost_after`) promises the Claim instead of answering
+    /// `Busy` (and re-admitting the claimant).
+    pub claim_ignores_newer_token: bool,
+    /// A Claim is not abandoned at its deadline `token_lost_after·(1−ρ)`:
+    /// back later with a majority of adopters (and no higher epoch adopted
+    /// here since), it makes its token.
+    pub claim_past_deadline: bool,
     /// Tokens of an epoch below the stored one are accepted.
     pub accept_old_epochs: bool,
     /// Every claimant proposes in slot 0 (equal epochs possible).
