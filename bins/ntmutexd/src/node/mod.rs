@@ -118,14 +118,36 @@ pub struct NtMutations {
     pub no_incarnation_check: bool,
     /// A joining minority that heard of no running cluster bootstraps.
     pub minority_bootstrap: bool,
+    /// The bootstrap root starts holding a token: it chooses the first
+    /// epoch itself ("stored + 1": the next round above its own floor)
+    /// instead of searching and regenerating it with a majority's promises.
+    pub root_starts_with_token: bool,
     /// A regeneration completes with a majority's acks, without waiting for
     /// every non-suspected site.
     pub regen_with_majority_only: bool,
+    /// A token below the receiver's `max_epoch` (below its threshold) is
+    /// installed instead of discarded.
+    pub take_stale_token: bool,
+    /// A search regenerates whatever its answers show: a smaller position
+    /// or a token does not stop it (the holder's `Nack{holder}` still
+    /// may).
+    pub regen_despite_answers: bool,
+    /// A token holder promises a regeneration like any other site instead
+    /// of answering `Nack{holder}`.
+    pub no_holder_nack: bool,
     /// A second token is installed over the one held.
     pub accept_second_token: bool,
     /// A promise is acked without being stored first (it is written with
     /// the next write, if any).
     pub ack_before_store: bool,
+    /// An epoch adopted as in use (`max_epoch`: a token received, a
+    /// regeneration completed, a message's epoch) is used and forwarded
+    /// without being stored first (it is written with the next write, if
+    /// any).
+    pub no_epoch_store: bool,
+    /// A recovered fresh node accepts a token at its `recovered_max` (it
+    /// is still refused below the threshold).
+    pub token_at_recovered_max: bool,
     /// Grants are not leases: a site grants with the token whether or not
     /// a majority acked its renewals, and the lease it hands out never
     /// ends.
@@ -588,6 +610,14 @@ impl NtNode {
     fn persist(&mut self) {
         if let Some(p) = self.promise.take_dirty() {
             self.out.persist(NtDurable { promises: Some(p) });
+        }
+    }
+
+    /// (safety) Epochs survive cold restarts: an epoch just adopted as in
+    /// use (`max_epoch`) is stored before anything uses or forwards it.
+    fn persist_epoch(&mut self) {
+        if !self.cfg.mutations.no_epoch_store {
+            self.persist();
         }
     }
 

@@ -216,9 +216,22 @@ impl NtNode {
         // recovered, or at an unrecovered node.
         let forbidden = match self.promise.check_token(epoch) {
             Err(promise::Refusal::Unrecovered) => !self.cfg.mutations.unrecovered_takes_token,
+            // (safety) A recovered fresh node cannot know which counts its
+            // previous life granted: no token at or below `recovered_max`.
+            Err(promise::Refusal::Stale { .. }) => !self.cfg.mutations.token_at_recovered_max,
             r => r.is_err(),
         };
         let accepted = if forbidden { None } else { self.promise.on_in_use(epoch, now).ok() };
+        // (safety) A token below `max_epoch` (the threshold covers it) is
+        // discarded.
+        let accepted = match accepted {
+            None if self.cfg.mutations.take_stale_token
+                && matches!(self.promise.check_token(epoch), Err(promise::Refusal::Promised { .. })) =>
+            {
+                Some(promise::InUse { raised: false, abandoned_own: None })
+            }
+            a => a,
+        };
         let Some(in_use) = accepted else {
             self.out.event(NtEvent::StaleToken { epoch });
             // The token meant for us is dead: nobody before us holds one.
@@ -231,7 +244,7 @@ impl NtNode {
             return;
         };
         // The epoch is stored as in use before the token grants anything.
-        self.persist();
+        self.persist_epoch();
         if in_use.raised {
             self.out.event(NtEvent::Epoch(epoch));
         }

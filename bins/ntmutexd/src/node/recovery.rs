@@ -199,6 +199,10 @@ impl NtNode {
             })
             .max_by_key(|(_, a)| a.position);
         let holder = answers.iter().find(|(_, a)| a.has_token).map(|(id, _)| *id);
+        // (safety) Regenerate only if no answer shows a smaller position or
+        // a token.
+        let (positioned, holder) =
+            if self.cfg.mutations.regen_despite_answers { (None, None) } else { (positioned, holder) };
         if mech == Mech::M3 {
             // Elected (still a candidate): E applies rule III to itself.
             self.rebuild_last(self.me);

@@ -83,7 +83,7 @@ impl NtNode {
         match self.promise.use_proposal(now) {
             Ok(epoch) => {
                 // Stored as in use before the token grants anything.
-                self.persist();
+                self.persist_epoch();
                 self.out.event(NtEvent::Epoch(epoch));
                 // The regenerator heads the queue. Its `last` must still
                 // lead to the tail: itself if nobody is queued behind it,
@@ -113,7 +113,7 @@ impl NtNode {
     /// A proposal from `from`. A holder refuses it; otherwise the promise
     /// component decides, and a promise is stored before the ack leaves.
     pub(super) fn on_regenerate(&mut self, now: Instant, from: NodeId, epoch: u64) {
-        if self.token.is_some() {
+        if self.token.is_some() && !self.cfg.mutations.no_holder_nack {
             // (safety) A token exists: abort that regeneration.
             self.send(from, Body::RegenerateNack { epoch, why: Nack::Holder });
             return;
@@ -185,7 +185,7 @@ impl NtNode {
             // never used as an epoch in use).
             Err(_) => return,
         };
-        self.persist();
+        self.persist_epoch();
         if abandoned_own.is_some() {
             self.retry_regeneration_at(now + self.commit_timeout());
         }

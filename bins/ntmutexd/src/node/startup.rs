@@ -16,13 +16,18 @@ impl NtNode {
             Phase::Running => Vec::new(),
         };
         self.timers.cancel(Timer::Join);
+        let mut local_token = false;
         if bootstrap {
             // (safety) No site starts holding a token: the root searches
             // and, finding none, regenerates it with a majority's promises.
             let root = *self.members.iter().min().expect("at least one member");
             if root == self.me {
                 self.last = Last::Root;
-                self.bootstrap_search = true;
+                if self.cfg.mutations.root_starts_with_token {
+                    local_token = true;
+                } else {
+                    self.bootstrap_search = true;
+                }
             } else {
                 self.last = Last::Parent(root);
             }
@@ -36,9 +41,29 @@ impl NtNode {
             }
         }
         self.out.event(NtEvent::Joined { bootstrap });
+        if local_token {
+            self.start_with_local_token(now);
+        }
         for (from, inc, msg) in deferred {
             self.handle_message(now, from, inc, msg);
         }
+    }
+
+    /// The mutation `root_starts_with_token`: the bootstrap root chooses
+    /// the first token's epoch itself, "stored + 1" (the next round above
+    /// its own floor, in its slot), stores it as in use and holds the token
+    /// at once, without a search or a promise round (foundation.md: such
+    /// an epoch is only a proposal).
+    fn start_with_local_token(&mut self, now: Instant) {
+        let above = self.promise.stored().floor();
+        let next = promise::round_of(above).checked_add(1).and_then(|r| promise::encode(r, self.promise.slot()));
+        let Some(epoch) = next else { return };
+        if self.promise.on_in_use(epoch, now).is_err() {
+            return;
+        }
+        self.persist();
+        self.out.event(NtEvent::Epoch(epoch));
+        self.install_token(now, Token { epoch, counter: 0 }, 0);
     }
 
     pub(super) fn on_join_timer(&mut self, now: Instant) {
