@@ -533,7 +533,101 @@ fn late_newest_copy(seed: u64, m: RdMutations) -> Result<(), SimError> {
     sim.run_for(Duration::from_millis(600))
 }
 
-const SCENARIOS: [(&str, Scenario); 15] = [
+/// D acts on an `IAmNewPrevious` or a `Copy` only for its pending
+/// recovery `r` (ringd.md, At D). Five replicas in ring order n1 → … →
+/// n5, suspect_after 100 ms, a looping client at n1, n3 and n5: R = n1, P
+/// = n2, D = n3. While n4 or n5 owns the token and runs a 300 ms token
+/// command (so no copy is stuck on its way to P), P crashes; when D
+/// starts recovery r1 the link R → D is held and P restarts at once (its
+/// new life is D's predecessor again within milliseconds, so R's held
+/// heartbeats are not missed). R answers r1 (`IAmNewPrevious`, no copy:
+/// its last one was released) into the held link. Once R owns the token
+/// again, P's next pass to D is dropped: R's results, answered at P's
+/// TokenAck, are in R's frozen copy and P's token only. P crashes while
+/// passing; D starts recovery r2, and R answers it (`Copy`,
+/// `IAmNewPrevious`) behind r1's answer. The link is released: r1's
+/// `IAmNewPrevious` must not end r2, whose copy makes D census (once the
+/// renewals of R that the link held have run out). P restarts 30 ms
+/// later, R crashes 40 ms later: a token-lost census without R's copy
+/// hands R's acknowledged values out again (strict checker). R restarts
+/// 800 ms later.
+fn stale_new_previous(seed: u64, m: RdMutations) -> Result<(), SimError> {
+    let mut cfg = with_job(with(5, m), 300, Duration::from_millis(1_000));
+    cfg.suspect_after = Duration::from_millis(100);
+    cfg.token_lost_after = cfg.derived_token_lost_after(5);
+    let mut sim = kit::cluster_with_clients(seed, 5, cfg, &[1, 3, 5]);
+    sim.check(safety(true));
+    sim.run_for(Duration::from_millis(300))?;
+    let (r, p, d) = (NodeId(1), NodeId(2), NodeId(3));
+    assert_eq!((succ_of(&sim, r), succ_of(&sim, p)), (p, d), "ring order");
+    let o = until(&mut sim, |s| owner(s).filter(|o| o.0 >= 4))?;
+    start_job(&mut sim, o)?;
+    let started = |sim: &Sim<RdNode>, from: usize| {
+        sim.world().events[from..]
+            .iter()
+            .any(|(_, n, e)| *n == d && matches!(e, RdEvent::RecoveryStarted { failed } if *failed == p))
+    };
+    let from = sim.world().events.len();
+    sim.after(Duration::ZERO, Action::Crash(p));
+    until(&mut sim, |s| started(s, from).then_some(d))?;
+    sim.hold(r, d);
+    sim.after(Duration::ZERO, Action::Restart(p));
+    // R owns the token again, P's new life its successor.
+    sim.run_for(Duration::from_millis(10))?;
+    until(&mut sim, |s| owner(s).filter(|x| *x == r && succ_of(s, r) == p))?;
+    sim.drop_kind(p, d, "token", 1);
+    until(&mut sim, |s| s.world().core(p).filter(|c| c.is_passing()).map(|_| p))?;
+    let from = sim.world().events.len();
+    sim.after(Duration::ZERO, Action::Crash(p));
+    until(&mut sim, |s| started(s, from).then_some(d))?;
+    // The IAmNewNext of r2 reaches R (two hops) and R answers.
+    sim.run_for(Duration::from_millis(10))?;
+    sim.release(r, d);
+    sim.run_for(Duration::from_millis(30))?;
+    sim.after(Duration::ZERO, Action::Restart(p));
+    sim.run_for(Duration::from_millis(10))?;
+    sim.after(Duration::ZERO, Action::Crash(r));
+    sim.run_for(Duration::from_millis(800))?;
+    sim.after(Duration::ZERO, Action::Restart(r));
+    sim.run_for(Duration::from_millis(600))
+}
+
+/// The census deadline W·(1−ρ) (foundation.md: a proposal not complete
+/// by then is abandoned, even if its answers come back). The first census
+/// of a fresh cluster, by X, is answered at once, but X is paused (SIGSTOP)
+/// the moment it sends it: the answers wait, held in its connections. The
+/// others exclude X; their own census (above X's epoch: they promised it)
+/// makes a token, and their clients' increments run under it for 300 ms.
+/// X resumes: its overdue timers fire first (its census's deadline has
+/// passed; it suspects its two neighbours), then the held answers arrive,
+/// the promises of the two other replicas among them, then its client's
+/// increment.
+fn late_census_answers(seed: u64, m: RdMutations) -> Result<(), SimError> {
+    late_census_answers_in(seed, m).map(|_| ())
+}
+
+/// `late_census_answers`: the run, X, and when X resumed.
+fn late_census_answers_in(seed: u64, m: RdMutations) -> Result<(Sim<RdNode>, NodeId, Instant), SimError> {
+    let mut sim = cluster(seed, 5, with(5, m));
+    sim.check(safety(false));
+    let x = until(&mut sim, |s| {
+        s.world().events.iter().find_map(|(_, n, e)| matches!(e, RdEvent::CensusStarted { .. }).then_some(*n))
+    })?;
+    sim.pause(x);
+    let from = sim.world().events.len();
+    until(&mut sim, |s| {
+        s.world().events[from..].iter().find_map(|(_, n, e)| matches!(e, RdEvent::Regenerated { .. }).then_some(*n))
+    })?;
+    sim.run_for(Duration::from_millis(300))?;
+    let resumed = sim.now();
+    sim.resume(x);
+    sim.run_for(Duration::from_millis(800))?;
+    Ok((sim, x, resumed))
+}
+
+const SCENARIOS: [(&str, Scenario); 17] = [
+    ("stale_new_previous", stale_new_previous),
+    ("late_census_answers", late_census_answers),
     ("released_copy_after_two_crashes", released_copy_after_two_crashes),
     ("late_newest_copy", late_newest_copy),
     ("held_token_after_a_rejoin", held_token_after_a_rejoin),
@@ -671,6 +765,12 @@ fn census_waits_for_every_member_is_needed() {
 }
 
 #[test]
+fn acts_only_for_pending_recovery_is_needed() {
+    let m = RdMutations { any_recovery_id: true, ..Default::default() };
+    needed("stale_new_previous", stale_new_previous, m, "acknowledged increment was lost");
+}
+
+#[test]
 fn stored_epochs_are_needed() {
     let m = RdMutations { no_stored_epochs: true, ..Default::default() };
     needed("cold_restart", cold_restart, m, "");
@@ -754,6 +854,56 @@ fn mask_shown(name: &str, scenario: Scenario, seeds: &[u64], other: RdMutations,
         }
         let e = scenario(seed, RdMutations { accept_lower_epochs: true, ..other }).expect_err("both off must fail");
         assert!(expect.iter().any(|x| e.message.contains(x)), "{name} seed {seed}: {e}");
+    }
+}
+
+/// The census deadline W·(1−ρ) (`census_past_deadline`: a census past
+/// its deadline still counts late answers and regenerates), masked by the
+/// majority lease (`no_lease`), as foundation.md expects of ringd (no
+/// promise window: "their majority token and quorum leases already stop a
+/// late lower proposal from acting"). In `late_census_answers` (seeds 2,
+/// 3, 4, 6; 1 and 5 pass even with both off): with every rule on X's
+/// census lapses and X makes no token; with the deadline rule off alone
+/// X does make a second token from the two promises, of an epoch below
+/// the one in use (seed 2: epoch 2 beside 3), but runs nothing under it:
+/// it needs a majority to ack its first `HolderAlive`, and before any can,
+/// the held traffic of the higher epoch (a `HolderAlive` of epoch 3)
+/// ends its ownership, and the others answer it `Excluded` or `Stale`;
+/// with the lease off alone the census lapses; with both off X runs its
+/// client's increment under the lower epoch at once, after the others
+/// ran under the higher one.
+#[test]
+fn census_deadline_masked_by_majority_lease() {
+    let d = RdMutations::default;
+    let late = RdMutations { census_past_deadline: true, ..d() };
+    let lease = RdMutations { no_lease: true, ..d() };
+    // X's regenerations after it resumed, and the highest epoch
+    // regenerated before.
+    let tokens = |seed: u64, m: RdMutations| -> (Vec<u64>, u64) {
+        let (sim, x, resumed) =
+            late_census_answers_in(seed, m).unwrap_or_else(|e| panic!("seed {seed}, with {m:?}, should pass: {e}"));
+        let regenerated = |(t, n, e): &(Instant, NodeId, RdEvent)| match e {
+            RdEvent::Regenerated { epoch } => Some((*t, *n, *epoch)),
+            _ => None,
+        };
+        let events = &sim.world().events;
+        let top = events.iter().filter_map(regenerated).filter(|(t, _, _)| *t < resumed).map(|(.., e)| e).max();
+        let after = events.iter().filter_map(regenerated).filter(|(t, n, _)| *t >= resumed && *n == x);
+        (after.map(|(.., e)| e).collect(), top.expect("the others made a token"))
+    };
+    for seed in [2, 3, 4, 6] {
+        let (on, top) = tokens(seed, d());
+        assert!(on.iter().all(|e| *e > top), "seed {seed}: with every rule on X made epoch(s) {on:?} below {top}");
+        let (off, top) = tokens(seed, late);
+        assert!(
+            off.iter().any(|e| *e < top),
+            "seed {seed}: with census_past_deadline alone X made no token below {top} ({off:?}): nothing shown"
+        );
+        if let Err(e) = late_census_answers(seed, lease) {
+            panic!("seed {seed}, with no_lease alone, the run should pass: {e}");
+        }
+        let e = late_census_answers(seed, RdMutations { no_lease: true, ..late }).expect_err("both off must fail");
+        assert!(e.message.contains("ran under fence"), "seed {seed}: {e}");
     }
 }
 

@@ -165,6 +165,16 @@ impl RdNode {
     }
 
     pub(super) fn on_census_reply(&mut self, now: Instant, from: NodeId, proposed: u64, answer: CensusAnswer) {
+        if self.cfg.mutations.census_past_deadline {
+            let live = self.census.as_ref().is_some_and(|c| c.value == proposed);
+            if live && self.promise.proposal().is_none_or(|(v, d)| v != proposed || now >= d) {
+                // Past its deadline before the timer fired.
+                self.census_timeout(now);
+            }
+            if !live || self.census.is_none() {
+                return self.late_census_reply(now, from, proposed, answer);
+            }
+        }
         let Some(c) = self.census.as_mut() else { return };
         if c.value != proposed {
             return;
@@ -213,6 +223,12 @@ impl RdNode {
         };
         let Some(epoch) = token else { return };
         let best = self.census.take().and_then(|c| c.best);
+        self.regenerate(now, epoch, best);
+    }
+
+    /// The census of `epoch` won: the token (epoch, first seq) with the
+    /// newest copy's state is here.
+    fn regenerate(&mut self, now: Instant, epoch: u64, best: Option<Token>) {
         let mut t = Token::regenerated(epoch, self.me, best.as_ref());
         t.seq = self.cfg.first_seq;
         self.came_from = None;
@@ -233,10 +249,39 @@ impl RdNode {
         self.census_not_before = now + self.promise.retry_after(&f, &mut self.rng);
     }
 
+    /// The `census_past_deadline` mutation only: an answer to the own
+    /// census that passed its deadline (the promise component has dropped
+    /// it). Once every member of the ring answered and a majority of
+    /// configured replicas promised, with no higher epoch promised or in
+    /// use here since, it regenerates anyway — what foundation.md forbids
+    /// ("an abandoned proposal never creates anything").
+    fn late_census_reply(&mut self, now: Instant, from: NodeId, proposed: u64, answer: CensusAnswer) {
+        let Some(mut c) = self.late_census.take().filter(|c| c.value == proposed) else { return };
+        match answer {
+            CensusAnswer::Promise { copy } => {
+                c.best = newest(c.best.take(), copy.map(|b| *b));
+                c.answered.insert(from);
+            }
+            // Refused: it is over.
+            CensusAnswer::Refused(_) => return,
+        }
+        let all =
+            self.ring.view().alive_from_me().into_iter().filter(|m| *m != self.me).all(|m| c.answered.contains(&m));
+        if !all || c.answered.len() + 1 < self.quorum() {
+            self.late_census = Some(c);
+            return;
+        }
+        if self.owns_token() || self.promise.threshold() > c.value || self.promise.on_in_use(c.value, now).is_err() {
+            return;
+        }
+        self.regenerate(now, c.value, c.best);
+    }
+
     /// A token showed up: the own census is moot.
     pub(super) fn abandon_census(&mut self, now: Instant) {
         self.census_wanted = false;
         self.census_copy = None;
+        self.late_census = None;
         if self.census.take().is_some() {
             self.promise.abandon(now);
             self.out.event(RdEvent::CensusEnded { outcome: CensusOutcome::Aborted });
@@ -255,6 +300,15 @@ impl RdNode {
     }
 
     pub(super) fn census_timeout(&mut self, now: Instant) {
+        let past =
+            self.promise.proposal().is_none_or(|(v, d)| now >= d || self.census.as_ref().is_some_and(|c| c.value != v));
+        if self.cfg.mutations.census_past_deadline && self.census.is_some() && past {
+            // The mutation: kept, still counting late answers.
+            self.late_census = self.census.clone();
+            let _ = self.promise.on_deadline(now);
+            self.census_failed(now, Failure::Deadline);
+            return;
+        }
         if self.census.is_some() && self.promise.proposal().is_some_and(|(_, d)| now >= d) {
             let _ = self.promise.on_deadline(now);
             self.census_failed(now, Failure::Deadline);

@@ -128,6 +128,17 @@ pub struct RdMutations {
     /// A replica answering an IAmNewNext hands the detector its copy even
     /// when it is not newer than the detector's `seen`.
     pub copy_regardless_of_seen: bool,
+    /// The detector acts on an `IAmNewPrevious` or a `Copy` of any
+    /// recovery id while one of its own recoveries is pending (an earlier
+    /// recovery's, held in the network, included), not only of its
+    /// pending `r`.
+    pub any_recovery_id: bool,
+    /// A census not complete by its deadline `suspect_after·(1−ρ)` is not
+    /// dropped: answers that arrive later still count, and once every
+    /// member of its origin's ring answered and a majority of configured
+    /// replicas promised (no higher epoch promised or in use here since),
+    /// it regenerates.
+    pub census_past_deadline: bool,
     /// A census regenerates once a majority of configured replicas
     /// promised, without waiting for every member of its origin's ring
     /// view (and the newest copy one of them may hold).
@@ -454,6 +465,9 @@ pub struct RdNode {
     /// The last HolderAlive acked here: from whom and when.
     acked_holder: Option<(NodeId, Instant)>,
     census: Option<census::CensusRun>,
+    /// The `census_past_deadline` mutation only: the own census that
+    /// passed its deadline, still counting late answers.
+    late_census: Option<census::CensusRun>,
     census_not_before: Instant,
     /// A census is wanted (token lost, a recovery's copy, `Stale`,
     /// overflow): retried while no token is seen.
@@ -659,6 +673,7 @@ impl Protocol for RdNode {
             lease: lease::LeaseState::default(),
             acked_holder: None,
             census: None,
+            late_census: None,
             census_not_before: first_census,
             census_wanted: false,
             census_copy: None,

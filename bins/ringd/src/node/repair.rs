@@ -184,14 +184,22 @@ impl RdNode {
         }
     }
 
+    /// (safety) Whether an `IAmNewPrevious` or a `Copy` of `recovery` is
+    /// for the pending own recovery (ringd.md, At D): one of an earlier
+    /// recovery, held in the network, must neither end the pending one
+    /// nor supply a census.
+    fn for_pending_recovery(&self, recovery: u64) -> bool {
+        self.recovery.as_ref().is_some_and(|r| r.id == recovery || self.cfg.mutations.any_recovery_id)
+    }
+
     pub(super) fn on_i_am_new_previous(&mut self, now: Instant, _from: NodeId, recovery: u64) {
-        if self.recovery.as_ref().is_some_and(|r| r.id == recovery) {
+        if self.for_pending_recovery(recovery) {
             self.end_recovery(now);
         }
     }
 
     pub(super) fn on_copy(&mut self, now: Instant, recovery: u64, token: Token) {
-        if self.recovery.as_ref().is_none_or(|r| r.id != recovery) || !self.newer(token.id(), self.seen) {
+        if !self.for_pending_recovery(recovery) || !self.newer(token.id(), self.seen) {
             return;
         }
         if self.cfg.mutations.regenerate_from_copy {
