@@ -155,6 +155,11 @@ pub struct TwMutations {
     pub accept_ties: bool,
     /// No promise window (`promise::Config::promise_window = false`).
     pub no_promise_window: bool,
+    /// No restart window (`promise::Mutations::no_restart_window`): a
+    /// (re)started process promises, adopts and proposes at once, though
+    /// the promise and lease-ack windows of its previous life, which live
+    /// in memory, are forgotten.
+    pub no_restart_window: bool,
     /// Grants are not leases: a holder grants whether or not a majority
     /// acked its renewals (the client's deadline is still the visit's end,
     /// `max_hold`), and no renewal is sent.
@@ -752,6 +757,7 @@ impl Protocol for TwNode {
         pcfg.new_cluster = ctx.new_cluster;
         pcfg.mutations.accept_ties = ctx.config.mutations.accept_ties;
         pcfg.promise_window = !ctx.config.mutations.no_promise_window;
+        pcfg.mutations.no_restart_window = ctx.config.mutations.no_restart_window;
         let stored = ctx.stored.clone();
         let loaded = stored.as_ref().and_then(|d| d.promises.clone());
         let kept_promises = loaded.clone().filter(|_| ctx.config.mutations.epoch_not_stored);
