@@ -148,7 +148,9 @@ impl NtNode {
         let smaller = position.is_some() && (self.position.is_none() || position < self.position);
         if let Recovery::M1 { asking, .. } = &self.recovery {
             if *asking == from {
-                if smaller {
+                // (safety) M1 stops at the first valid answer: a
+                // predecessor still queued before us.
+                if smaller || self.cfg.mutations.alive_at_any_position {
                     let seq = self.request.unwrap_or(self.seq);
                     self.send(
                         from,
@@ -174,9 +176,11 @@ impl NtNode {
             }
             // (safety) Alive means: the same life, still queued before us
             // (or, provisionally, without a position), and linked to us.
+            let m = self.cfg.mutations;
             let same_life = pinc == Incarnation(0) || pinc == inc;
-            let still_before = self.position.is_none() || smaller;
-            if same_life && still_before && next == Some(self.me) {
+            let still_before = self.position.is_none() || smaller || m.alive_at_any_position;
+            let linked_to_us = next == Some(self.me) || m.alive_linked_elsewhere;
+            if same_life && still_before && linked_to_us {
                 self.last_alive_ok = now;
             } else {
                 self.start_recovery(now);

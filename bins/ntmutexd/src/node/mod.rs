@@ -178,6 +178,20 @@ pub struct NtMutations {
     /// A holder that finds itself stalled does not ask the others for the
     /// epoch in use.
     pub no_stall_check: bool,
+    /// A predecessor counts as alive whatever position its `IAmAlive`
+    /// gives (none, or one not smaller than ours): in the closest
+    /// predecessor's liveness checks and in M1's answers.
+    pub alive_at_any_position: bool,
+    /// The closest predecessor counts as alive whatever `next` its
+    /// `IAmAlive` gives (linked elsewhere, or to nobody).
+    pub alive_linked_elsewhere: bool,
+    /// Linking overwrites a live `next`: the new site takes its place and
+    /// the successor it had is dropped (instead of the message being
+    /// forwarded down the queue).
+    pub link_drops_successor: bool,
+    /// Regeneration acks count whenever they are read: a proposal is not
+    /// abandoned at `lease_ms·(1−ρ)` after it was sent.
+    pub late_regen_acks: bool,
 }
 
 impl NtConfig {

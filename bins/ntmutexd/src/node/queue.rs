@@ -189,7 +189,9 @@ impl NtNode {
                     self.send(who, c);
                 }
             }
-            Some((n, _)) if !self.suspected.contains(&n) => self.send(n, forward),
+            Some((n, _)) if !self.suspected.contains(&n) && !self.cfg.mutations.link_drops_successor => {
+                self.send(n, forward)
+            }
             _ => {
                 self.last = Last::Parent(who);
                 if self.token_idle() && self.request.is_none() {

@@ -80,7 +80,7 @@ impl NtNode {
         if !waiting.is_empty() && !majority_only {
             return;
         }
-        match self.promise.use_proposal(now) {
+        match self.promise.use_proposal(self.ack_clock(now)) {
             Ok(epoch) => {
                 // Stored as in use before the token grants anything.
                 self.persist_epoch();
@@ -107,6 +107,22 @@ impl NtNode {
                 self.retry_regeneration_at(now + delay);
             }
             Err(UseError::NoProposal) => self.retry_regeneration_at(now + self.commit_timeout()),
+        }
+    }
+
+    /// The time at which answers to our live proposal are counted: now.
+    /// (safety) Acks count only within `lease_ms·(1−ρ)` of sending
+    /// `Regenerate` (the promise component abandons the proposal after
+    /// that): a promiser's window, `lease_ms·(1+ρ)` from its ack, still
+    /// binds it when the token is used, so no higher epoch has completed
+    /// meanwhile. The `late_regen_acks` mutation reads every answer as if
+    /// it came just before the deadline.
+    fn ack_clock(&self, now: Instant) -> Instant {
+        match self.promise.proposal() {
+            Some((_, deadline)) if self.cfg.mutations.late_regen_acks && now >= deadline => {
+                Instant::from_micros(deadline.as_micros().saturating_sub(1))
+            }
+            _ => now,
         }
     }
 
@@ -149,8 +165,8 @@ impl NtNode {
         let (mech, started) = (*mech, *started);
         waiting.remove(&from);
         let step = match answer {
-            Ok(()) => self.promise.on_answer(from, epoch, Ok(()), now),
-            Err(Nack::Refused(r)) => self.promise.on_answer(from, epoch, Err(r), now),
+            Ok(()) => self.promise.on_answer(from, epoch, Ok(()), self.ack_clock(now)),
+            Err(Nack::Refused(r)) => self.promise.on_answer(from, epoch, Err(r), self.ack_clock(now)),
             Err(Nack::Holder) => {
                 // Any Nack aborts; a token holder gets a direct request.
                 self.promise.abandon(now);

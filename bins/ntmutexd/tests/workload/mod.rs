@@ -492,6 +492,10 @@ pub fn all_single() -> Vec<(&'static str, NtMutations)> {
         no_lease_window,
         ack_every_waiter,
         ack_stale_renewals,
-        unrecovered_acks
+        unrecovered_acks,
+        alive_at_any_position,
+        alive_linked_elsewhere,
+        link_drops_successor,
+        late_regen_acks
     )
 }
