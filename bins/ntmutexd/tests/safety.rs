@@ -1852,7 +1852,10 @@ fn stale_token_discarded_holds() {
 
 #[test]
 fn stale_token_discarded_is_needed() {
-    is_needed(stale_token_from_a_paused_holder(NtMutations { take_stale_token: true, ..NO_LEASES }));
+    is_needed_by(
+        stale_token_from_a_paused_holder(NtMutations { take_stale_token: true, ..NO_LEASES }),
+        "granted fence",
+    );
 }
 
 /// A token in transit is invisible to a search (ntmutexd.md, "Regeneration
@@ -1915,7 +1918,10 @@ fn holder_nacks_regeneration_holds() {
 
 #[test]
 fn holder_nacks_regeneration_is_needed() {
-    is_needed(token_in_transit_during_a_search(NtMutations { no_holder_nack: true, ..NO_LEASES }));
+    is_needed_by(
+        token_in_transit_during_a_search(NtMutations { no_holder_nack: true, ..NO_LEASES }),
+        "more than one token",
+    );
 }
 
 /// A search that finds the token: N = 3, every one-way delay 1 ms, 3

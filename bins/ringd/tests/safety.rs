@@ -837,7 +837,13 @@ fn lower_epochs_refused_masked_by_life_rule_and_census_busy() {
     let d = RdMutations::default;
     let life = RdMutations { accept_tokens_for_other_lives: true, ..d() };
     let busy = RdMutations { census_ignores_owner: true, ..d() };
-    mask_shown("held_token_after_a_rejoin", held_token_after_a_rejoin, &[1, 5], life, &["ran under fence", "lost"]);
+    mask_shown(
+        "held_token_after_a_rejoin",
+        held_token_after_a_rejoin,
+        &[1, 5],
+        life,
+        &["ran under fence", "acknowledged increment was lost"],
+    );
     mask_shown("owner_told_stale", owner_told_stale, &SEEDS, busy, &["still runs"]);
 }
 
