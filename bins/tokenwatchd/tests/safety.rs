@@ -894,7 +894,7 @@ fn claim_busy_while_holding_is_needed() {
 /// waits): the lease window refuses; it has seen a newer token than the
 /// claimant: the newer-token `Busy` refuses. With the holder's `Busy` off
 /// too, it adopts, the claimant's token grants while `s1`'s (or `s`'s)
-/// client holds (seeds 6, 8, 9 of 0–9; 15 of 0–59, 2026-11-28). Any one
+/// client holds (seeds 6, 8, 9 of 0–9; 15 of 0–59, 2026-11-27). Any one
 /// of the three on keeps seeds 0–9 safe (the newer-token and the lease
 /// window off without the holder's: seeds 16 and 59 of 0–59 break, see
 /// `claim_busy_for_a_newer_token_masked_by_lease_window`).
@@ -929,7 +929,7 @@ fn claim_busy_for_a_newer_token_is_needed() {
 /// The newer-token `Busy`, masked by the lease window: in
 /// `claim_behind_a_late_hand_off` every process the Claim reaches after the
 /// token acked a renewal of the token's holders. With both off, seed 16
-/// of 0–19 breaks (2 of 0–59: 16, 59; 2026-11-28): the Claim passes the
+/// of 0–19 breaks (2 of 0–59: 16, 59; 2026-11-27): the Claim passes the
 /// processes the token has left, and the claimant's token grants while a
 /// client of the old one holds; with either on, none of 0–59.
 #[test]
@@ -1003,7 +1003,7 @@ fn claim_busy_while_awaiting_is_needed() {
 /// token; its renewals of the old epoch are refused by the four adopters
 /// (their threshold is the new epoch), so it grants nothing. With those
 /// renewals acked too, `r` grants a fence below the new token's (seeds 0,
-/// 4, 5, 7, 8, 9 of 0–9; 21 of 0–59, 2026-11-28); with either rule on, none
+/// 4, 5, 7, 8, 9 of 0–9; 21 of 0–59, 2026-11-27); with either rule on, none
 /// of 0–59. (`no_leases` masks it the same way: with the awaiting `Busy`
 /// off too, 12 of 0–59 break, none with either alone.) In the other seeds
 /// the first claimant is `r` itself (its Claim's way back is the held
@@ -1036,7 +1036,7 @@ fn claim_deadline_is_needed() {
 /// (so it grants nothing) and its hand-off (`Stale`). With renewals below
 /// the threshold acked too, its holder grants a fence below those of the
 /// newer token (seeds 0, 1, 2, 4, 5, 7, 8, 9 of 0–9; 41 of 0–59,
-/// 2026-11-28); with either rule on, none of 0–59.
+/// 2026-11-27); with either rule on, none of 0–59.
 #[test]
 fn claim_deadline_masked_by_stale_renewal_refusal() {
     let all = TwMutations { claim_past_deadline: true, ack_stale_renewals: true, ..Default::default() };
@@ -1097,7 +1097,7 @@ fn restart_window_is_needed() {
     // Without it the restarted ackers adopt the Claim at once: its token
     // grants while `s`'s client still holds under the lease they acked
     // (seeds 3, 4, 8, 9 of 0–9; 22 of 0–59, none with the rule,
-    // 2026-11-28; in the others the client has released first).
+    // 2026-11-27; in the others the client has released first).
     let m = TwMutations { no_restart_window: true, ..Default::default() };
     let e = scripted_breaks(10, m, claim_after_the_ackers_restart);
     assert!(e.message.contains("holds until"), "{e}");
@@ -1109,7 +1109,7 @@ fn restart_window_is_needed() {
 /// (restarted at the partition, having promised e1 to n3). Any one of
 /// slot, tie refusal and restart window keeps every seed safe; with all
 /// three off, two tokens of one epoch (seeds 2, 4, 5 of 0–5; 16 of 0–39,
-/// none of 0–39 with any one on, 2026-11-28). The promise window itself is
+/// none of 0–39 with any one on, 2026-11-27). The promise window itself is
 /// on throughout: the restart forgot it.
 #[test]
 fn restart_window_over_a_promise_masked_by_epoch_slot_and_tie_refusal() {
