@@ -225,6 +225,12 @@ impl PromiseNode {
         self.proposal.as_ref().map(|p| (p.value, p.deadline))
     }
 
+    /// Whether `value` is the live own proposal and its deadline has not
+    /// passed at `now` (else answers to it can no longer complete it).
+    pub fn proposal_live(&self, value: u64, now: Instant) -> bool {
+        self.proposal.as_ref().is_some_and(|p| p.value == value && now < p.deadline)
+    }
+
     /// Who has promised the live own proposal (this node included), for a
     /// core with extra majority rules (ntmutexd: every non-suspected site).
     pub fn promisers(&self) -> Option<&BTreeSet<NodeId>> {

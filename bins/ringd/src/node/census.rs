@@ -167,7 +167,7 @@ impl RdNode {
     pub(super) fn on_census_reply(&mut self, now: Instant, from: NodeId, proposed: u64, answer: CensusAnswer) {
         if self.cfg.mutations.census_past_deadline {
             let live = self.census.as_ref().is_some_and(|c| c.value == proposed);
-            if live && self.promise.proposal().is_none_or(|(v, d)| v != proposed || now >= d) {
+            if live && !self.promise.proposal_live(proposed, now) {
                 // Past its deadline before the timer fired.
                 self.census_timeout(now);
             }
@@ -300,9 +300,8 @@ impl RdNode {
     }
 
     pub(super) fn census_timeout(&mut self, now: Instant) {
-        let past =
-            self.promise.proposal().is_none_or(|(v, d)| now >= d || self.census.as_ref().is_some_and(|c| c.value != v));
-        if self.cfg.mutations.census_past_deadline && self.census.is_some() && past {
+        let past = |c: &CensusRun| !self.promise.proposal_live(c.value, now);
+        if self.cfg.mutations.census_past_deadline && self.census.as_ref().is_some_and(past) {
             // The mutation: kept, still counting late answers.
             self.late_census = self.census.clone();
             let _ = self.promise.on_deadline(now);

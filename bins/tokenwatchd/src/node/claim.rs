@@ -175,8 +175,7 @@ impl TwNode {
             return;
         }
         self.hops.remove(&(epoch, self.me));
-        if self.cfg.mutations.claim_past_deadline && self.promise.proposal().is_none_or(|(v, d)| v != epoch || now >= d)
-        {
+        if self.cfg.mutations.claim_past_deadline && !self.promise.proposal_live(epoch, now) {
             return self.claim_back_late(now, epoch, claim);
         }
         for a in claim.adopters.iter().filter(|a| **a != self.me) {

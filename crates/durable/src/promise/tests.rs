@@ -246,6 +246,18 @@ fn propose_goes_above_floor_in_own_slot_and_stores_first() {
 }
 
 #[test]
+fn a_proposal_is_live_for_its_value_until_its_deadline() {
+    let mut p = node(2);
+    let v = p.propose(ms(100)).expect("propose");
+    assert_eq!(p.proposal(), Some((v, ms(200))));
+    assert!(p.proposal_live(v, ms(199)));
+    assert!(!p.proposal_live(v, ms(200)), "past its deadline");
+    assert!(!p.proposal_live(v + 1, ms(150)), "another value");
+    let _ = p.abandon(ms(150));
+    assert!(!p.proposal_live(v, ms(150)), "abandoned");
+}
+
+#[test]
 fn proposer_applies_busy_to_itself() {
     let mut p = node(1);
     let _ = p.on_proposal(n(2), 1025, ms(100)).expect("promise");
