@@ -678,20 +678,29 @@ fn election_deadline_masked_by_quorum_lease() {
 #[test]
 fn majority_of_voters_masked_by_prevote_and_heartbeat_quorum() {
     let all = ElMutations { no_prevote: true, no_majority: true, self_quorum: true, ..Default::default() };
-    for seed in 1..=3 {
-        minority_cut_off(seed, Algorithm::Ring, ElMutations::default()).unwrap();
-        for one_on in [
-            ElMutations { no_prevote: false, ..all },
-            ElMutations { no_majority: false, ..all },
-            ElMutations { self_quorum: false, ..all },
-        ] {
-            if let Err(e) = minority_cut_off(seed, Algorithm::Ring, one_on) {
-                panic!("seed {seed}, with {one_on:?}, the run should pass: {e}");
+    let one_on = [
+        ElMutations::default(),
+        ElMutations { no_prevote: false, ..all },
+        ElMutations { no_majority: false, ..all },
+        ElMutations { self_quorum: false, ..all },
+    ];
+    masked(minority_cut_off, &[Algorithm::Ring], &one_on, all, &[AT_ONCE, LEASE_OVERLAP]);
+}
+
+/// A mask, for each of `algs` and seeds 1–3: `scenario` passes with each
+/// of `passing` (rule sets with a masking rule on) and fails with `all`
+/// off, with a message containing one of `failures`.
+fn masked(scenario: Scenario, algs: &[Algorithm], passing: &[ElMutations], all: ElMutations, failures: &[&str]) {
+    for &alg in algs {
+        for seed in 1..=3 {
+            for m in passing {
+                if let Err(e) = scenario(seed, alg, *m) {
+                    panic!("{alg:?} seed {seed}, with {m:?}, the run should pass: {e}");
+                }
             }
+            let e = scenario(seed, alg, all).expect_err("with the rules all off the run should fail");
+            assert!(failures.iter().any(|f| e.message.contains(f)), "{alg:?} seed {seed}: {e}");
         }
-        let e = minority_cut_off(seed, Algorithm::Ring, all).expect_err("with all three off the run should fail");
-        let text = e.to_string();
-        assert!(text.contains(AT_ONCE) || text.contains(LEASE_OVERLAP), "{text}");
     }
 }
 
@@ -706,16 +715,9 @@ fn majority_of_voters_masked_by_prevote_and_heartbeat_quorum() {
 #[test]
 fn majority_of_voters_masked_by_heartbeat_quorum() {
     let d = ElMutations::default;
+    let alone = [ElMutations { no_majority: true, ..d() }, ElMutations { self_quorum: true, ..d() }];
     let both = ElMutations { no_majority: true, self_quorum: true, ..d() };
-    for seed in 1..=3 {
-        for one in [ElMutations { no_majority: true, ..d() }, ElMutations { self_quorum: true, ..d() }] {
-            if let Err(e) = same_term_elections(seed, Algorithm::Ring, one) {
-                panic!("seed {seed}, with {one:?} alone, the run should pass: {e}");
-            }
-        }
-        let e = same_term_elections(seed, Algorithm::Ring, both).expect_err("with both off the run should fail");
-        assert!(e.message.contains("two coordinators in term"), "seed {seed}: {e}");
-    }
+    masked(same_term_elections, &[Algorithm::Ring], &alone, both, &["two coordinators in term"]);
 }
 
 /// The step-down's safety half (no grant after a higher term's), masked
@@ -728,19 +730,9 @@ fn majority_of_voters_masked_by_heartbeat_quorum() {
 #[test]
 fn step_down_masked_by_quorum_lease() {
     let d = ElMutations::default;
+    let alone = [ElMutations { no_step_down: true, ..d() }, ElMutations { no_quorum_lease: true, ..d() }];
     let both = ElMutations { no_step_down: true, no_quorum_lease: true, ..d() };
-    for alg in ALGS {
-        for seed in 1..=3 {
-            for one in [ElMutations { no_step_down: true, ..d() }, ElMutations { no_quorum_lease: true, ..d() }] {
-                if let Err(e) = cut_off_coordinator(seed, alg, one) {
-                    panic!("{alg:?} seed {seed}, with {one:?} alone, the run should pass: {e}");
-                }
-            }
-            let e = cut_off_coordinator(seed, alg, both).expect_err("with both off the run should fail");
-            let text = e.to_string();
-            assert!(text.contains(AT_ONCE) || text.contains(LEASE_OVERLAP), "{alg:?} seed {seed}: {text}");
-        }
-    }
+    masked(cut_off_coordinator, &ALGS, &alone, both, &[AT_ONCE, LEASE_OVERLAP]);
 }
 
 /// Every scenario above, by name.

@@ -1717,14 +1717,30 @@ fn epoch_stored_before_use_is_needed() {
 /// passes, with leases and without.
 #[test]
 fn epoch_stored_before_use_masked_by_promise_store() {
-    for base in [NONE, NO_LEASES] {
-        holds(cold_restart_behind_the_root(NtMutations { no_epoch_store: true, ..base }));
-        holds(cold_restart_behind_the_root(NtMutations { ack_before_store: true, ..base }));
-    }
-    is_needed_by(
-        cold_restart_behind_the_root(NtMutations { no_epoch_store: true, ack_before_store: true, ..NONE }),
+    masked_pair(
+        cold_restart_behind_the_root,
+        |m| NtMutations { no_epoch_store: true, ..m },
+        |m| NtMutations { ack_before_store: true, ..m },
+        NONE,
         "granted fence",
     );
+}
+
+/// A rule masked by one other: `scenario` passes with each switch alone
+/// (`a` or `b` applied to every rule on, and to leases off too), and
+/// fails with `what` with both applied to `base`.
+fn masked_pair(
+    scenario: fn(NtMutations) -> Result<(), SimError>,
+    a: fn(NtMutations) -> NtMutations,
+    b: fn(NtMutations) -> NtMutations,
+    base: NtMutations,
+    what: &str,
+) {
+    for m in [NONE, NO_LEASES] {
+        holds(scenario(a(m)));
+        holds(scenario(b(m)));
+    }
+    is_needed_by(scenario(a(b(base))), what);
 }
 
 /// A token copy at a recovered wiped node. N = 3: 2 holds (its client
@@ -1972,12 +1988,11 @@ fn regen_only_without_position_or_token_is_needed() {
 /// both off and leases off, two tokens.
 #[test]
 fn regen_only_without_position_or_token_masked_by_holder_nack() {
-    for base in [NONE, NO_LEASES] {
-        holds(search_finds_the_holder(NtMutations { regen_despite_answers: true, ..base }));
-        holds(search_finds_the_holder(NtMutations { no_holder_nack: true, ..base }));
-    }
-    is_needed_by(
-        search_finds_the_holder(NtMutations { regen_despite_answers: true, no_holder_nack: true, ..NO_LEASES }),
+    masked_pair(
+        search_finds_the_holder,
+        |m| NtMutations { regen_despite_answers: true, ..m },
+        |m| NtMutations { no_holder_nack: true, ..m },
+        NO_LEASES,
         "(detector accurate)",
     );
 }
