@@ -272,6 +272,115 @@ fn unconfirmed_grants_not_reregistered_is_needed() {
     );
 }
 
+// ------------------------------------- an adopted grant renewed late
+
+/// The timings of `adopted_grant_at_failover`: the kit's, with a quorum
+/// lease of 200 ms (`suspect_after` 212 ms: `lease·(1+ρ) + heartbeat ≤
+/// suspect_after·(1−ρ)`) and `grant_ttl` the least `validate` accepts,
+/// `3·(lease + suspect_after)` = 1,236 ms; with `short_grant_ttl`, 240 ms
+/// (renewals every 80 ms), which the bound forbids.
+fn long_lease(alg: Algorithm, m: ElMutations) -> ElConfig {
+    let mut c = ElConfig {
+        lease: Duration::from_millis(200),
+        suspect_after: Duration::from_millis(212),
+        mutations: m,
+        ..config(alg, 5)
+    };
+    c.election_timeout = c.derived_election_timeout(5);
+    c.grant_ttl = if m.short_grant_ttl { Duration::from_millis(240) } else { c.min_grant_ttl() };
+    c
+}
+
+/// (safety) Failover gap, its exception: a new coordinator renews an
+/// adopted grant only once `lease·(1+ρ)` has passed since it took office.
+/// N = 5, 5 in office ([`long_lease`] timings); 1's client is granted
+/// (holds two `grant_ttl`); from then on 1's renewals to 5 are lost, as
+/// are 1's, 2's and 3's `StaleTerm` answers to 5, and 5's client asks
+/// (queued behind 1). 70 ms later 4 is cut off from 5 both ways and from 1
+/// (4→1), and 2 starts the next term: 2, 3 and 4 elect 4, skipping 5 and 1
+/// (`relay`: after aborted terms). 5, told nothing, stays in office, its
+/// quorum lease running from the last heartbeat 2 or 3 acked before
+/// joining the new term (1 acks on). Once 4 is in office 4→1 is mended:
+/// 1 hears 4's heartbeat and re-registers its grant, which 4 adopts. 5
+/// frees 1's grant once it stops honouring it (the receipt of 1's last
+/// renewal to it + `grant_ttl·(1+ρ)`) and, under its quorum lease if that
+/// is still running, grants its own client: 1's lease must have ended by
+/// then, so 4 must not have acked 1's renewals meanwhile.
+fn adopted_grant_at_failover(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+    let c = long_lease(alg, m);
+    let ttl = c.grant_ttl;
+    let mut sim = cluster_with(seed, 5, c, ttl * 2);
+    elect(&mut sim, 5)?;
+    let term = sim.world().core(NodeId(5)).map_or(0, |c| c.term());
+    sim.after(Duration::ZERO, acquire(NodeId(1), client(1)));
+    // After 5's failover gap, (lease + grant_ttl)·(1+ρ) + hop_timeout.
+    until_granted(&mut sim, 1, ttl * 2)?;
+    let granted_at = sim.now();
+    let Some((_, fence)) = sim.world().core(NodeId(1)).and_then(|c| c.holder()) else {
+        return Err(sim.error("1's client holds nothing"));
+    };
+    sim.drop_kind(NodeId(1), NodeId(5), "renew", u32::MAX);
+    for x in 1..=3 {
+        sim.drop_kind(NodeId(x), NodeId(5), "stale_term", u32::MAX);
+    }
+    sim.after(Duration::ZERO, acquire(NodeId(5), client(5)));
+    sim.run_for(Duration::from_millis(70))?;
+    for (from, to) in [(4, 5), (5, 4), (4, 1)] {
+        sim.cut(NodeId(from), NodeId(to));
+    }
+    let now = sim.now();
+    sim.with_core(NodeId(2), |c| c.start_election_now(now));
+    let end = now + Duration::from_millis(300);
+    while !sim.world().core(NodeId(4)).is_some_and(|c| c.in_office()) {
+        if sim.now() > end {
+            return Err(sim.error("4 was not in office within 300 ms of the new term"));
+        }
+        sim.run_for(Duration::from_micros(100))?;
+    }
+    sim.uncut(NodeId(4), NodeId(1));
+    let end = sim.now() + Duration::from_millis(50);
+    while sim.world().core(NodeId(4)).and_then(|c| c.current_grant()) != Some((NodeId(1), fence)) {
+        if sim.now() > end {
+            return Err(sim.error("4 did not adopt 1's grant within 50 ms of office"));
+        }
+        sim.run_for(Duration::from_micros(100))?;
+    }
+    if !sim.world().core(NodeId(5)).is_some_and(|c| c.in_office() && c.term() == term) {
+        return Err(sim.error(format!("5 left office in term {term} before 4 adopted 1's grant")));
+    }
+    sim.run_until(granted_at + ttl + Duration::from_millis(100))
+}
+
+#[test]
+fn adopted_grant_at_failover_holds() {
+    holds(adopted_grant_at_failover);
+}
+
+/// The wait before renewing an adopted grant, masked by the `grant_ttl`
+/// bound (`grant_ttl ≥ 3·(lease + suspect_after)`): in
+/// `adopted_grant_at_failover`, 5 can free 1's grant and grant again only
+/// under a quorum lease from a heartbeat acked before 4's voters joined
+/// its term, so before 1 re-registered; 1 renews every `grant_ttl/3`, so
+/// its first renewal acked by 4 early comes at most `2·grant_ttl/3` after
+/// its last one to 5, and 5 frees it `grant_ttl·(1+ρ)` after that: the
+/// hazard needs `lease > grant_ttl/3 + ρ·grant_ttl`, which the bound
+/// rules out. With the valid `grant_ttl` (1,236 ms) and adopted grants
+/// renewed at once, 5's quorum lease has long lapsed when it frees 1's
+/// grant (it steps down); with the 240 ms `grant_ttl` and every rule on, 1's
+/// lease ends unrenewed just before 5 grants its own client; with both,
+/// 4 acks 1's renewal 160 ms after its last one to 5, and 5 grants its
+/// client 240 ms after that while 1's lease runs. (Of seeds 1–40, all 40
+/// `relay` and all 40 `ring` runs fail so with both; the two other
+/// combinations and every rule on pass all 80.)
+#[test]
+fn adopted_renewal_wait_masked_by_grant_ttl_bound() {
+    let d = ElMutations::default;
+    let at_once = ElMutations { renew_adopted_at_once: true, ..d() };
+    let short = ElMutations { short_grant_ttl: true, ..d() };
+    let both = ElMutations { short_grant_ttl: true, ..at_once };
+    masked(adopted_grant_at_failover, &ALGS, &[d(), at_once, short], both, &[LEASE_OVERLAP]);
+}
+
 // ---------------------------------------------------------------- pre-vote
 
 /// (+) Pre-vote. 1 can send but hears nothing (every link into it is
@@ -736,11 +845,12 @@ fn step_down_masked_by_quorum_lease() {
 }
 
 /// Every scenario above, by name.
-const SCENARIOS: [(&str, Scenario); 13] = [
+const SCENARIOS: [(&str, Scenario); 14] = [
     ("failover_gap", failover_gap),
     ("quorum_lease", quorum_lease),
     ("lease_from_renewal", lease_from_renewal),
     ("unconfirmed_grant_at_failover", unconfirmed_grant_at_failover),
+    ("adopted_grant_at_failover", adopted_grant_at_failover),
     ("prevote", prevote),
     ("cold_restart", cold_restart),
     ("same_term_elections", same_term_elections),
@@ -761,6 +871,7 @@ fn masked_rules_break_no_scenario() {
     for m in [
         ElMutations { no_majority: true, ..Default::default() },
         ElMutations { no_election_deadline: true, ..Default::default() },
+        ElMutations { renew_adopted_at_once: true, ..Default::default() },
     ] {
         for (name, scenario) in SCENARIOS {
             for alg in ALGS {
@@ -788,11 +899,13 @@ fn masked_rules_survey() {
     for (mname, masked) in [
         ("no_majority", ElMutations { no_majority: true, ..d() }),
         ("no_election_deadline", ElMutations { no_election_deadline: true, ..d() }),
+        ("renew_adopted_at_once", ElMutations { renew_adopted_at_once: true, ..d() }),
     ] {
         for (oname, other) in &others {
             let both = ElMutations {
                 no_majority: masked.no_majority,
                 no_election_deadline: masked.no_election_deadline,
+                renew_adopted_at_once: masked.renew_adopted_at_once,
                 ..*other
             };
             let (mut total, mut masks) = (0, Vec::new());

@@ -341,6 +341,7 @@ fn masked_rules_break_no_sweep() {
     for m in [
         ElMutations { no_majority: true, ..Default::default() },
         ElMutations { no_election_deadline: true, ..Default::default() },
+        ElMutations { renew_adopted_at_once: true, ..Default::default() },
     ] {
         let failed = failing_runs(m, 0..count);
         eprintln!("{m:?}: {} runs fail: {failed:?}", failed.len());

@@ -140,7 +140,8 @@ impl ElNode {
             // predecessor's quorum lease has lapsed.
             let same = o.holder.as_ref().is_some_and(|g| g.node == from && g.fence == f);
             if same || (o.holder.is_none() && lockservice::fence_parts(f).0 < term) {
-                let renew_from = adopt_from(o).unwrap_or(now);
+                let renew_from =
+                    if self.cfg.mutations.renew_adopted_at_once { now } else { adopt_from(o).unwrap_or(now) };
                 o.holder = Some(Grant { node: from, fence: f, honour_until: now + honour, renew_from });
                 self.timers.set(Timer::HolderExpiry, now + honour);
                 self.send(from, Msg::Granted { term, req, fence: f });

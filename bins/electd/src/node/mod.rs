@@ -152,6 +152,15 @@ pub struct ElMutations {
     /// coordinator freed it and granted others): adopted, it starts its
     /// client under the old, lower fence.
     pub reregister_unconfirmed: bool,
+    /// A new coordinator renews an adopted grant (one re-registered from
+    /// an earlier term) at once, not only once `lease·(1+ρ)` has passed
+    /// since it took office: its predecessor, still under its quorum
+    /// lease, may free the grant and grant another meanwhile.
+    pub renew_adopted_at_once: bool,
+    /// [`ElConfig::validate`] accepts a `grant_ttl` below
+    /// `3·(lease + suspect_after)`: the bound that masks
+    /// `renew_adopted_at_once` (its scenario sets such a `grant_ttl`).
+    pub short_grant_ttl: bool,
 }
 
 impl Default for ElConfig {
@@ -216,7 +225,7 @@ impl ElConfig {
         if self.election_timeout < need {
             return Err(ElError::ElectionTimeoutTooShort { need });
         }
-        if self.grant_ttl < self.min_grant_ttl() {
+        if self.grant_ttl < self.min_grant_ttl() && !self.mutations.short_grant_ttl {
             return Err(ElError::GrantTtlTooShort { need: self.min_grant_ttl() });
         }
         if self.coordinator_max_queue == 0 || self.max_queue == 0 {
