@@ -132,6 +132,11 @@ pub struct NtMutations {
     /// or a token does not stop it (the holder's `Nack{holder}` still
     /// may).
     pub regen_despite_answers: bool,
+    /// A search regenerates although an answer shows a smaller position
+    /// (under M2; any position under M3): the requester does not link
+    /// behind that site. An answer with the token still makes it ask the
+    /// holder (only the "smaller position" half of the rule is off).
+    pub regen_despite_position: bool,
     /// A token holder promises a regeneration like any other site instead
     /// of answering `Nack{holder}`.
     pub no_holder_nack: bool,

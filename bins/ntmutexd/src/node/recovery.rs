@@ -203,6 +203,7 @@ impl NtNode {
         // a token.
         let (positioned, holder) =
             if self.cfg.mutations.regen_despite_answers { (None, None) } else { (positioned, holder) };
+        let positioned = if self.cfg.mutations.regen_despite_position { None } else { positioned };
         if mech == Mech::M3 {
             // Elected (still a candidate): E applies rule III to itself.
             self.rebuild_last(self.me);

@@ -478,6 +478,7 @@ pub fn all_single() -> Vec<(&'static str, NtMutations)> {
         take_stale_token,
         no_holder_nack,
         regen_despite_answers,
+        regen_despite_position,
         accept_second_token,
         ack_before_store,
         no_epoch_store,
