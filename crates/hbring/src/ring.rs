@@ -21,6 +21,14 @@
 //! also probe the dead members between themselves and their live successor,
 //! so a healed partition or a restarted member that nobody contacts still
 //! finds its way back.
+//!
+//! Views can disagree after crashes (a report lost with the nodes it would
+//! have passed), and a node must not suspect a live neighbour for it: a
+//! node whose predecessor died heartbeats the new one at once, whose
+//! successor changed to a node that came alive between them heartbeats
+//! the old one, and whose successor was declared dead by another's report
+//! probes it. Each heartbeat carries the view's digest, and differing
+//! views are exchanged whole.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -355,6 +363,7 @@ impl HbRing {
             }
             return;
         }
+        let was_successor = self.view.successor() == Some(about);
         if self.view.merge(about, liveness) {
             out.event(match liveness.status {
                 Status::Dead => HbEvent::Down { node: about, inc: liveness.incarnation },
@@ -362,6 +371,15 @@ impl HbRing {
             });
             self.neighbours_changed(now, out);
             self.gossip(about, liveness, out);
+            if was_successor && liveness.status == Status::Dead {
+                // Our successor, declared dead by another: if it lives on
+                // (the late report of a false suspicion), nobody heartbeats
+                // it now, and it would suspect us in our live life. Probed
+                // at once, it answers, is told `Excluded` and rejoins, as
+                // the probes of the dead gap would make it do up to
+                // `probe_every` later (hbring sweep seed 6005).
+                out.send(about, HbMsg::Heartbeat { digest: self.view.digest() });
+            }
         }
     }
 
@@ -437,9 +455,16 @@ impl HbRing {
         self.neighbours_changed(now, out);
     }
 
-    /// Reports this node's current life to `to` alone.
+    /// Tells `to` alone this node's current life, and compares views with
+    /// it: a heartbeat carries the life and the view's digest, and `to`
+    /// answers with its own view if they differ. The new predecessor may
+    /// heartbeat a node between us that this view holds dead in a life it
+    /// has left (a restart nobody told us of, its successor being down):
+    /// its view puts that node back here, and we watch it instead of
+    /// suspecting the predecessor in its live life (hbring sweep seed
+    /// 11625).
     fn tell_my_life(&self, to: NodeId, out: &mut impl HbOut) {
-        out.send(to, HbMsg::Report { about: self.view.me(), liveness: Liveness::alive(self.view.my_incarnation()) });
+        out.send(to, HbMsg::Heartbeat { digest: self.view.digest() });
     }
 
     /// Sends a report to the live successor (it travels one lap).
@@ -458,25 +483,33 @@ impl HbRing {
         let pred = target(self.view.predecessor());
         if watched(&self.pred) != pred {
             let old = self.pred.as_ref().map(|w| w.node);
-            if old.is_some_and(|o| !self.view.is_alive(o)) && self.repair_since.is_none() {
+            if old.is_some_and(|o| !self.view.is_alive(o)) {
                 // Our predecessor died (suspected here or reported): measure
                 // until the new one heartbeats us — unless it just did.
                 let new = pred.map(|(n, _)| n);
-                match self.last_heartbeat {
+                let heard = match self.last_heartbeat {
                     Some((from, at)) if Some(from) == new && now.saturating_since(at) < self.cfg.heartbeat => {
-                        out.event(HbEvent::Repaired { new_predecessor: from, took: Duration::ZERO });
+                        Some(from)
                     }
-                    _ => {
-                        self.repair_since = Some(now);
-                        // The new predecessor may not know this life (we
-                        // restarted, or rejoined, while it thought us
-                        // dead): then it heartbeats somebody else, and
-                        // only its next probe, up to `probe_every` away,
-                        // would stop us suspecting it in its live life.
-                        if let Some(p) = new {
-                            self.tell_my_life(p, out);
-                        }
+                    _ => None,
+                };
+                if self.repair_since.is_none() {
+                    match heard {
+                        Some(from) => out.event(HbEvent::Repaired { new_predecessor: from, took: Duration::ZERO }),
+                        None => self.repair_since = Some(now),
                     }
+                }
+                // The new predecessor may not know this life (we restarted,
+                // or rejoined, while it thought us dead), or may not know
+                // that the node between us died (two neighbours dying
+                // together, its successor's report lost with them): then
+                // it heartbeats somebody else, and we would suspect it in
+                // its live life before it finds us. Told, it compares
+                // views with us at once (hbring sweep seeds 1838, 11625).
+                // Even if it just heartbeat us: it may have moved on to a
+                // node it holds alive and we dead since (seed 3928).
+                if let Some(p) = new {
+                    self.tell_my_life(p, out);
                 }
             }
             self.pred = pred.map(|(node, inc)| Watch {
@@ -507,6 +540,14 @@ impl HbRing {
             let new = succ.map(|(n, _)| n);
             if old != new {
                 out.event(HbEvent::SuccessorChanged { from: old, to: new });
+                if let Some(o) = old.filter(|o| self.view.is_alive(*o)) {
+                    // A node came alive between us and our old successor,
+                    // which we no longer heartbeat: it hears our digest
+                    // at once, and the views it gets back name its new
+                    // predecessor, before it would suspect us in our live
+                    // life (hbring sweep seed 24377).
+                    out.send(o, HbMsg::Heartbeat { digest: self.view.digest() });
+                }
             }
             match &self.succ {
                 Some(w) => {

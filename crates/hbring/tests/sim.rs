@@ -9,7 +9,7 @@ use std::time::Duration;
 use ftcore::{Incarnation, NodeId, Protocol};
 use hbring::{HbConfig, HbEvent, HbNode};
 use membership::Status;
-use sim::{for_seeds, Action, FaultPlan, NetConfig, Sim, SimError, World};
+use sim::{for_seeds, for_seeds_with, Action, FaultPlan, NetConfig, Sim, SimError, World};
 use timer::Instant;
 
 const HEARTBEAT: Duration = Duration::from_millis(50);
@@ -244,7 +244,9 @@ fn random_crashes_and_restarts_keep_views_sane_and_converge() {
 
 #[test]
 fn random_partitions_and_crashes_converge_after_healing() {
-    for_seeds(100, |seed| {
+    // Pinned: 4974 failed in between the two fixes of 2026-11-27 (see
+    // `SWEEP_REGRESSIONS`).
+    for_seeds_with(&[4974], 100, |seed| {
         let n = 4 + (seed % 5) as u32;
         let plan = FaultPlan { crashes: 4, max_down: 2, partitions: 3, ..FaultPlan::default() };
         run_with_faults(seed, n, plan).map(|_| ())
@@ -253,7 +255,11 @@ fn random_partitions_and_crashes_converge_after_healing() {
 
 #[test]
 fn every_fault_kind_keeps_views_sane_and_converges() {
-    for_seeds(60, |seed| {
+    // Pinned: 3209 and 4355, found by 15,000 seeds of this family (a
+    // neighbour suspected in its live life while two views disagreed after
+    // crashes; fixed by the digest exchange with a new predecessor and the
+    // probe of a successor declared dead by another, 2026-11-27).
+    for_seeds_with(&[3209, 4355], 60, |seed| {
         let n = 3 + (seed % 6) as u32;
         run_with_faults(seed, n, everything(n)).map(|_| ())
     });
@@ -287,9 +293,30 @@ fn a_thousand_nodes_form_a_ring_and_repair_it() {
 #[test]
 #[ignore]
 fn sweep_thousands_of_seeds() {
-    for_seeds(3_000, |seed| {
-        let n = 3 + (seed % 10) as u32;
-        let plan = FaultPlan { crashes: 8, partitions: (seed % 3) as u32, ..everything(n) };
-        run_with_faults(seed, n, plan).map(|_| ())
-    });
+    for_seeds_with(SWEEP_REGRESSIONS, 3_000, sweep_seed);
+}
+
+/// Seeds of the sweep that failed once, each a node suspecting a
+/// neighbour in its live life while their views disagreed after crashes,
+/// run in every `cargo test` (all fixed on 2026-11-27, `HbRing`): 11625,
+/// found by seeds 3,000–14,999 (a restart its new predecessor's view knew
+/// and its own did not: the predecessor is told our digest); then, as
+/// each fix moved the runs, 6005 (the late report of a false suspicion
+/// dropped a live successor nobody heartbeat: it is probed), 24377 (a
+/// node came alive between a node and its successor, which lost its
+/// predecessor unawares: the old successor hears our digest) and 3928 (a
+/// new predecessor that had just heartbeat us moved on: it is told all
+/// the same).
+const SWEEP_REGRESSIONS: &[u64] = &[3928, 6005, 11625, 24377];
+
+#[test]
+fn sweep_regression_seeds() {
+    for_seeds_with(SWEEP_REGRESSIONS, 0, sweep_seed);
+}
+
+/// One run of the sweep: 3–12 nodes, eight crashes, up to two partitions.
+fn sweep_seed(seed: u64) -> Result<(), SimError> {
+    let n = 3 + (seed % 10) as u32;
+    let plan = FaultPlan { crashes: 8, partitions: (seed % 3) as u32, ..everything(n) };
+    run_with_faults(seed, n, plan).map(|_| ())
 }

@@ -321,8 +321,8 @@ fn silent_predecessor_is_suspected_reported_and_replaced() {
         r.drain(),
         vec![
             ev(HbEvent::Suspected { node: n(1), inc: inc(1) }),
-            // The new predecessor hears this life (it may not know it).
-            send(4, report(2, alive(20))),
+            // The new predecessor hears this life and our digest.
+            send(4, heartbeat(r.view().digest())),
             ev(HbEvent::PredecessorChanged { from: Some(n(1)), to: Some(n(4)) }),
             send(3, report(1, dead(10))),
         ]
@@ -350,8 +350,8 @@ fn an_unreachable_predecessor_is_suspected_at_once_and_another_peer_is_not() {
         r.drain(),
         vec![
             ev(HbEvent::Suspected { node: n(1), inc: inc(1) }),
-            // The new predecessor hears this life (it may not know it).
-            send(4, report(2, alive(20))),
+            // The new predecessor hears this life and our digest.
+            send(4, heartbeat(r.view().digest())),
             ev(HbEvent::PredecessorChanged { from: Some(n(1)), to: Some(n(4)) }),
             send(3, report(1, dead(10))),
         ]
@@ -465,6 +465,8 @@ fn report_that_the_successor_died_moves_heartbeats_on() {
             ev(HbEvent::SuccessorChanged { from: Some(n(3)), to: Some(n(4)) }),
             send(4, heartbeat(d)),
             send(4, report(3, dead(30))),
+            // The successor declared dead by another is probed at once.
+            send(3, heartbeat(d)),
         ]
     );
     assert_eq!(r.timers.get(Timer::Heartbeat), Some(at(70)));
@@ -480,8 +482,8 @@ fn report_that_the_predecessor_died_starts_a_repair() {
         r.drain(),
         vec![
             ev(HbEvent::Down { node: n(1), inc: inc(1) }),
-            // The new predecessor hears this life (it may not know it).
-            send(4, report(2, alive(20))),
+            // The new predecessor hears this life and our digest.
+            send(4, heartbeat(r.view().digest())),
             ev(HbEvent::PredecessorChanged { from: Some(n(1)), to: Some(n(4)) }),
             send(3, report(1, dead(10))),
         ]
@@ -497,6 +499,55 @@ fn report_that_the_predecessor_died_starts_a_repair() {
             ev(HbEvent::Repaired { new_predecessor: n(4), took: Duration::from_millis(25) }),
         ]
     );
+}
+
+/// The new predecessor heartbeat us just before the news that the old one
+/// died: the ring was already whole (a repair of 0), and it is still told
+/// our digest — it may have moved on since to a node between us that it
+/// holds alive and we dead (hbring sweep seed 3928).
+#[test]
+fn a_new_predecessor_just_heard_from_is_told_too() {
+    let mut r = ring();
+    meet(&mut r, 3, at(10));
+    let d = digest_after_seeing(&r, 4, inc(4));
+    r.handle_message(at(15), n(4), inc(4), heartbeat(d));
+    r.drain();
+    r.handle_message(at(20), n(3), inc(3), report(1, dead(10)));
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::Down { node: n(1), inc: inc(1) }),
+            ev(HbEvent::Repaired { new_predecessor: n(4), took: Duration::ZERO }),
+            send(4, heartbeat(r.view().digest())),
+            ev(HbEvent::PredecessorChanged { from: Some(n(1)), to: Some(n(4)) }),
+            send(3, report(1, dead(10))),
+        ]
+    );
+    assert_eq!(r.repair_since, None);
+}
+
+/// Two predecessors dying one after the other: the second new one is told
+/// this life and our digest too, though the repair since the first is
+/// still measured. It may heartbeat the dead node between us, whose report
+/// of the first death was lost with it; its answer to our digest puts us
+/// in agreement before we would suspect it (hbring sweep seed 1838).
+#[test]
+fn a_second_new_predecessor_during_a_repair_is_told_too() {
+    let mut r = ring();
+    meet(&mut r, 3, at(10));
+    r.handle_message(at(20), n(3), inc(3), report(1, dead(10)));
+    r.drain();
+    r.handle_message(at(30), n(3), inc(3), report(4, dead(40)));
+    assert_eq!(
+        r.drain(),
+        vec![
+            ev(HbEvent::Down { node: n(4), inc: inc(4) }),
+            send(3, heartbeat(r.view().digest())),
+            ev(HbEvent::PredecessorChanged { from: Some(n(4)), to: Some(n(3)) }),
+            send(3, report(4, dead(40))),
+        ]
+    );
+    assert_eq!(r.repair_since, Some(at(20)), "measured from the first death");
 }
 
 #[test]
@@ -546,6 +597,7 @@ fn report_of_a_new_life_is_an_up_even_for_a_node_never_heard_from() {
         vec![
             ev(HbEvent::Up { node: n(3), inc: inc(3) }),
             ev(HbEvent::SuccessorChanged { from: Some(n(4)), to: Some(n(3)) }),
+            send(4, heartbeat(d)),
             send(3, heartbeat(d)),
         ]
     );
@@ -601,6 +653,8 @@ fn view_merge_reports_only_what_changed() {
             ev(HbEvent::SuccessorChanged { from: Some(n(3)), to: Some(n(4)) }),
             send(4, heartbeat(d)),
             send(4, report(3, dead(30))),
+            // The successor declared dead by another is probed at once.
+            send(3, heartbeat(d)),
         ]
     );
     // 4's previous life is now stale.
@@ -705,7 +759,7 @@ fn excluded_is_heeded_from_any_member_and_never_answered() {
             ev(HbEvent::Rejoined { inc: Incarnation(21) }),
             send(3, report(2, alive(21))),
             // A death was forgotten: the predecessor hears of the new life too.
-            send(1, report(2, alive(21))),
+            send(1, heartbeat(r.view().digest())),
         ]
     );
     assert_eq!(r.view().liveness(n(4)), Some(alive(40)));
@@ -740,8 +794,9 @@ fn a_node_declared_dead_forgets_the_deaths_it_saw_and_answers_no_live_peer_exclu
         vec![
             ev(HbEvent::Rejoined { inc: Incarnation(21) }),
             send(3, report(2, alive(21))),
-            send(1, report(2, alive(21))),
+            send(1, heartbeat(r.view().digest())),
             ev(HbEvent::SuccessorChanged { from: Some(n(4)), to: Some(n(3)) }),
+            send(4, heartbeat(d)),
             send(3, heartbeat(d)),
         ]
     );
@@ -805,9 +860,10 @@ fn a_node_whose_view_is_a_minority_yields_to_a_life_it_held_dead_instead_of_excl
             ev(HbEvent::YieldedTo { node: n(3), inc: inc(3) }),
             ev(HbEvent::Rejoined { inc: Incarnation(21) }),
             send(3, report(2, alive(21))),
-            send(1, report(2, alive(21))),
+            send(1, heartbeat(r.view().digest())),
             ev(HbEvent::PredecessorChanged { from: Some(n(4)), to: Some(n(1)) }),
             ev(HbEvent::SuccessorChanged { from: Some(n(4)), to: Some(n(3)) }),
+            send(4, heartbeat(d)),
             send(3, heartbeat(d)),
         ]
     );
@@ -931,7 +987,8 @@ fn probe_timer_heartbeats_each_dead_node_before_the_live_successor() {
     assert_eq!(r.timers.get(Timer::Probe), Some(at(500)));
     // A probed node answering from a new life is back at its configured
     // place. It is our successor now, so no report about it goes anywhere:
-    // its own heartbeats to its successor spread the news.
+    // its own heartbeats to its successor spread the news, and our old
+    // successor, its new predecessor's news, hears our digest.
     let d = digest_after_seeing(&r, 3, Incarnation(1030));
     r.handle_message(at(260), n(3), Incarnation(1030), ack(d));
     assert_eq!(
@@ -940,6 +997,7 @@ fn probe_timer_heartbeats_each_dead_node_before_the_live_successor() {
             ev(HbEvent::Up { node: n(3), inc: Incarnation(1030) }),
             send(3, view_msg(&r)),
             ev(HbEvent::SuccessorChanged { from: Some(n(1)), to: Some(n(3)) }),
+            send(1, heartbeat(d)),
             send(3, heartbeat(d)),
         ]
     );
@@ -957,8 +1015,8 @@ fn node_whose_peers_all_fall_silent_ends_up_alone_and_only_probes() {
         vec![
             send(3, heartbeat(d0)),
             ev(HbEvent::Suspected { node: n(1), inc: Incarnation(0) }),
-            // The new predecessor hears this life (it may not know it).
-            send(4, report(2, alive(20))),
+            // The new predecessor hears this life and our digest.
+            send(4, heartbeat(digest_of(MY_INC, &[(1, dead(0))]))),
             ev(HbEvent::PredecessorChanged { from: Some(n(1)), to: Some(n(4)) }),
             send(3, report(1, dead(0))),
             ev(HbEvent::Suspected { node: n(3), inc: Incarnation(0) }),
