@@ -18,48 +18,10 @@ mod kit;
 use std::time::Duration;
 
 use electd::{Algorithm, ElEvent, ElMutations, ElNode};
-use ftcore::{ClientId, NodeId};
-use kit::{acquire, cluster, cluster_without, config, faults, safety};
-use lockservice::LockReply;
-use sim::{for_seeds, for_seeds_with, Action, FaultPlan, Sim};
+use ftcore::NodeId;
+use kit::{cluster, config, converged, faults, paused_run_checked, paused_run_without, run_with_faults, safety};
+use sim::{for_seeds, for_seeds_with, Action, FaultPlan};
 use timer::Instant;
-
-/// After the faults: every live process names the highest live id, which
-/// is in office, and every process's client was served again.
-fn converged(sim: &mut Sim<ElNode>) -> Result<(), sim::SimError> {
-    sim.converge(Duration::from_millis(3_000))?;
-    let w = sim.world();
-    let max = w.live().map(|(id, _)| id).max().expect("someone is up");
-    let views: Vec<String> = w
-        .live()
-        .map(|(id, c)| format!("{id}: term {} coordinator {:?} follows {:?}", c.term(), c.coordinator(), c.follows()))
-        .collect();
-    for (id, c) in w.live() {
-        if c.coordinator() != Some(max) {
-            return Err(sim.error(format!(
-                "{id} names {:?}, not the highest live id {max}\n{}",
-                c.coordinator(),
-                views.join("\n")
-            )));
-        }
-    }
-    if !w.core(max).is_some_and(|c| c.in_office()) {
-        return Err(sim.error(format!("{max} is not in office\n{}", views.join("\n"))));
-    }
-    let since = Instant::from_micros(w.now.as_micros().saturating_sub(1_500_000));
-    let served: Vec<NodeId> = w
-        .replies
-        .iter()
-        .filter(|(t, _, _, r)| *t >= since && matches!(r, LockReply::Granted { .. }))
-        .map(|(_, n, _, _)| *n)
-        .collect();
-    for (id, _) in w.live() {
-        if !served.contains(&id) {
-            return Err(sim.error(format!("{id}'s client not served after the faults\n{}", views.join("\n"))));
-        }
-    }
-    Ok(())
-}
 
 fn faulty_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {
     faulty_run_without(seed, alg, ElMutations::default())
@@ -68,30 +30,6 @@ fn faulty_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {
 fn faulty_run_without(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), sim::SimError> {
     let n = 3 + (seed % 4) as u32;
     run_with_faults(seed, n, alg, m, &faults(n), safety())
-}
-
-/// `n` processes under `plan`, checked by `checker` after every step,
-/// then [`converged`].
-fn run_with_faults(
-    seed: u64,
-    n: u32,
-    alg: Algorithm,
-    m: ElMutations,
-    plan: &FaultPlan,
-    checker: impl FnMut(&sim::World<ElNode>) -> Result<(), String> + 'static,
-) -> Result<(), sim::SimError> {
-    let mut sim = cluster_without(seed, n, alg, m).without_trace();
-    sim.check(checker);
-    sim.random_faults(plan);
-    // Restarted processes get their client back (one already waiting or
-    // holding is refused, changing nothing).
-    for t in (600..8_000).step_by(300) {
-        for i in 1..=n {
-            sim.at(Instant::from_millis(t), acquire(NodeId(i), ClientId(u64::from(i))));
-        }
-    }
-    sim.run_until(Instant::from_millis(5_000))?;
-    converged(&mut sim)
 }
 
 #[test]
@@ -212,30 +150,6 @@ fn paused_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {
     paused_run_without(seed, alg, ElMutations::default())
 }
 
-fn paused_run_without(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), sim::SimError> {
-    paused_run_checked(seed, alg, m, kit::safety_under_pauses())
-}
-
-/// The paused run of `seed`, checked by `checker` after every step.
-fn paused_run_checked(
-    seed: u64,
-    alg: Algorithm,
-    m: ElMutations,
-    checker: impl FnMut(&sim::World<ElNode>) -> Result<(), String> + 'static,
-) -> Result<(), sim::SimError> {
-    let n = 3 + (seed % 4) as u32;
-    let plan = FaultPlan {
-        crashes: 2,
-        wipes: 1,
-        pauses: 4,
-        pause_len: (Duration::from_millis(10), Duration::from_millis(600)),
-        slow_periods: 2,
-        slow_extra: Duration::from_millis(60),
-        ..faults(n)
-    };
-    run_with_faults(seed, n, alg, m, &plan, checker)
-}
-
 /// The algorithm a seed's random-fault runs use: they alternate.
 fn alg_of(seed: u64) -> Algorithm {
     if seed.is_multiple_of(2) {
@@ -342,6 +256,7 @@ fn masked_rules_break_no_sweep() {
         ElMutations { no_majority: true, ..Default::default() },
         ElMutations { no_election_deadline: true, ..Default::default() },
         ElMutations { renew_adopted_at_once: true, ..Default::default() },
+        ElMutations { reelect_in_office: true, ..Default::default() },
     ] {
         let failed = failing_runs(m, 0..count);
         eprintln!("{m:?}: {} runs fail: {failed:?}", failed.len());

@@ -161,6 +161,10 @@ pub struct ElMutations {
     /// `3·(lease + suspect_after)`: the bound that masks
     /// `renew_adopted_at_once` (its scenario sets such a `grant_ttl`).
     pub short_grant_ttl: bool,
+    /// A second result of the term reaching its coordinator in office (a
+    /// second `Elected` lap) makes a new office: the queue is lost and the
+    /// grant counter starts over.
+    pub reelect_in_office: bool,
 }
 
 impl Default for ElConfig {

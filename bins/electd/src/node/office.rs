@@ -11,7 +11,7 @@ impl ElNode {
     /// This process was elected in its term: it starts sending heartbeats
     /// (it takes office at their first quorum).
     pub(super) fn become_elected(&mut self, now: Instant) {
-        if self.is_coordinator() {
+        if self.is_coordinator() && !self.cfg.mutations.reelect_in_office {
             // (safety) A second result of the same term (another copy of
             // the Elected lap) changes nothing: a new office would lose
             // the queue and count fences from the start again.
