@@ -67,6 +67,13 @@ pub fn record(e: &RdEvent, m: &Metrics) {
             tracing::warn!("stopped owning the token (a newer one exists, or this replica was excluded)");
             metrics::counter!(m.name("superseded_total")).increment(1);
         }
+        RdEvent::SupersededWhileRunning { fence, by } => tracing::error!(
+            epoch = fence.0,
+            seq = fence.1,
+            newer_epoch = by.0,
+            newer_seq = by.1,
+            "a newer token arrived while a token service of the owned one still ran (killed)"
+        ),
         RdEvent::LeaseExpired => {
             tracing::warn!("the token lease expired with token services waiting");
             metrics::counter!(m.name("lease_expiries_total")).increment(1);

@@ -171,9 +171,19 @@ fn owner_crash(seed: u64, m: RdMutations) -> Result<(), SimError> {
 /// the lease's end — before the three (after token_lost_after and the
 /// acked leases) regenerate and run.
 fn cut_off_command(seed: u64, m: RdMutations) -> Result<(), SimError> {
+    cut_off_command_with(seed, m, true)
+}
+
+/// `cut_off_command`, judged by `kit::safety` (`all`) or by
+/// `kit::superseded_kill_unreachable` alone.
+fn cut_off_command_with(seed: u64, m: RdMutations, all: bool) -> Result<(), SimError> {
     let cfg = with_job(with(5, m), 300, Duration::from_millis(1_000));
     let mut sim = cluster(seed, 5, cfg);
-    sim.check(safety(false));
+    if all {
+        sim.check(safety(false));
+    } else {
+        sim.check(kit::superseded_kill_checker());
+    }
     sim.run_for(Duration::from_millis(300))?;
     let o = until(&mut sim, owner)?;
     start_job(&mut sim, o)?;
@@ -1033,4 +1043,50 @@ fn masked_rules_copy_newer_than_seen_breaks_no_scenario() {
     let on = copies(RdMutations::default());
     let off = copies(RdMutations { copy_regardless_of_seen: true, ..Default::default() });
     assert!(off > on, "the switch sent no copy the rule withholds ({on} copies with it, {off} without)");
+}
+
+/// The newer-token kill (ringd.md, Superseded: a replica that accepts a
+/// newer token while owning one kills its running token services;
+/// `keep_job_when_superseded` leaves them running) is never reached with
+/// every rule on: a newer token comes from a census that every member of
+/// its origin's view answered without `Busy`, and a replica that acked
+/// the owner's lease answers `Busy` until it ends, so the owner's lease,
+/// and with it its command's supervisor deadline, ended first.
+/// `kit::superseded_kill_unreachable` checks that after every step of
+/// every ringd simulation (`kit::safety`; the model judges it too), so
+/// with the rules on the switch changes nothing. Here the check holds in
+/// `cut_off_command` (the owner and its successor cut off from the three
+/// while a 300 ms command runs; seeds 1–3) with the switch, with the
+/// lease off alone and with the census's `Busy` off alone, and fires with
+/// both off (the three regenerate while the command runs on with no lease
+/// deadline, and their token reaches a replica whose command still runs),
+/// so the check is not vacuous. Those runs break the two-executor check
+/// first, with the kill or without it: no run shows the kill needed.
+#[test]
+fn superseded_kill_unreachable_while_leases_and_census_busy_hold() {
+    let d = RdMutations::default;
+    let keep = RdMutations { keep_job_when_superseded: true, ..d() };
+    let no_lease = RdMutations { no_lease: true, ..d() };
+    let busy_off = RdMutations { census_ignores_owner: true, ..d() };
+    for seed in SEEDS {
+        if let Err(e) = cut_off_command(seed, keep) {
+            panic!("seed {seed}, with keep_job_when_superseded alone, the run should pass: {e}");
+        }
+        for m in [d(), keep, no_lease, busy_off] {
+            if let Err(e) = cut_off_command_with(seed, m, false) {
+                panic!("seed {seed}, with {m:?}, the newer-token kill was reached: {e}");
+            }
+        }
+        let both = RdMutations { no_lease: true, census_ignores_owner: true, ..d() };
+        for (name, m) in
+            [("both", both), ("both and the switch", RdMutations { keep_job_when_superseded: true, ..both })]
+        {
+            let e = cut_off_command_with(seed, m, false).expect_err("with both off the kill's branch should run");
+            eprintln!("seed {seed}, {name} off: {}", e.message);
+            assert!(
+                e.message.contains(" accepted a newer token (") && e.message.ends_with(") still ran"),
+                "seed {seed}: {e}"
+            );
+        }
+    }
 }

@@ -145,6 +145,13 @@ pub struct RdMutations {
     pub census_majority_only: bool,
     /// A replica told `Stale` keeps owning.
     pub ignore_stale: bool,
+    /// A replica that accepts a newer token while owning one (ringd.md,
+    /// Superseded) leaves its running token service running instead of
+    /// killing it: the command ends at its own end or its supervisor's
+    /// deadline (the old lease's end), and its outcome is then recorded
+    /// in the newer token and answered, not `token_lost`. Never reached
+    /// with every rule on (`RdEvent::SupersededWhileRunning`).
+    pub keep_job_when_superseded: bool,
     /// A token or `HolderAlive` of an epoch below the replica's threshold
     /// (a census it promised, or an epoch it saw in use) is accepted and
     /// acked instead of answered `Stale`.
@@ -332,6 +339,19 @@ pub enum RdEvent {
     /// This replica stopped owning (a newer token, `Stale`, exclusion,
     /// overflow): its running token services were killed.
     Superseded,
+    /// A newer token was accepted here while a token service of the
+    /// owned one still ran (ringd.md, Superseded: it is killed, its client
+    /// answered `token_lost`). Not expected with every (safety) rule on:
+    /// a newer token comes from a census that every member of its origin's
+    /// view answered without `Busy`, so this owner's lease, and with it
+    /// its command's supervisor deadline, had ended first. The simulator's
+    /// checkers treat it as a violation.
+    SupersededWhileRunning {
+        /// The running service's fence (the owned token's id).
+        fence: (u64, u64),
+        /// The newer token's (epoch, seq).
+        by: (u64, u64),
+    },
     /// The owner's lease ran out with token services waiting.
     LeaseExpired,
     /// A command service's supervisor killed it at its deadline (its

@@ -60,6 +60,11 @@ fn packed(fence: (u64, u64)) -> u128 {
     (u128::from(fence.0) << 64) | u128::from(fence.1)
 }
 
+/// The (epoch, seq) a [`packed`] fence holds.
+fn unpacked(fence: u128) -> (u64, u64) {
+    ((fence >> 64) as u64, fence as u64)
+}
+
 fn ok(output: String, fence: Option<u128>) -> Outcome {
     Ok(ServiceResult { output, status: 0, fence })
 }
@@ -233,6 +238,13 @@ impl RdNode {
         if let Some(j) = self.jobs.get(&id).filter(|j| !j.lost) {
             self.out.job(JobCommand::Extend { id, deadline: until.min(j.limit) });
         }
+    }
+
+    /// The fence of the token service running here (not yet killed), if
+    /// any.
+    pub(super) fn running_token_fence(&self) -> Option<(u64, u64)> {
+        let j = self.jobs.get(&self.token_job?).filter(|j| !j.lost)?;
+        j.fence.map(unpacked)
     }
 
     /// The token is no longer owned: its running service is killed and

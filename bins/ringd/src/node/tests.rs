@@ -44,8 +44,13 @@ fn ring3() -> Membership {
 /// before T0 (its restart window is over), and heard from by both
 /// neighbours at T0 (nobody is suspected before T0 + 100 ms).
 fn replica(me: u32) -> RdNode {
+    replica_with(me, cfg())
+}
+
+/// [`replica`] with the settings `c`.
+fn replica_with(me: u32, c: RdConfig) -> RdNode {
     let start = Instant::from_millis(T0.as_micros() / 1000 - 200);
-    let mut ctx = Context::new(n(me), Incarnation(1), ring3(), start, cfg());
+    let mut ctx = Context::new(n(me), Incarnation(1), ring3(), start, c);
     ctx.stored = Some(RdDurable { promises: Some(Promises::recovered_with(0)) });
     let mut r = RdNode::start(ctx).expect("valid config");
     let (pred, succ) = (n((me + 1) % 3 + 1), n(me % 3 + 1));
@@ -495,4 +500,38 @@ fn wanted_ends_an_idle_hold_and_the_token_leaves_marked_wanted() {
         Msg::Token(Box::new(token(1025, 5, 3))),
     ));
     assert!(outs.contains(&send(2, Msg::Token(Box::new(Token { quiet: 0, ..token(1025, 6, 1) })))), "{outs:?}");
+}
+
+#[test]
+fn a_newer_token_kills_the_running_token_service_unless_switched_off() {
+    use ftcore::JobCommand;
+    for keep in [false, true] {
+        let mut c = cfg();
+        let spec = ServiceSpec {
+            command: vec!["sleep".into(), "300".into()],
+            needs_token: true,
+            timeout: Duration::from_secs(1),
+        };
+        c.services.insert("job".into(), spec);
+        c.mutations.keep_job_when_superseded = keep;
+        let mut r = replica_with(1, c);
+        drain_token(&mut r, token(1025, 5, 3));
+        let job = RingRequest::Execute { request_id: 7, service: "job".into(), args: vec![] };
+        let _ = request(&mut r, T0, ClientId(1), job);
+        let t1 = T0 + Duration::from_millis(1);
+        let outs = deliver(&mut r, t1, n(3), Incarnation(1), Msg::HolderAliveAck { epoch: 1025, nonce: 1 });
+        let id = outs
+            .iter()
+            .find_map(|o| match o {
+                Output::Job(JobCommand::Start { id, .. }) => Some(*id),
+                _ => None,
+            })
+            .expect("the command starts under the lease");
+        let t2 = t1 + Duration::from_millis(1);
+        let outs = proto(deliver(&mut r, t2, n(3), Incarnation(1), Msg::Token(Box::new(token(2048, 1, 3)))));
+        let running = Output::Event(RdEvent::SupersededWhileRunning { fence: (1025, 5), by: (2048, 1) });
+        assert!(outs.contains(&running) && outs.contains(&Output::Event(RdEvent::Superseded)), "{outs:?}");
+        let killed = outs.contains(&Output::Job(JobCommand::Kill { id }));
+        assert_eq!(killed, !keep, "keep_job_when_superseded {keep}: {outs:?}");
+    }
 }

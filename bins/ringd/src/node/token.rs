@@ -56,7 +56,12 @@ impl RdNode {
         }
         if self.owns_token() {
             // A newer token while owning one: stop owning ours.
-            self.kill_token_job();
+            if let Some(fence) = self.running_token_fence() {
+                self.out.event(RdEvent::SupersededWhileRunning { fence, by: t.id() });
+            }
+            if !self.cfg.mutations.keep_job_when_superseded {
+                self.kill_token_job();
+            }
             self.out.event(RdEvent::Superseded);
         }
         self.abandon_census(now);

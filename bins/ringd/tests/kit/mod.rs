@@ -133,7 +133,9 @@ pub fn cluster_with_clients(seed: u64, n: u32, cfg: RdConfig, at: &[u32]) -> Sim
 /// The invariants a run is judged by from its events and replies alone
 /// (ringd.md, Invariants 1, 2, 4): token services run with strictly
 /// rising fences (epoch, seq), no two regenerations share an epoch, a
-/// retried request id always gets the same result. `Eq + Hash`, so the
+/// retried request id always gets the same result; and no newer token
+/// reaches an owner whose token service still runs
+/// ([`superseded_kill_unreachable`]). `Eq + Hash`, so the
 /// model check (tests/model.rs) judges by it too.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RingJudge {
@@ -157,6 +159,7 @@ impl RingJudge {
                 self.last_fence = Some((fence.0, fence.1, node));
                 self.done = self.done.saturating_add(1);
             }
+            RdEvent::SupersededWhileRunning { .. } => superseded_kill_unreachable(node, e)?,
             RdEvent::Regenerated { epoch } if !self.epochs.insert(*epoch) => {
                 return Err(format!("{node} regenerated epoch {epoch} a second time"));
             }
@@ -187,8 +190,39 @@ impl RingJudge {
     }
 }
 
-/// The safety checker: [`RingJudge`]; no token service under an older
-/// fence still running when one runs under a newer fence (two executors);
+/// The newer-token kill's precondition never arises (ringd.md,
+/// Superseded: "its running token services are killed"): no replica
+/// accepts a newer token while a token service of the one it owns still
+/// runs (`RdEvent::SupersededWhileRunning`). A newer token comes from a
+/// census that every member of its origin's view answered without
+/// `Busy`, and none does while it acked the owner's lease, so the lease,
+/// and with it the command's supervisor deadline, ended first. Judged by
+/// [`RingJudge`] (so by [`safety`], after every step of every ringd
+/// simulation, and by the model); shown to fire once the rules it stands
+/// on are off (tests/safety.rs,
+/// `superseded_kill_unreachable_while_leases_and_census_busy_hold`).
+pub fn superseded_kill_unreachable(node: NodeId, e: &RdEvent) -> Result<(), String> {
+    match e {
+        RdEvent::SupersededWhileRunning { fence, by } => {
+            Err(format!("{node} accepted a newer token {by:?} while its token service under fence {fence:?} still ran"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A checker of [`superseded_kill_unreachable`] alone (runs that show it
+/// fire go on past the other violations that come first).
+pub fn superseded_kill_checker() -> impl FnMut(&World<RdNode>) -> Result<(), String> {
+    let mut seen = 0usize;
+    move |w| {
+        let from = std::mem::replace(&mut seen, w.events.len());
+        w.events[from..].iter().try_for_each(|(_, node, e)| superseded_kill_unreachable(*node, e))
+    }
+}
+
+/// The safety checker: [`RingJudge`] (with [`superseded_kill_unreachable`]);
+/// no token service under an older fence still running when one runs
+/// under a newer fence (two executors);
 /// with `strict` (runs where at most one replica is down at a time and
 /// nothing is partitioned or paused), no two acknowledged increments
 /// return the same value (an acknowledged result lost by a regeneration
