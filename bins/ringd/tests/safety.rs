@@ -750,8 +750,8 @@ fn seen_as_a_pair_is_needed() {
     // Seeds where the random crashes regenerate while an old epoch's
     // higher seq is still what some replica saw last. Which seeds do moves
     // with the runs' timing (5 and 17, then 5 and 13, then 1 and 5), so a
-    // range: every run passes with the rule, and some fail without it (5,
-    // 8 and 14 of 1–15, and 13 of 1–60, on 2026-11-27, after the heartbeat
+    // range: every run passes with the rule, and some fail without it (8
+    // and 14 of 1–15, and 10 of 1–60, on 2026-11-27, after the heartbeat
     // ring's digest exchange with new neighbours).
     let seeds: Vec<u64> = (1..=15).collect();
     for &seed in &seeds {

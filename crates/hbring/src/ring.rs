@@ -24,11 +24,11 @@
 //!
 //! Views can disagree after crashes (a report lost with the nodes it would
 //! have passed), and a node must not suspect a live neighbour for it: a
-//! node whose predecessor died heartbeats the new one at once, whose
+//! node whose predecessor died heartbeats the new one at once, one whose
 //! successor changed to a node that came alive between them heartbeats
-//! the old one, and whose successor was declared dead by another's report
-//! probes it. Each heartbeat carries the view's digest, and differing
-//! views are exchanged whole.
+//! the old one, and one that moves to a new life tells its predecessor
+//! as well as its successor. Each heartbeat carries the view's digest,
+//! and differing views are exchanged whole.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -363,7 +363,6 @@ impl HbRing {
             }
             return;
         }
-        let was_successor = self.view.successor() == Some(about);
         if self.view.merge(about, liveness) {
             out.event(match liveness.status {
                 Status::Dead => HbEvent::Down { node: about, inc: liveness.incarnation },
@@ -371,15 +370,6 @@ impl HbRing {
             });
             self.neighbours_changed(now, out);
             self.gossip(about, liveness, out);
-            if was_successor && liveness.status == Status::Dead {
-                // Our successor, declared dead by another: if it lives on
-                // (the late report of a false suspicion), nobody heartbeats
-                // it now, and it would suspect us in our live life. Probed
-                // at once, it answers, is told `Excluded` and rejoins, as
-                // the probes of the dead gap would make it do up to
-                // `probe_every` later (hbring sweep seed 6005).
-                out.send(about, HbMsg::Heartbeat { digest: self.view.digest() });
-            }
         }
     }
 
@@ -440,17 +430,18 @@ impl HbRing {
     fn start_new_life(&mut self, now: Instant, at_least: Incarnation, excluded: bool, out: &mut impl HbOut) {
         self.last_rejoin = Some(now);
         let inc = self.view.rejoin_above(at_least);
-        let forgot = excluded && self.view.presume_alive() > 0;
+        if excluded {
+            self.view.presume_alive();
+        }
         out.event(HbEvent::Rejoined { inc });
         self.gossip(self.view.me(), Liveness::alive(inc), out);
-        if forgot {
-            // The successor presumed alive may be dead and swallow the
-            // news: tell the predecessor too, which would otherwise take
-            // up to a probe period to meet the new life and meanwhile send
-            // no heartbeat, and be suspected in its live life.
-            if let Some(p) = self.view.predecessor().filter(|p| Some(*p) != self.view.successor()) {
-                self.tell_my_life(p, out);
-            }
+        // The successor may be dead and swallow the news: tell the
+        // predecessor too, which holds the old life dead and heartbeats
+        // past us, and would otherwise take up to a probe period to meet
+        // the new life and meanwhile be suspected in its live life
+        // (every-fault seed 15460: nothing was presumed alive again).
+        if let Some(p) = self.view.predecessor().filter(|p| Some(*p) != self.view.successor()) {
+            self.tell_my_life(p, out);
         }
         self.neighbours_changed(now, out);
     }
@@ -505,7 +496,8 @@ impl HbRing {
                 // together, its successor's report lost with them): then
                 // it heartbeats somebody else, and we would suspect it in
                 // its live life before it finds us. Told, it compares
-                // views with us at once (hbring sweep seeds 1838, 11625).
+                // views with us at once (hbring sweep seed 11625; told
+                // during a pending repair too: every-fault seeds 3209, 4355).
                 // Even if it just heartbeat us: it may have moved on to a
                 // node it holds alive and we dead since (seed 3928).
                 if let Some(p) = new {
@@ -545,7 +537,7 @@ impl HbRing {
                     // which we no longer heartbeat: it hears our digest
                     // at once, and the views it gets back name its new
                     // predecessor, before it would suspect us in our live
-                    // life (hbring sweep seed 24377).
+                    // life (hbring sweep seed 25238).
                     out.send(o, HbMsg::Heartbeat { digest: self.view.digest() });
                 }
             }

@@ -244,8 +244,8 @@ fn random_crashes_and_restarts_keep_views_sane_and_converge() {
 
 #[test]
 fn random_partitions_and_crashes_converge_after_healing() {
-    // Pinned: 4974 failed in between the two fixes of 2026-11-27 (see
-    // `SWEEP_REGRESSIONS`).
+    // Pinned: 4974 failed under a version in between the fixes of
+    // 2026-11-27 (see `SWEEP_REGRESSIONS`); it passes before and after.
     for_seeds_with(&[4974], 100, |seed| {
         let n = 4 + (seed % 5) as u32;
         let plan = FaultPlan { crashes: 4, max_down: 2, partitions: 3, ..FaultPlan::default() };
@@ -257,9 +257,11 @@ fn random_partitions_and_crashes_converge_after_healing() {
 fn every_fault_kind_keeps_views_sane_and_converges() {
     // Pinned: 3209 and 4355, found by 15,000 seeds of this family (a
     // neighbour suspected in its live life while two views disagreed after
-    // crashes; fixed by the digest exchange with a new predecessor and the
-    // probe of a successor declared dead by another, 2026-11-27).
-    for_seeds_with(&[3209, 4355], 60, |seed| {
+    // crashes; fixed on 2026-11-27 by telling a new predecessor our
+    // digest, during a pending repair too), and 15460 (a node rejoined
+    // after `Excluded` with nothing to presume alive again told only its
+    // dead successor: it now tells its predecessor always).
+    for_seeds_with(&[3209, 4355, 15460], 60, |seed| {
         let n = 3 + (seed % 6) as u32;
         run_with_faults(seed, n, everything(n)).map(|_| ())
     });
@@ -296,22 +298,24 @@ fn sweep_thousands_of_seeds() {
     for_seeds_with(SWEEP_REGRESSIONS, 3_000, sweep_seed);
 }
 
-/// Seeds of the sweep that failed once, each a node suspecting a
-/// neighbour in its live life while their views disagreed after crashes,
-/// run in every `cargo test` (all fixed on 2026-11-27, `HbRing`): 11625,
-/// found by seeds 3,000–14,999 (a restart its new predecessor's view knew
-/// and its own did not: the predecessor is told our digest); then, as
-/// each fix moved the runs, 6005 (the late report of a false suspicion
-/// dropped a live successor nobody heartbeat: it is probed), 24377 (a
-/// node came alive between a node and its successor, which lost its
-/// predecessor unawares: the old successor hears our digest) and 3928 (a
-/// new predecessor that had just heartbeat us moved on: it is told all
-/// the same).
-const SWEEP_REGRESSIONS: &[u64] = &[3928, 6005, 11625, 24377];
+/// Seeds of the sweep that failed, each a node suspecting a neighbour in
+/// its live life while their views disagreed after crashes, run in every
+/// `cargo test` (fixed on 2026-11-27, `HbRing`). With the ring as it was:
+/// 11625 and 24377 (a restart, or a death, its new predecessor's view and
+/// its own disagreed on: the new predecessor is told our digest). Without
+/// telling a new predecessor that had just heartbeat us: 3928 (it had
+/// moved on). Without the heartbeat to an old successor when a node comes
+/// alive between us: 25238. 6005 failed only under a version in between
+/// (it passes before and after).
+const SWEEP_REGRESSIONS: &[u64] = &[3928, 6005, 11625, 24377, 25238];
 
 #[test]
 fn sweep_regression_seeds() {
-    for_seeds_with(SWEEP_REGRESSIONS, 0, sweep_seed);
+    for &seed in SWEEP_REGRESSIONS {
+        if let Err(e) = sweep_seed(seed) {
+            panic!("sweep seed {seed} failed:\n{e}");
+        }
+    }
 }
 
 /// One run of the sweep: 3–12 nodes, eight crashes, up to two partitions.

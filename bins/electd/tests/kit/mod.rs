@@ -149,9 +149,11 @@ pub fn faults(n: u32) -> FaultPlan {
     }
 }
 
-/// Every rule switch but the two masked ones (`no_majority`,
-/// `no_election_deadline`) and the counter's wrap, by name: the partners
-/// the mask surveys pair a masked switch with.
+/// Every rule switch but the masked ones (`no_majority`,
+/// `no_election_deadline`, `renew_adopted_at_once`, `reelect_in_office`,
+/// and `short_grant_ttl`, which only lifts a bound) and the counter's
+/// wrap, by name: the partners the mask surveys pair a masked switch
+/// with.
 pub fn other_switches() -> Vec<(&'static str, ElMutations)> {
     let d = ElMutations::default;
     vec![

@@ -465,8 +465,6 @@ fn report_that_the_successor_died_moves_heartbeats_on() {
             ev(HbEvent::SuccessorChanged { from: Some(n(3)), to: Some(n(4)) }),
             send(4, heartbeat(d)),
             send(4, report(3, dead(30))),
-            // The successor declared dead by another is probed at once.
-            send(3, heartbeat(d)),
         ]
     );
     assert_eq!(r.timers.get(Timer::Heartbeat), Some(at(70)));
@@ -530,7 +528,7 @@ fn a_new_predecessor_just_heard_from_is_told_too() {
 /// this life and our digest too, though the repair since the first is
 /// still measured. It may heartbeat the dead node between us, whose report
 /// of the first death was lost with it; its answer to our digest puts us
-/// in agreement before we would suspect it (hbring sweep seed 1838).
+/// in agreement before we would suspect it (every-fault seeds 3209, 4355).
 #[test]
 fn a_second_new_predecessor_during_a_repair_is_told_too() {
     let mut r = ring();
@@ -555,7 +553,12 @@ fn report_that_this_life_is_dead_makes_the_node_rejoin() {
     let mut r = ring();
     meet(&mut r, 1, at(10));
     r.handle_message(at(20), n(1), inc(1), report(2, dead(20)));
-    assert_eq!(r.drain(), vec![ev(HbEvent::Rejoined { inc: Incarnation(21) }), send(3, report(2, alive(21)))]);
+    // The predecessor hears of the new life too (the successor may be dead).
+    let d = r.view().digest();
+    assert_eq!(
+        r.drain(),
+        vec![ev(HbEvent::Rejoined { inc: Incarnation(21) }), send(3, report(2, alive(21))), send(1, heartbeat(d))]
+    );
     assert_eq!(r.incarnation(), Incarnation(21));
     assert_eq!(r.view().liveness(n(2)), Some(alive(21)));
     assert_eq!((r.view().predecessor(), r.view().successor()), (Some(n(1)), Some(n(3))));
@@ -653,8 +656,6 @@ fn view_merge_reports_only_what_changed() {
             ev(HbEvent::SuccessorChanged { from: Some(n(3)), to: Some(n(4)) }),
             send(4, heartbeat(d)),
             send(4, report(3, dead(30))),
-            // The successor declared dead by another is probed at once.
-            send(3, heartbeat(d)),
         ]
     );
     // 4's previous life is now stale.
@@ -674,7 +675,12 @@ fn view_saying_this_life_is_dead_makes_the_node_rejoin() {
     meet(&mut r, 1, at(10));
     let entries = vec![(n(1), alive(10)), (n(2), dead(20)), (n(3), alive(0)), (n(4), alive(0))];
     r.handle_message(at(20), n(1), inc(1), HbMsg::View { entries });
-    assert_eq!(r.drain(), vec![ev(HbEvent::Rejoined { inc: Incarnation(21) }), send(3, report(2, alive(21)))]);
+    // The predecessor hears of the new life too (the successor may be dead).
+    let d = r.view().digest();
+    assert_eq!(
+        r.drain(),
+        vec![ev(HbEvent::Rejoined { inc: Incarnation(21) }), send(3, report(2, alive(21))), send(1, heartbeat(d))]
+    );
 }
 
 // ---- incarnations ----
@@ -720,7 +726,12 @@ fn excluded_about_this_life_makes_the_node_rejoin() {
     let mut r = ring();
     meet(&mut r, 3, at(10));
     r.handle_message(at(20), n(3), inc(3), HbMsg::Excluded { your_inc: MY_INC });
-    assert_eq!(r.drain(), vec![ev(HbEvent::Rejoined { inc: Incarnation(21) }), send(3, report(2, alive(21)))]);
+    // The predecessor hears of the new life too (the successor may be dead).
+    let d = r.view().digest();
+    assert_eq!(
+        r.drain(),
+        vec![ev(HbEvent::Rejoined { inc: Incarnation(21) }), send(3, report(2, alive(21))), send(1, heartbeat(d))]
+    );
     assert_eq!(r.incarnation(), Incarnation(21));
 }
 
@@ -888,7 +899,12 @@ fn behind_moves_this_node_past_the_life_a_peer_knows() {
     meet(&mut r, 1, at(10));
     // Our clock was behind our previous start: n1 knows life 500 of us.
     r.handle_message(at(20), n(1), inc(1), HbMsg::Behind { known: Incarnation(500) });
-    assert_eq!(r.drain(), vec![ev(HbEvent::Rejoined { inc: Incarnation(501) }), send(3, report(2, alive(501)))]);
+    // The predecessor hears of the new life too (the successor may be dead).
+    let d = r.view().digest();
+    assert_eq!(
+        r.drain(),
+        vec![ev(HbEvent::Rejoined { inc: Incarnation(501) }), send(3, report(2, alive(501))), send(1, heartbeat(d))]
+    );
     assert_eq!(r.incarnation(), Incarnation(501));
     // A second notice within suspect_after changes nothing (rate limit);
     // one about a life we are already past changes nothing either.
