@@ -658,10 +658,15 @@ const SCENARIOS: [(&str, Scenario); 17] = [
 #[test]
 fn every_scenario_holds() {
     for (name, s) in SCENARIOS {
-        for seed in SEEDS {
-            if let Err(e) = s(seed, RdMutations::default()) {
-                panic!("{name} seed {seed} fails with every rule on: {e}");
-            }
+        holds_in(&SEEDS, name, s);
+    }
+}
+
+/// Runs `scenario` with every rule on for each seed; panics at a failure.
+fn holds_in(seeds: &[u64], name: &str, scenario: Scenario) {
+    for &seed in seeds {
+        if let Err(e) = scenario(seed, RdMutations::default()) {
+            panic!("{name} seed {seed} fails with every rule on: {e}");
         }
     }
 }
@@ -731,10 +736,7 @@ fn tokens_for_the_receivers_life_only_is_needed() {
     // 16, 23 and 25 of 1–30), so a range: every run passes with the rule,
     // and some fail without it.
     let seeds: Vec<u64> = (1..=30).collect();
-    for &seed in &seeds {
-        held_token_after_a_cut_and_a_rejoin(seed, RdMutations::default())
-            .unwrap_or_else(|e| panic!("seed {seed} fails with every rule on: {e}"));
-    }
+    holds_in(&seeds, "held_token_after_a_cut_and_a_rejoin", held_token_after_a_cut_and_a_rejoin);
     let m = RdMutations { accept_tokens_for_other_lives: true, ..Default::default() };
     needed_in(
         &seeds,
@@ -754,10 +756,7 @@ fn seen_as_a_pair_is_needed() {
     // and 14 of 1–15, and 10 of 1–60, on 2026-11-27, after the heartbeat
     // ring's digest exchange with new neighbours).
     let seeds: Vec<u64> = (1..=15).collect();
-    for &seed in &seeds {
-        crashes_then_converge(seed, RdMutations::default())
-            .unwrap_or_else(|e| panic!("seed {seed} fails with every rule on: {e}"));
-    }
+    holds_in(&seeds, "crashes_then_converge", crashes_then_converge);
     let m = RdMutations { seen_by_seq: true, ..Default::default() };
     needed_in(&seeds, "crashes_then_converge", crashes_then_converge, m, "regenerations after the faults stopped");
 }

@@ -448,12 +448,11 @@ impl HbRing {
 
     /// Tells `to` alone this node's current life, and compares views with
     /// it: a heartbeat carries the life and the view's digest, and `to`
-    /// answers with its own view if they differ. The new predecessor may
-    /// heartbeat a node between us that this view holds dead in a life it
-    /// has left (a restart nobody told us of, its successor being down):
-    /// its view puts that node back here, and we watch it instead of
-    /// suspecting the predecessor in its live life (hbring sweep seed
-    /// 11625).
+    /// answers with its own view if they differ. Sent to a new
+    /// predecessor, to an old successor a node came alive before, and to
+    /// the predecessor of a new life: each may hold a view that disagrees
+    /// with ours about the nodes between us, and would otherwise heartbeat
+    /// past us, or we past it (see the callers).
     fn tell_my_life(&self, to: NodeId, out: &mut impl HbOut) {
         out.send(to, HbMsg::Heartbeat { digest: self.view.digest() });
     }
@@ -538,7 +537,7 @@ impl HbRing {
                     // at once, and the views it gets back name its new
                     // predecessor, before it would suspect us in our live
                     // life (hbring sweep seed 25238).
-                    out.send(o, HbMsg::Heartbeat { digest: self.view.digest() });
+                    self.tell_my_life(o, out);
                 }
             }
             match &self.succ {
