@@ -146,6 +146,30 @@ fn fences_keep_increasing_across_a_cold_restart_of_every_daemon() {
     check_exclusion_and_fences(&holds, &logs(&c, &all(3)));
 }
 
+/// A grant outlives its coordinator: node 1's `ftctl lock` holds for 2 s
+/// (`grant_ttl_ms` 600); 200 ms in, the coordinator, 3, is killed. 2 takes
+/// office, adopts the grant 1's daemon re-registers, and renews it: CMD
+/// runs to its end and ftctl exits 0 with the one fence.
+#[test]
+fn a_hold_survives_sigkill_of_the_coordinator() {
+    let _serial = serial();
+    let mut c = Cluster::start("electd", 3, TIMING).unwrap();
+    assert!(wait_until(Duration::from_secs(20), || all_name(&c, &all(3), 3)), "{}", logs(&c, &all(3)));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("holds.log");
+    let child = ftctl_lock(&c, 1, "20s", &recording_script("c1", &file, "2")).spawn().unwrap();
+    assert!(wait_until(Duration::from_secs(20), || read(&file).contains("start")), "{}", logs(&c, &all(3)));
+    std::thread::sleep(Duration::from_millis(200));
+    c.kill(3);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "ftctl: {stderr}\n{}\n{}", read(&file), logs(&c, &all(2)));
+    let holds = parse_holds(&read(&file));
+    let held = holds.first().and_then(|h| h.end.map(|e| e.saturating_sub(h.start)));
+    assert!(holds.len() == 1 && held >= Some(1_900_000_000), "CMD stopped early: {holds:?}");
+    assert!(all_name(&c, &all(2), 2), "{}", logs(&c, &all(2)));
+}
+
 /// `ftctl --addr <node id> leader ARGS`: (exit code, stdout + stderr).
 fn ftctl_leader(c: &Cluster, id: u32, args: &[&str]) -> (i32, String) {
     let out = std::process::Command::new(ftcoord_tests::bin("ftctl").unwrap())

@@ -300,3 +300,56 @@ fn arbitrary_inputs_never_panic_the_core() {
     let handled = sim::bytes::smoke(|| config(Algorithm::Relay, 3), &d, 20_000, 7);
     assert!(handled > 200_000, "only {handled} inputs decoded and handled");
 }
+
+/// A grant outlives its coordinator (electd.md, the failover gap's
+/// exception): 1's client holds for four `grant_ttl`s; the coordinator, 5,
+/// dies (crash, or kill with the transport's hint) a `grant_ttl` in. The
+/// new coordinator, 4, adopts 1's grant (1 re-registers it with its old
+/// fence, again on each of 4's heartbeats until 4 is in office and echoes
+/// it; then renews every heartbeat until 4 acks, past the wait of
+/// `lease·(1+ρ)` after taking office) and renews it: the client is never
+/// told it lost the lock, and releases it itself. Before 2026-11-27 the
+/// one re-registration reached 4 before it took office, was denied and
+/// never sent again, and every run lost the grant.
+#[test]
+fn a_holder_keeps_its_grant_through_a_failover() {
+    use lockservice::{LockReply, LockRequest};
+    for alg in [Algorithm::Relay, Algorithm::Ring] {
+        for how in [Action::Crash, Action::Kill] {
+            for_seeds(10, |seed| {
+                let c = config(alg, 5);
+                let ttl = c.grant_ttl;
+                let net = sim::NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(2));
+                let mut sim = sim::Sim::new(seed, 5, net, c);
+                sim.clients(Box::new(move |_, node, client, reply, _| match reply {
+                    LockReply::Granted { .. } => vec![(ttl * 4, Action::Request(node, client, LockRequest::Release))],
+                    _ => vec![],
+                }));
+                sim.check(safety());
+                sim.run_until(Instant::from_millis(1_500))?;
+                sim.after(Duration::ZERO, kit::acquire(NodeId(1), ftcore::ClientId(1)));
+                sim.run_for(ttl)?;
+                let Some((_, fence)) = sim.world().core(NodeId(1)).and_then(|c| c.holder()) else {
+                    return Err(sim.error("1's client was not granted"));
+                };
+                sim.after(Duration::ZERO, how(NodeId(5)));
+                sim.run_for(ttl * 2)?;
+                let adopted = sim.world().core(NodeId(4)).and_then(|c| c.current_grant());
+                if adopted != Some((NodeId(1), fence)) {
+                    return Err(sim.error(format!("4 honours {adopted:x?}, not 1's grant {fence:#x}")));
+                }
+                sim.run_for(ttl * 2)?;
+                let told: Vec<_> =
+                    sim.world().replies.iter().filter(|(_, n, _, _)| *n == NodeId(1)).map(|r| &r.3).collect();
+                match told.as_slice() {
+                    [LockReply::Granted { .. }, renewed @ .., LockReply::Released]
+                        if renewed.iter().all(|r| matches!(r, LockReply::Renewed { .. })) =>
+                    {
+                        Ok(())
+                    }
+                    _ => Err(sim.error(format!("1's client was told {told:?}"))),
+                }
+            });
+        }
+    }
+}

@@ -29,6 +29,8 @@ pub(super) struct HeldGrant {
     to: NodeId,
     /// Whether a renewal was acked (the local client is granted then).
     confirmed: bool,
+    /// Where a re-registration with a new coordinator stands.
+    adoption: Adoption,
     renew_seq: u64,
     /// Renewals not yet acked: their send times.
     sent: BTreeMap<u64, Instant>,
@@ -37,6 +39,23 @@ pub(super) struct HeldGrant {
     /// (term, pos) of the request's first `Queued` answer (its place, if
     /// the grant is given back unconfirmed).
     key: Option<(u64, u64)>,
+}
+
+/// A held grant's standing with the coordinator it renews to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Adoption {
+    /// It granted or acked this grant: renewals every `grant_ttl/3`.
+    Known,
+    /// Re-registered, not echoed yet: the re-registration is sent again
+    /// instead of renewals (a renewal it does not know would be refused
+    /// and the grant lost), on each of its heartbeats and renewal ticks.
+    /// When it was last sent.
+    Asked(Instant),
+    /// Adopted (echoed), no renewal acked yet: it acks none before
+    /// `lease·(1+ρ)` after taking office, so renewals go every heartbeat
+    /// until one is, instead of every `grant_ttl/3` (one of which might
+    /// fall just before that wait ends and the next after the lease).
+    Adopted,
 }
 
 /// The consumer side.
@@ -114,6 +133,7 @@ impl ElNode {
         match self.consumer.grant.as_mut() {
             Some(g) if g.confirmed || self.cfg.mutations.reregister_unconfirmed => {
                 g.to = c;
+                g.adoption = Adoption::Asked(now);
                 let f = g.fence;
                 self.send_request(now, c, 0, None, Some(f));
             }
@@ -132,6 +152,32 @@ impl ElNode {
         if let Some(p) = self.consumer.pending.as_mut() {
             p.retried_named = false;
             self.ask_pending(now, c);
+        }
+    }
+
+    /// Sends the re-registration of the grant held here again (request
+    /// 0, holding its fence; `coordinator_changed` sent the first), at
+    /// most once an instant, until its coordinator echoes it (adopted) or
+    /// refuses it. A coordinator elected but not yet in office (or without
+    /// its quorum lease) denies it, and the denial names no request here:
+    /// it goes again on each of that coordinator's heartbeats (after the
+    /// ack, which may be the one that puts it in office) and on each
+    /// renewal tick.
+    fn reregister(&mut self, now: Instant) {
+        let Some(g) = self.consumer.grant.as_mut() else { return };
+        if !matches!(g.adoption, Adoption::Asked(at) if at < now) {
+            return;
+        }
+        g.adoption = Adoption::Asked(now);
+        let (to, f) = (g.to, g.fence);
+        self.send_request(now, to, 0, None, Some(f));
+    }
+
+    /// A heartbeat from `from`, acked: a re-registration it has not
+    /// echoed yet is sent again.
+    pub(super) fn heard_coordinator(&mut self, now: Instant, from: NodeId) {
+        if self.consumer.grant.as_ref().is_some_and(|g| g.to == from) {
+            self.reregister(now);
         }
     }
 
@@ -209,8 +255,13 @@ impl ElNode {
     /// (safety) On `Granted` the holder renews at once and grants its
     /// client only when that renewal is acked.
     pub(super) fn on_granted(&mut self, now: Instant, from: NodeId, req: u64, f: u128) {
-        if self.consumer.grant.as_ref().is_some_and(|g| g.fence == f) {
-            // The adoption of our grant was confirmed.
+        if let Some(g) = self.consumer.grant.as_mut().filter(|g| g.fence == f) {
+            // The adoption of our grant was confirmed: renewals go on,
+            // every heartbeat until the new coordinator acks one.
+            if matches!(g.adoption, Adoption::Asked(_)) {
+                g.adoption = Adoption::Adopted;
+                self.send_renew(now);
+            }
             return;
         }
         match self.consumer.pending.as_ref() {
@@ -228,6 +279,7 @@ impl ElNode {
             fence: f,
             to: from,
             confirmed: false,
+            adoption: Adoption::Known,
             renew_seq: 0,
             sent: BTreeMap::new(),
             // Unconfirmed: it lapses unless a renewal is acked in time.
@@ -251,12 +303,20 @@ impl ElNode {
         g.renew_seq += 1;
         g.sent.insert(g.renew_seq, now);
         let (to, f, seq) = (g.to, g.fence, g.renew_seq);
+        let every = if g.adoption == Adoption::Adopted { self.cfg.heartbeat } else { self.cfg.grant_ttl / 3 };
         self.send(to, Msg::Renew { term, fence: f, seq });
-        self.timers.set(Timer::Renew, now + self.cfg.grant_ttl / 3);
+        self.timers.set(Timer::Renew, now + every);
     }
 
+    /// Renews the grant, or, while its coordinator has not echoed a
+    /// re-registration, sends that again instead.
     pub(super) fn on_renew_timer(&mut self, now: Instant) {
-        self.send_renew(now);
+        if self.consumer.grant.as_ref().is_some_and(|g| matches!(g.adoption, Adoption::Asked(_))) {
+            self.reregister(now);
+            self.timers.set(Timer::Renew, now + self.cfg.grant_ttl / 3);
+        } else {
+            self.send_renew(now);
+        }
     }
 
     pub(super) fn on_renew_ack(&mut self, now: Instant, f: u128, seq: u64) {
@@ -267,6 +327,11 @@ impl ElNode {
         }
         let Some(sent) = g.sent.remove(&seq) else { return };
         g.sent.retain(|s, _| *s > seq);
+        if g.adoption == Adoption::Adopted {
+            // The new coordinator acks: renewals every grant_ttl/3 again.
+            g.adoption = Adoption::Known;
+            self.timers.set(Timer::Renew, sent + self.cfg.grant_ttl / 3);
+        }
         let expiry = if g.confirmed { g.expiry.max(sent + ttl) } else { sent + ttl };
         g.expiry = expiry;
         self.timers.set(Timer::GrantExpiry, expiry);

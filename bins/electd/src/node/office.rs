@@ -60,6 +60,7 @@ impl ElNode {
         self.role = Role::Consumer;
         self.mark_joined();
         self.send(from, Msg::HeartbeatAck { term, seq });
+        self.heard_coordinator(now, from);
     }
 
     pub(super) fn on_heartbeat_ack(&mut self, now: Instant, from: NodeId, term: u64, seq: u64) {

@@ -375,6 +375,56 @@ fn a_confirmed_grant_is_re_registered_with_the_new_coordinator() {
     );
 }
 
+/// The re-registration reaches the new coordinator before it is in
+/// office and is denied: it goes again after the ack of each of its
+/// heartbeats (not twice at one instant), never a renewal meanwhile; once
+/// echoed, renewals go every heartbeat until one is acked, then every
+/// `grant_ttl/3` again.
+#[test]
+fn a_denied_re_registration_is_sent_again_until_echoed() {
+    let mut p = consumer_granted_unconfirmed();
+    let f = lockservice::fence(4, 1);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f });
+    deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::RenewAck { term: 4, fence: f, seq: 1 });
+    // What the consumer side sends (2's silence meanwhile starts a
+    // pre-vote, beside the point here).
+    let sends = |outs: Vec<OutputOf<ElNode>>| -> Vec<Msg> {
+        outs.into_iter()
+            .filter_map(|o| match o {
+                Output::Send { msg: Msg::PreVote { .. }, .. } => None,
+                Output::Send { msg, .. } => Some(msg),
+                _ => None,
+            })
+            .collect()
+    };
+    let again = Msg::Request { term: 5, req: 0, queued: None, holding: Some(f) };
+    let hb = |seq| Msg::Heartbeat { term: 5, seq };
+    let outs = sends(deliver(&mut p, at(T0, 5), n(2), Incarnation(1), hb(1)));
+    assert_eq!(outs, vec![again.clone(), Msg::HeartbeatAck { term: 5, seq: 1 }]);
+    let denied = Msg::Denied { term: 5, req: 0, why: Denial::NoQuorum };
+    assert_eq!(sends(deliver(&mut p, at(T0, 6), n(2), Incarnation(1), denied)), vec![]);
+    let outs = sends(deliver(&mut p, at(T0, 25), n(2), Incarnation(1), hb(2)));
+    assert_eq!(outs, vec![Msg::HeartbeatAck { term: 5, seq: 2 }, again.clone()]);
+    // The renewal tick (T0 + grant_ttl/3) sends the re-registration, not
+    // a renewal 2 does not know yet.
+    let tick = T0 + p.cfg.grant_ttl / 3;
+    p.handle_timeout(tick);
+    assert_eq!(sends(drain(&mut p)), vec![again]);
+    // Echoed: a renewal at once, then every heartbeat until one is acked.
+    let echoed = at(tick, 1);
+    let outs = sends(deliver(&mut p, echoed, n(2), Incarnation(1), Msg::Granted { term: 5, req: 0, fence: f }));
+    assert_eq!(outs, vec![Msg::Renew { term: 5, fence: f, seq: 2 }]);
+    p.handle_timeout(echoed + p.cfg.heartbeat);
+    assert_eq!(sends(drain(&mut p)), vec![Msg::Renew { term: 5, fence: f, seq: 3 }]);
+    let acked = echoed + p.cfg.heartbeat + Duration::from_millis(1);
+    deliver(&mut p, acked, n(2), Incarnation(1), Msg::RenewAck { term: 5, fence: f, seq: 3 });
+    p.handle_timeout(echoed + p.cfg.heartbeat * 2);
+    assert_eq!(sends(drain(&mut p)), vec![], "no renewal a heartbeat after the ack");
+    p.handle_timeout(echoed + p.cfg.heartbeat + p.cfg.grant_ttl / 3);
+    assert_eq!(sends(drain(&mut p)), vec![Msg::Renew { term: 5, fence: f, seq: 4 }]);
+    assert_eq!(p.holder().map(|(_, f)| f), Some(f));
+}
+
 #[test]
 fn a_broken_link_to_the_coordinator_resends_the_queued_request() {
     let mut p = consumer_granted_unconfirmed();
