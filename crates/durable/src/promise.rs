@@ -389,16 +389,28 @@ impl PromiseNode {
     // ---- proposer half ----
 
     /// Proposes the next value in this node's slot above everything it
-    /// knows. On `Ok` persist, then send the proposal to every configured node.
+    /// knows; at the top of the value space it stops (`Invalid`), never
+    /// wraps. On `Ok` persist, then send the proposal to every configured node.
     pub fn propose(&mut self, now: Instant) -> Result<u64, Refusal> {
         let above = self.stored.floor().max(self.threshold());
-        let value = next_above(above, self.slot).ok_or(Refusal::Invalid)?;
+        let next = next_above(above, self.slot);
+        if self.cfg.mutations.wrap_at_the_top && !next.is_some_and(is_sane) {
+            let wrapped = encode(0, self.slot).ok_or(Refusal::Invalid)?;
+            return self.start_proposal(wrapped, true, now);
+        }
+        let value = next.ok_or(Refusal::Invalid)?;
         self.propose_value(value, now)
     }
 
     /// Proposes `value` (a daemon without slots, e.g. `floor + 1`); it must
     /// be above the floor and the threshold. Supersedes a live own proposal.
     pub fn propose_value(&mut self, value: u64, now: Instant) -> Result<u64, Refusal> {
+        self.start_proposal(value, false, now)
+    }
+
+    /// `wrapped`: only under [`Mutations::wrap_at_the_top`], a value the
+    /// proposer wrapped to, which it takes for one above its floor.
+    fn start_proposal(&mut self, value: u64, wrapped: bool, now: Instant) -> Result<u64, Refusal> {
         self.expire(now);
         if !self.stored.recovered() {
             return Err(Refusal::Unrecovered);
@@ -406,7 +418,7 @@ impl PromiseNode {
         if !is_sane(value) {
             return Err(Refusal::Invalid);
         }
-        if value <= self.stored.floor() || self.at_or_below_threshold(value) {
+        if !wrapped && (value <= self.stored.floor() || self.at_or_below_threshold(value)) {
             return Err(Refusal::Promised { value: self.stored.floor().max(self.threshold()) });
         }
         if let Some(r) = self.restarting(now).or_else(|| self.busy_for(self.cfg.me, now)) {

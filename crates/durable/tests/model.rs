@@ -21,6 +21,7 @@
 //! ([`prune`]), refusals carry no durations (retry times are not
 //! modelled: false suspicion covers every start time), and in the default
 //! bounds node 1 only answers (every two proposers still meet a third).
+//! One start is near the top of the value space, where proposals must stop.
 //!
 //! Every mutation test switches one safety rule off and asserts that the
 //! checker finds a token invariant broken, so the passing check is not
@@ -29,7 +30,9 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant as WallInstant};
 
-use durable::promise::{AckStep, Config, Mutations, PromiseNode, Promises, Refusal, RoundStep, Step, UseError, Values};
+use durable::promise::{
+    AckStep, Config, Mutations, PromiseNode, Promises, Refusal, RoundStep, Step, UseError, Values, MAX_ROUND, SLOT_BITS,
+};
 use membership::NodeId;
 use stateright::{Checker, HasDiscoveries, Model, Property};
 use timer::Instant;
@@ -56,6 +59,10 @@ enum Mutation {
     /// (v) a proposal equal to the threshold is promised. Only reachable
     /// when proposers do not use slots (they propose `floor + 1`).
     AcceptTies,
+    /// (vi) a proposer at the top of the value space wraps to round 0 of
+    /// its slot instead of stopping. Only reachable from a start near the
+    /// top ([`Bounds::near_the_top`]).
+    WrapAtTheTop,
 }
 
 #[derive(Clone, Debug)]
@@ -77,6 +84,11 @@ struct Bounds {
     grants: u64,
     /// Proposals `round·2¹⁰ + slot` (true) or `floor + 1` (false).
     slotted: bool,
+    /// The value each node's disk has seen in use when the model starts
+    /// (0: a new cluster, recovered at 0). The highest is the epoch of a
+    /// token from before the start, whose fence (epoch, 1) the new tokens
+    /// must exceed.
+    start: [u64; N],
 }
 
 impl Bounds {
@@ -91,9 +103,23 @@ impl Bounds {
             hello_rounds: 1,
             grants: 1,
             slotted: true,
+            start: [0; N],
         }
     }
+
+    /// [`Self::fast`] one value below the top of slot 2: nodes 1 and 2 saw
+    /// `TOP` in use while node 0 was cut off (it saw nothing). Node 2 can
+    /// create one more token, `(MAX_ROUND − 1, 2)`; every later proposal of
+    /// node 0 or 2 has no room above it and must stop. Two proposals each,
+    /// so that a proposer reaches the top after a proposal.
+    fn near_the_top() -> Self {
+        Bounds { proposals: 2, start: [0, TOP, TOP], ..Self::fast() }
+    }
 }
+
+/// The highest value in use at the start near the top: round
+/// `MAX_ROUND − 1` (the last round a peer accepts), slot 1.
+const TOP: u64 = ((MAX_ROUND - 1) << SLOT_BITS) | 1;
 
 #[derive(Clone, Debug)]
 struct PromiseModel {
@@ -236,6 +262,7 @@ impl PromiseModel {
         c.mutations = Mutations {
             no_restart_window: self.mutation == Some(Mutation::NoRestartWindow),
             accept_ties: self.mutation == Some(Mutation::AcceptTies),
+            wrap_at_the_top: self.mutation == Some(Mutation::WrapAtTheTop),
         };
         c
     }
@@ -318,6 +345,17 @@ impl PromiseModel {
         Some(())
     }
 
+    /// A recovered disk that saw `value` in use (the state file a core
+    /// writes after that traffic).
+    fn disk_in_use(&self, value: u64) -> Promises {
+        let mut comp =
+            PromiseNode::new(self.config(0), Some(Promises::recovered_with(0)), Instant::ZERO).expect("valid");
+        if value > 0 {
+            comp.on_in_use(value, Instant::ZERO).expect("a sane value");
+        }
+        comp.take_dirty().unwrap_or_else(|| comp.stored().clone())
+    }
+
     fn start_life(&self, s: &mut State, i: u8, disk: Option<Promises>) {
         let now = Self::at(s);
         let node = &mut s.nodes[usize::from(i)];
@@ -336,8 +374,8 @@ impl Model for PromiseModel {
 
     fn init_states(&self) -> Vec<State> {
         let nodes = std::array::from_fn(|i| {
+            let disk = self.disk_in_use(self.bounds.start[i]);
             let i = u8::try_from(i).expect("3 nodes");
-            let disk = Promises::recovered_with(0);
             let comp = PromiseNode::new(self.config(i), Some(disk.clone()), Instant::ZERO).expect("valid");
             Node {
                 life: 0,
@@ -355,7 +393,7 @@ impl Model for PromiseModel {
             crashes: self.bounds.crashes,
             wipes: self.bounds.wipes,
             created: BTreeSet::new(),
-            max_fence: (0, 0),
+            max_fence: self.bounds.start.iter().max().filter(|v| **v > 0).map_or((0, 0), |v| (*v, 1)),
             wiped: None,
             created_after_wipe: false,
             dup_epoch: false,
@@ -644,8 +682,19 @@ fn mutation_accept_ties_is_caught() {
     assert_caught(Bounds { slotted: false, ..Bounds::fast() }, Mutation::AcceptTies);
 }
 
+#[test]
+fn proposals_stop_at_the_top_of_the_value_space() {
+    assert_safe(Bounds::near_the_top());
+}
+
+#[test]
+fn mutation_wrap_at_the_top_is_caught() {
+    assert_caught(Bounds::near_the_top(), Mutation::WrapAtTheTop);
+}
+
 /// Bounds from `PROMISE_MODEL="clock proposals crashes wipes hello grants slotted"`
-/// (for sizing runs by hand).
+/// (for sizing runs by hand); `PROMISE_NEAR_TOP` set starts as
+/// [`Bounds::near_the_top`] does.
 #[test]
 #[ignore = "by hand"]
 fn explore_env() {
@@ -663,6 +712,7 @@ fn explore_env() {
         hello_rounds: v[4] as u8,
         grants: v[5],
         slotted: v[6] == 1,
+        start: if std::env::var("PROMISE_NEAR_TOP").is_ok() { Bounds::near_the_top().start } else { [0; N] },
     };
     match std::env::var("PROMISE_MUTATION").ok().as_deref() {
         None => assert_safe(b),
@@ -672,6 +722,7 @@ fn explore_env() {
                 "persist" => Mutation::NoPersistBeforeAck,
                 "restart" => Mutation::NoRestartWindow,
                 "recovery" => Mutation::NoRecovery,
+                "wrap" => Mutation::WrapAtTheTop,
                 _ => Mutation::AcceptTies,
             };
             assert_caught(b, m);

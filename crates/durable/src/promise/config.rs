@@ -47,6 +47,13 @@ pub struct Mutations {
     pub no_restart_window: bool,
     /// Promise a proposal equal to the threshold.
     pub accept_ties: bool,
+    /// Wrap at the top of the value space: when the proposer's next value
+    /// would have no room above it ([`next_above`](super::next_above)
+    /// overflows, or the value is one [`is_sane`](super::is_sane)
+    /// refuses), propose round 0 of its slot instead of stopping, as a
+    /// wrapped counter would: the proposer takes it for its next value,
+    /// so its own floor does not refuse it (the promisers' rules still do).
+    pub wrap_at_the_top: bool,
 }
 
 /// A configuration the component cannot work with.

@@ -274,6 +274,32 @@ fn propose_value_must_be_above_floor() {
 }
 
 #[test]
+fn proposer_stops_at_the_top_and_never_wraps() {
+    // Slot 2 at (MAX_ROUND − 1, 1): one value left in its slot, then none.
+    let top = encode(MAX_ROUND - 1, 1).expect("in range");
+    let at = |m: Mutations| {
+        let mut c = cfg(3);
+        c.mutations = m;
+        PromiseNode::new(c, Some(Promises::recovered_with(top)), ms(0)).expect("valid")
+    };
+    let mut p = at(Mutations::default());
+    let last = encode(MAX_ROUND - 1, 2).expect("in range");
+    assert_eq!(p.propose(ms(100)), Ok(last));
+    assert_eq!(persisted(&mut p).floor(), last);
+    // Every higher value of slot 2 is round MAX_ROUND, which no peer accepts.
+    assert_eq!(p.propose(ms(300)), Err(Refusal::Invalid));
+    assert_eq!((p.proposal(), p.take_dirty()), (None, None));
+    assert_eq!(p.propose_value(2, ms(300)), Err(Refusal::Promised { value: last }));
+    // The mutation wraps to round 0 of the slot and proposes it.
+    let mut m = at(Mutations { wrap_at_the_top: true, ..Mutations::default() });
+    assert_eq!(m.propose(ms(100)), Ok(last), "below the top the mutation changes nothing");
+    assert_eq!(m.propose(ms(300)), Ok(2));
+    let s = persisted(&mut m);
+    assert_eq!((s.own(), s.floor()), (Some(2), last));
+    assert_eq!(m.proposal(), Some((2, ms(400))));
+}
+
+#[test]
 fn majority_including_own_promise_wins_and_is_stored_in_use() {
     let mut p = node(1);
     let v = p.propose(ms(100)).expect("propose");
