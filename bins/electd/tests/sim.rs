@@ -302,20 +302,21 @@ fn arbitrary_inputs_never_panic_the_core() {
 }
 
 /// A grant outlives its coordinator (electd.md, the failover gap's
-/// exception): 1's client holds for four `grant_ttl`s; the coordinator, 5,
-/// dies (crash, or kill with the transport's hint) a `grant_ttl` in. The
-/// new coordinator, 4, adopts 1's grant (1 re-registers it with its old
-/// fence, again on each of 4's heartbeats until 4 is in office and echoes
-/// it; then renews every heartbeat until 4 acks, past the wait of
-/// `lease·(1+ρ)` after taking office) and renews it: the client is never
-/// told it lost the lock, and releases it itself. Before 2026-11-27 the
-/// one re-registration reached 4 before it took office, was denied and
-/// never sent again, and every run lost the grant.
+/// exception): the client of `h` (1, or 4, the next coordinator itself)
+/// holds for four `grant_ttl`s; the coordinator, 5, dies (crash, or kill
+/// with the transport's hint) a `grant_ttl` in. The new coordinator, 4,
+/// adopts the grant (`h` re-registers it with its old fence, again on each
+/// of 4's heartbeats, or 4's own on taking office, until 4 is in office
+/// and echoes it; then renews every heartbeat until 4 acks, past the wait
+/// of `lease·(1+ρ)` after taking office) and renews it: the client is
+/// never told it lost the lock, and releases it itself. Before 2026-11-27
+/// the one re-registration reached 4 before it took office, was denied
+/// and never sent again, and every run lost the grant.
 #[test]
 fn a_holder_keeps_its_grant_through_a_failover() {
     use lockservice::{LockReply, LockRequest};
     for alg in [Algorithm::Relay, Algorithm::Ring] {
-        for how in [Action::Crash, Action::Kill] {
+        for (h, how) in [(1, Action::Crash as fn(NodeId) -> Action<ElNode>), (1, Action::Kill), (4, Action::Crash)] {
             for_seeds(10, |seed| {
                 let c = config(alg, 5);
                 let ttl = c.grant_ttl;
@@ -327,27 +328,27 @@ fn a_holder_keeps_its_grant_through_a_failover() {
                 }));
                 sim.check(safety());
                 sim.run_until(Instant::from_millis(1_500))?;
-                sim.after(Duration::ZERO, kit::acquire(NodeId(1), ftcore::ClientId(1)));
+                sim.after(Duration::ZERO, kit::acquire(NodeId(h), ftcore::ClientId(1)));
                 sim.run_for(ttl)?;
-                let Some((_, fence)) = sim.world().core(NodeId(1)).and_then(|c| c.holder()) else {
-                    return Err(sim.error("1's client was not granted"));
+                let Some((_, fence)) = sim.world().core(NodeId(h)).and_then(|c| c.holder()) else {
+                    return Err(sim.error(format!("{h}'s client was not granted")));
                 };
                 sim.after(Duration::ZERO, how(NodeId(5)));
                 sim.run_for(ttl * 2)?;
                 let adopted = sim.world().core(NodeId(4)).and_then(|c| c.current_grant());
-                if adopted != Some((NodeId(1), fence)) {
-                    return Err(sim.error(format!("4 honours {adopted:x?}, not 1's grant {fence:#x}")));
+                if adopted != Some((NodeId(h), fence)) {
+                    return Err(sim.error(format!("4 honours {adopted:x?}, not {h}'s grant {fence:#x}")));
                 }
                 sim.run_for(ttl * 2)?;
                 let told: Vec<_> =
-                    sim.world().replies.iter().filter(|(_, n, _, _)| *n == NodeId(1)).map(|r| &r.3).collect();
+                    sim.world().replies.iter().filter(|(_, n, _, _)| *n == NodeId(h)).map(|r| &r.3).collect();
                 match told.as_slice() {
                     [LockReply::Granted { .. }, renewed @ .., LockReply::Released]
                         if renewed.iter().all(|r| matches!(r, LockReply::Renewed { .. })) =>
                     {
                         Ok(())
                     }
-                    _ => Err(sim.error(format!("1's client was told {told:?}"))),
+                    _ => Err(sim.error(format!("{h}'s client was told {told:?}"))),
                 }
             });
         }

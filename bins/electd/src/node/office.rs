@@ -106,6 +106,9 @@ impl ElNode {
         if let Some(at) = self.lost_coordinator_at.take() {
             self.out.event(ElEvent::Failover { took: now.saturating_since(at) });
         }
+        // A grant of this process's own client, re-registered through the
+        // loopback before office (and denied), goes again now.
+        self.heard_coordinator(now, self.me);
     }
 
     pub(super) fn mark_joined(&mut self) {
