@@ -564,6 +564,7 @@ impl NtNode {
             mutations: promise::Mutations {
                 no_restart_window: cfg.mutations.no_restart_window,
                 accept_ties: cfg.mutations.accept_ties,
+                ..promise::Mutations::default()
             },
             ..promise::Config::new(members.clone(), me, cfg.lease)
         };
