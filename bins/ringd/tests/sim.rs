@@ -278,3 +278,54 @@ fn each_rule_of_the_heal_is_needed() {
         assert!(!failed.is_empty(), "{name}: no run of 30 regenerated after the heal without the rule");
     }
 }
+
+/// A job under the token outlives a pause of another replica: replica 1
+/// runs a 300 ms command under the token; 40 ms in, another replica is
+/// paused: its successor or predecessor for 100 ms (over `suspect_after`,
+/// 40 ms), or any other for 250 ms (over `token_lost_after`). On resume
+/// its overdue timers fire first, more than a heartbeat late: the replica
+/// itself stalled, so it suspects no neighbour (a fresh `suspect_after`)
+/// and waits a heartbeat before a census, reading its queued heartbeats and
+/// HolderAlives first. Before 2026-11-27 a resumed neighbour suspected
+/// both of its own, answered their heartbeats `Excluded`, and the owner
+/// stopped owning and killed the job (10 of 10 seeds); a replica resumed
+/// after `token_lost_after` proposed a census at once, answered the
+/// owner's HolderAlive `Stale`, and the owner gave the token up (20 of 20).
+#[test]
+fn a_job_outlives_a_pause_of_another_replica() {
+    use client::ring::RingReply;
+    use ftcore::ClientId;
+    let long = config(5).token_lost_after + Duration::from_millis(50);
+    for (whom, pause) in [("successor", 100), ("predecessor", 100), ("successor", 0), ("third", 0)] {
+        let pause = if pause == 0 { long } else { Duration::from_millis(pause) };
+        for_seeds(10, |seed| {
+            let mut sim = sim::Sim::new(seed, 5, kit::net(), with_job(config(5), 300, Duration::from_secs(2)));
+            sim.check(safety(false));
+            sim.clients(Box::new(|_, _, _, _, _| vec![]));
+            sim.run_until(Instant::from_millis(3_000))?;
+            sim.after(Duration::ZERO, kit::job(NodeId(1), ClientId(1), 1));
+            while !sim.world().jobs.iter().any(|j| j.node == NodeId(1)) {
+                if sim.now() > Instant::from_millis(5_000) {
+                    return Err(sim.error("1's job never started"));
+                }
+                sim.run_for(Duration::from_micros(100))?;
+            }
+            sim.run_for(Duration::from_millis(40))?;
+            let view = sim.world().core(NodeId(1)).map(|c| c.ring().view().clone());
+            let victim = view.and_then(|v| match whom {
+                "successor" => v.successor(),
+                "predecessor" => v.predecessor(),
+                _ => v.successor().and_then(|s| sim.world().core(s)?.ring().view().successor()),
+            });
+            let Some(n) = victim else { return Err(sim.error(format!("1 has no {whom}"))) };
+            sim.after(Duration::ZERO, Action::Pause(n));
+            sim.after(pause, Action::Resume(n));
+            sim.run_for(Duration::from_millis(1_300))?;
+            let told: Vec<_> = sim.world().replies.iter().filter(|r| r.1 == NodeId(1)).map(|r| &r.3).collect();
+            match told.as_slice() {
+                [RingReply::Executed { outcome: Ok(_), .. }] => Ok(()),
+                _ => Err(sim.error(format!("{pause:?} pause of {n} ({whom}): 1's client was told {told:?}"))),
+            }
+        });
+    }
+}

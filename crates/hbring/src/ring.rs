@@ -324,13 +324,27 @@ impl HbRing {
     }
 
     fn check_watch(&mut self, now: Instant, pred: bool, out: &mut impl HbOut) {
-        let (watch, timer) = if pred { (&self.pred, Timer::WatchPred) } else { (&self.succ, Timer::WatchSucc) };
-        let Some(w) = watch.clone() else { return };
+        let (watch, timer) = if pred { (&mut self.pred, Timer::WatchPred) } else { (&mut self.succ, Timer::WatchSucc) };
+        let Some(w) = watch.as_mut() else { return };
         if !w.detector.is_suspected(now) {
             self.timers.set(timer, w.detector.suspect_at());
             return;
         }
-        self.suspect_neighbour(now, w.node, out);
+        // The watch fired more than a heartbeat after its deadline: this
+        // node did not run meanwhile (SIGSTOP, a stalled VM), so the
+        // silence it measured is its own, and the neighbour's heartbeats
+        // may be waiting unread. A fresh `suspect_after` instead of a
+        // suspicion at once: the queued input is read first. (Without it,
+        // a paused node suspected both neighbours on resume and answered
+        // their heartbeats `Excluded`: a ringd owner beside it stopped
+        // owning and its running command was killed.)
+        if timer::stalled(w.detector.suspect_at(), now, self.cfg.heartbeat) {
+            w.detector.heartbeat(now);
+            self.timers.set(timer, w.detector.suspect_at());
+            return;
+        }
+        let node = w.node;
+        self.suspect_neighbour(now, node, out);
     }
 
     /// `peer`'s process is gone (the TCP transport's hint: its connection

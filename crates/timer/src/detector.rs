@@ -25,6 +25,15 @@ pub trait FailureDetector {
     fn suspect_at(&self) -> Instant;
 }
 
+/// Whether this process itself stalled: a timer due at `due` fires at
+/// `now`, more than `limit` late (SIGSTOP, a stalled VM). Whatever its peers
+/// sent meanwhile waits unread, so the silence it measured across the stall
+/// is its own: a core waits a little before acting on it (suspecting a
+/// neighbour, counting a token lost), and reads its queued input first.
+pub fn stalled(due: Instant, now: Instant, limit: Duration) -> bool {
+    now.saturating_since(due) > limit
+}
+
 /// The classic fixed-timeout detector: suspect once `timeout` has passed
 /// since the last heartbeat.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

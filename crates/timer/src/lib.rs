@@ -18,7 +18,7 @@ mod rng;
 mod table;
 
 pub use clock::{monotonic_now, Clock, Instant, RealClock, SimClock};
-pub use detector::{FailureDetector, HeartbeatDetector, PhiAccrualDetector};
+pub use detector::{stalled, FailureDetector, HeartbeatDetector, PhiAccrualDetector};
 pub use lease::Lease;
 pub use rng::SeededRng;
 pub use table::TimerTable;

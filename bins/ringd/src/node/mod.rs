@@ -776,6 +776,15 @@ impl Protocol for RdNode {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        // This replica itself stalled (a timer more than a heartbeat
+        // late): its queued input (HolderAlive, the token) is read before
+        // a census acts on the silence it measured across the stall.
+        // Without the wait, a replica resumed after `token_lost_after`
+        // proposed a census at once, answered the owner's HolderAlive
+        // `Stale`, and the owner gave up the token and killed its command.
+        if self.poll_timeout().is_some_and(|due| timer::stalled(due, now, self.cfg.heartbeat)) {
+            self.census_not_before = self.census_not_before.max(now + self.cfg.heartbeat);
+        }
         self.with_ring(|r, out| r.handle_timeout(now, out));
         self.ring_changed(now);
         self.hello_timeout(now);

@@ -291,7 +291,11 @@ fn a_replica_whose_ring_is_a_minority_proposes_no_census_until_it_is_a_majority_
     let mut r = replica(1);
     let t = T0 + Duration::from_millis(150);
     let _ = drain(&mut r);
-    let _ = timeout(&mut r, t);
+    // Time passes a millisecond at a time (a jump would read as this
+    // replica's own stall, which suspects nobody).
+    for ms in 1..=150 {
+        let _ = timeout(&mut r, T0 + Duration::from_millis(ms));
+    }
     assert_eq!(r.ring().view().alive_count(), 1);
     r.start_census(t, None);
     r.after_input(t);
@@ -340,10 +344,18 @@ fn a_sender_told_stale_keeps_a_copy_and_censuses_after_a_random_delay() {
     let due = r.token_deadline().expect("a census is due");
     // W·(1+ρ)/(1−ρ) to twice that, W = suspect_after = 100 ms.
     assert!(due >= t + Duration::from_millis(100) && due <= t + Duration::from_millis(201), "{due:?}");
-    // Then (neighbours heard from again meanwhile) the next epoch in its
-    // slot (0) above 3000: round 3.
-    deliver(&mut r, due, n(3), Incarnation(1), Msg::Hb(hbring::HbMsg::Heartbeat { digest: 0 }));
-    deliver(&mut r, due, n(2), Incarnation(1), Msg::Hb(hbring::HbMsg::HeartbeatAck { digest: 0 }));
+    // Then (neighbours heard from meanwhile, time passing a millisecond at
+    // a time: a jump would read as this replica's own stall) the next
+    // epoch in its slot (0) above 3000: round 3.
+    let mut now = t;
+    while now < due {
+        deliver(&mut r, now, n(3), Incarnation(1), Msg::Hb(hbring::HbMsg::Heartbeat { digest: 0 }));
+        deliver(&mut r, now, n(2), Incarnation(1), Msg::Hb(hbring::HbMsg::HeartbeatAck { digest: 0 }));
+        now = (now + Duration::from_millis(1)).min(due);
+        if now < due {
+            let _ = timeout(&mut r, now);
+        }
+    }
     let _ = drain(&mut r);
     let proposed = 3 << 10;
     let outs: Vec<Out> = proto(timeout(&mut r, due))

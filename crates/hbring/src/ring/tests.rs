@@ -334,6 +334,26 @@ fn silent_predecessor_is_suspected_reported_and_replaced() {
     assert_eq!(r.poll_timeout(), Some(at(299)));
 }
 
+/// The watch fires more than a heartbeat after its deadline: this node
+/// itself did not run (a pause). The silence is its own; the predecessor
+/// gets a fresh `suspect_after` and its heartbeat, read next, keeps it.
+#[test]
+fn a_watch_that_fires_late_after_a_stall_suspects_nobody() {
+    let mut r = ring();
+    meet(&mut r, 1, at(0));
+    meet(&mut r, 3, at(0));
+    // The watch of 1 was due at 250 ms; the node runs again at 400 ms.
+    let _ = r.drain();
+    r.handle_timeout(at(400));
+    let outs = r.drain();
+    assert!(!outs.iter().any(|o| matches!(o, Output::Event(HbEvent::Suspected { .. }))), "{outs:?}");
+    assert_eq!(r.view().liveness(n(1)), Some(alive(10)));
+    assert_eq!(r.timers.get(Timer::WatchPred), Some(at(650)), "a fresh grace period from the resume");
+    // Late by no more than a heartbeat, it is a suspicion as before.
+    r.handle_timeout(at(650 + 50));
+    assert!(r.drain().contains(&ev(HbEvent::Suspected { node: n(1), inc: inc(1) })));
+}
+
 #[test]
 fn an_unreachable_predecessor_is_suspected_at_once_and_another_peer_is_not() {
     let mut r = ring();
