@@ -323,3 +323,62 @@ fn arbitrary_inputs_never_panic_the_core() {
     let handled = sim::bytes::smoke(cfg, &d, 20_000, 7);
     assert!(handled > 200_000, "only {handled} inputs decoded and handled");
 }
+
+/// A holder keeps its lock through another process's long pause: node 3
+/// is paused (SIGSTOP) for longer than `token_lost_after`, and resumed
+/// 20 ms after node 1's client is granted (it holds 80 ms, under
+/// `max_hold`). A known liveness weakness, not fixed: on resume 3's
+/// overdue token-lost timer fires before it reads its queued input; it
+/// claims at once, refuses the holder's queued renewals with its proposal,
+/// and the holder drops the token: `LockLost` (seeds 6, 16, … of 0–19).
+/// Safety holds (the checker runs). A fix tried on 2026-11-27 (a last
+/// look of `ring_timeout` before a Claim on silence, and a holding
+/// renewal counting as the token seen) passes this test but moves Claim
+/// timing under six scripted mask scenarios of tests/safety.rs, which
+/// would need re-tuning first.
+#[test]
+#[ignore = "known liveness weakness: a process resumed after token_lost_after claims before reading the holder's renewals"]
+fn a_holder_keeps_its_lock_through_another_process_s_long_pause() {
+    use lockservice::{LockReply, LockRequest};
+    for_seeds(20, |seed| {
+        let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(2), 0.0, 0.0);
+        let c = cfg();
+        let lost = c.token_lost_after;
+        let mut sim = Sim::new(seed, 5, net, c);
+        sim.clients(Box::new(|_, node, client, reply, _| match reply {
+            LockReply::Granted { .. } => {
+                vec![(Duration::from_millis(80), Action::Request(node, client, LockRequest::Release))]
+            }
+            _ => vec![],
+        }));
+        sim.check(safety());
+        sim.run_until(Instant::from_millis(3_000))?;
+        sim.after(Duration::ZERO, Action::Pause(NodeId(3)));
+        sim.run_for(lost + Duration::from_millis(100))?;
+        sim.after(Duration::ZERO, acquire(NodeId(1), ClientId(1)));
+        let granted = |sim: &Sim<TwNode>| {
+            sim.world().replies.iter().any(|r| r.1 == NodeId(1) && matches!(r.3, LockReply::Granted { .. }))
+        };
+        // Paused holding the token, 3 leaves it lost: Claims that meet may
+        // take a few rounds (as in the paused-holder test above).
+        let end = sim.now() + Duration::from_secs(15);
+        while !granted(&sim) {
+            if sim.now() > end {
+                return Err(sim.error("1's client was not granted"));
+            }
+            sim.run_for(Duration::from_micros(100))?;
+        }
+        sim.run_for(Duration::from_millis(20))?;
+        sim.after(Duration::ZERO, Action::Resume(NodeId(3)));
+        sim.run_for(Duration::from_millis(300))?;
+        let told: Vec<_> = sim.world().replies.iter().filter(|r| r.1 == NodeId(1)).map(|r| &r.3).collect();
+        match told.as_slice() {
+            [LockReply::Granted { .. }, renewed @ .., LockReply::Released]
+                if renewed.iter().all(|r| matches!(r, LockReply::Renewed { .. })) =>
+            {
+                Ok(())
+            }
+            _ => Err(sim.error(format!("1's client was told {told:?}"))),
+        }
+    });
+}
