@@ -94,6 +94,11 @@ struct Watch {
     /// The life being watched: a new life gets a fresh grace period.
     inc: Incarnation,
     detector: HeartbeatDetector,
+    /// A stall of this node's own gave it a fresh `suspect_after`, and
+    /// nothing was heard from it since: the next silence is suspected
+    /// even if this node stalls again (a node starved of CPU, every timer
+    /// late, still suspects a dead neighbour, one grace later).
+    graced: bool,
 }
 
 /// The heartbeat ring of one node.
@@ -318,6 +323,7 @@ impl HbRing {
         for (watch, timer) in [(&mut self.pred, Timer::WatchPred), (&mut self.succ, Timer::WatchSucc)] {
             if let Some(w) = watch.as_mut().filter(|w| w.node == from) {
                 w.detector.heartbeat(now);
+                w.graced = false;
                 self.timers.set(timer, w.detector.suspect_at());
             }
         }
@@ -338,7 +344,8 @@ impl HbRing {
         // a paused node suspected both neighbours on resume and answered
         // their heartbeats `Excluded`: a ringd owner beside it stopped
         // owning and its running command was killed.)
-        if timer::stalled(w.detector.suspect_at(), now, self.cfg.heartbeat) {
+        if timer::stalled(w.detector.suspect_at(), now, self.cfg.heartbeat) && !w.graced {
+            w.graced = true;
             w.detector.heartbeat(now);
             self.timers.set(timer, w.detector.suspect_at());
             return;
@@ -521,6 +528,7 @@ impl HbRing {
                 node,
                 inc,
                 detector: HeartbeatDetector::new(self.cfg.suspect_after, now),
+                graced: false,
             });
             let new = pred.map(|(n, _)| n);
             if old != new {
@@ -541,6 +549,7 @@ impl HbRing {
                 node,
                 inc,
                 detector: HeartbeatDetector::new(self.cfg.suspect_after, now),
+                graced: false,
             });
             let new = succ.map(|(n, _)| n);
             if old != new {

@@ -489,6 +489,10 @@ pub struct RdNode {
     /// passed its deadline, still counting late answers.
     late_census: Option<census::CensusRun>,
     census_not_before: Instant,
+    /// The `token_seen_at` whose silence already had a stall's wait
+    /// (`handle_timeout`): one wait per silence, so a replica starved of
+    /// CPU, every timer late, still censuses, one heartbeat later.
+    stall_waited: Option<Instant>,
     /// A census is wanted (token lost, a recovery's copy, `Stale`,
     /// overflow): retried while no token is seen.
     census_wanted: bool,
@@ -695,6 +699,7 @@ impl Protocol for RdNode {
             census: None,
             late_census: None,
             census_not_before: first_census,
+            stall_waited: None,
             census_wanted: false,
             census_copy: None,
             recovery: None,
@@ -782,7 +787,10 @@ impl Protocol for RdNode {
         // Without the wait, a replica resumed after `token_lost_after`
         // proposed a census at once, answered the owner's HolderAlive
         // `Stale`, and the owner gave up the token and killed its command.
-        if self.poll_timeout().is_some_and(|due| timer::stalled(due, now, self.cfg.heartbeat)) {
+        // Once per silence (`stall_waited`).
+        let stalled = self.poll_timeout().is_some_and(|due| timer::stalled(due, now, self.cfg.heartbeat));
+        if stalled && self.stall_waited != Some(self.token_seen_at) {
+            self.stall_waited = Some(self.token_seen_at);
             self.census_not_before = self.census_not_before.max(now + self.cfg.heartbeat);
         }
         self.with_ring(|r, out| r.handle_timeout(now, out));

@@ -350,7 +350,13 @@ fn a_watch_that_fires_late_after_a_stall_suspects_nobody() {
     assert_eq!(r.view().liveness(n(1)), Some(alive(10)));
     assert_eq!(r.timers.get(Timer::WatchPred), Some(at(650)), "a fresh grace period from the resume");
     // Late by no more than a heartbeat, it is a suspicion as before.
-    r.handle_timeout(at(650 + 50));
+    let mut late = r.clone();
+    late.handle_timeout(at(650 + 50));
+    assert!(late.drain().contains(&ev(HbEvent::Suspected { node: n(1), inc: inc(1) })));
+    // One grace per silence: stalled again with nothing heard from 1
+    // since, this node suspects it (a node starved of CPU, every timer
+    // late, still suspects a dead neighbour).
+    r.handle_timeout(at(800));
     assert!(r.drain().contains(&ev(HbEvent::Suspected { node: n(1), inc: inc(1) })));
 }
 
