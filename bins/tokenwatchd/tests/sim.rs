@@ -359,8 +359,8 @@ fn a_holder_keeps_its_lock_through_another_process_s_long_pause() {
         let granted = |sim: &Sim<TwNode>| {
             sim.world().replies.iter().any(|r| r.1 == NodeId(1) && matches!(r.3, LockReply::Granted { .. }))
         };
-        // Paused holding the token, 3 leaves it lost: Claims that meet may
-        // take a few rounds (as in the paused-holder test above).
+        // If 3 was paused with the token, it is lost: Claims that meet
+        // may take a few rounds (as in the paused-holder test above).
         let end = sim.now() + Duration::from_secs(15);
         while !granted(&sim) {
             if sim.now() > end {

@@ -177,7 +177,11 @@ impl ElNode {
 
     fn deny(&mut self, to: NodeId, req: u64, why: Denial) {
         let term = self.term;
-        self.out.event(ElEvent::Denied { reason: why.label() });
+        if req != 0 {
+            // Re-registrations (request 0) are sent again on every
+            // heartbeat until office: not counted as client denials.
+            self.out.event(ElEvent::Denied { reason: why.label() });
+        }
         self.send(to, Msg::Denied { term, req, why });
     }
 

@@ -165,7 +165,10 @@ impl ElNode {
     /// renewal tick.
     fn reregister(&mut self, now: Instant) {
         let Some(g) = self.consumer.grant.as_mut() else { return };
-        if !matches!(g.adoption, Adoption::Asked(at) if at < now) {
+        // Never an expired grant (after a pause the renewal tick may come
+        // before the expiry in one wake-up): a coordinator would honour a
+        // grant nobody holds.
+        if !matches!(g.adoption, Adoption::Asked(at) if at < now) || now >= g.expiry {
             return;
         }
         g.adoption = Adoption::Asked(now);

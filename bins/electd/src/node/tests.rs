@@ -425,6 +425,23 @@ fn a_denied_re_registration_is_sent_again_until_echoed() {
     assert_eq!(p.holder().map(|(_, f)| f), Some(f));
 }
 
+/// An expired grant is never re-registered (after a pause, a heartbeat
+/// or a renewal tick may be handled before the grant's expiry).
+#[test]
+fn an_expired_grant_is_not_re_registered() {
+    let mut p = consumer_granted_unconfirmed();
+    let f = lockservice::fence(4, 1);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f });
+    deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::RenewAck { term: 4, fence: f, seq: 1 });
+    deliver(&mut p, at(T0, 5), n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 1 });
+    let expired = p.consumer.grant.as_ref().map(|g| g.expiry).expect("held");
+    let outs = deliver(&mut p, expired, n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 2 });
+    assert_eq!(
+        outs.iter().filter(|o| matches!(o, Output::Send { .. })).collect::<Vec<_>>(),
+        vec![&Output::Send { to: n(2), msg: Msg::HeartbeatAck { term: 5, seq: 2 } }]
+    );
+}
+
 #[test]
 fn a_broken_link_to_the_coordinator_resends_the_queued_request() {
     let mut p = consumer_granted_unconfirmed();
