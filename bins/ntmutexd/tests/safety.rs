@@ -576,6 +576,11 @@ fn late_lower_epoch_after_restarts(seed: u64, m: NtMutations) -> Result<(), SimE
 /// `late_lower_epoch` (seed 1, `restart` false) and
 /// `late_lower_epoch_after_restarts`.
 fn late_lower_epoch_with(seed: u64, restart: bool, m: NtMutations) -> Result<(), SimError> {
+    late_lower_epoch_sim(seed, restart, m).map(|_| ())
+}
+
+/// [`late_lower_epoch_with`], returning the simulation at its end.
+fn late_lower_epoch_sim(seed: u64, restart: bool, m: NtMutations) -> Result<Sim<NtNode>, SimError> {
     let fast = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(1));
     let mut sim = stubborn_on(seed, 5, fast, &[5], m);
     sim.check(staged_safety(Some(accurate_after())));
@@ -613,7 +618,8 @@ fn late_lower_epoch_with(seed: u64, restart: bool, m: NtMutations) -> Result<(),
     keep_clients_coming(&mut sim, 5, from, end);
     let since = sim.now() + Duration::from_millis(1_000);
     sim.run_until(end)?;
-    everyone_served_since(sim.world(), since).map_err(|m| sim.error(m))
+    everyone_served_since(sim.world(), since).map_err(|m| sim.error(m))?;
+    Ok(sim)
 }
 
 #[test]
@@ -664,6 +670,27 @@ fn restarts_seeds(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn restart_window_after_a_crash_masked_by_leases() {
     holds(restarts_seeds(NtMutations { no_restart_window: true, ..NONE }));
+    // The hazard does arise: 4 regenerates e4 and 1 still completes the
+    // lower e1 (the leases keep 1 from granting with it).
+    for seed in 1..=20 {
+        let sim = late_lower_epoch_sim(seed, true, NtMutations { no_restart_window: true, ..NONE })
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let made = |site: u32| -> Vec<(Instant, u64)> {
+            let w = sim.world();
+            w.events
+                .iter()
+                .filter_map(|(t, n, e)| match e {
+                    NtEvent::Regenerated { epoch } if *n == NodeId(site) => Some((*t, *epoch)),
+                    _ => None,
+                })
+                .collect()
+        };
+        let (e1, e4) = (made(1), made(4));
+        assert!(
+            e1.iter().any(|(ta, a)| e4.iter().any(|(tb, b)| tb <= ta && a < b)),
+            "seed {seed}: 1 made {e1:?}, 4 made {e4:?}: no lower epoch completed after a higher one"
+        );
+    }
 }
 
 /// A provisional chain behind a long critical section, failure-free, every

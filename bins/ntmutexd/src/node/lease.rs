@@ -99,7 +99,7 @@ impl NtNode {
     pub(super) fn on_lease_refused(&mut self, now: Instant, _round: u64, threshold: u64) {
         if self.token.is_some_and(|t| t.epoch < threshold) {
             self.lease.end();
-            self.drop_token(now, "a majority moved to a newer epoch (this node's lease was refused)");
+            self.drop_token(now, "a site refused this node's lease renewal: it promised or stored a newer epoch");
         }
     }
 

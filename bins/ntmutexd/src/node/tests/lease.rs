@@ -80,7 +80,7 @@ fn lease_refused_renewal_ends_an_older_token_and_its_grant() {
             reply(
                 1,
                 LockReply::LockLost {
-                    reason: "a majority moved to a newer epoch (this node's lease was refused)".into()
+                    reason: "a site refused this node's lease renewal: it promised or stored a newer epoch".into()
                 }
             ),
         ]
