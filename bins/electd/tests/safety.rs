@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use electd::{Algorithm, ElConfig, ElEvent, ElMutations, ElNode};
 use ftcore::{ClientId, NodeId};
-use kit::{acquire, config, safety};
-use lockservice::{LockReply, LockRequest};
-use sim::{Action, NetConfig, Sim, SimError};
+use kit::{acquire, cluster_with, config};
+use lockservice::LockReply;
+use sim::{Action, Sim, SimError};
 use timer::Instant;
 
 const ALGS: [Algorithm; 2] = [Algorithm::Relay, Algorithm::Ring];
@@ -37,18 +37,6 @@ const LEASE_OVERLAP: &str = "holds until";
 /// releases; nobody asks but the scenario.
 fn cluster(seed: u64, n: u32, alg: Algorithm, m: ElMutations, hold: Duration) -> Sim<ElNode> {
     cluster_with(seed, n, ElConfig { mutations: m, ..config(alg, n) }, hold)
-}
-
-/// As [`cluster`], with the settings given.
-fn cluster_with(seed: u64, n: u32, c: ElConfig, hold: Duration) -> Sim<ElNode> {
-    let net = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(2));
-    let mut sim = Sim::new(seed, n, net, c);
-    sim.clients(Box::new(move |_, node, client, reply, _| match reply {
-        LockReply::Granted { .. } => vec![(hold, Action::Request(node, client, LockRequest::Release))],
-        _ => vec![],
-    }));
-    sim.check(safety());
-    sim
 }
 
 /// Runs until `n` is in office (it is the highest id).

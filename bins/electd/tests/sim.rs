@@ -314,19 +314,13 @@ fn arbitrary_inputs_never_panic_the_core() {
 /// and never sent again, and every run lost the grant.
 #[test]
 fn a_holder_keeps_its_grant_through_a_failover() {
-    use lockservice::{LockReply, LockRequest};
+    use lockservice::check::held_until_released;
     for alg in [Algorithm::Relay, Algorithm::Ring] {
         for (h, how) in [(1, Action::Crash as fn(NodeId) -> Action<ElNode>), (1, Action::Kill), (4, Action::Crash)] {
             for_seeds(10, |seed| {
                 let c = config(alg, 5);
                 let ttl = c.grant_ttl;
-                let net = sim::NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(2));
-                let mut sim = sim::Sim::new(seed, 5, net, c);
-                sim.clients(Box::new(move |_, node, client, reply, _| match reply {
-                    LockReply::Granted { .. } => vec![(ttl * 4, Action::Request(node, client, LockRequest::Release))],
-                    _ => vec![],
-                }));
-                sim.check(safety());
+                let mut sim = kit::cluster_with(seed, 5, c, ttl * 4);
                 sim.run_until(Instant::from_millis(1_500))?;
                 sim.after(Duration::ZERO, kit::acquire(NodeId(h), ftcore::ClientId(1)));
                 sim.run_for(ttl)?;
@@ -342,13 +336,10 @@ fn a_holder_keeps_its_grant_through_a_failover() {
                 sim.run_for(ttl * 2)?;
                 let told: Vec<_> =
                     sim.world().replies.iter().filter(|(_, n, _, _)| *n == NodeId(h)).map(|r| &r.3).collect();
-                match told.as_slice() {
-                    [LockReply::Granted { .. }, renewed @ .., LockReply::Released]
-                        if renewed.iter().all(|r| matches!(r, LockReply::Renewed { .. })) =>
-                    {
-                        Ok(())
-                    }
-                    _ => Err(sim.error(format!("{h}'s client was told {told:?}"))),
+                if held_until_released(&told) {
+                    Ok(())
+                } else {
+                    Err(sim.error(format!("{h}'s client was told {told:?}")))
                 }
             });
         }

@@ -528,22 +528,6 @@ fn probes_of_suspected_peers_is_needed() {
     is_needed(every_fault(240, m));
 }
 
-/// Steps (0.1 ms at a time) until `done` holds, failing with `what` at `limit`.
-fn run_until_true(
-    sim: &mut Sim<NtNode>,
-    limit: Instant,
-    what: &str,
-    mut done: impl FnMut(&World<NtNode>) -> bool,
-) -> Result<(), SimError> {
-    while !done(sim.world()) {
-        if sim.now() >= limit {
-            return Err(sim.error(format!("{what} by {limit}")));
-        }
-        sim.run_for(Duration::from_micros(100))?;
-    }
-    Ok(())
-}
-
 /// A lower epoch completing after a higher one. N = 5 on a fast network
 /// (delays ≤ 1 ms, `t_msg` 5 ms); site 5 holds the token (its client holds
 /// on) and crashes; the links 1 ↔ 4 are held both ways, so sites 1 and 4
@@ -598,7 +582,7 @@ fn late_lower_epoch_sim(seed: u64, restart: bool, m: NtMutations) -> Result<Sim<
     sim.after(Duration::from_millis(14), acquire(NodeId(4), ClientId(4)));
     let limit = sim.now() + Duration::from_millis(200);
     let proposing = |w: &World<NtNode>| w.core(NodeId(1)).is_some_and(|c| c.stored().own().is_some());
-    run_until_true(&mut sim, limit, "site 1 did not propose", proposing)?;
+    sim.run_until_true(limit, "site 1 did not propose", proposing)?;
     // 1's Regenerate is on its way to 2 and 3: hold their answers.
     let proposed = sim.now();
     sim.hold(NodeId(2), NodeId(1));
@@ -644,7 +628,7 @@ fn restart_promisers(sim: &mut Sim<NtNode>, proposed: Instant) -> Result<(), Sim
     let promised = move |w: &World<NtNode>| {
         [2, 3].iter().all(|i| w.core(NodeId(*i)).is_some_and(|c| c.stored().threshold() >= e1))
     };
-    run_until_true(sim, proposed + Duration::from_millis(3), "sites 2 and 3 did not promise e1", promised)?;
+    sim.run_until_true(proposed + Duration::from_millis(3), "sites 2 and 3 did not promise e1", promised)?;
     if sim.world().core(NodeId(4)).is_some_and(|c| c.stored().own().is_some()) {
         return Err(sim.error("site 4 proposed before sites 2 and 3 crashed"));
     }
@@ -870,7 +854,7 @@ fn old_life_token_read_late(m: NtMutations) -> Result<(), SimError> {
     sim.after(Duration::from_millis(8), Action::Partition(vec![NodeId(3)]));
     sim.after(Duration::from_millis(10), acquire(NodeId(1), ClientId(1)));
     let limit = sim.now() + Duration::from_millis(1_000);
-    run_until_true(&mut sim, limit, "sites 1 and 2 did not regenerate", |w| {
+    sim.run_until_true(limit, "sites 1 and 2 did not regenerate", |w| {
         w.events.iter().any(|(t, n, e)| {
             *n != NodeId(3) && matches!(e, NtEvent::Regenerated { .. }) && *t > Instant::from_millis(400)
         })
@@ -1102,7 +1086,7 @@ fn token_kept_from_a_crashed_next(m: NtMutations) -> Result<(), SimError> {
     // 4's reconnection (M1) reaches 2 only after 2's client released.
     sim.hold(NodeId(4), NodeId(2));
     let limit = sim.now() + Duration::from_millis(500);
-    run_until_true(&mut sim, limit, "site 2 never suspected site 3", |w| {
+    sim.run_until_true(limit, "site 2 never suspected site 3", |w| {
         w.events
             .iter()
             .any(|(_, n, e)| *n == NodeId(2) && matches!(e, NtEvent::Suspected { node } if *node == NodeId(3)))
@@ -1315,9 +1299,7 @@ fn duplicated_token(m: NtMutations) -> Result<(), SimError> {
     let frame = token_frame_of_2(&sim);
     sim.after(Duration::ZERO, Action::Request(NodeId(2), ClientId(2), LockRequest::Release));
     let limit = sim.now() + Duration::from_millis(100);
-    run_until_true(&mut sim, limit, "site 3 never got the token", |w| {
-        w.core(NodeId(3)).is_some_and(|c| c.has_token())
-    })?;
+    sim.run_until_true(limit, "site 3 never got the token", |w| w.core(NodeId(3)).is_some_and(|c| c.has_token()))?;
     hand_to_3(&mut sim, frame);
     sim.run_for(Duration::from_millis(500))
 }
@@ -1639,7 +1621,7 @@ fn stale_renewal_meets_a_wiped_node(m: NtMutations) -> Result<(), SimError> {
     sim.after(Duration::ZERO, Action::Cut(NodeId(3), NodeId(1)));
     sim.after(Duration::from_millis(10), acquire(NodeId(3), ClientId(3)));
     let limit = sim.now() + Duration::from_millis(1_000);
-    run_until_true(&mut sim, limit, "site 3 was not granted", |w| {
+    sim.run_until_true(limit, "site 3 was not granted", |w| {
         grants(w).iter().any(|(t, n, _)| *n == NodeId(3) && *t > Instant::from_millis(400))
     })?;
     sim.after(Duration::ZERO, Action::Crash(NodeId(2)));
@@ -1692,7 +1674,7 @@ fn stale_renewal_meets_a_promise(m: NtMutations) -> Result<(), SimError> {
     sim.after(Duration::ZERO, Action::Cut(NodeId(3), NodeId(1)));
     sim.after(Duration::from_millis(10), acquire(NodeId(3), ClientId(3)));
     let limit = sim.now() + Duration::from_millis(1_000);
-    run_until_true(&mut sim, limit, "site 2 never promised a newer epoch", |w| {
+    sim.run_until_true(limit, "site 2 never promised a newer epoch", |w| {
         w.core(NodeId(2)).is_some_and(|c| c.stored().threshold() > old)
     })?;
     sim.hold(NodeId(3), NodeId(2));
@@ -1727,7 +1709,7 @@ fn releasing(seed: u64, n: u32, m: NtMutations) -> Sim<NtNode> {
 
 /// Runs until `node`'s client is granted (a grant after `since`).
 fn run_until_granted(sim: &mut Sim<NtNode>, node: NodeId, since: Instant, limit: Instant) -> Result<(), SimError> {
-    run_until_true(sim, limit, &format!("{node} was not granted"), |w| {
+    sim.run_until_true(limit, &format!("{node} was not granted"), |w| {
         grants(w).iter().any(|(t, n, _)| *n == node && *t > since)
     })
 }
@@ -1878,9 +1860,7 @@ fn token_copy_at_a_recovered_node(m: NtMutations) -> Result<(), SimError> {
     sim.after(Duration::from_millis(1), Action::Restart(NodeId(3)));
     sim.run_for(Duration::from_millis(2))?;
     let limit = sim.now() + Duration::from_millis(300);
-    run_until_true(&mut sim, limit, "site 3 never recovered", |w| {
-        w.core(NodeId(3)).is_some_and(|c| c.stored().recovered())
-    })?;
+    sim.run_until_true(limit, "site 3 never recovered", |w| w.core(NodeId(3)).is_some_and(|c| c.stored().recovered()))?;
     let epoch = match &frame.1.body {
         ntmutexd::Body::Token { epoch, .. } => *epoch,
         _ => 0,

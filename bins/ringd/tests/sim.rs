@@ -304,12 +304,8 @@ fn a_job_outlives_a_pause_of_another_replica() {
             sim.clients(Box::new(|_, _, _, _, _| vec![]));
             sim.run_until(Instant::from_millis(3_000))?;
             sim.after(Duration::ZERO, kit::job(NodeId(1), ClientId(1), 1));
-            while !sim.world().jobs.iter().any(|j| j.node == NodeId(1)) {
-                if sim.now() > Instant::from_millis(5_000) {
-                    return Err(sim.error("1's job never started"));
-                }
-                sim.run_for(Duration::from_micros(100))?;
-            }
+            let started = |w: &sim::World<_>| w.jobs.iter().any(|j| j.node == NodeId(1));
+            sim.run_until_true(Instant::from_millis(5_000), "1's job never started", started)?;
             sim.run_for(Duration::from_millis(40))?;
             let view = sim.world().core(NodeId(1)).map(|c| c.ring().view().clone());
             let victim = view.and_then(|v| match whom {

@@ -356,29 +356,21 @@ fn a_holder_keeps_its_lock_through_another_process_s_long_pause() {
         sim.after(Duration::ZERO, Action::Pause(NodeId(3)));
         sim.run_for(lost + Duration::from_millis(100))?;
         sim.after(Duration::ZERO, acquire(NodeId(1), ClientId(1)));
-        let granted = |sim: &Sim<TwNode>| {
-            sim.world().replies.iter().any(|r| r.1 == NodeId(1) && matches!(r.3, LockReply::Granted { .. }))
+        let granted = |w: &sim::World<TwNode>| {
+            w.replies.iter().any(|r| r.1 == NodeId(1) && matches!(r.3, LockReply::Granted { .. }))
         };
         // If 3 was paused with the token, it is lost: Claims that meet
         // may take a few rounds (as in the paused-holder test above).
         let end = sim.now() + Duration::from_secs(15);
-        while !granted(&sim) {
-            if sim.now() > end {
-                return Err(sim.error("1's client was not granted"));
-            }
-            sim.run_for(Duration::from_micros(100))?;
-        }
+        sim.run_until_true(end, "1's client was not granted", granted)?;
         sim.run_for(Duration::from_millis(20))?;
         sim.after(Duration::ZERO, Action::Resume(NodeId(3)));
         sim.run_for(Duration::from_millis(300))?;
         let told: Vec<_> = sim.world().replies.iter().filter(|r| r.1 == NodeId(1)).map(|r| &r.3).collect();
-        match told.as_slice() {
-            [LockReply::Granted { .. }, renewed @ .., LockReply::Released]
-                if renewed.iter().all(|r| matches!(r, LockReply::Renewed { .. })) =>
-            {
-                Ok(())
-            }
-            _ => Err(sim.error(format!("1's client was told {told:?}"))),
+        if lockservice::check::held_until_released(&told) {
+            Ok(())
+        } else {
+            Err(sim.error(format!("1's client was told {told:?}")))
         }
     });
 }

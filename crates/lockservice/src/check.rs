@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use ftcore::NodeId;
 use timer::Instant;
 
-use crate::{LockEvent, ReleaseHow};
+use crate::{LockEvent, LockReply, ReleaseHow};
 
 /// The open grants and the highest fence so far.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -94,6 +94,14 @@ impl LockJudge {
     pub fn grants(&self) -> u32 {
         self.grants
     }
+}
+
+/// Whether one client's replies, in order, are one uninterrupted hold:
+/// `Granted`, any number of `Renewed`, then `Released` (never a
+/// `LockLost`): the hold outlived whatever failed elsewhere.
+pub fn held_until_released(told: &[&LockReply]) -> bool {
+    matches!(told, [LockReply::Granted { .. }, renewed @ .., LockReply::Released]
+        if renewed.iter().all(|r| matches!(r, LockReply::Renewed { .. })))
 }
 
 #[cfg(test)]

@@ -668,6 +668,24 @@ impl<P: Protocol> Sim<P> {
         self.run_until(end)
     }
 
+    /// Steps 0.1 ms at a time until `done` holds, failing with `what` once
+    /// virtual time reaches `limit` (a scripted scenario waiting for the
+    /// state it acts on).
+    pub fn run_until_true(
+        &mut self,
+        limit: Instant,
+        what: &str,
+        mut done: impl FnMut(&World<P>) -> bool,
+    ) -> Result<(), SimError> {
+        while !done(self.world()) {
+            if self.now() >= limit {
+                return Err(self.error(format!("{what} by {limit}")));
+            }
+            self.run_for(Duration::from_micros(100))?;
+        }
+        Ok(())
+    }
+
     fn next_time(&self) -> Option<Instant> {
         if !self.replay.is_empty() {
             return Some(self.world.now);

@@ -330,6 +330,16 @@ fn consumer_granted_unconfirmed() -> ElNode {
     p
 }
 
+/// [`consumer_granted_unconfirmed`], then granted fence (4, 1) by 3 and
+/// its first renewal acked at T0 + 1 ms: the local client holds.
+fn consumer_granted_confirmed() -> (ElNode, u128) {
+    let mut p = consumer_granted_unconfirmed();
+    let f = lockservice::fence(4, 1);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f });
+    deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::RenewAck { term: 4, fence: f, seq: 1 });
+    (p, f)
+}
+
 #[test]
 fn an_unconfirmed_grant_is_given_back_when_the_coordinator_changes() {
     let mut p = consumer_granted_unconfirmed();
@@ -382,10 +392,7 @@ fn a_confirmed_grant_is_re_registered_with_the_new_coordinator() {
 /// `grant_ttl/3` again.
 #[test]
 fn a_denied_re_registration_is_sent_again_until_echoed() {
-    let mut p = consumer_granted_unconfirmed();
-    let f = lockservice::fence(4, 1);
-    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f });
-    deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::RenewAck { term: 4, fence: f, seq: 1 });
+    let (mut p, f) = consumer_granted_confirmed();
     // What the consumer side sends (2's silence meanwhile starts a
     // pre-vote, beside the point here).
     let sends = |outs: Vec<OutputOf<ElNode>>| -> Vec<Msg> {
@@ -429,10 +436,7 @@ fn a_denied_re_registration_is_sent_again_until_echoed() {
 /// or a renewal tick may be handled before the grant's expiry).
 #[test]
 fn an_expired_grant_is_not_re_registered() {
-    let mut p = consumer_granted_unconfirmed();
-    let f = lockservice::fence(4, 1);
-    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f });
-    deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::RenewAck { term: 4, fence: f, seq: 1 });
+    let (mut p, _) = consumer_granted_confirmed();
     deliver(&mut p, at(T0, 5), n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 1 });
     let expired = p.consumer.grant.as_ref().map(|g| g.expiry).expect("held");
     let outs = deliver(&mut p, expired, n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 2 });

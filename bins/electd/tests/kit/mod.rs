@@ -134,6 +134,20 @@ pub fn cluster_without(seed: u64, n: u32, alg: Algorithm, m: ElMutations) -> Sim
     sim
 }
 
+/// `n` processes with the settings given; each local client that is
+/// granted holds for `hold`, then releases; nobody asks but the scenario.
+/// Checked by [`safety`].
+pub fn cluster_with(seed: u64, n: u32, c: ElConfig, hold: Duration) -> Sim<ElNode> {
+    let net = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(2));
+    let mut sim = Sim::new(seed, n, net, c);
+    sim.clients(Box::new(move |_, node, client, reply, _| match reply {
+        LockReply::Granted { .. } => vec![(hold, Action::Request(node, client, LockRequest::Release))],
+        _ => vec![],
+    }));
+    sim.check(safety());
+    sim
+}
+
 /// The random faults of the sweeps: crashes (a minority down at once)
 /// and partitions.
 pub fn faults(n: u32) -> FaultPlan {
