@@ -101,6 +101,14 @@ struct Watch {
     graced: bool,
 }
 
+impl Watch {
+    /// Watching life `inc` of `node` from `now`: it has `suspect_after` to
+    /// show a first sign of life.
+    fn new(node: NodeId, inc: Incarnation, suspect_after: Duration, now: Instant) -> Self {
+        Watch { node, inc, detector: HeartbeatDetector::new(suspect_after, now), graced: false }
+    }
+}
+
 /// The heartbeat ring of one node.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HbRing {
@@ -524,12 +532,7 @@ impl HbRing {
                     self.tell_my_life(p, out);
                 }
             }
-            self.pred = pred.map(|(node, inc)| Watch {
-                node,
-                inc,
-                detector: HeartbeatDetector::new(self.cfg.suspect_after, now),
-                graced: false,
-            });
+            self.pred = pred.map(|(node, inc)| Watch::new(node, inc, self.cfg.suspect_after, now));
             let new = pred.map(|(n, _)| n);
             if old != new {
                 out.event(HbEvent::PredecessorChanged { from: old, to: new });
@@ -545,12 +548,7 @@ impl HbRing {
         let succ = target(self.view.successor());
         if watched(&self.succ) != succ {
             let old = self.succ.as_ref().map(|w| w.node);
-            self.succ = succ.map(|(node, inc)| Watch {
-                node,
-                inc,
-                detector: HeartbeatDetector::new(self.cfg.suspect_after, now),
-                graced: false,
-            });
+            self.succ = succ.map(|(node, inc)| Watch::new(node, inc, self.cfg.suspect_after, now));
             let new = succ.map(|(n, _)| n);
             if old != new {
                 out.event(HbEvent::SuccessorChanged { from: old, to: new });
