@@ -5,7 +5,7 @@
 //! one table. The daemons run at once, each in a thread of its own.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -172,21 +172,35 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
 
 /// Run through cargo (`CARGO` is set), builds the workspace's binaries in
 /// ftlab's own profile, so that `cargo run -p ftlab -- demo` on a fresh
-/// clone needs no other step.
+/// clone needs no other step. Cargo's progress shows on stderr (its
+/// stdout too goes to ftlab's stderr), so that stdout holds only the table.
 fn build_daemons() -> Result<()> {
     let Some(cargo) = std::env::var_os("CARGO") else { return Ok(()) };
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
-    eprintln!("ftlab demo: building the daemons (cargo build --workspace --bins)…");
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--workspace", "--bins", "--quiet", "--manifest-path"]).arg(&manifest);
-    if !cfg!(debug_assertions) {
-        cmd.arg("--release");
-    }
-    let status = cmd.status().context("run cargo build")?;
+    eprintln!(
+        "ftlab demo: building the daemons (first time: a few minutes; `cargo build --workspace --bins{}`)…",
+        if cfg!(debug_assertions) { "" } else { " --release" }
+    );
+    let status = build_command(cargo, &manifest, !cfg!(debug_assertions))
+        .stdout(Stdio::from(std::io::stderr()))
+        .status()
+        .context("run cargo build")?;
     if !status.success() {
         bail!("cargo build --workspace --bins failed ({status})");
     }
+    eprintln!("ftlab demo: the daemons are built");
     Ok(())
+}
+
+/// `cargo build --workspace --bins` of the workspace at `manifest`, not
+/// quiet: its progress is what shows while a first build takes minutes.
+fn build_command(cargo: impl AsRef<std::ffi::OsStr>, manifest: &Path, release: bool) -> Command {
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--workspace", "--bins", "--manifest-path"]).arg(manifest);
+    if release {
+        cmd.arg("--release");
+    }
+    cmd
 }
 
 fn demo_one(daemon: &'static str, n: u32, dir: PathBuf, say: &dyn Fn(String)) -> Result<Row> {
@@ -529,4 +543,19 @@ fn json(rows: &[Row], passed: bool, took: Duration) -> J {
         ])
     });
     J::obj([("passed", J::from(passed)), ("seconds", J::from(took.as_secs_f64())), ("daemons", J::Arr(rows.collect()))])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_daemons_build_shows_cargos_progress() {
+        let cmd = build_command("cargo", Path::new("/w/Cargo.toml"), false);
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(args, ["build", "--workspace", "--bins", "--manifest-path", "/w/Cargo.toml"]);
+        assert!(!args.iter().any(|a| a == "--quiet" || a == "-q"), "{args:?}");
+        let release = build_command("cargo", Path::new("/w/Cargo.toml"), true);
+        assert_eq!(release.get_args().last().unwrap(), "--release");
+    }
 }
