@@ -1,5 +1,5 @@
 //! `ftlab bench`: the baseline L and each daemon under load, next to L of
-//! the same run (performance.md).
+//! the same run (docs/performance.md).
 //!
 //! - `ftlab bench baseline`: L, half the median round trip of a small
 //!   message between this process and a peer process (`ftlab bench-peer`)
@@ -8,7 +8,7 @@
 //!   directory).
 //! - `ftlab bench DAEMON`: a cluster under contending clients; throughput,
 //!   latency percentiles, messages and daemon CPU per operation, each next
-//!   to L of the same run and performance.md's target; the clients' records
+//!   to L of the same run and docs/performance.md's target; the clients' records
 //!   are checked (exit status 1 when a check fails).
 //! - `ftlab bench ntmutexd --against etcd`: the same contended lock
 //!   workload against a local single-member etcd, side by side.
@@ -57,7 +57,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SYSTEM")]
     against: Option<String>,
     /// No client: measure the idle cluster's CPU and resident memory per
-    /// node (performance.md: < 1 % of a core, < 15 MiB), from when every
+    /// node (docs/performance.md: < 1 % of a core, < 15 MiB), from when every
     /// node has recovered and 3 s have passed; then time 10 requests made
     /// one at a time at random nodes, 300–700 ms apart (what a client of
     /// the idle cluster waits).

@@ -37,6 +37,10 @@ pub struct DemoArgs {
 /// The daemons the demo runs, in table order.
 use ftlab::DAEMONS;
 
+/// Where the targets the demo's figures are compared with are set, from
+/// the repository's root.
+const PERFORMANCE_DOC: &str = "docs/performance.md";
+
 /// How long each wait of the demo may take before it counts as a failure.
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -69,7 +73,7 @@ struct Row {
     /// Messages the survivors sent from the kill to the recovery.
     messages: Option<u64>,
     /// electd: kill → every survivor's status names one survivor as the
-    /// coordinator (performance.md's measure for electd; its first grant
+    /// coordinator (docs/performance.md's measure for electd; its first grant
     /// then waits the failover gap).
     known_ms: Option<f64>,
     /// The second kill, of a node that held no client's grant (ntmutexd:
@@ -500,7 +504,7 @@ fn table(rows: &[Row]) -> String {
             (default 2000, whose lost-token deadline is ~11 s at N = 5).\n";
     for r in rows.iter().filter(|r| r.daemon == "electd") {
         out += &format!(
-            "electd: every survivor named the new coordinator {} after the kill (performance.md: ≤ 50 ms); \
+            "electd: every survivor named the new coordinator {} after the kill ({PERFORMANCE_DOC}: ≤ 50 ms); \
              its first grant then waits the failover gap.\n",
             opt_ms(r.known_ms)
         );
@@ -557,5 +561,11 @@ mod tests {
         assert!(!args.iter().any(|a| a == "--quiet" || a == "-q"), "{args:?}");
         let release = build_command("cargo", Path::new("/w/Cargo.toml"), true);
         assert_eq!(release.get_args().last().unwrap(), "--release");
+    }
+
+    #[test]
+    fn the_cited_performance_doc_is_in_the_repository() {
+        let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(PERFORMANCE_DOC);
+        assert!(doc.is_file(), "{} is cited but missing", doc.display());
     }
 }

@@ -1,6 +1,6 @@
 //! `ftlab bench`: the baseline and short daemon runs give their figures in
 //! JSON, and wrong requests fail clearly. No speed is asserted: the machine
-//! is shared and noisy (performance.md).
+//! is shared and noisy (docs/performance.md).
 
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};

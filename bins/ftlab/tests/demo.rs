@@ -80,6 +80,7 @@ fn demo_prints_a_table() {
         "electd",
         "ringd",
         "named the new coordinator",
+        "(docs/performance.md: ≤ 50 ms)",
         "every check passed",
     ] {
         assert!(out.contains(word), "{word} missing:\n{out}");

@@ -1,7 +1,7 @@
 //! `ftlab bench DAEMON --idle`: a cluster at the daemons' default timings
 //! with no client, measured once every node has recovered and the cluster
 //! has settled: each node's CPU (utime + stime from /proc, as a share of
-//! one core) and resident memory, next to performance.md's target (an idle
+//! one core) and resident memory, next to docs/performance.md's target (an idle
 //! daemon: < 1 % of a core, < 15 MiB RSS). Then, what that idleness costs
 //! a client: [`WAKES`] requests one at a time, each at a node drawn at
 //! random after a random gap in [`GAP`] (a lock acquired and released;
@@ -27,7 +27,7 @@ use crate::json::J;
 /// After every node reports recovered, this long before measuring: the
 /// first token or leader is made, and start-up traffic has passed.
 const SETTLE: Duration = Duration::from_secs(3);
-/// performance.md: an idle daemon uses less than this share of a core ...
+/// docs/performance.md: an idle daemon uses less than this share of a core ...
 const CPU_TARGET: f64 = 0.01;
 /// ... and less than this resident memory.
 const RSS_TARGET: u64 = 15 * 1024 * 1024;

@@ -2,7 +2,7 @@
 //! daemons' default timings under contending in-process clients
 //! (workload.rs's), measured over a window that starts at the first
 //! service: throughput, latency percentiles, messages and daemon CPU per
-//! operation, each next to L and performance.md's target.
+//! operation, each next to L and docs/performance.md's target.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
