@@ -32,6 +32,10 @@ pub struct DemoArgs {
     /// profile) before it starts, so that the daemons match the source.
     #[arg(long)]
     no_build: bool,
+    /// Keep the clusters' configs and logs when every check passes (they
+    /// are kept anyway when a check fails, and deleted otherwise).
+    #[arg(long)]
+    keep_logs: bool,
 }
 
 /// The daemons the demo runs, in table order.
@@ -86,7 +90,8 @@ struct Row {
     operations: usize,
     /// What the safety checks checked, or what broke.
     safety: std::result::Result<String, String>,
-    /// Where the cluster's configs and logs are (kept when a check failed).
+    /// Where the cluster's configs and logs are (kept when a check failed,
+    /// or with --keep-logs).
     dir: PathBuf,
 }
 
@@ -123,10 +128,11 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let (tx, rx) = mpsc::channel::<(&'static str, String)>();
     eprintln!(
-        "ftlab demo: {} nodes of each of {}; configs and logs under {}",
+        "ftlab demo: {} nodes of each of {}; configs and logs under {} ({})",
         a.nodes,
         DAEMONS.join(", "),
-        root.display()
+        root.display(),
+        if a.keep_logs { "kept" } else { "kept if a check fails, else deleted at the end; --keep-logs keeps them" }
     );
     let rows: Vec<Row> = std::thread::scope(|s| {
         let handles: Vec<_> = DAEMONS
@@ -163,14 +169,20 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
             started.elapsed().as_secs_f64()
         );
     }
-    for r in &rows {
-        if r.passed() {
-            let _ = std::fs::remove_dir_all(&r.dir);
-        } else {
-            eprintln!("{}: configs and logs kept in {}", r.daemon, r.dir.display());
+    if all_passed && !a.keep_logs {
+        match std::fs::remove_dir_all(&root) {
+            Ok(()) => eprintln!(
+                "ftlab demo: every check passed; configs and logs under {} deleted (--keep-logs keeps them)",
+                root.display()
+            ),
+            Err(e) => eprintln!("ftlab demo: could not delete {}: {e}", root.display()),
         }
+    } else {
+        for r in rows.iter().filter(|r| !r.passed()) {
+            eprintln!("{}: a check failed; its configs and logs: {}", r.daemon, r.dir.display());
+        }
+        eprintln!("ftlab demo: configs and logs kept in {}", root.display());
     }
-    let _ = std::fs::remove_dir(&root);
     Ok(if all_passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 

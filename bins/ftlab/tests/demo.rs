@@ -65,13 +65,33 @@ fn demo_kills_each_daemons_critical_node_and_every_check_passes() {
     }
     // The progress went to stderr as it happened.
     assert!(err.contains("SIGKILL node") && err.contains("recovered in"), "{err}");
+    // Every check passed: the directory it printed is gone, as it says.
+    let root = logs_dir(&err);
+    assert!(!root.exists(), "{} left behind", root.display());
+    assert!(err.contains(&format!("{} deleted", root.display())), "{err}");
+}
+
+/// The directory that `ftlab demo` says its configs and logs are under.
+fn logs_dir(stderr: &str) -> std::path::PathBuf {
+    let (_, rest) = stderr.split_once("configs and logs under ").unwrap_or_else(|| panic!("no directory in {stderr}"));
+    std::path::PathBuf::from(rest.split_once(" (").unwrap().0)
 }
 
 #[test]
 fn demo_prints_a_table() {
     // One daemon's worth is enough to see the table: -n 3 keeps it short.
-    let (code, out, err) = ftlab(&["demo", "--no-build", "-n", "3"]);
+    let (code, out, err) = ftlab(&["demo", "--no-build", "-n", "3", "--keep-logs"]);
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    // --keep-logs: the directory it printed is there, with every node's log.
+    let root = logs_dir(&err);
+    assert!(err.contains(&format!("configs and logs kept in {}", root.display())), "{err}");
+    for d in ftlab::DAEMONS {
+        for id in 1..=3 {
+            let log = root.join(d).join(format!("node{id}.log"));
+            assert!(log.is_file(), "{} missing", log.display());
+        }
+    }
+    std::fs::remove_dir_all(&root).unwrap();
     for word in [
         "daemon",
         "detection",
