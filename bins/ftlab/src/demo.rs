@@ -45,6 +45,10 @@ use ftlab::DAEMONS;
 /// the repository's root.
 const PERFORMANCE_DOC: &str = "docs/performance.md";
 
+/// docs/performance.md's target for electd: every survivor names the new
+/// coordinator within this long of a SIGKILL of the old one (ms).
+const ELECTD_KNOWN_TARGET_MS: f64 = 50.0;
+
 /// How long each wait of the demo may take before it counts as a failure.
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -486,6 +490,18 @@ fn opt_ms(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_string(), |v| format!("{v:.0} ms"))
 }
 
+/// What to add to a figure's line when it misses its target (as shown,
+/// to the millisecond): a miss is reported, not a failure.
+fn target_note(measured: Option<f64>, target_ms: f64) -> String {
+    match measured {
+        Some(v) if v.round() > target_ms => format!(
+            " — above the {target_ms:.0} ms target{}",
+            if cfg!(debug_assertions) { " (a debug build is slower)" } else { "" }
+        ),
+        _ => String::new(),
+    }
+}
+
 fn table(rows: &[Row]) -> String {
     let mut out = format!(
         "\n{:<12} {:<24} {:>10} {:>10} {:>9} {:>9} {:>6}  {}\n",
@@ -516,9 +532,10 @@ fn table(rows: &[Row]) -> String {
             (default 2000, whose lost-token deadline is ~11 s at N = 5).\n";
     for r in rows.iter().filter(|r| r.daemon == "electd") {
         out += &format!(
-            "electd: every survivor named the new coordinator {} after the kill ({PERFORMANCE_DOC}: ≤ 50 ms); \
-             its first grant then waits the failover gap.\n",
-            opt_ms(r.known_ms)
+            "electd: every survivor named the new coordinator {} after the kill ({PERFORMANCE_DOC}: ≤ \
+             {ELECTD_KNOWN_TARGET_MS:.0} ms){}; its first grant then waits the failover gap.\n",
+            opt_ms(r.known_ms),
+            target_note(r.known_ms, ELECTD_KNOWN_TARGET_MS)
         );
     }
     if !idle.is_empty() {
@@ -549,6 +566,7 @@ fn json(rows: &[Row], passed: bool, took: Duration) -> J {
             ("recovery_ms", J::opt(r.recovery_ms)),
             ("messages", J::opt(r.messages.map(|m| m as f64))),
             ("new_coordinator_known_ms", J::opt(r.known_ms)),
+            ("new_coordinator_target_ms", J::opt((r.daemon == "electd").then_some(ELECTD_KNOWN_TARGET_MS))),
             ("idle_killed", r.idle.as_ref().map_or(J::Null, |(w, _)| J::s(w))),
             ("idle_recovery_ms", J::opt(r.idle.as_ref().and_then(|(_, t)| *t))),
             ("rejoined", J::from(r.rejoined)),
@@ -573,6 +591,25 @@ mod tests {
         assert!(!args.iter().any(|a| a == "--quiet" || a == "-q"), "{args:?}");
         let release = build_command("cargo", Path::new("/w/Cargo.toml"), true);
         assert_eq!(release.get_args().last().unwrap(), "--release");
+    }
+
+    #[test]
+    fn a_missed_target_is_said_on_its_line() {
+        assert_eq!(target_note(Some(12.0), 50.0), "");
+        assert_eq!(target_note(Some(50.4), 50.0), "", "shown as 50 ms: on target");
+        assert_eq!(target_note(None, 50.0), "");
+        let miss = target_note(Some(154.0), 50.0);
+        assert!(miss.starts_with(" — above the 50 ms target"), "{miss}");
+        assert_eq!(miss.contains("debug build"), cfg!(debug_assertions), "{miss}");
+        let row = |known| Row { known_ms: Some(known), ..Row::new("electd", PathBuf::new()) };
+        let line = |t: &str| t.lines().find(|l| l.starts_with("electd: every survivor")).unwrap().to_string();
+        let slow = line(&table(&[row(154.0)]));
+        assert!(
+            slow.contains("154 ms after the kill (docs/performance.md: ≤ 50 ms) — above the 50 ms target"),
+            "{slow}"
+        );
+        let fast = line(&table(&[row(31.0)]));
+        assert!(fast.contains("31 ms after the kill (docs/performance.md: ≤ 50 ms); its first grant"), "{fast}");
     }
 
     #[test]
