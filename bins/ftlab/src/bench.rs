@@ -38,6 +38,7 @@ const BENCHED: [&str; 4] = ["ntmutexd", "tokenwatchd", "electd", "ringd"];
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// `baseline`, or a daemon: ntmutexd, tokenwatchd, electd, ringd.
+    #[arg(value_parser = parse_target)]
     target: String,
     /// Nodes in the cluster.
     #[arg(short = 'n', long = "nodes", default_value_t = 5)]
@@ -74,6 +75,17 @@ pub struct BenchArgs {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// `baseline` or a daemon's name, or why not: an unknown target is a
+/// usage error (exit status 2). A daemon with no workload (hbringd) is
+/// refused later, with the reason.
+fn parse_target(s: &str) -> std::result::Result<String, String> {
+    if s == "baseline" || ftlab::DAEMONS.contains(&s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!("unknown bench target {s:?}: one of baseline, {}", BENCHED.join(", ")))
+    }
 }
 
 /// `ftlab bench-peer` (internal): the other end of the baseline's ping-pong.

@@ -19,6 +19,7 @@ use rand_chacha::ChaCha8Rng;
 #[derive(Args, Debug)]
 pub struct ChaosArgs {
     /// Which daemon: ntmutexd, tokenwatchd, electd, ringd or hbringd.
+    #[arg(value_parser = ftlab::parse_daemon)]
     daemon: String,
     /// Number of nodes.
     #[arg(short = 'n', long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(3..=16))]

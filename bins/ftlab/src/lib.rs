@@ -578,6 +578,16 @@ pub fn run_once(daemon: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(i3
 /// The daemons `ftlab` runs, by binary name.
 pub const DAEMONS: [&str; 5] = ["ntmutexd", "tokenwatchd", "electd", "ringd", "hbringd"];
 
+/// `name` if it is one of [`DAEMONS`], or why not: a clap value parser, so
+/// that an unknown daemon is a usage error (exit status 2, with the list).
+pub fn parse_daemon(name: &str) -> std::result::Result<String, String> {
+    if DAEMONS.contains(&name) {
+        Ok(name.to_string())
+    } else {
+        Err(format!("unknown daemon {name}: one of {}", DAEMONS.join(", ")))
+    }
+}
+
 /// Checks that `name` is one of [`DAEMONS`] and that its binary is built
 /// (beside the running executable; see [`bin`]).
 pub fn check_daemon(name: &str) -> Result<()> {
@@ -597,6 +607,15 @@ mod tests {
         assert_eq!(metric_value(text, "x_total{reason=\"b\"}"), Some(4.0));
         assert_eq!(metric_value(text, "y"), Some(1.5));
         assert_eq!(metric_value(text, "x_total"), None);
+    }
+
+    #[test]
+    fn daemons_are_parsed_by_name() {
+        for d in DAEMONS {
+            assert_eq!(parse_daemon(d).as_deref(), Ok(d));
+        }
+        let e = parse_daemon("etcd").unwrap_err();
+        assert!(e.contains("unknown daemon etcd") && e.contains(&DAEMONS.join(", ")), "{e}");
     }
 
     #[test]

@@ -42,6 +42,7 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 #[derive(Args, Debug)]
 pub struct UpArgs {
     /// Which daemon: ntmutexd, tokenwatchd, electd, ringd or hbringd.
+    #[arg(value_parser = ftlab::parse_daemon)]
     daemon: String,
     /// Number of nodes.
     #[arg(short = 'n', long, default_value_t = 5)]

@@ -92,7 +92,7 @@ fn ringd_counter_increments_and_lookups() {
 #[test]
 fn an_unknown_target_is_refused() {
     let (code, out, err) = ftlab(&["bench", "nosuchd", "--json"], &[]);
-    assert_ne!(code, 0, "{out}");
+    assert_eq!(code, 2, "a usage error: {out}");
     assert!(err.contains("unknown bench target \"nosuchd\""), "{err}");
     assert!(err.contains("baseline, ntmutexd, tokenwatchd, electd, ringd"), "{err}");
     let (code, _, err) = ftlab(&["bench", "hbringd"], &[]);

@@ -268,12 +268,15 @@ fn sigkill_of_up_takes_its_nodes_with_it() {
 
 #[test]
 fn unknown_daemons_and_absent_clusters_fail_clearly() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ftlab")).args(["up", "nosuchd"]).output().unwrap();
-    assert!(!out.status.success());
-    let err = text(&out.stderr);
-    assert!(err.contains("unknown daemon nosuchd"), "{err}");
-    for d in ftlab::DAEMONS {
-        assert!(err.contains(d), "{err}");
+    // A usage error: exit status 2, and the daemons it could have been.
+    for args in [&["up", "nosuchd"][..], &["up", "etcd", "--dir", "/nonexistent/x"], &["chaos", "etcd"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ftlab")).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains(&format!("unknown daemon {}", args[1])), "{err}");
+        for d in ftlab::DAEMONS {
+            assert!(err.contains(d), "{err}");
+        }
     }
     let help = Command::new(env!("CARGO_BIN_EXE_ftlab")).args(["up", "--help"]).output().unwrap();
     for d in ftlab::DAEMONS {
