@@ -458,9 +458,7 @@ impl CommonConfig {
                 ),
             ));
         }
-        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log_level) {
-            return Err(ConfigError::new("log_level", format!("not a valid tracing filter ({e})")));
-        }
+        check_log_level(&self.log_level).map_err(|why| ConfigError::new("log_level", why))?;
         if self.state_dir.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
             return Err(ConfigError::new("state_dir", "must not be empty"));
         }
@@ -656,6 +654,29 @@ pub fn layers<D: DaemonConfig>(args: &CommonArgs) -> Result<Figment, ConfigError
         figment = figment.merge(aliases);
     }
     Ok(figment.merge(Env::prefixed(&env_prefix::<D>()).split("__")).merge(cli))
+}
+
+/// Checks a `log_level`: comma-separated directives, each a level
+/// (`trace`, `debug`, `info`, `warn`, `error`, `off`) or a `tracing`
+/// directive with a target or span (`wire=debug`, `runtime[join]=trace`).
+/// A bare word that is no level (`loud`) is valid `EnvFilter` syntax, but
+/// it names a target at `trace` and silences everything else: refused, as
+/// almost surely a mistyped level (write `TARGET=trace` for that).
+pub fn check_log_level(level: &str) -> Result<(), String> {
+    const LEVELS: &str = "trace, debug, info, warn, error or off";
+    if level.trim().is_empty() {
+        return Err(format!("empty: set a level ({LEVELS}), e.g. \"info\""));
+    }
+    for directive in level.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let bare = !directive.contains(['=', '[']);
+        if bare && directive.parse::<tracing_subscriber::filter::LevelFilter>().is_err() {
+            return Err(format!(
+                "{directive:?} is not a level ({LEVELS}) nor a TARGET=LEVEL directive \
+                 (e.g. \"info\" or \"info,wire=debug\")"
+            ));
+        }
+    }
+    tracing_subscriber::EnvFilter::try_new(level).map(drop).map_err(|e| format!("not a valid tracing filter ({e})"))
 }
 
 /// Loads, checks and validates daemon `D`'s configuration from its file,
@@ -1484,6 +1505,29 @@ command = "echo"
         jailed(|jail| {
             let e = load_err(jail, &file("log_level = \"wire=[\"", ""));
             assert_err(&e, "log_level", Some("testd.toml"), "not a valid tracing filter");
+            // Valid EnvFilter syntax (target `loud` at trace), but nothing
+            // else would ever be logged: a mistyped level.
+            let e = load_err(jail, &file("log_level = \"loud\"", ""));
+            assert_err(&e, "log_level", Some("testd.toml"), "\"loud\" is not a level");
+            assert!(e.to_string().starts_with("key 'log_level' in testd.toml: "), "{e}");
+            let e = load_err(jail, &file("log_level = \"info,loud\"", ""));
+            assert_err(&e, "log_level", Some("testd.toml"), "\"loud\" is not a level");
+            let e = load_err(jail, &file("log_level = \"\"", ""));
+            assert_err(&e, "log_level", Some("testd.toml"), "empty");
+            for good in [
+                "trace",
+                "DEBUG",
+                "info",
+                "warn",
+                "error",
+                "off",
+                "info,wire=debug",
+                "wire=trace",
+                "warn,runtime[join]=debug",
+            ] {
+                let cfg = load_file(jail, &file(&format!("log_level = {good:?}"), ""))?;
+                assert_eq!(cfg.common.log_level, good);
+            }
             Ok(())
         });
     }
