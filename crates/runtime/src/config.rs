@@ -688,7 +688,37 @@ pub fn load<D: DaemonConfig>(args: &CommonArgs) -> Result<Config<D>, ConfigError
 /// Extracts and validates a [`Config`] from any figment (tests build one
 /// by hand): type errors, unknown keys, a missing node id, the common
 /// checks, then [`DaemonConfig::validate`].
+///
+/// An error about an element of `peers` names it by its id too, when the
+/// input has one: `peers[2] (id 3).addr` (the index alone would make the
+/// reader count the `[[peers]]` tables, from 0).
 pub fn load_from<D: DaemonConfig>(figment: &Figment) -> Result<Config<D>, ConfigError> {
+    load_unnamed(figment).map_err(|mut e| {
+        if let (Some(key), Ok(input)) = (&e.key, figment.find_value("")) {
+            e.key = Some(name_peer(key, &input));
+        }
+        e
+    })
+}
+
+/// `peers[2].addr` → `peers[2] (id 3).addr` when `input` gives peer 2 an id.
+fn name_peer(key: &str, input: &Value) -> String {
+    let path = parse_key(key);
+    let (Some("peers"), Some(index)) = (path.first().map(String::as_str), path.get(1)) else {
+        return key.to_owned();
+    };
+    let id = find_tagged(input, &["peers".into(), index.clone(), "id".into()]).and_then(|v| match v {
+        // TOML integers are signed; environment ones may be unsigned.
+        Value::Num(_, n) => n.to_i128().map(|i| i.to_string()).or_else(|| n.to_u128().map(|u| u.to_string())),
+        _ => None,
+    });
+    match (id, key.strip_prefix(&format!("peers[{index}]"))) {
+        (Some(id), Some(rest)) => format!("peers[{index}] (id {id}){rest}"),
+        _ => key.to_owned(),
+    }
+}
+
+fn load_unnamed<D: DaemonConfig>(figment: &Figment) -> Result<Config<D>, ConfigError> {
     let origins = Origins { figment, env_prefix: env_prefix::<D>() };
     let input = figment.find_value("").map_err(|e| origins.convert(e))?;
     let common: CommonConfig = figment.extract().map_err(|e| origins.convert(e))?;
@@ -1373,13 +1403,18 @@ command = "echo"
     fn peers_duplicate_id_and_addr_and_zero() {
         jailed(|jail| {
             let e = load_err(jail, &file("", "[[peers]]\nid = 2\naddr = \"127.0.0.1:7104\"\n"));
-            assert_err(&e, "peers[3].id", Some("testd.toml"), "node id 2 appears more than once");
+            assert_err(&e, "peers[3] (id 2).id", Some("testd.toml"), "node id 2 appears more than once");
 
             let e = load_err(jail, &file("", "[[peers]]\nid = 4\naddr = \"127.0.0.1:7102\"\n"));
-            assert_err(&e, "peers[3].addr", Some("testd.toml"), "127.0.0.1:7102 is used by more than one member");
+            assert_err(
+                &e,
+                "peers[3] (id 4).addr",
+                Some("testd.toml"),
+                "127.0.0.1:7102 is used by more than one member",
+            );
 
             let e = load_err(jail, &file("", "[[peers]]\nid = 0\naddr = \"127.0.0.1:7104\"\n"));
-            assert_err(&e, "peers[3].id", Some("testd.toml"), "reserved");
+            assert_err(&e, "peers[3] (id 0).id", Some("testd.toml"), "reserved");
             Ok(())
         });
     }
@@ -1616,7 +1651,7 @@ command = "echo"
     fn unknown_key_in_peers() {
         jailed(|jail| {
             let e = load_err(jail, &file("", "[[peers]]\nid = 4\naddr = \"127.0.0.1:7104\"\nadr = \"x\"\n"));
-            assert_err(&e, "peers[3].adr", Some("testd.toml"), "did you mean 'addr'?");
+            assert_err(&e, "peers[3] (id 4).adr", Some("testd.toml"), "did you mean 'addr'?");
             Ok(())
         });
     }
@@ -1657,13 +1692,14 @@ command = "echo"
             );
 
             let e = load_err(jail, &file("", "[[peers]]\nid = 4\naddr = \"nowhere\"\n"));
-            assert_err(&e, "peers[3].addr", Some("testd.toml"), "invalid socket address");
+            assert_err(&e, "peers[3] (id 4).addr", Some("testd.toml"), "invalid socket address");
+            assert!(e.to_string().starts_with("key 'peers[3] (id 4).addr' in testd.toml: "), "{e}");
 
             let e = load_err(jail, &file("log_format = \"xml\"", ""));
             assert_err(&e, "log_format", Some("testd.toml"), "xml");
 
             let e = load_err(jail, &file("", "[[peers]]\nid = 4\n"));
-            assert_err(&e, "peers[3].addr", Some("testd.toml"), "missing");
+            assert_err(&e, "peers[3] (id 4).addr", Some("testd.toml"), "missing");
 
             jail.set_env("TESTD_CLUSTER_ID", "abc");
             let e = load_err(jail, &file("", ""));
