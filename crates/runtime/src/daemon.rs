@@ -135,8 +135,7 @@ pub fn run<D: DaemonConfig, P: Protocol + Send + 'static>(args: &CommonArgs, spe
     let state = match state::start::<P::Durable>(cfg.common.state_dir(), D::NAME, wall_ms) {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("{}: {e}", D::NAME);
+            say_fatal(D::NAME, &e);
             return ExitCode::from(if e.is_config_problem() { EXIT_CONFIG as u8 } else { EXIT_RUNTIME });
         }
     };
@@ -157,11 +156,27 @@ pub fn run<D: DaemonConfig, P: Protocol + Send + 'static>(args: &CommonArgs, spe
     match runtime.block_on(serve(cfg, key, spec, state, args.new_cluster)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("{}: {e}", D::NAME);
+            say_fatal(D::NAME, &e);
             ExitCode::from(EXIT_RUNTIME)
         }
     }
+}
+
+/// Says once why the daemon stops: as a plain `NAME: error` line on stderr
+/// (where the log goes too: logging it as well printed it twice), or as a
+/// log event when the log is JSON (a shipper reads one object per line).
+fn say_fatal(name: &str, e: &dyn std::fmt::Display) {
+    if let Some(line) = fatal_line(name, e, logging::current_format()) {
+        eprintln!("{line}");
+    } else {
+        tracing::error!("{e}");
+    }
+}
+
+/// The plain line [`say_fatal`] prints, `None` when it logs instead.
+fn fatal_line(name: &str, e: &dyn std::fmt::Display, format: Option<logging::LogFormat>) -> Option<String> {
+    let json = format == Some(logging::LogFormat::Json) && tracing::enabled!(tracing::Level::ERROR);
+    (!json).then(|| format!("{name}: {e}"))
 }
 
 async fn serve<D: DaemonConfig, P: Protocol + Send + 'static>(
@@ -365,6 +380,16 @@ fn spawn_signal_handler(token: CancellationToken) -> Result<(), DaemonError> {
 #[cfg(test)]
 mod nofile_tests {
     use super::*;
+
+    #[test]
+    fn a_fatal_error_is_said_once_as_a_plain_line_unless_the_log_is_json() {
+        let e = "cannot listen for peers: 127.0.0.1:7101: Address in use";
+        assert_eq!(
+            fatal_line("hbringd", &e, Some(logging::LogFormat::Text)).as_deref(),
+            Some("hbringd: cannot listen for peers: 127.0.0.1:7101: Address in use")
+        );
+        assert!(fatal_line("hbringd", &e, None).is_some());
+    }
 
     #[test]
     fn limits_that_fit_are_kept() {

@@ -21,6 +21,15 @@ pub enum LogFormat {
     Json,
 }
 
+/// The format [`init`] installed, if it did.
+static FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
+
+/// The format of the log [`init`] installed; `None` before (or if another
+/// subscriber was installed first).
+pub fn current_format() -> Option<LogFormat> {
+    FORMAT.get().copied()
+}
+
 /// Installs the global subscriber writing to stderr. `RUST_LOG`, when set
 /// and valid, overrides `level`. Only the first call takes effect; later
 /// calls (and calls after another subscriber was installed) do nothing.
@@ -41,7 +50,9 @@ pub fn init(format: LogFormat, level: &str) {
         }
     };
     // Err means a subscriber is already installed: keep it.
-    let _ = tracing_subscriber::registry().with(layer).try_init();
+    if tracing_subscriber::registry().with(layer).try_init().is_ok() {
+        let _ = FORMAT.set(format);
+    }
 }
 
 /// Whether stderr goes to the journal. systemd sets `JOURNAL_STREAM` to
