@@ -101,7 +101,7 @@ impl ElectdConfig {
             coordinator_max_queue: self.coordinator_max_queue,
             election_jitter: ms(self.election_jitter_ms),
             max_queue: self.max_queue,
-            mutations: Default::default(),
+            rules: Default::default(),
             first_counter: 0,
         };
         if self.election_timeout_ms == 0 {

@@ -18,4 +18,4 @@ pub mod seed_env;
 
 pub use config::ElectdConfig;
 pub use msg::{Denial, Msg};
-pub use node::{Algorithm, ElConfig, ElDurable, ElError, ElEvent, ElMutations, ElNode, PreVoteOutcome};
+pub use node::{Algorithm, ElConfig, ElDurable, ElError, ElEvent, ElNode, ElRule, PreVoteOutcome};

@@ -10,7 +10,8 @@ mod kit;
 
 use std::time::Duration;
 
-use electd::{Algorithm, ElConfig, ElEvent, ElMutations};
+use electd::{Algorithm, ElConfig, ElEvent, ElRule};
+use ftcore::rules::Rules;
 use ftcore::{ClientId, NodeId};
 use kit::{acquire, cluster_without, config, faults};
 use lockservice::check::LockJudge;
@@ -30,7 +31,7 @@ fn judge(j: &mut LockJudge, t: Instant, node: NodeId, seen: Seen<'_, ElEvent, Lo
 /// Seed `seed`'s faulty run with `alg` (rules `m` off), checked from a
 /// snapshot every `every_ms`, each to `bounds`. The simulated clients may
 /// let go at any point.
-fn check(seed: u64, alg: Algorithm, m: ElMutations, every_ms: u64, bounds: Bounds) -> Summary {
+fn check(seed: u64, alg: Algorithm, m: Rules<ElRule>, every_ms: u64, bounds: Bounds) -> Summary {
     let plan = faults(N);
     let mut sim = cluster_without(seed, N, alg, m);
     sim.random_faults(&plan);
@@ -39,7 +40,7 @@ fn check(seed: u64, alg: Algorithm, m: ElMutations, every_ms: u64, bounds: Bound
             sim.at(Instant::from_millis(t), acquire(NodeId(i), ClientId(u64::from(i))));
         }
     }
-    let cfg = ElConfig { mutations: m, ..config(alg, N) };
+    let cfg = ElConfig { rules: m, ..config(alg, N) };
     let model = CoreModel::new(N, cfg, Channel::Reliable, bounds, (LockJudge::new(), judge, LockJudge::grants))
         .with_clients(client_per_node(N, |i| ClientId(u64::from(i)), &[LockRequest::Release]));
     model
@@ -51,7 +52,7 @@ fn check(seed: u64, alg: Algorithm, m: ElMutations, every_ms: u64, bounds: Bound
 fn every_interleaving_near_a_faulty_run_keeps_the_lease_invariants() {
     for alg in [Algorithm::Relay, Algorithm::Ring] {
         let b = Bounds::near(Duration::from_millis(4), 7);
-        check(0, alg, ElMutations::default(), 400, b).assert_safe(&format!("electd model, {alg:?}, seed 0"));
+        check(0, alg, Rules::ALL_ON, 400, b).assert_safe(&format!("electd model, {alg:?}, seed 0"));
     }
 }
 
@@ -65,7 +66,7 @@ fn long() {
     let b = Bounds::near(Duration::from_millis(setting("MODEL_HORIZON_MS", 4)), setting("MODEL_DEPTH", 8) as usize);
     for seed in from..from + setting("MODEL_SEEDS", 2) {
         for alg in [Algorithm::Relay, Algorithm::Ring] {
-            let sum = check(seed, alg, ElMutations::default(), setting("MODEL_EVERY_MS", 200), b.clone());
+            let sum = check(seed, alg, Rules::ALL_ON, setting("MODEL_EVERY_MS", 200), b.clone());
             sum.assert_safe(&format!("electd model, {alg:?}, seed {seed}"));
         }
     }

@@ -1,6 +1,6 @@
 //! electd's (safety) rules, each defended by a simulated scenario that
 //! passes with the rule and fails with it switched off
-//! ([`ElMutations`], off in production). Judged from outside by the
+//! ([`ElRule`], all on in production). Judged from outside by the
 //! checker the sweeps use (`kit::safety`: the clients' own replies never
 //! show two holders, fences rise, one coordinator per term, no lower-term
 //! grant after a higher term's), or by who takes office (late joiners,
@@ -15,7 +15,8 @@ mod kit;
 
 use std::time::Duration;
 
-use electd::{Algorithm, ElConfig, ElEvent, ElMutations, ElNode};
+use electd::{Algorithm, ElConfig, ElEvent, ElNode, ElRule};
+use ftcore::rules::{Rule, Rules};
 use ftcore::{ClientId, NodeId};
 use kit::{acquire, cluster_with, config};
 use lockservice::LockReply;
@@ -25,7 +26,7 @@ use timer::Instant;
 const ALGS: [Algorithm; 2] = [Algorithm::Relay, Algorithm::Ring];
 
 /// A scenario: a seed, an algorithm, the rules switched off.
-type Scenario = fn(u64, Algorithm, ElMutations) -> Result<(), SimError>;
+type Scenario = fn(u64, Algorithm, Rules<ElRule>) -> Result<(), SimError>;
 
 /// The checker's words for two clients holding the lock at once.
 const AT_ONCE: &str = "clients hold the lock at once";
@@ -35,8 +36,8 @@ const LEASE_OVERLAP: &str = "holds until";
 
 /// `n` processes; each local client that is granted holds for `hold`, then
 /// releases; nobody asks but the scenario.
-fn cluster(seed: u64, n: u32, alg: Algorithm, m: ElMutations, hold: Duration) -> Sim<ElNode> {
-    cluster_with(seed, n, ElConfig { mutations: m, ..config(alg, n) }, hold)
+fn cluster(seed: u64, n: u32, alg: Algorithm, m: Rules<ElRule>, hold: Duration) -> Sim<ElNode> {
+    cluster_with(seed, n, ElConfig { rules: m, ..config(alg, n) }, hold)
 }
 
 /// Runs until `n` is in office (it is the highest id).
@@ -82,11 +83,11 @@ fn client(n: u32) -> ClientId {
 /// Runs `scenario` for both algorithms and a few seeds: with every rule
 /// on it must pass; with `off` it must fail, with a message containing
 /// one of `failures`, for at least one run.
-fn defended(off: ElMutations, failures: &[&str], scenario: Scenario) {
+fn defended(off: Rules<ElRule>, failures: &[&str], scenario: Scenario) {
     let mut failed = Vec::new();
     for alg in ALGS {
         for seed in 1..=3 {
-            if let Err(e) = scenario(seed, alg, ElMutations::default()) {
+            if let Err(e) = scenario(seed, alg, Rules::ALL_ON) {
                 panic!("{alg:?} seed {seed} fails with every rule on: {e}");
             }
             match scenario(seed, alg, off) {
@@ -104,7 +105,7 @@ fn defended(off: ElMutations, failures: &[&str], scenario: Scenario) {
 /// `_is_needed` tests run seeds 1–3 with every rule on too).
 fn holds(scenario: Scenario) {
     for alg in ALGS {
-        scenario(7, alg, ElMutations::default()).unwrap();
+        scenario(7, alg, Rules::ALL_ON).unwrap();
     }
 }
 
@@ -114,7 +115,7 @@ fn holds(scenario: Scenario) {
 /// ms); 5 is cut off, and 1's link to 4 is broken so that 1 cannot
 /// re-register its grant; 2 asks. 4 takes office: it must not grant
 /// before 1's lease (from its last acked renewal) has surely ended.
-fn failover_gap(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+fn failover_gap(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 5, alg, m, Duration::from_millis(400));
     elect(&mut sim, 5)?;
     sim.after(Duration::ZERO, acquire(NodeId(1), client(1)));
@@ -133,7 +134,7 @@ fn failover_gap_holds() {
 
 #[test]
 fn failover_gap_is_needed() {
-    defended(ElMutations { no_failover_gap: true, ..Default::default() }, &[AT_ONCE, LEASE_OVERLAP], failover_gap);
+    defended(Rules::all_but(&[ElRule::FailoverGap]), &[AT_ONCE, LEASE_OVERLAP], failover_gap);
 }
 
 // ------------------------------------------------------------ quorum lease
@@ -142,7 +143,7 @@ fn failover_gap_is_needed() {
 /// s); 5 and 1 are cut off together from 2, 3, 4; 2 asks. 5 must stop
 /// renewing once no majority acks its heartbeats, so 1's lease ends
 /// before 4 (elected by the majority) grants to 2.
-fn quorum_lease(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+fn quorum_lease(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 5, alg, m, Duration::from_millis(1_500));
     elect(&mut sim, 5)?;
     sim.after(Duration::ZERO, acquire(NodeId(1), client(1)));
@@ -160,7 +161,7 @@ fn quorum_lease_holds() {
 
 #[test]
 fn quorum_lease_is_needed() {
-    defended(ElMutations { no_quorum_lease: true, ..Default::default() }, &[AT_ONCE, LEASE_OVERLAP], quorum_lease);
+    defended(Rules::all_but(&[ElRule::QuorumLease]), &[AT_ONCE, LEASE_OVERLAP], quorum_lease);
 }
 
 /// Office and the quorum lease come from a majority's heartbeat acks, not
@@ -168,7 +169,7 @@ fn quorum_lease_is_needed() {
 /// on renewing 1's grant on its own heartbeats.
 #[test]
 fn heartbeat_quorum_is_needed() {
-    defended(ElMutations { self_quorum: true, ..Default::default() }, &[AT_ONCE, LEASE_OVERLAP], quorum_lease);
+    defended(Rules::all_but(&[ElRule::HeartbeatQuorum]), &[AT_ONCE, LEASE_OVERLAP], quorum_lease);
 }
 
 // ---------------------------------------------- holder lease from a renewal
@@ -178,7 +179,7 @@ fn heartbeat_quorum_is_needed() {
 /// 3 grants 1, hears no renewal, lets the grant lapse and grants 2 (who
 /// holds 300 ms). Then the held `Granted` reaches 1: it must not start
 /// on a grant its coordinator no longer honours.
-fn lease_from_renewal(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+fn lease_from_renewal(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 3, alg, m, Duration::from_millis(300));
     elect(&mut sim, 3)?;
     sim.after(Duration::ZERO, Action::Hold(NodeId(3), NodeId(1)));
@@ -197,7 +198,7 @@ fn lease_from_renewal_holds() {
 #[test]
 fn lease_from_renewal_is_needed() {
     defended(
-        ElMutations { lease_from_granted: true, ..Default::default() },
+        Rules::all_but(&[ElRule::LeaseFromAckedRenewal]),
         // The stale grant is used: two holders, or its fence below the one after it.
         &[AT_ONCE, "granted fence"],
         lease_from_renewal,
@@ -218,7 +219,7 @@ fn lease_from_renewal_is_needed() {
 /// must not re-register (t, 1) with 4: adopted, its next renewal acked,
 /// it would start 1's client under a fence below 2's. With the rule 1
 /// gives it back and asks 4 afresh, and is granted after 4's failover gap.
-fn unconfirmed_grant_at_failover(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+fn unconfirmed_grant_at_failover(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 5, alg, m, Duration::from_millis(5));
     elect(&mut sim, 5)?;
     sim.after(Duration::ZERO, Action::Hold(NodeId(5), NodeId(1)));
@@ -253,11 +254,7 @@ fn unconfirmed_grant_at_failover_holds() {
 
 #[test]
 fn unconfirmed_grants_not_reregistered_is_needed() {
-    defended(
-        ElMutations { reregister_unconfirmed: true, ..Default::default() },
-        &["granted fence"],
-        unconfirmed_grant_at_failover,
-    );
+    defended(Rules::all_but(&[ElRule::ConfirmedGrantsReregistered]), &["granted fence"], unconfirmed_grant_at_failover);
 }
 
 // ------------------------------------- an adopted grant renewed late
@@ -267,15 +264,15 @@ fn unconfirmed_grants_not_reregistered_is_needed() {
 /// suspect_after·(1−ρ)`) and `grant_ttl` the least `validate` accepts,
 /// `3·(lease + suspect_after)` = 1,236 ms; with `short_grant_ttl`, 240 ms
 /// (renewals every 80 ms), which the bound forbids.
-fn long_lease(alg: Algorithm, m: ElMutations) -> ElConfig {
+fn long_lease(alg: Algorithm, m: Rules<ElRule>) -> ElConfig {
     let mut c = ElConfig {
         lease: Duration::from_millis(200),
         suspect_after: Duration::from_millis(212),
-        mutations: m,
+        rules: m,
         ..config(alg, 5)
     };
     c.election_timeout = c.derived_election_timeout(5);
-    c.grant_ttl = if m.short_grant_ttl { Duration::from_millis(240) } else { c.min_grant_ttl() };
+    c.grant_ttl = if m.off(ElRule::GrantTtlBound) { Duration::from_millis(240) } else { c.min_grant_ttl() };
     c
 }
 
@@ -294,7 +291,7 @@ fn long_lease(alg: Algorithm, m: ElMutations) -> ElConfig {
 /// renewal to it + `grant_ttl·(1+ρ)`) and, under its quorum lease if that
 /// is still running, grants its own client: 1's lease must have ended by
 /// then, so 4 must not have acked 1's renewals meanwhile.
-fn adopted_grant_at_failover(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+fn adopted_grant_at_failover(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
     let c = long_lease(alg, m);
     let ttl = c.grant_ttl;
     let mut sim = cluster_with(seed, 5, c, ttl * 2);
@@ -362,11 +359,10 @@ fn adopted_grant_at_failover_holds() {
 /// combinations and every rule on pass all 80.)
 #[test]
 fn adopted_renewal_wait_masked_by_grant_ttl_bound() {
-    let d = ElMutations::default;
-    let at_once = ElMutations { renew_adopted_at_once: true, ..d() };
-    let short = ElMutations { short_grant_ttl: true, ..d() };
-    let both = ElMutations { short_grant_ttl: true, ..at_once };
-    masked(adopted_grant_at_failover, &ALGS, &[d(), at_once, short], both, &[LEASE_OVERLAP]);
+    let at_once = Rules::all_but(&[ElRule::AdoptedRenewalWaits]);
+    let short = Rules::all_but(&[ElRule::GrantTtlBound]);
+    let both = at_once.without(ElRule::GrantTtlBound);
+    masked(adopted_grant_at_failover, &ALGS, &[Rules::ALL_ON, at_once, short], both, &[LEASE_OVERLAP]);
 }
 
 // ---------------------------------------------------------------- pre-vote
@@ -374,7 +370,7 @@ fn adopted_renewal_wait_masked_by_grant_ttl_bound() {
 /// (+) Pre-vote. 1 can send but hears nothing (every link into it is
 /// cut): it suspects the coordinator and tries to elect, again and again.
 /// 5 must stay in office in its term, and 2's client must be served.
-fn prevote(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+fn prevote(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 5, alg, m, Duration::from_millis(5));
     elect(&mut sim, 5)?;
     let term = sim.world().core(NodeId(5)).map(|c| c.term()).unwrap_or_default();
@@ -404,7 +400,7 @@ fn prevote_holds() {
 
 #[test]
 fn prevote_is_needed() {
-    defended(ElMutations { no_prevote: true, ..Default::default() }, &["deposed the coordinator"], prevote);
+    defended(Rules::all_but(&[ElRule::PreVote]), &["deposed the coordinator"], prevote);
 }
 
 // ------------------------------------------------------------ stored terms
@@ -413,7 +409,7 @@ fn prevote_is_needed() {
 /// releases; all three processes crash and restart (a cold restart of the
 /// cluster); 1's client asks again. Its fence must be above the first: the
 /// new term must be above every term of the first lives.
-fn cold_restart(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+fn cold_restart(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 3, alg, m, Duration::from_millis(5));
     elect(&mut sim, 3)?;
     granted_in_turn(&mut sim, 1, 2, Duration::from_millis(500))?;
@@ -435,7 +431,7 @@ fn cold_restart_holds() {
 #[test]
 fn stored_terms_are_needed() {
     defended(
-        ElMutations { no_stored_terms: true, ..Default::default() },
+        Rules::all_but(&[ElRule::StoredTerms]),
         // Fences fall: seen by the clients, or as a lower-term grant.
         &["granted fence", "granted in term"],
         cold_restart,
@@ -450,8 +446,8 @@ fn stored_terms_are_needed() {
 /// 4; 5's own election comes back to it after the stall. It must not
 /// collect the votes of 1–4 a second time: never two coordinators in one
 /// term.
-fn same_term_elections(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
-    let mut c = ElConfig { algorithm: alg, mutations: m, ..Default::default() };
+fn same_term_elections(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
+    let mut c = ElConfig { algorithm: alg, rules: m, ..Default::default() };
     c.election_timeout = c.derived_election_timeout(5);
     let mut sim = cluster_with(seed, 5, c, Duration::from_millis(5));
     sim.run_until(Instant::from_millis(10_000))?;
@@ -474,11 +470,7 @@ fn same_term_elections_hold() {
 
 #[test]
 fn one_vote_per_term_is_needed() {
-    defended(
-        ElMutations { vote_again: true, ..Default::default() },
-        &["two coordinators in term"],
-        same_term_elections,
-    );
+    defended(Rules::all_but(&[ElRule::OneVotePerTerm]), &["two coordinators in term"], same_term_elections);
 }
 
 // ------------------------------------------- StaleTerm, not a lower ack
@@ -489,7 +481,7 @@ fn one_vote_per_term_is_needed() {
 /// term they must stop acking 4's heartbeats (and tell it `StaleTerm`):
 /// else 4 keeps its quorum lease and renews its client while 5, after its
 /// failover gap, grants 3.
-fn cut_off_coordinator(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+fn cut_off_coordinator(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 5, alg, m, Duration::from_millis(1_500));
     elect(&mut sim, 5)?;
     sim.after(Duration::ZERO, Action::Crash(NodeId(5)));
@@ -516,11 +508,7 @@ fn cut_off_coordinator_holds() {
 
 #[test]
 fn stale_term_is_needed() {
-    defended(
-        ElMutations { ack_lower_terms: true, ..Default::default() },
-        &[AT_ONCE, LEASE_OVERLAP],
-        cut_off_coordinator,
-    );
+    defended(Rules::all_but(&[ElRule::StaleTermAnswered]), &[AT_ONCE, LEASE_OVERLAP], cut_off_coordinator);
 }
 
 // ------------------------------------------------- late joiners active
@@ -530,7 +518,7 @@ fn stale_term_is_needed() {
 /// The others hear of the term from 1's first message: they must join the
 /// run with their own ids, so that 5, the highest id among the term's
 /// voters, is its coordinator, not 1, the only initiator.
-fn late_joiners(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+fn late_joiners(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 5, alg, m, Duration::from_millis(5));
     elect(&mut sim, 5)?;
     let from = sim.world().events.len();
@@ -558,12 +546,12 @@ fn late_joiners_hold() {
 /// is elected while 5 is live.
 #[test]
 fn step_down_is_needed() {
-    defended(ElMutations { no_step_down: true, ..Default::default() }, &["not 5, the highest id"], late_joiners);
+    defended(Rules::all_but(&[ElRule::StepDownAtAHigherTerm]), &["not 5, the highest id"], late_joiners);
 }
 
 #[test]
 fn late_joiners_active_is_needed() {
-    defended(ElMutations { late_joiners_relay: true, ..Default::default() }, &["not 5, the highest id"], late_joiners);
+    defended(Rules::all_but(&[ElRule::LateJoinersActive]), &["not 5, the highest id"], late_joiners);
 }
 
 // ---------------------------------------------------------- per-hop acks
@@ -571,7 +559,7 @@ fn late_joiners_active_is_needed() {
 /// (safety) Per-hop acks. Coordinator 5 hangs (paused: its connections
 /// stay open, so nothing reports it gone). Every lap passes 4 → 5: the
 /// survivors must still elect, by noticing the unacked hop.
-fn hung_successor(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+fn hung_successor(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 5, alg, m, Duration::from_millis(5));
     elect(&mut sim, 5)?;
     sim.after(Duration::ZERO, Action::Pause(NodeId(5)));
@@ -589,7 +577,7 @@ fn hung_successor_holds() {
 
 #[test]
 fn hop_acks_are_needed() {
-    defended(ElMutations { no_hop_acks: true, ..Default::default() }, &["no coordinator"], hung_successor);
+    defended(Rules::all_but(&[ElRule::HopAcks]), &["no coordinator"], hung_successor);
 }
 
 // ------------------------------------------ never office at a loaded term
@@ -598,7 +586,7 @@ fn hop_acks_are_needed() {
 /// (its grant counter is not stored). Coordinator 3 grants its own client
 /// twice, crashes and restarts at once; its client asks again: the fence
 /// must be above both.
-fn restarted_coordinator(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+fn restarted_coordinator(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 3, alg, m, Duration::from_millis(5));
     elect(&mut sim, 3)?;
     granted_in_turn(&mut sim, 3, 2, Duration::from_millis(500))?;
@@ -616,11 +604,7 @@ fn restarted_coordinator_holds() {
 
 #[test]
 fn no_office_at_the_loaded_term_is_needed() {
-    defended(
-        ElMutations { resume_loaded_office: true, ..Default::default() },
-        &["granted fence"],
-        restarted_coordinator,
-    );
+    defended(Rules::all_but(&[ElRule::NoOfficeAtTheLoadedTerm]), &["granted fence"], restarted_coordinator);
 }
 
 // ------------------------------------------------------- counter overflow
@@ -628,8 +612,8 @@ fn no_office_at_the_loaded_term_is_needed() {
 /// (safety) Counter overflow. Every term's grant counter starts two below
 /// `u64::MAX`; 1's client is granted five times in a row. The fences must
 /// keep rising: past `u64::MAX` the coordinator starts a new term.
-fn counter_overflow(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
-    let c = ElConfig { mutations: m, first_counter: u64::MAX - 2, ..config(alg, 3) };
+fn counter_overflow(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
+    let c = ElConfig { rules: m, first_counter: u64::MAX - 2, ..config(alg, 3) };
     let mut sim = cluster_with(seed, 3, c, Duration::from_millis(5));
     elect(&mut sim, 3)?;
     granted_in_turn(&mut sim, 1, 5, Duration::from_millis(3_000))?;
@@ -643,7 +627,7 @@ fn counter_overflow_holds() {
 
 #[test]
 fn counter_overflow_rule_is_needed() {
-    defended(ElMutations { wrap_counter: true, ..Default::default() }, &["granted fence"], counter_overflow);
+    defended(Rules::all_but(&[ElRule::CounterNeverWraps]), &["granted fence"], counter_overflow);
 }
 
 // ------------------------------------------------- a minority without office
@@ -655,7 +639,7 @@ fn counter_overflow_rule_is_needed() {
 /// runs anyway comes back with two voters, not a majority; a coordinator
 /// it names anyway never hears a majority's heartbeat acks, so it neither
 /// takes office nor holds a quorum lease.
-fn minority_cut_off(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+fn minority_cut_off(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 5, alg, m, Duration::from_millis(1_500));
     elect(&mut sim, 5)?;
     sim.after(Duration::ZERO, acquire(NodeId(3), client(3)));
@@ -679,7 +663,7 @@ fn minority_cut_off(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), Sim
 /// deadline, by refusing the late quorum, happens to prevent it too
 /// (docs/safety-rules.md: with the quorum before the deadline the run
 /// fails with the quorum lease off alone).
-fn late_quorum(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), SimError> {
+fn late_quorum(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 7, alg, m, Duration::from_millis(1_500));
     late_quorum_in(&mut sim)
 }
@@ -732,13 +716,12 @@ fn late_quorum_holds() {
 /// pause, and 7 is not the coordinator waiting for its quorum.)
 #[test]
 fn election_deadline_masked_by_quorum_lease() {
-    let d = ElMutations::default;
-    let lease_off = ElMutations { no_quorum_lease: true, ..d() };
-    let both = ElMutations { no_election_deadline: true, ..lease_off };
+    let lease_off = Rules::all_but(&[ElRule::QuorumLease]);
+    let both = lease_off.without(ElRule::ElectionDeadline);
     for alg in ALGS {
         let mut shown = Vec::new();
         for seed in 1..=6 {
-            if let Err(e) = late_quorum(seed, alg, ElMutations { no_election_deadline: true, ..d() }) {
+            if let Err(e) = late_quorum(seed, alg, Rules::all_but(&[ElRule::ElectionDeadline])) {
                 panic!("{alg:?} seed {seed}, with the deadline off alone, the run should pass: {e}");
             }
             let mut sim = cluster(seed, 7, alg, lease_off, Duration::from_millis(1_500));
@@ -774,12 +757,12 @@ fn election_deadline_masked_by_quorum_lease() {
 /// holds.
 #[test]
 fn majority_of_voters_masked_by_prevote_and_heartbeat_quorum() {
-    let all = ElMutations { no_prevote: true, no_majority: true, self_quorum: true, ..Default::default() };
+    let all = Rules::all_but(&[ElRule::PreVote, ElRule::MajorityOfVoters, ElRule::HeartbeatQuorum]);
     let one_on = [
-        ElMutations::default(),
-        ElMutations { no_prevote: false, ..all },
-        ElMutations { no_majority: false, ..all },
-        ElMutations { self_quorum: false, ..all },
+        Rules::ALL_ON,
+        all.with(ElRule::PreVote),
+        all.with(ElRule::MajorityOfVoters),
+        all.with(ElRule::HeartbeatQuorum),
     ];
     masked(minority_cut_off, &[Algorithm::Ring], &one_on, all, &[AT_ONCE, LEASE_OVERLAP]);
 }
@@ -787,7 +770,7 @@ fn majority_of_voters_masked_by_prevote_and_heartbeat_quorum() {
 /// A mask, for each of `algs` and seeds 1–3: `scenario` passes with each
 /// of `passing` (rule sets with a masking rule on) and fails with `all`
 /// off, with a message containing one of `failures`.
-fn masked(scenario: Scenario, algs: &[Algorithm], passing: &[ElMutations], all: ElMutations, failures: &[&str]) {
+fn masked(scenario: Scenario, algs: &[Algorithm], passing: &[Rules<ElRule>], all: Rules<ElRule>, failures: &[&str]) {
     masked_in(&[1, 2, 3], scenario, algs, passing, all, failures);
 }
 
@@ -796,8 +779,8 @@ fn masked_in(
     seeds: &[u64],
     scenario: Scenario,
     algs: &[Algorithm],
-    passing: &[ElMutations],
-    all: ElMutations,
+    passing: &[Rules<ElRule>],
+    all: Rules<ElRule>,
     failures: &[&str],
 ) {
     for &alg in algs {
@@ -823,9 +806,8 @@ fn masked_in(
 /// heartbeats beside 4.
 #[test]
 fn majority_of_voters_masked_by_heartbeat_quorum() {
-    let d = ElMutations::default;
-    let alone = [ElMutations { no_majority: true, ..d() }, ElMutations { self_quorum: true, ..d() }];
-    let both = ElMutations { no_majority: true, self_quorum: true, ..d() };
+    let alone = [Rules::all_but(&[ElRule::MajorityOfVoters]), Rules::all_but(&[ElRule::HeartbeatQuorum])];
+    let both = Rules::all_but(&[ElRule::MajorityOfVoters, ElRule::HeartbeatQuorum]);
     masked(same_term_elections, &[Algorithm::Ring], &alone, both, &["two coordinators in term"]);
 }
 
@@ -838,9 +820,8 @@ fn majority_of_voters_masked_by_heartbeat_quorum() {
 /// both off 4 renews its client on beside 5's grant to 3.
 #[test]
 fn step_down_masked_by_quorum_lease() {
-    let d = ElMutations::default;
-    let alone = [ElMutations { no_step_down: true, ..d() }, ElMutations { no_quorum_lease: true, ..d() }];
-    let both = ElMutations { no_step_down: true, no_quorum_lease: true, ..d() };
+    let alone = [Rules::all_but(&[ElRule::StepDownAtAHigherTerm]), Rules::all_but(&[ElRule::QuorumLease])];
+    let both = Rules::all_but(&[ElRule::StepDownAtAHigherTerm, ElRule::QuorumLease]);
     masked(cut_off_coordinator, &ALGS, &alone, both, &[AT_ONCE, LEASE_OVERLAP]);
 }
 
@@ -860,15 +841,14 @@ fn step_down_masked_by_quorum_lease() {
 /// other failures are the gap's own.)
 #[test]
 fn second_elected_lap_guard_masked_by_failover_gap() {
-    let d = ElMutations::default;
-    let guard_off = ElMutations { reelect_in_office: true, ..d() };
-    let gap_off = ElMutations { no_failover_gap: true, ..d() };
+    let guard_off = Rules::all_but(&[ElRule::OneOfficePerTerm]);
+    let gap_off = Rules::all_but(&[ElRule::FailoverGap]);
     masked_in(
         &[2],
         kit::paused_run_without,
         &[Algorithm::Relay],
-        &[d(), guard_off, gap_off],
-        ElMutations { no_failover_gap: true, ..guard_off },
+        &[Rules::ALL_ON, guard_off, gap_off],
+        guard_off.without(ElRule::FailoverGap),
         &["n2 granted fence 0x140000000000000001 after 0x140000000000000001"],
     );
 }
@@ -898,10 +878,10 @@ const SCENARIOS: [(&str, Scenario); 14] = [
 fn masked_rules_break_no_scenario() {
     let mut broke = Vec::new();
     for m in [
-        ElMutations { no_majority: true, ..Default::default() },
-        ElMutations { no_election_deadline: true, ..Default::default() },
-        ElMutations { renew_adopted_at_once: true, ..Default::default() },
-        ElMutations { reelect_in_office: true, ..Default::default() },
+        Rules::all_but(&[ElRule::MajorityOfVoters]),
+        Rules::all_but(&[ElRule::ElectionDeadline]),
+        Rules::all_but(&[ElRule::AdoptedRenewalWaits]),
+        Rules::all_but(&[ElRule::OneOfficePerTerm]),
     ] {
         for (name, scenario) in SCENARIOS {
             for alg in ALGS {
@@ -923,23 +903,14 @@ fn masked_rules_break_no_scenario() {
 #[test]
 #[ignore = "survey (seconds in release)"]
 fn masked_rules_survey() {
-    let d = ElMutations::default;
     let others = kit::other_switches();
-    let fails = |m: ElMutations, s: Scenario, alg, seed| s(seed, alg, m).err().map(|e| e.message);
-    for (mname, masked) in [
-        ("no_majority", ElMutations { no_majority: true, ..d() }),
-        ("no_election_deadline", ElMutations { no_election_deadline: true, ..d() }),
-        ("renew_adopted_at_once", ElMutations { renew_adopted_at_once: true, ..d() }),
-        ("reelect_in_office", ElMutations { reelect_in_office: true, ..d() }),
-    ] {
+    let fails = |m: Rules<ElRule>, s: Scenario, alg, seed| s(seed, alg, m).err().map(|e| e.message);
+    for rule in
+        [ElRule::MajorityOfVoters, ElRule::ElectionDeadline, ElRule::AdoptedRenewalWaits, ElRule::OneOfficePerTerm]
+    {
+        let (mname, masked) = (rule.switch(), Rules::all_but(&[rule]));
         for (oname, other) in &others {
-            let both = ElMutations {
-                no_majority: masked.no_majority,
-                no_election_deadline: masked.no_election_deadline,
-                renew_adopted_at_once: masked.renew_adopted_at_once,
-                reelect_in_office: masked.reelect_in_office,
-                ..*other
-            };
+            let both = other.without(rule);
             let (mut total, mut masks) = (0, Vec::new());
             for (sname, s) in SCENARIOS {
                 for alg in ALGS {
@@ -956,4 +927,62 @@ fn masked_rules_survey() {
             eprintln!("{mname} + {oname}: {total} runs fail; masks: {masks:#?}");
         }
     }
+}
+
+// ------------------------------------------------------------- the table
+
+/// `ElRule`'s table agrees with this file and the docs: every rule's
+/// scenario is a test here (a `…_is_needed` / `…_are_needed` one not
+/// ignored), its switch is named in docs/safety-rules.md and its spec
+/// section heads a section of the design it cites; and every
+/// `…_is_needed` / `…_are_needed` test here is some rule's scenario.
+#[test]
+fn the_rule_table_matches_the_scenarios_and_the_docs() {
+    const SAFETY: &str = include_str!("safety.rs");
+    const RULES_DOC: &str = include_str!("../../../docs/safety-rules.md");
+    const DESIGN: &str = include_str!("../../../docs/electd.md");
+    let needed = |name: &str| name.ends_with("_is_needed") || name.ends_with("_are_needed");
+    let mut wrong = Vec::new();
+    for &rule in ElRule::ALL {
+        let (name, scenario) = (rule.name(), rule.scenario());
+        let head = format!("\nfn {scenario}(");
+        match SAFETY.find(&head) {
+            None => wrong.push(format!("{name}: no test `fn {scenario}(` in tests/safety.rs")),
+            Some(at) => {
+                // The attributes and doc lines right above it.
+                let above: Vec<&str> =
+                    SAFETY[..at].lines().rev().take_while(|l| l.starts_with("#[") || l.starts_with("///")).collect();
+                if !above.contains(&"#[test]") {
+                    wrong.push(format!("{name}: `{scenario}` is not a #[test]"));
+                }
+                if needed(scenario) && above.iter().any(|l| l.starts_with("#[ignore")) {
+                    wrong.push(format!("{name}: `{scenario}` is ignored"));
+                }
+            }
+        }
+        if !RULES_DOC.contains(&format!("`{}`", rule.switch())) {
+            wrong.push(format!("{name}: switch `{}` not in docs/safety-rules.md", rule.switch()));
+        }
+        match rule.spec().split_once(", ") {
+            Some(("docs/electd.md", section)) if DESIGN.contains(&format!("# {section}\n")) => {}
+            _ => wrong.push(format!("{name}: spec `{}` is no section of docs/electd.md", rule.spec())),
+        }
+        if rule.doc().is_empty() {
+            wrong.push(format!("{name}: no statement"));
+        }
+    }
+    for line in SAFETY.lines() {
+        let Some(rest) = line.strip_prefix("fn ") else { continue };
+        let Some((test, _)) = rest.split_once('(') else { continue };
+        if needed(test) && !ElRule::ALL.iter().any(|r| r.scenario() == test) {
+            wrong.push(format!("`{test}` is no rule's scenario"));
+        }
+    }
+    let mut switches: Vec<&str> = ElRule::ALL.iter().map(|r| r.switch()).collect();
+    switches.sort_unstable();
+    switches.dedup();
+    if switches.len() != ElRule::ALL.len() {
+        wrong.push("two rules share a switch".to_string());
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }

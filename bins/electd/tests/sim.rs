@@ -17,17 +17,18 @@ mod kit;
 
 use std::time::Duration;
 
-use electd::{Algorithm, ElEvent, ElMutations, ElNode};
+use electd::{Algorithm, ElEvent, ElNode, ElRule};
+use ftcore::rules::Rules;
 use ftcore::NodeId;
 use kit::{cluster, config, converged, faults, paused_run_checked, paused_run_without, run_with_faults, safety};
 use sim::{for_seeds, for_seeds_with, Action, FaultPlan};
 use timer::Instant;
 
 fn faulty_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {
-    faulty_run_without(seed, alg, ElMutations::default())
+    faulty_run_without(seed, alg, Rules::ALL_ON)
 }
 
-fn faulty_run_without(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), sim::SimError> {
+fn faulty_run_without(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), sim::SimError> {
     let n = 3 + (seed % 4) as u32;
     run_with_faults(seed, n, alg, m, &faults(n), safety())
 }
@@ -147,7 +148,7 @@ fn ring_under_crashes_and_partitions() {
 /// slow links (delays beyond every window) mixed with crashes, wiped disks
 /// and partitions.
 fn paused_run(seed: u64, alg: Algorithm) -> Result<(), sim::SimError> {
-    paused_run_without(seed, alg, ElMutations::default())
+    paused_run_without(seed, alg, Rules::ALL_ON)
 }
 
 /// The algorithm a seed's random-fault runs use: they alternate.
@@ -172,7 +173,7 @@ fn passes_a_deadline(seed: u64) -> bool {
         done = w.events.len();
         safe(w)
     };
-    let passed = paused_run_checked(seed, alg_of(seed), ElMutations::default(), checker);
+    let passed = paused_run_checked(seed, alg_of(seed), Rules::ALL_ON, checker);
     assert!(passed.is_ok(), "seed {seed}, every rule on: {passed:?}");
     reached.get()
 }
@@ -195,7 +196,7 @@ fn both_algorithms_with_killed_processes_among_every_fault() {
             ..faults(n)
         };
         let alg = alg_of(seed);
-        run_with_faults(seed, n, alg, ElMutations::default(), &plan, kit::safety_under_pauses())
+        run_with_faults(seed, n, alg, Rules::ALL_ON, &plan, kit::safety_under_pauses())
     });
 }
 
@@ -218,11 +219,11 @@ fn sweep() {
     });
 }
 
-type Run = fn(u64, Algorithm, ElMutations) -> Result<(), sim::SimError>;
+type Run = fn(u64, Algorithm, Rules<ElRule>) -> Result<(), sim::SimError>;
 
 /// Both random-fault families for `seeds` (the algorithm alternating by
 /// seed) with the rules in `m` switched off: the runs that fail.
-fn failing_runs(m: ElMutations, seeds: std::ops::Range<u64>) -> Vec<(&'static str, u64, String)> {
+fn failing_runs(m: Rules<ElRule>, seeds: std::ops::Range<u64>) -> Vec<(&'static str, u64, String)> {
     let families: [(&str, Run); 2] = [("faulty", faulty_run_without), ("paused", paused_run_without)];
     let mut failed = Vec::new();
     for seed in seeds {
@@ -253,10 +254,10 @@ fn is_a_safety_failure(e: &str) -> bool {
 fn masked_rules_break_no_sweep() {
     let count: u64 = std::env::var("SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
     for m in [
-        ElMutations { no_majority: true, ..Default::default() },
-        ElMutations { no_election_deadline: true, ..Default::default() },
-        ElMutations { renew_adopted_at_once: true, ..Default::default() },
-        ElMutations { reelect_in_office: true, ..Default::default() },
+        Rules::all_but(&[ElRule::MajorityOfVoters]),
+        Rules::all_but(&[ElRule::ElectionDeadline]),
+        Rules::all_but(&[ElRule::AdoptedRenewalWaits]),
+        Rules::all_but(&[ElRule::OneOfficePerTerm]),
     ] {
         let failed = failing_runs(m, 0..count);
         eprintln!("{m:?}: {} runs fail: {failed:?}", failed.len());
@@ -271,15 +272,15 @@ fn masked_rules_break_no_sweep() {
     // And paired with every other switch, over those runs: a pair that
     // breaks a clients' check where the other switch alone passes would be
     // a mask (none so far); a pair that fails only on liveness is printed.
-    let d = ElMutations::default;
-    let others = kit::other_switches().into_iter().chain([("no_majority", ElMutations { no_majority: true, ..d() })]);
+    let others =
+        kit::other_switches().into_iter().chain([("no_majority", Rules::all_but(&[ElRule::MajorityOfVoters]))]);
     let mut masks = Vec::new();
     for (name, other) in others {
         let failing: Vec<(u64, String)> = reached
             .iter()
             .filter_map(|&seed| {
                 let alg = alg_of(seed);
-                let both = paused_run_without(seed, alg, ElMutations { no_election_deadline: true, ..other }).err()?;
+                let both = paused_run_without(seed, alg, other.without(ElRule::ElectionDeadline)).err()?;
                 paused_run_without(seed, alg, other).is_ok().then_some((seed, both.message))
             })
             .collect();

@@ -141,7 +141,7 @@ impl ElNode {
             let same = o.holder.as_ref().is_some_and(|g| g.node == from && g.fence == f);
             if same || (o.holder.is_none() && lockservice::fence_parts(f).0 < term) {
                 let renew_from =
-                    if self.cfg.mutations.renew_adopted_at_once { now } else { adopt_from(o).unwrap_or(now) };
+                    if self.cfg.rules.on(ElRule::AdoptedRenewalWaits) { adopt_from(o).unwrap_or(now) } else { now };
                 o.holder = Some(Grant { node: from, fence: f, honour_until: now + honour, renew_from });
                 self.timers.set(Timer::HolderExpiry, now + honour);
                 self.send(from, Msg::Granted { term, req, fence: f });
@@ -199,10 +199,11 @@ impl ElNode {
             self.timers.set(Timer::GapEnds, o.gap_until);
             return;
         }
-        let next = match o.counter.checked_add(1) {
-            None if self.cfg.mutations.wrap_counter => Some(0),
-            next => next,
-        };
+        let next = o.counter.checked_add(1);
+        ftcore::mutant! {
+            // The counter wraps past u64::MAX.
+            let next = if next.is_none() && self.cfg.rules.off(ElRule::CounterNeverWraps) { Some(0) } else { next };
+        }
         let Some(counter) = next else {
             // (safety) The counter would pass u64::MAX: grant nothing more
             // and start term + 1 (no pre-vote: this process leads).
@@ -211,6 +212,13 @@ impl ElNode {
             self.start_term(now, next);
             return;
         };
+        ftcore::invariant!(
+            self.cfg.rules,
+            counter > o.counter && o.term == term,
+            "grant counter {counter} after {} in an office of term {} (term {term})",
+            o.counter,
+            o.term
+        );
         o.counter = counter;
         let e = o.queue.remove(0);
         let f = fence(term, counter);
@@ -234,6 +242,11 @@ impl ElNode {
         match o.holder.as_mut() {
             Some(g) if g.node == from && g.fence == f => {
                 if may_grant && now >= g.renew_from {
+                    ftcore::invariant!(
+                        self.cfg.rules,
+                        lockservice::fence_parts(f).0 <= term,
+                        "a grant of a higher term than {term} renewed: {f:#x}"
+                    );
                     g.honour_until = now + honour;
                     self.timers.set(Timer::HolderExpiry, now + honour);
                     self.send(from, Msg::RenewAck { term, fence: f, seq });

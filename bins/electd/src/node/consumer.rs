@@ -131,7 +131,7 @@ impl ElNode {
     pub(super) fn coordinator_changed(&mut self, now: Instant) {
         let Some(c) = self.coordinator else { return };
         match self.consumer.grant.as_mut() {
-            Some(g) if g.confirmed || self.cfg.mutations.reregister_unconfirmed => {
+            Some(g) if g.confirmed || self.cfg.rules.off(ElRule::ConfirmedGrantsReregistered) => {
                 g.to = c;
                 g.adoption = Adoption::Asked(now);
                 let f = g.fence;
@@ -291,12 +291,15 @@ impl ElNode {
         });
         self.timers.set(Timer::GrantExpiry, now + self.cfg.shrunk(self.cfg.grant_ttl));
         self.send_renew(now);
-        if self.cfg.mutations.lease_from_granted {
-            if let Some(g) = self.consumer.grant.as_mut() {
-                g.confirmed = true;
+        ftcore::mutant! {
+            // The client granted on the `Granted`, its lease from the receipt.
+            if self.cfg.rules.off(ElRule::LeaseFromAckedRenewal) {
+                if let Some(g) = self.consumer.grant.as_mut() {
+                    g.confirmed = true;
+                }
+                let until = now + self.cfg.shrunk(self.cfg.grant_ttl);
+                let _ = self.locks.grant_next(now, f, until, false, &mut self.out);
             }
-            let until = now + self.cfg.shrunk(self.cfg.grant_ttl);
-            let _ = self.locks.grant_next(now, f, until, false, &mut self.out);
         }
     }
 

@@ -27,6 +27,7 @@ mod consumer;
 mod office;
 mod relay;
 mod ring;
+mod rules;
 mod terms;
 #[cfg(test)]
 mod tests;
@@ -35,6 +36,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use durable::promise::{self, PromiseNode, Promises};
+use ftcore::rules::Rules;
 use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
 use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
 use serde::{Deserialize, Serialize};
@@ -43,6 +45,7 @@ use timer::{Instant, Lease, SeededRng, TimerTable};
 use crate::msg::{Denial, Msg};
 
 pub use access::QueueEntry;
+pub use rules::ElRule;
 
 /// Which election algorithm runs (`algorithm` in the config).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -95,76 +98,15 @@ pub struct ElConfig {
     pub election_jitter: Duration,
     /// Most local clients waiting at once.
     pub max_queue: usize,
-    /// Rules switched off, for the scenarios that show each is needed
-    /// (`tests/safety.rs`); none in production (no config key sets them).
-    pub mutations: ElMutations,
+    /// The (safety) rules: all on, except in a mutation test
+    /// (`ftcore/mutations`: `tests/safety.rs` switches each off in the
+    /// scenario that shows it needed; no config key sets them).
+    pub rules: Rules<ElRule>,
     /// The grant counter a new term's grants count up from (0; scenarios
     /// set it near `u64::MAX` to reach the overflow rule; no config key
     /// sets it).
     #[doc(hidden)]
     pub first_counter: u64,
-}
-
-/// Each switch disables one (safety) rule of electd.md; `tests/safety.rs`
-/// has a scenario per switch that passes with the rule and fails without.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ElMutations {
-    /// No failover gap: a new coordinator grants as soon as it takes office.
-    pub no_failover_gap: bool,
-    /// No quorum lease: a coordinator in office grants and renews without
-    /// a majority's recent heartbeat acks, and never steps down for lack of one.
-    pub no_quorum_lease: bool,
-    /// The holder grants its client on `Granted`, its lease running from
-    /// the receipt, instead of waiting for an acked renewal.
-    pub lease_from_granted: bool,
-    /// No pre-vote: a process starts term + 1 without asking.
-    pub no_prevote: bool,
-    /// Nothing is stored: terms, votes and promises live in memory only.
-    pub no_stored_terms: bool,
-    /// A process votes (and follows) again in a term it has voted in.
-    pub vote_again: bool,
-    /// A lower-term heartbeat is acked instead of answered `StaleTerm`.
-    pub ack_lower_terms: bool,
-    /// `relay`: a process that receives a term-t message before it started
-    /// term t only relays (it does not join as active).
-    pub late_joiners_relay: bool,
-    /// No per-hop acks: an unanswered election hop is never noticed (`ring`
-    /// skips nobody, `relay` aborts nothing).
-    pub no_hop_acks: bool,
-    /// A restarted process that had voted for itself resumes office in
-    /// the term it loaded (its grant counter starts over).
-    pub resume_loaded_office: bool,
-    /// The grant counter wraps past `u64::MAX` instead of ending the term.
-    pub wrap_counter: bool,
-    /// A coordinator ignores higher-term messages (no step-down).
-    pub no_step_down: bool,
-    /// `ring`: an Election that comes back names a coordinator whatever
-    /// the number of voters in it.
-    pub no_majority: bool,
-    /// A coordinator counts as its own quorum: it takes office, and its
-    /// quorum lease runs, from each heartbeat it sends, acked or not.
-    pub self_quorum: bool,
-    /// No election deadline: an Election back late still names a
-    /// coordinator, and one takes office however long after the term began.
-    pub no_election_deadline: bool,
-    /// A consumer re-registers with a new coordinator a grant no acked
-    /// renewal has confirmed (its `Granted` may have come after the old
-    /// coordinator freed it and granted others): adopted, it starts its
-    /// client under the old, lower fence.
-    pub reregister_unconfirmed: bool,
-    /// A new coordinator renews an adopted grant (one re-registered from
-    /// an earlier term) at once, not only once `lease·(1+ρ)` has passed
-    /// since it took office: its predecessor, still under its quorum
-    /// lease, may free the grant and grant another meanwhile.
-    pub renew_adopted_at_once: bool,
-    /// [`ElConfig::validate`] accepts a `grant_ttl` below
-    /// `3·(lease + suspect_after)`: the bound that masks
-    /// `renew_adopted_at_once` (its scenario sets such a `grant_ttl`).
-    pub short_grant_ttl: bool,
-    /// A second result of the term reaching its coordinator in office (a
-    /// second `Elected` lap) makes a new office: the queue is lost and the
-    /// grant counter starts over.
-    pub reelect_in_office: bool,
 }
 
 impl Default for ElConfig {
@@ -182,7 +124,7 @@ impl Default for ElConfig {
             coordinator_max_queue: 1_024,
             election_jitter: Duration::from_millis(100),
             max_queue: 1_024,
-            mutations: ElMutations::default(),
+            rules: Rules::ALL_ON,
             first_counter: 0,
         }
     }
@@ -229,7 +171,7 @@ impl ElConfig {
         if self.election_timeout < need {
             return Err(ElError::ElectionTimeoutTooShort { need });
         }
-        if self.grant_ttl < self.min_grant_ttl() && !self.mutations.short_grant_ttl {
+        if self.grant_ttl < self.min_grant_ttl() && self.rules.on(ElRule::GrantTtlBound) {
             return Err(ElError::GrantTtlTooShort { need: self.min_grant_ttl() });
         }
         if self.coordinator_max_queue == 0 || self.max_queue == 0 {
@@ -597,7 +539,7 @@ impl ElNode {
     pub fn may_grant(&self, now: Instant) -> bool {
         match &self.role {
             Role::Coordinator(o) => {
-                o.took_office.is_some() && (o.quorum_valid(&self.cfg, now) || self.cfg.mutations.no_quorum_lease)
+                o.took_office.is_some() && (self.cfg.rules.off(ElRule::QuorumLease) || o.quorum_valid(&self.cfg, now))
             }
             _ => false,
         }
@@ -638,12 +580,19 @@ impl ElNode {
     /// anything stored changed.
     fn persist_first(&mut self) {
         let promises = self.promise.take_dirty();
-        if self.cfg.mutations.no_stored_terms {
+        if self.cfg.rules.off(ElRule::StoredTerms) {
             return;
         }
         if promises.is_none() && (self.term, self.follows) == self.stored {
             return;
         }
+        ftcore::invariant!(
+            self.cfg.rules,
+            self.term >= self.stored.0,
+            "the stored term falls: {} after {}",
+            self.term,
+            self.stored.0
+        );
         self.stored = (self.term, self.follows);
         self.out.persist_first(ElDurable {
             promises: Some(self.promise.stored().clone()),
@@ -672,7 +621,7 @@ impl ElNode {
             }
             _ => {}
         }
-        if term > self.term && self.cfg.mutations.no_step_down && self.is_coordinator() {
+        if term > self.term && self.is_coordinator() && self.cfg.rules.off(ElRule::StepDownAtAHigherTerm) {
             return;
         }
         if term > self.term {
@@ -685,9 +634,11 @@ impl ElNode {
                 return;
             }
         } else if term < self.term {
-            if let (true, Msg::Heartbeat { term, seq }) = (self.cfg.mutations.ack_lower_terms, &msg) {
-                let (term, seq) = (*term, *seq);
-                return self.send(from, Msg::HeartbeatAck { term, seq });
+            ftcore::mutant! {
+                if let (true, Msg::Heartbeat { term, seq }) = (self.cfg.rules.off(ElRule::StaleTermAnswered), &msg) {
+                    let (term, seq) = (*term, *seq);
+                    return self.send(from, Msg::HeartbeatAck { term, seq });
+                }
             }
             if !matches!(
                 msg,
@@ -802,9 +753,11 @@ impl Protocol for ElNode {
             cfg: ctx.config,
         };
         node.hello_all(ctx.now);
-        if node.cfg.mutations.resume_loaded_office && node.follows == Some(node.me) && node.term > 0 {
-            node.start_term = 0;
-            node.become_elected(ctx.now);
+        ftcore::mutant! {
+            if node.cfg.rules.off(ElRule::NoOfficeAtTheLoadedTerm) && node.follows == Some(node.me) && node.term > 0 {
+                node.start_term = 0;
+                node.become_elected(ctx.now);
+            }
         }
         // Initially everyone is electing: the first election once the
         // restart window has passed, unless a coordinator is heard first.

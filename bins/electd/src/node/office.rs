@@ -11,7 +11,7 @@ impl ElNode {
     /// This process was elected in its term: it starts sending heartbeats
     /// (it takes office at their first quorum).
     pub(super) fn become_elected(&mut self, now: Instant) {
-        if self.is_coordinator() && !self.cfg.mutations.reelect_in_office {
+        if self.is_coordinator() && self.cfg.rules.on(ElRule::OneOfficePerTerm) {
             // (safety) A second result of the same term (another copy of
             // the Elected lap) changes nothing: a new office would lose
             // the queue and count fences from the start again.
@@ -41,8 +41,15 @@ impl ElNode {
             self.send(m, Msg::Heartbeat { term, seq });
         }
         self.timers.set(Timer::Heartbeat, now + self.cfg.heartbeat);
-        if self.members.len() == 1 || self.cfg.mutations.self_quorum {
+        let alone = self.members.len() == 1;
+        if alone {
             self.quorum_reached(now, seq);
+        }
+        ftcore::mutant! {
+            // Its own heartbeat counted as a quorum.
+            if !alone && self.cfg.rules.off(ElRule::HeartbeatQuorum) {
+                self.quorum_reached(now, seq);
+            }
         }
     }
 
@@ -59,6 +66,13 @@ impl ElNode {
         self.last_heard = now;
         self.role = Role::Consumer;
         self.mark_joined();
+        ftcore::invariant!(
+            self.cfg.rules,
+            self.follows == Some(from),
+            "{} acks {from}'s heartbeat of term {term} but follows {:?}",
+            self.me,
+            self.follows
+        );
         self.send(from, Msg::HeartbeatAck { term, seq });
         self.heard_coordinator(now, from);
     }
@@ -77,10 +91,10 @@ impl ElNode {
     fn quorum_reached(&mut self, now: Instant, seq: u64) {
         let deadline = self.term_since + self.cfg.shrunk(self.cfg.election_timeout);
         let term = self.term;
-        let gap = if self.cfg.mutations.no_failover_gap {
-            Duration::ZERO
-        } else {
+        let gap = if self.cfg.rules.on(ElRule::FailoverGap) {
             self.cfg.stretched(self.cfg.lease + self.cfg.grant_ttl) + self.cfg.hop_timeout
+        } else {
+            Duration::ZERO
         };
         let Role::Coordinator(o) = &mut self.role else { return };
         o.quorum_from(seq);
@@ -89,13 +103,19 @@ impl ElNode {
         }
         if now > deadline {
             self.out.event(ElEvent::PastDeadline { term });
-            if !self.cfg.mutations.no_election_deadline {
+            if self.cfg.rules.on(ElRule::ElectionDeadline) {
                 // The proposal deadline passed: term + 1 instead.
                 self.step_down(now, "no quorum within the election timeout");
                 self.elect_within(now, self.cfg.election_jitter);
                 return;
             }
         }
+        ftcore::invariant!(
+            self.cfg.rules,
+            term > self.start_term,
+            "office in term {term}, not above the term loaded at start, {}",
+            self.start_term
+        );
         o.took_office = Some(now);
         o.gap_until = now + gap;
         // The term is stored as in use before anything is granted in it.
@@ -124,7 +144,7 @@ impl ElNode {
     pub(super) fn on_check(&mut self, now: Instant) {
         self.timers.set(Timer::Check, now + self.cfg.heartbeat);
         let lacking = match &self.role {
-            Role::Coordinator(_) if self.cfg.mutations.no_quorum_lease => false,
+            Role::Coordinator(_) if self.cfg.rules.off(ElRule::QuorumLease) => false,
             Role::Coordinator(o) => {
                 let since = o.quorum_lapsed_at(&self.cfg).unwrap_or(o.elected_at);
                 !o.quorum_valid(&self.cfg, now) && now.saturating_since(since) >= self.cfg.suspect_after

@@ -68,9 +68,13 @@ impl ElNode {
                 // The term's result is known here; a late run message.
                 return;
             }
-            if self.cfg.mutations.late_joiners_relay {
-                self.relay = Some(RelayRun { term, part: Part::Relay });
-            } else {
+            ftcore::mutant! {
+                // It only relays.
+                if self.cfg.rules.off(ElRule::LateJoinersActive) {
+                    self.relay = Some(RelayRun { term, part: Part::Relay });
+                }
+            }
+            if self.relay.as_ref().is_none_or(|r| r.term != term) {
                 self.relay_begin(now);
             }
         }
@@ -132,7 +136,8 @@ impl ElNode {
     fn elected_pass(&mut self, now: Instant, term: u64, d: NodeId, decider: NodeId, accepted: bool) {
         // (safety) One vote per term, stored before it is forwarded; a
         // process that cannot vote follows the first coordinator it hears of.
-        if self.promise.vote(term, now).is_ok() || self.follows.is_none() || self.cfg.mutations.vote_again {
+        if self.promise.vote(term, now).is_ok() || self.follows.is_none() || self.cfg.rules.off(ElRule::OneVotePerTerm)
+        {
             self.follow(now, d);
         }
         let accepted = accepted || d == self.me;

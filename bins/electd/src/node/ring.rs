@@ -26,7 +26,7 @@ impl ElNode {
     /// first (a refused vote starts nothing: it would be back without it).
     pub(super) fn ring_begin(&mut self, now: Instant) {
         let term = self.term;
-        if self.promise.vote(term, now).is_err() && !self.cfg.mutations.vote_again {
+        if self.promise.vote(term, now).is_err() && self.cfg.rules.on(ElRule::OneVotePerTerm) {
             self.elect_within(now, self.cfg.election_timeout);
             return;
         }
@@ -102,7 +102,7 @@ impl ElNode {
         }
         // (safety) One vote per term: a later Election of a term voted in
         // goes on without this process.
-        let voted = self.promise.vote(term, now).is_ok() || self.cfg.mutations.vote_again;
+        let voted = self.promise.vote(term, now).is_ok() || self.cfg.rules.off(ElRule::OneVotePerTerm);
         if voted && !alive.contains(&self.me) {
             alive.push(self.me);
         }
@@ -119,13 +119,13 @@ impl ElNode {
         }
         if now.saturating_since(self.term_since) > self.cfg.shrunk(self.cfg.election_timeout) {
             self.out.event(ElEvent::PastDeadline { term });
-            if !self.cfg.mutations.no_election_deadline {
+            if self.cfg.rules.on(ElRule::ElectionDeadline) {
                 return;
             }
         }
         self.ring.own = None;
         let voters: BTreeSet<NodeId> = alive.iter().copied().collect();
-        if voters.len() < self.majority() && !self.cfg.mutations.no_majority {
+        if voters.len() < self.majority() && self.cfg.rules.on(ElRule::MajorityOfVoters) {
             // The election failed: try again later.
             self.elect_within(now, self.cfg.election_timeout);
             return;

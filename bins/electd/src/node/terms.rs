@@ -164,7 +164,7 @@ impl ElNode {
             return;
         }
         let asked = self.term.saturating_add(1);
-        if self.cfg.mutations.no_prevote {
+        if self.cfg.rules.off(ElRule::PreVote) {
             return self.start_term(now, asked);
         }
         let mut yes = BTreeSet::new();
@@ -273,7 +273,7 @@ impl ElNode {
         let hop = self.next_hop;
         let msg = make(hop);
         self.send(to, msg.clone());
-        if to != self.me && !self.cfg.mutations.no_hop_acks {
+        if to != self.me && self.cfg.rules.on(ElRule::HopAcks) {
             self.hops.insert(hop, Hop { to, msg });
             self.timers.set(Timer::Hop(hop), now + self.cfg.hop_timeout);
         }
@@ -300,10 +300,17 @@ impl ElNode {
         match self.follows {
             None => self.follows = Some(c),
             Some(f) if f == c => {}
-            Some(_) if self.cfg.mutations.vote_again => self.follows = Some(c),
             Some(_) => {
-                self.out.event(ElEvent::FollowConflict);
-                return false;
+                ftcore::mutant! {
+                    // Another coordinator followed in the same term.
+                    if self.cfg.rules.off(ElRule::OneVotePerTerm) {
+                        self.follows = Some(c);
+                    }
+                }
+                if self.follows != Some(c) {
+                    self.out.event(ElEvent::FollowConflict);
+                    return false;
+                }
             }
         }
         if self.coordinator != Some(c) {

@@ -255,10 +255,10 @@ fn one_vote_per_term_a_second_election_of_the_term_passes_without_it() {
 #[test]
 fn an_election_back_after_its_deadline_names_nobody() {
     let ring = ring_of(&[1, 2, 3]);
-    let d = ElMutations::default;
-    for (late, mutations) in [(false, d()), (true, d()), (true, ElMutations { no_election_deadline: true, ..d() })] {
+    let all_on = Rules::ALL_ON;
+    for (late, rules) in [(false, all_on), (true, all_on), (true, all_on.without(ElRule::ElectionDeadline))] {
         let mut p = process(&ring, 2, Algorithm::Ring, 4);
-        p.cfg.mutations = mutations;
+        p.cfg.rules = rules;
         p.start_election_now(T0);
         drain(&mut p);
         let deadline = T0 + p.cfg.shrunk(p.cfg.election_timeout);
@@ -272,8 +272,8 @@ fn an_election_back_after_its_deadline_names_nobody() {
         );
         assert_eq!(
             (past, named),
-            (late, !late || mutations.no_election_deadline),
-            "late {late}, {mutations:?}: {outs:?}"
+            (late, !late || rules.off(ElRule::ElectionDeadline)),
+            "late {late}, {rules:?}: {outs:?}"
         );
     }
 }

@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use electd::{Algorithm, ElConfig, ElEvent, ElMutations, ElNode};
+use electd::{Algorithm, ElConfig, ElEvent, ElNode, ElRule};
+use ftcore::rules::{Rule, Rules};
 use ftcore::{ClientId, NodeId};
 use lockservice::{LockReply, LockRequest};
 use sim::{Action, FaultPlan, NetConfig, Sim, World};
@@ -111,13 +112,13 @@ fn checker(judge_paused_holders: bool) -> impl FnMut(&World<ElNode>) -> Result<(
 /// `n` processes, a client per process looping acquire → hold 1–15 ms →
 /// release → think 0–10 ms.
 pub fn cluster(seed: u64, n: u32, alg: Algorithm) -> Sim<ElNode> {
-    cluster_without(seed, n, alg, ElMutations::default())
+    cluster_without(seed, n, alg, Rules::ALL_ON)
 }
 
 /// As [`cluster`], with the rules in `m` switched off.
-pub fn cluster_without(seed: u64, n: u32, alg: Algorithm, m: ElMutations) -> Sim<ElNode> {
+pub fn cluster_without(seed: u64, n: u32, alg: Algorithm, m: Rules<ElRule>) -> Sim<ElNode> {
     let net = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(2));
-    let mut sim = Sim::new(seed, n, net, ElConfig { mutations: m, ..config(alg, n) });
+    let mut sim = Sim::new(seed, n, net, ElConfig { rules: m, ..config(alg, n) });
     sim.clients(Box::new(move |_, node, client, reply, rng| {
         let ms = |rng: &mut timer::SeededRng, lo, hi| Duration::from_millis(rng.range_inclusive(lo, hi));
         match reply {
@@ -163,28 +164,30 @@ pub fn faults(n: u32) -> FaultPlan {
     }
 }
 
-/// Every rule switch but the masked ones (`no_majority`,
-/// `no_election_deadline`, `renew_adopted_at_once`, `reelect_in_office`,
-/// and `short_grant_ttl`, which only lifts a bound) and the counter's
-/// wrap, by name: the partners the mask surveys pair a masked switch
-/// with.
-pub fn other_switches() -> Vec<(&'static str, ElMutations)> {
-    let d = ElMutations::default;
-    vec![
-        ("no_failover_gap", ElMutations { no_failover_gap: true, ..d() }),
-        ("no_quorum_lease", ElMutations { no_quorum_lease: true, ..d() }),
-        ("lease_from_granted", ElMutations { lease_from_granted: true, ..d() }),
-        ("no_prevote", ElMutations { no_prevote: true, ..d() }),
-        ("no_stored_terms", ElMutations { no_stored_terms: true, ..d() }),
-        ("vote_again", ElMutations { vote_again: true, ..d() }),
-        ("ack_lower_terms", ElMutations { ack_lower_terms: true, ..d() }),
-        ("late_joiners_relay", ElMutations { late_joiners_relay: true, ..d() }),
-        ("no_hop_acks", ElMutations { no_hop_acks: true, ..d() }),
-        ("resume_loaded_office", ElMutations { resume_loaded_office: true, ..d() }),
-        ("no_step_down", ElMutations { no_step_down: true, ..d() }),
-        ("self_quorum", ElMutations { self_quorum: true, ..d() }),
-        ("reregister_unconfirmed", ElMutations { reregister_unconfirmed: true, ..d() }),
+/// Every rule but the masked ones (`no_majority`, `no_election_deadline`,
+/// `renew_adopted_at_once`, `reelect_in_office`, and `short_grant_ttl`,
+/// which only lifts a bound) and the counter's wrap, each switched off
+/// alone, by its switch's name: the partners the mask surveys pair a
+/// masked switch with.
+pub fn other_switches() -> Vec<(&'static str, Rules<ElRule>)> {
+    [
+        ElRule::FailoverGap,
+        ElRule::QuorumLease,
+        ElRule::LeaseFromAckedRenewal,
+        ElRule::PreVote,
+        ElRule::StoredTerms,
+        ElRule::OneVotePerTerm,
+        ElRule::StaleTermAnswered,
+        ElRule::LateJoinersActive,
+        ElRule::HopAcks,
+        ElRule::NoOfficeAtTheLoadedTerm,
+        ElRule::StepDownAtAHigherTerm,
+        ElRule::HeartbeatQuorum,
+        ElRule::ConfirmedGrantsReregistered,
     ]
+    .into_iter()
+    .map(|r| (r.switch(), Rules::all_but(&[r])))
+    .collect()
 }
 
 /// After the faults: every live process names the highest live id, which
@@ -230,7 +233,7 @@ pub fn run_with_faults(
     seed: u64,
     n: u32,
     alg: Algorithm,
-    m: ElMutations,
+    m: Rules<ElRule>,
     plan: &FaultPlan,
     checker: impl FnMut(&sim::World<ElNode>) -> Result<(), String> + 'static,
 ) -> Result<(), sim::SimError> {
@@ -248,7 +251,7 @@ pub fn run_with_faults(
     converged(&mut sim)
 }
 
-pub fn paused_run_without(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(), sim::SimError> {
+pub fn paused_run_without(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), sim::SimError> {
     paused_run_checked(seed, alg, m, safety_under_pauses())
 }
 
@@ -256,7 +259,7 @@ pub fn paused_run_without(seed: u64, alg: Algorithm, m: ElMutations) -> Result<(
 pub fn paused_run_checked(
     seed: u64,
     alg: Algorithm,
-    m: ElMutations,
+    m: Rules<ElRule>,
     checker: impl FnMut(&sim::World<ElNode>) -> Result<(), String> + 'static,
 ) -> Result<(), sim::SimError> {
     let n = 3 + (seed % 4) as u32;
