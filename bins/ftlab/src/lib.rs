@@ -107,18 +107,26 @@ pub fn free_ports(n: usize) -> Vec<u16> {
 /// it (a CI run failed so: electd's node 1, metrics port "Address already
 /// in use"). A lock that cannot be taken or made: not this port.
 fn claim_for_this_process(port: u16) -> bool {
-    static HELD: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
     let dir = std::env::temp_dir().join("ftlab-ports");
     let lock = std::fs::create_dir_all(&dir).and_then(|()| {
         std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(port.to_string()))
     });
     match lock {
         Ok(f) if f.try_lock().is_ok() => {
-            HELD.lock().unwrap_or_else(|e| e.into_inner()).push(f);
+            HELD.lock().unwrap_or_else(|e| e.into_inner()).push((port, f));
             true
         }
         _ => false,
     }
+}
+
+/// The port claims this process holds ([`claim_for_this_process`]).
+static HELD: std::sync::Mutex<Vec<(u16, std::fs::File)>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether this process holds `port`'s claim already, or takes it now.
+fn claimed_here(port: u16) -> bool {
+    let held = HELD.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|(p, _)| *p == port);
+    held || claim_for_this_process(port)
 }
 
 /// The 16,384 ports (at most, none below 1,024) just under the kernel's
@@ -199,7 +207,44 @@ impl Cluster {
     /// Writes the configs in `dir` (kept), or in a scratch directory
     /// removed on drop, but starts nothing.
     pub fn configure_in(daemon: &str, n: usize, extra: &str, dir: Option<PathBuf>) -> Result<Cluster> {
-        Cluster::configure_with(daemon, n, extra, dir, false)
+        Cluster::configure_with(daemon, n, extra, dir, false, &[])
+    }
+
+    /// Like [`configure_in`](Self::configure_in) on `dir`, but each node
+    /// whose config is already there keeps the addresses it records
+    /// ([`recorded_endpoints`]), so that restarting a cluster in its
+    /// directory leaves every address (peers', clients', Prometheus
+    /// targets) as it was; only nodes without one get free ports. Returns
+    /// the ids of the nodes whose addresses were kept. A kept port that
+    /// something else now holds is an error that names it.
+    pub fn configure_reusing(daemon: &str, n: usize, extra: &str, dir: PathBuf) -> Result<(Cluster, Vec<u32>)> {
+        let mut recorded = Vec::with_capacity(n);
+        for id in 1..=n as u32 {
+            let path = dir.join(format!("node{id}.toml"));
+            let e = recorded_endpoints(&path, id)?;
+            if let Some(e) = &e {
+                for (port, what) in [
+                    (e.peer.port(), "listen"),
+                    (e.client.port(), "client_listen"),
+                    (e.metrics.port(), "metrics_listen"),
+                ] {
+                    let free = claimed_here(port)
+                        && TcpListener::bind(("127.0.0.1", port)).is_ok()
+                        && (what != "listen" || std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok());
+                    if !free {
+                        bail!(
+                            "port {port} ({what} of node {id}, recorded in {}) is in use by another process: stop it, \
+                             or start the cluster in a new --dir",
+                            path.display()
+                        );
+                    }
+                }
+            }
+            recorded.push(e);
+        }
+        let kept = recorded.iter().flatten().map(|e| e.id).collect();
+        let c = Cluster::configure_with(daemon, n, extra, Some(dir), false, &recorded)?;
+        Ok((c, kept))
     }
 
     /// Like [`start`](Self::start), but the peers talk through a relay
@@ -207,7 +252,7 @@ impl Cluster {
     /// [`UdpRelay`] for tokenwatchd ([`relay`](Self::relay)), a
     /// [`TcpRelay`] for the others.
     pub fn start_relayed(daemon: &str, n: usize, extra: &str) -> Result<Cluster> {
-        let mut c = Cluster::configure_with(daemon, n, extra, None, true)?;
+        let mut c = Cluster::configure_with(daemon, n, extra, None, true, &[])?;
         c.start_all()?;
         Ok(c)
     }
@@ -228,7 +273,16 @@ impl Cluster {
         }
     }
 
-    fn configure_with(daemon: &str, n: usize, extra: &str, dir: Option<PathBuf>, relayed: bool) -> Result<Cluster> {
+    /// `recorded[i]`, where given, is node `i + 1`'s addresses; the other
+    /// nodes get free ports.
+    fn configure_with(
+        daemon: &str,
+        n: usize,
+        extra: &str,
+        dir: Option<PathBuf>,
+        relayed: bool,
+        recorded: &[Option<Endpoints>],
+    ) -> Result<Cluster> {
         let (dir, scratch) = match dir {
             Some(d) => {
                 std::fs::create_dir_all(&d).with_context(|| format!("create {}", d.display()))?;
@@ -239,13 +293,13 @@ impl Cluster {
                 (t.path().to_path_buf(), Some(t))
             }
         };
-        let ports = free_ports(3 * n);
+        let kept = |i: usize| recorded.get(i).copied().flatten();
+        let mut ports = free_ports(3 * (0..n).filter(|&i| kept(i).is_none()).count()).into_iter();
+        let mut port = || SocketAddr::from(([127, 0, 0, 1], ports.next().expect("enough free ports")));
         let nodes: Vec<Endpoints> = (0..n)
-            .map(|i| Endpoints {
-                id: i as u32 + 1,
-                peer: SocketAddr::from(([127, 0, 0, 1], ports[3 * i])),
-                client: SocketAddr::from(([127, 0, 0, 1], ports[3 * i + 1])),
-                metrics: SocketAddr::from(([127, 0, 0, 1], ports[3 * i + 2])),
+            .map(|i| match kept(i) {
+                Some(e) => Endpoints { id: i as u32 + 1, ..e },
+                None => Endpoints { id: i as u32 + 1, peer: port(), client: port(), metrics: port() },
             })
             .collect();
         let real: Vec<SocketAddr> = nodes.iter().map(|e| e.peer).collect();
@@ -508,6 +562,52 @@ impl Drop for Cluster {
     }
 }
 
+/// The addresses that the node config at `path` (as [`Cluster`] writes
+/// it) records for node `id`: `None` when there is no such file; an error
+/// when it exists but does not give all three (`listen`, `client_listen`,
+/// `metrics_listen`) or names another node.
+pub fn recorded_endpoints(path: &Path, id: u32) -> Result<Option<Endpoints>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+    };
+    let e = parse_endpoints(&text).ok_or_else(|| {
+        anyhow!(
+            "{} does not record node_id, listen, client_listen and metrics_listen: fix it, or remove it to give \
+             the node new ports",
+            path.display()
+        )
+    })?;
+    if e.id != id {
+        bail!("{} is node {}'s config, not node {id}'s", path.display(), e.id);
+    }
+    Ok(Some(e))
+}
+
+/// `node_id`, `listen`, `client_listen` and `metrics_listen` from a node
+/// config's top-level keys (before its first `[table]`); `None` unless
+/// all four are there.
+fn parse_endpoints(toml: &str) -> Option<Endpoints> {
+    let (mut id, mut peer, mut client, mut metrics) = (None, None, None, None);
+    for line in toml.lines().map(str::trim) {
+        if line.starts_with('[') {
+            break;
+        }
+        let Some((key, value)) = line.split_once('=') else { continue };
+        let value = value.trim();
+        let addr = || value.strip_prefix('"')?.split_once('"')?.0.parse::<SocketAddr>().ok();
+        match key.trim() {
+            "node_id" => id = value.split_whitespace().next().and_then(|v| v.parse::<u32>().ok()),
+            "listen" => peer = addr(),
+            "client_listen" => client = addr(),
+            "metrics_listen" => metrics = addr(),
+            _ => {}
+        }
+    }
+    Some(Endpoints { id: id?, peer: peer?, client: client?, metrics: metrics? })
+}
+
 /// `<dir>/state/node<id>`.
 fn state_dir_in(dir: &Path, id: u32) -> PathBuf {
     dir.join("state").join(format!("node{id}"))
@@ -635,6 +735,60 @@ mod tests {
         std::fs::create_dir_all(c.state_dir(1)).unwrap();
         let again = Cluster::configure_in("ntmutexd", 2, "", Some(dir.path().to_path_buf())).unwrap();
         assert!(!again.is_new_cluster());
+    }
+
+    #[test]
+    fn the_endpoints_a_config_records_are_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Cluster::configure_in("ntmutexd", 3, "max_hold_ms = 5\n", Some(dir.path().to_path_buf())).unwrap();
+        for id in 1..=3 {
+            let e = recorded_endpoints(&c.config_path(id), id).unwrap().expect("recorded");
+            let want = c.node(id);
+            assert_eq!((e.id, e.peer, e.client, e.metrics), (want.id, want.peer, want.client, want.metrics));
+        }
+        assert!(recorded_endpoints(&dir.path().join("node9.toml"), 9).unwrap().is_none());
+        assert!(recorded_endpoints(&c.config_path(2), 3).is_err(), "node 2's config read as node 3's");
+        drop(c);
+
+        // Configured again in the same directory: the same addresses; a
+        // node with no config there (node 3 now) gets new ones.
+        std::fs::remove_file(dir.path().join("node3.toml")).unwrap();
+        let before: Vec<_> = (1..=2)
+            .map(|id| recorded_endpoints(&dir.path().join(format!("node{id}.toml")), id).unwrap().unwrap())
+            .collect();
+        let (again, kept) = Cluster::configure_reusing("ntmutexd", 3, "", dir.path().to_path_buf()).unwrap();
+        assert_eq!(kept, [1, 2]);
+        for e in &before {
+            let now = again.node(e.id);
+            assert_eq!((now.peer, now.client, now.metrics), (e.peer, e.client, e.metrics));
+        }
+        let fresh = again.node(3);
+        assert!(before.iter().all(|e| ![e.peer, e.client, e.metrics].contains(&fresh.peer)));
+        assert!(recorded_endpoints(&again.config_path(3), 3).unwrap().is_some());
+
+        // A kept port that something else holds is refused, by name.
+        let taken = TcpListener::bind(again.node(1).metrics).unwrap();
+        drop(again);
+        let err = Cluster::configure_reusing("ntmutexd", 3, "", dir.path().to_path_buf()).unwrap_err().to_string();
+        assert!(
+            err.contains(&taken.local_addr().unwrap().port().to_string()) && err.contains("metrics_listen of node 1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn endpoints_are_parsed_from_top_level_keys_only() {
+        let toml = "# a comment\nnode_id = 4 # me\n  listen = \"127.0.0.1:7001\"\nclient_listen=\"127.0.0.1:7002\"\n\
+                    metrics_listen = \"127.0.0.1:7003\" # scraped\n\n[[peers]]\nid = 1\nlisten = \"127.0.0.1:9\"\n";
+        let e = parse_endpoints(toml).unwrap();
+        assert_eq!((e.id, e.peer.port(), e.client.port(), e.metrics.port()), (4, 7001, 7002, 7003));
+        assert!(parse_endpoints("node_id = 1\nlisten = \"127.0.0.1:1\"\nclient_listen = \"127.0.0.1:2\"\n").is_none());
+        assert!(parse_endpoints(
+            "node_id = 1\nlisten = \"x\"\nclient_listen = \"127.0.0.1:2\"\nmetrics_listen = \"127.0.0.1:3\"\n"
+        )
+        .is_none());
+        // Keys under a table are not the node's.
+        assert!(parse_endpoints("node_id = 1\n[x]\nlisten = \"127.0.0.1:1\"\nclient_listen = \"127.0.0.1:2\"\nmetrics_listen = \"127.0.0.1:3\"\n").is_none());
     }
 
     #[test]

@@ -33,7 +33,9 @@ enum Cmd {
     /// DIR/state), start them, print their endpoints, PIDs and a Prometheus
     /// file_sd targets file. Ctrl-C, SIGTERM or SIGHUP stop them all, and
     /// they die with ftlab. The first start of a new DIR passes
-    /// --new-cluster; starting again on the same DIR does not. The nodes log
+    /// --new-cluster; starting again on the same DIR does not, and keeps
+    /// the ports that its node configs record (new nodes get free ones),
+    /// so that peers and Prometheus find the nodes where they were. The nodes log
     /// at `info`, or at the tracing filter in $FTLAB_LOG if set.
     Up(up::UpArgs),
     /// SIGKILL node NODE of the cluster that `ftlab up --dir DIR` runs (and

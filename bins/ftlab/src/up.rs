@@ -115,7 +115,12 @@ pub fn run(a: UpArgs) -> Result<ExitCode> {
     let _remove = RemoveOnDrop(vec![sock.clone(), pids.clone(), pids_tmp(&pids)]);
     println!("starting {n} × {daemon} in {} (configs, logs and state; kept)", dir.display());
 
-    let mut cluster = Cluster::configure_in(&daemon, n, "", Some(dir.clone()))?;
+    // A cluster started again in its directory keeps its nodes' addresses.
+    let (mut cluster, kept) = Cluster::configure_reusing(&daemon, n, "", dir.clone())?;
+    if !kept.is_empty() {
+        let which = if kept.len() == n { "every node".to_string() } else { format!("nodes {kept:?}") };
+        println!("{which}: the ports recorded in {}/node<i>.toml, as before", dir.display());
+    }
     write_pids(&cluster, &pids)?;
     let (mut guard, guard_stdin) = spawn_guard(&pids)?;
     for id in 1..=n as u32 {

@@ -267,6 +267,42 @@ fn sigkill_of_up_takes_its_nodes_with_it() {
 }
 
 #[test]
+fn up_again_on_a_directory_keeps_the_ports_its_configs_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let mut first = Up::start(&["hbringd", "-n", "3", "--dir", d]);
+    let configs = |ids: &[u32]| -> Vec<String> {
+        ids.iter().map(|id| std::fs::read_to_string(dir.path().join(format!("node{id}.toml"))).unwrap()).collect()
+    };
+    let (before, targets) = (configs(&[1, 2, 3]), std::fs::read_to_string(dir.path().join("targets.json")).unwrap());
+    first.signal("-INT");
+    assert!(first.wait().0.success());
+
+    let mut again = Up::start(&["hbringd", "-n", "3", "--dir", d]);
+    assert_eq!(
+        again.nodes.iter().map(|n| n.2).collect::<Vec<_>>(),
+        first.nodes.iter().map(|n| n.2).collect::<Vec<_>>()
+    );
+    assert!(again.nodes.iter().all(|&(_, pid, m)| alive(pid) && answers(m)));
+    // The configs (every peer's address) and the Prometheus targets are as
+    // they were.
+    assert_eq!(configs(&[1, 2, 3]), before);
+    assert_eq!(std::fs::read_to_string(dir.path().join("targets.json")).unwrap(), targets);
+    again.signal("-INT");
+    assert!(again.wait().0.success());
+
+    // A bigger cluster in the same directory: nodes 1 to 3 keep theirs.
+    let mut bigger = Up::start(&["hbringd", "-n", "4", "--dir", d]);
+    assert_eq!(
+        bigger.nodes[..3].iter().map(|n| n.2).collect::<Vec<_>>(),
+        first.nodes.iter().map(|n| n.2).collect::<Vec<_>>()
+    );
+    assert!(!first.nodes.iter().any(|n| n.2 == bigger.nodes[3].2));
+    bigger.signal("-INT");
+    assert!(bigger.wait().0.success());
+}
+
+#[test]
 fn unknown_daemons_and_absent_clusters_fail_clearly() {
     // A usage error: exit status 2, and the daemons it could have been.
     for args in [&["up", "nosuchd"][..], &["up", "etcd", "--dir", "/nonexistent/x"], &["chaos", "etcd"]] {
