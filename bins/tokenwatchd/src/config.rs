@@ -142,7 +142,7 @@ impl TokenwatchdConfig {
             allow_minority: self.allow_minority,
             max_queue: self.max_queue,
             tpc_reserve: self.tpc_reserve,
-            mutations: Default::default(),
+            rules: Default::default(),
             first_tpc: 0,
         };
         if self.bypass_after_ms == 0 {

@@ -20,4 +20,4 @@ pub mod node;
 
 pub use config::TokenwatchdConfig;
 pub use msg::{Claim, Msg};
-pub use node::{ClaimOutcome, TwConfig, TwDurable, TwError, TwEvent, TwMutations, TwNode};
+pub use node::{ClaimOutcome, TwConfig, TwDurable, TwError, TwEvent, TwNode, TwRule};

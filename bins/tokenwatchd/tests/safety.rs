@@ -1,5 +1,5 @@
 //! The (safety) rules of tokenwatchd.md and of its leases (reliability.md,
-//! Pauses and leases), switched off one at a time (`TwMutations`): each
+//! Pauses and leases), switched off one at a time (`Rules<TwRule>`): each
 //! `_is_needed` test shows a simulated run that breaks without the rule —
 //! a fence granted twice or out of order, overlapping client leases (both
 //! checked always), or service that never returns. A rule whose test is
@@ -11,11 +11,12 @@ mod workload;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use ftcore::rules::Rules;
 use ftcore::{ClientId, NodeId};
 use lockservice::LockRequest;
 use sim::{Action, NetConfig, Sim, SimError};
 use timer::Instant;
-use tokenwatchd::{TwConfig, TwEvent, TwMutations, TwNode};
+use tokenwatchd::{TwConfig, TwEvent, TwNode, TwRule};
 use workload::*;
 
 /// Runs `scenario` for seeds 0.. until one fails; returns that failure
@@ -30,23 +31,23 @@ fn first_failure(seeds: u64, mut scenario: impl FnMut(u64) -> Result<(), SimErro
 /// fails on one of them with the rules in `m` off; returns that failure.
 fn scripted_breaks(
     seeds: u64,
-    m: TwMutations,
-    scenario: impl Fn(u64, TwMutations) -> Result<(), SimError>,
+    m: Rules<TwRule>,
+    scenario: impl Fn(u64, Rules<TwRule>) -> Result<(), SimError>,
 ) -> SimError {
     for seed in 0..seeds {
-        scenario(seed, TwMutations::default()).unwrap();
+        scenario(seed, Rules::ALL_ON).unwrap();
     }
     first_failure(seeds, |seed| scenario(seed, m)).expect("no seed broke without the rule")
 }
 
 /// The every-fault run with `m`: it must fail on some seed.
-fn every_fault_breaks(m: TwMutations, seeds: u64) -> SimError {
+fn every_fault_breaks(m: Rules<TwRule>, seeds: u64) -> SimError {
     // Every rule on, the same seeds pass (tests/sim.rs sweeps them).
     first_failure(seeds, |seed| every_fault(seed, m).map(|_| ())).expect("no seed broke without the rule")
 }
 
 /// A lossy, fault-free ring with `m`.
-fn lossy_breaks(m: TwMutations, seeds: u64) -> SimError {
+fn lossy_breaks(m: Rules<TwRule>, seeds: u64) -> SimError {
     first_failure(seeds, |seed| {
         let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.2, 0.05);
         let mut sim = cluster_with(seed, 5, net, m);
@@ -78,15 +79,15 @@ fn holder(sim: &mut Sim<TwNode>) -> Result<NodeId, SimError> {
 /// acks, crashes and restarts at once, and `h`'s retransmission of the
 /// same hand-off arrives: without the stored tpc it is new to `s`, which
 /// grants the same fence again.
-fn restart_between_retransmissions(seed: u64, m: TwMutations) -> Result<(), SimError> {
-    restart_between_retransmissions_cfg(seed, TwConfig { mutations: m, ..cfg() })
+fn restart_between_retransmissions(seed: u64, m: Rules<TwRule>) -> Result<(), SimError> {
+    restart_between_retransmissions_cfg(seed, TwConfig { rules: m, ..cfg() })
 }
 
 /// The same with the counter stored 16 ahead (`tpc_reserve`): the
 /// restarted process's last stored block may or may not hold the count of
 /// the hand-off it had accepted (about one visit in five starts a block).
-fn restart_between_retransmissions_with_a_reserve(seed: u64, m: TwMutations) -> Result<(), SimError> {
-    restart_between_retransmissions_cfg(seed, TwConfig { mutations: m, tpc_reserve: 16, ..cfg() })
+fn restart_between_retransmissions_with_a_reserve(seed: u64, m: Rules<TwRule>) -> Result<(), SimError> {
+    restart_between_retransmissions_cfg(seed, TwConfig { rules: m, tpc_reserve: 16, ..cfg() })
 }
 
 /// Three processes on a fast lossless network, run 3 s: the simulation,
@@ -128,7 +129,7 @@ fn restart_between_retransmissions_cfg(seed: u64, config: TwConfig) -> Result<()
 #[test]
 fn durable_tpc_is_needed() {
     // Every rule on: the retransmission is stale to the restarted process.
-    let m = TwMutations { tpc_not_stored: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::DurableTpc]);
     let e = scripted_breaks(10, m, restart_between_retransmissions);
     // A fence granted again: out of order, or (seed 1 since `Wanted`) the
     // same fence while its first grant holds.
@@ -142,7 +143,7 @@ fn a_reserve_resumes_above_its_block_is_needed() {
     // used), and answers a token in the block `Stale`. Resuming from the
     // block's start instead takes the retransmission of a hand-off
     // accepted before the crash as new.
-    let m = TwMutations { reserve_resumes_at_block_start: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::ReserveResumesAboveItsBlock]);
     let e = scripted_breaks(10, m, restart_between_retransmissions_with_a_reserve);
     assert!(is_violation(&e), "{e}");
 }
@@ -157,7 +158,7 @@ fn a_reserve_resumes_above_its_block_is_needed() {
 /// token of an epoch above every one in use before, or its fences fall
 /// below the old tokens' (the lease checker: fences strictly rise in grant
 /// order, across crashes).
-fn cold_restarts(seed: u64, m: TwMutations) -> Result<(), SimError> {
+fn cold_restarts(seed: u64, m: Rules<TwRule>) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(2), 0.0, 0.0);
     let mut sim = cluster_with(seed, 5, net, m);
     sim.check(safety());
@@ -187,7 +188,7 @@ fn durable_epoch_is_needed() {
     // resume from the epoch recovery stored at the cluster's start (0),
     // a Claim of a lower (or the same) epoch wins, and its first grant's
     // fence is below the last one before the restart.
-    let m = TwMutations { epoch_not_stored: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::DurableEpoch]);
     let e = scripted_breaks(10, m, cold_restarts);
     assert!(e.to_string().contains(" after 0x"), "{e}");
 }
@@ -202,9 +203,9 @@ fn durable_epoch_is_needed() {
 /// grants once, so the count can pass `u64::MAX` only where a hand-off is
 /// accepted (`on_token`: `Token(u64::MAX)`); with 2, a visit may grant
 /// twice, and the count may also pass it at a grant (`serve`).
-fn tpc_overflow(seed: u64, m: TwMutations, clients: u64) -> Result<(), SimError> {
+fn tpc_overflow(seed: u64, m: Rules<TwRule>, clients: u64) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.1, 0.05);
-    let config = TwConfig { mutations: m, first_tpc: u64::MAX - 40, ..cfg() };
+    let config = TwConfig { rules: m, first_tpc: u64::MAX - 40, ..cfg() };
     let mut sim = cluster_cfg(seed, 5, net, config);
     for i in (1..=5).filter(|_| clients > 1) {
         sim.at(Instant::from_millis(20 + u64::from(i)), acquire(NodeId(i), ClientId(100 + u64::from(i))));
@@ -225,7 +226,7 @@ fn tpc_never_wraps_is_needed() {
     // nothing, drops the token and claims; the new epoch's token restarts
     // at 1 and its fences are above the old ones. Wrapping, the count goes
     // to 0 in the same epoch: a fence below the one just granted.
-    let m = TwMutations { wrap_tpc: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::TpcNeverWraps]);
     for clients in [1, 2] {
         let e = scripted_breaks(10, m, |seed, m| tpc_overflow(seed, m, clients));
         // `nX granted fence 0x<epoch>0000000000000000 after 0x<epoch>ffffffffffffffff`.
@@ -235,7 +236,7 @@ fn tpc_never_wraps_is_needed() {
 
 /// A minority {n1, n2} of five is cut off for 6 s within the bounds
 /// (loss, no pauses, delays ≤ δ): at most one hold at a time, cluster-wide.
-fn minority_partition(seed: u64, m: TwMutations) -> Result<(), SimError> {
+fn minority_partition(seed: u64, m: Rules<TwRule>) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.05, 0.0);
     let mut sim = cluster_with(seed, 5, net, m);
     sim.check(safety());
@@ -246,7 +247,7 @@ fn minority_partition(seed: u64, m: TwMutations) -> Result<(), SimError> {
 
 #[test]
 fn claims_need_a_majority() {
-    let m = TwMutations { claim_without_majority: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::ClaimsNeedAMajority]);
     let e = scripted_breaks(10, m, minority_partition);
     // Two tokens at once: an overlapping grant, or (the majority's token of
     // a lower epoch granting after the minority's) a fence below one
@@ -257,19 +258,19 @@ fn claims_need_a_majority() {
 
 #[test]
 fn acks_never_changing_tpc_is_needed() {
-    let e = lossy_breaks(TwMutations { ack_raises_tpc: true, ..Default::default() }, 20);
+    let e = lossy_breaks(Rules::all_but(&[TwRule::AcksNeverChangeTpc]), 20);
     assert!(e.to_string().contains("grants"), "{e}");
 }
 
 #[test]
 fn bypass_by_a_claim_is_needed() {
-    let e = every_fault_breaks(TwMutations { bypass_by_count: true, ..Default::default() }, 60);
+    let e = every_fault_breaks(Rules::all_but(&[TwRule::BypassByAClaim]), 60);
     assert!(is_violation(&e), "{e}");
 }
 
 /// One process of five cut off alone for 3 s (its Claims reach nobody),
 /// checked only for a holder without a successor.
-fn one_cut_off(seed: u64, m: TwMutations) -> Result<(), SimError> {
+fn one_cut_off(seed: u64, m: Rules<TwRule>) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.05, 0.0);
     let mut sim = cluster_with(seed, 5, net, m);
     sim.check(a_holder_always_has_a_successor);
@@ -288,14 +289,14 @@ fn one_cut_off(seed: u64, m: TwMutations) -> Result<(), SimError> {
 /// Claims may complete without a majority, so the check is not vacuous.
 #[test]
 fn minority_holder_unreachable_while_claims_need_a_majority() {
-    let d = TwMutations::default;
+    let d = Rules::<TwRule>::default;
     for seed in 0..3 {
         one_cut_off(seed, d()).unwrap();
-        one_cut_off(seed, TwMutations { minority_holder: true, ..d() }).unwrap();
+        one_cut_off(seed, Rules::all_but(&[TwRule::NoMinorityHolder])).unwrap();
     }
     for m in [
-        TwMutations { claim_without_majority: true, ..d() },
-        TwMutations { claim_without_majority: true, minority_holder: true, ..d() },
+        Rules::all_but(&[TwRule::ClaimsNeedAMajority]),
+        Rules::all_but(&[TwRule::ClaimsNeedAMajority, TwRule::NoMinorityHolder]),
     ] {
         let e = first_failure(3, |seed| one_cut_off(seed, m)).expect("no seed reached a holder without a successor");
         assert!(e.to_string().contains("no successor"), "{m:?}: {e}");
@@ -309,7 +310,7 @@ fn minority_holder_unreachable_while_claims_need_a_majority() {
 /// shows the renewal rule alone.
 #[test]
 fn stale_epochs_are_refused_is_needed() {
-    let m = TwMutations { accept_old_epochs: true, ack_stale_renewals: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::StaleEpochsRefused, TwRule::StaleRenewalsRefused]);
     let e = every_fault_breaks(m, 60);
     let e = e.to_string();
     assert!(e.contains(" after 0x") || e.contains(" after 0x") || e.contains("holds until"), "{e}");
@@ -318,14 +319,14 @@ fn stale_epochs_are_refused_is_needed() {
 #[test]
 #[ignore = "not shown alone: masked (docs/safety-rules.md); see ties_refused_masked_by_epoch_slot"]
 fn ties_refused_is_needed() {
-    let e = every_fault_breaks(TwMutations { accept_ties: true, ..Default::default() }, 60);
+    let e = every_fault_breaks(Rules::all_but(&[TwRule::TiesRefused]), 60);
     eprintln!("{e}");
 }
 
 #[test]
 #[ignore = "not shown alone: masked (docs/safety-rules.md); see promise_window_masked_by_epoch_slot_and_tie_refusal"]
 fn promise_window_is_needed() {
-    let e = every_fault_breaks(TwMutations { no_promise_window: true, ..Default::default() }, 60);
+    let e = every_fault_breaks(Rules::all_but(&[TwRule::PromiseWindow]), 60);
     eprintln!("{e}");
 }
 
@@ -341,7 +342,7 @@ fn promise_window_is_needed() {
 /// within W·(1+ρ) of their promise the promise window answers `Busy`.
 /// Past both, n4's Claim skips 2 and 3 and comes back with 4, 5 and 1: a
 /// second token of e1, whose first grant's fence is below n3's.
-fn second_claim_of_one_round(seed: u64, m: TwMutations, resume: Duration) -> Result<(), SimError> {
+fn second_claim_of_one_round(seed: u64, m: Rules<TwRule>, resume: Duration) -> Result<(), SimError> {
     second_claim_of_one_round_with(seed, m, resume, false)
 }
 
@@ -350,13 +351,13 @@ fn second_claim_of_one_round(seed: u64, m: TwMutations, resume: Duration) -> Res
 /// stored threshold, but the promise window lived in memory and is gone.
 /// Their restart window (`max(W, lease)·(1+ρ)`) keeps them from promising
 /// n4's Claim, made inside it: they pass it on without adopting it.
-fn second_claim_of_one_round_after_restarts(seed: u64, m: TwMutations, resume: Duration) -> Result<(), SimError> {
+fn second_claim_of_one_round_after_restarts(seed: u64, m: Rules<TwRule>, resume: Duration) -> Result<(), SimError> {
     second_claim_of_one_round_with(seed, m, resume, true)
 }
 
 fn second_claim_of_one_round_with(
     seed: u64,
-    m: TwMutations,
+    m: Rules<TwRule>,
     resume: Duration,
     restart_promisers: bool,
 ) -> Result<(), SimError> {
@@ -396,9 +397,9 @@ fn second_claim_of_one_round_with(
 /// with restarts): each of `safe` passes every seed, and `unsafe_` breaks
 /// at least one with two tokens of one epoch.
 fn one_round_twice_breaks_only(
-    scenario: fn(u64, TwMutations, Duration) -> Result<(), SimError>,
-    unsafe_: TwMutations,
-    safe: &[TwMutations],
+    scenario: fn(u64, Rules<TwRule>, Duration) -> Result<(), SimError>,
+    unsafe_: Rules<TwRule>,
+    safe: &[Rules<TwRule>],
     resume: Duration,
 ) {
     for m in safe {
@@ -431,13 +432,13 @@ fn one_round_twice_breaks_only(
 /// 33 with both off and none with either on, 2026-11-27).
 #[test]
 fn ties_refused_masked_by_epoch_slot() {
-    let d = TwMutations::default;
+    let d = Rules::<TwRule>::default;
     let w = cfg().token_lost_after;
     let just_after_the_window = w + w / 1_000 + Duration::from_millis(5);
     one_round_twice_breaks_only(
         second_claim_of_one_round,
-        TwMutations { no_epoch_slot: true, accept_ties: true, ..d() },
-        &[d(), TwMutations { accept_ties: true, ..d() }, TwMutations { no_epoch_slot: true, ..d() }],
+        Rules::all_but(&[TwRule::EpochSlot, TwRule::TiesRefused]),
+        &[d(), Rules::all_but(&[TwRule::TiesRefused]), Rules::all_but(&[TwRule::EpochSlot])],
         just_after_the_window,
     );
 }
@@ -449,16 +450,12 @@ fn ties_refused_masked_by_epoch_slot() {
 /// 25 with all three off and none with any one on, 2026-11-27).
 #[test]
 fn promise_window_masked_by_epoch_slot_and_tie_refusal() {
-    let all = TwMutations { no_epoch_slot: true, accept_ties: true, no_promise_window: true, ..Default::default() };
+    let all = Rules::all_but(&[TwRule::EpochSlot, TwRule::TiesRefused, TwRule::PromiseWindow]);
     let w = cfg().token_lost_after;
     one_round_twice_breaks_only(
         second_claim_of_one_round,
         all,
-        &[
-            TwMutations { no_epoch_slot: false, ..all },
-            TwMutations { accept_ties: false, ..all },
-            TwMutations { no_promise_window: false, ..all },
-        ],
+        &[all.with(TwRule::EpochSlot), all.with(TwRule::TiesRefused), all.with(TwRule::PromiseWindow)],
         w * 85 / 100,
     );
 }
@@ -491,7 +488,7 @@ fn until_claiming(sim: &mut Sim<TwNode>, who: NodeId) -> Result<(), SimError> {
 /// would give a fence below those already granted, beside the new token's
 /// holders. With leases, its renewals are refused by the majority that
 /// adopted the newer epoch: it drops the token and grants nothing.
-fn late_token_after_a_bypass(seed: u64, m: TwMutations) -> Result<(), SimError> {
+fn late_token_after_a_bypass(seed: u64, m: Rules<TwRule>) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
     let mut sim = cluster_with(seed, 5, net, m);
     sim.check(safety());
@@ -506,7 +503,7 @@ fn late_token_after_a_bypass(seed: u64, m: TwMutations) -> Result<(), SimError> 
 
 #[test]
 fn grants_need_the_lease() {
-    let m = TwMutations { no_leases: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::GrantsUnderLeases]);
     let e = scripted_breaks(20, m, late_token_after_a_bypass);
     assert!(is_violation(&e), "{e}");
 }
@@ -514,7 +511,7 @@ fn grants_need_the_lease() {
 #[test]
 fn grants_need_the_lease_under_random_pauses_and_partitions() {
     // Every rule on, these seeds pass (tests/sim.rs sweeps them).
-    let m = TwMutations { no_leases: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::GrantsUnderLeases]);
     let e =
         first_failure(10, |seed| pauses_and_partitions(seed, m).map(|_| ())).expect("no seed broke without the rule");
     assert!(is_violation(&e), "{e}");
@@ -522,7 +519,7 @@ fn grants_need_the_lease_under_random_pauses_and_partitions() {
 
 #[test]
 fn renewals_below_the_threshold_are_refused_is_needed() {
-    let m = TwMutations { ack_stale_renewals: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::StaleRenewalsRefused]);
     let e = scripted_breaks(20, m, late_token_after_a_bypass);
     assert!(is_violation(&e), "{e}");
 }
@@ -535,7 +532,7 @@ fn renewals_below_the_threshold_are_refused_is_needed() {
 /// grants. The lease window makes those acks refuse the Claim until `s`'s
 /// lease has ended; without it they adopt it, and its token grants while
 /// `s`'s client still holds.
-fn late_hand_off_races_a_bypass(seed: u64, m: TwMutations) -> Result<(), SimError> {
+fn late_hand_off_races_a_bypass(seed: u64, m: Rules<TwRule>) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
     let mut sim = cluster_with(seed, 5, net, m);
     sim.check(safety());
@@ -551,7 +548,7 @@ fn late_hand_off_races_a_bypass(seed: u64, m: TwMutations) -> Result<(), SimErro
 
 #[test]
 fn lease_acks_refuse_other_claimants_is_needed() {
-    let m = TwMutations { no_lease_window: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::LeaseAckBindsTheAcker]);
     let e = scripted_breaks(20, m, late_hand_off_races_a_bypass);
     assert!(e.to_string().contains("holds until"), "{e}");
 }
@@ -561,7 +558,7 @@ fn lease_acks_refuse_other_claimants_is_needed() {
 /// disks and restart as fresh nodes (unrecovered for their restart window).
 /// `s` resumes within that window and renews the old token: its own ack
 /// and the two fresh nodes' would be a majority.
-fn late_token_meets_fresh_nodes(seed: u64, m: TwMutations) -> Result<(), SimError> {
+fn late_token_meets_fresh_nodes(seed: u64, m: Rules<TwRule>) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
     let mut sim = cluster_with(seed, 5, net, m);
     sim.check(safety());
@@ -590,7 +587,7 @@ fn late_token_meets_fresh_nodes(seed: u64, m: TwMutations) -> Result<(), SimErro
 
 #[test]
 fn unrecovered_nodes_ack_no_renewal_is_needed() {
-    let m = TwMutations { unrecovered_acks: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::UnrecoveredNodesAckNoRenewal]);
     // The first seed to break moves whenever the runs' timing changes
     // (8 once, 32, now 5): 40 seeds leave room.
     let e = scripted_breaks(40, m, late_token_meets_fresh_nodes);
@@ -600,16 +597,16 @@ fn unrecovered_nodes_ack_no_renewal_is_needed() {
 /// Clients that hold 120–180 ms, past the end of the visit (`max_hold`,
 /// 100 ms), on a lossy ring: the token moves on at the visit's end while
 /// the client still holds, and the next process grants.
-fn clients_outlast_the_visit(seed: u64, m: TwMutations) -> Result<(), SimError> {
+fn clients_outlast_the_visit(seed: u64, m: Rules<TwRule>) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.1, 0.05);
-    let mut sim = cluster_holding(seed, 5, net, TwConfig { mutations: m, ..cfg() }, (120, 180));
+    let mut sim = cluster_holding(seed, 5, net, TwConfig { rules: m, ..cfg() }, (120, 180));
     sim.check(safety());
     sim.run_until(Instant::from_millis(5_000))
 }
 
 #[test]
 fn client_leases_end_with_the_visit_is_needed() {
-    let m = TwMutations { lease_past_visit: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::ClientLeasesEndWithTheVisit]);
     let e = scripted_breaks(10, m, clients_outlast_the_visit);
     assert!(e.to_string().contains("holds until"), "{e}");
 }
@@ -617,7 +614,7 @@ fn client_leases_end_with_the_visit_is_needed() {
 /// The holder crashes and stays down; every other process has a client
 /// waiting, so each renews as a waiting process. A lost token must be
 /// regenerated and everyone else served within 15 s.
-fn crashed_holder_is_replaced(seed: u64, m: TwMutations) -> Result<(), SimError> {
+fn crashed_holder_is_replaced(seed: u64, m: Rules<TwRule>) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
     let mut sim = cluster_with(seed, 5, net, m);
     sim.check(safety());
@@ -639,7 +636,7 @@ fn crashed_holder_is_replaced(seed: u64, m: TwMutations) -> Result<(), SimError>
 fn waiting_renewals_acked_only_behind_a_holder_is_needed() {
     // Acked whatever, the waiters' renewals keep every process busy for
     // every claimant but one: the lost token is never regenerated.
-    let m = TwMutations { ack_every_waiter: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::WaitersAckedOnlyBehindAHolder]);
     let e = scripted_breaks(5, m, crashed_holder_is_replaced);
     // At a cold start too, no first token is ever made.
     let e = e.to_string();
@@ -653,31 +650,30 @@ fn waiting_renewals_acked_only_behind_a_holder_is_needed() {
 #[ignore = "survey (minutes)"]
 fn masked_rules_survey() {
     let seeds = sim::model::setting("SAFETY_SURVEY_SEEDS", 40);
-    let d = TwMutations::default;
-    let sets: Vec<(&str, TwMutations)> = vec![
+    let d = Rules::<TwRule>::default;
+    let sets: Vec<(&str, Rules<TwRule>)> = vec![
         ("none", d()),
-        ("no_epoch_slot", TwMutations { no_epoch_slot: true, ..d() }),
-        ("slot+ties", TwMutations { no_epoch_slot: true, accept_ties: true, ..d() }),
-        ("slot+ties+window", TwMutations { no_epoch_slot: true, accept_ties: true, no_promise_window: true, ..d() }),
+        ("no_epoch_slot", Rules::all_but(&[TwRule::EpochSlot])),
+        ("slot+ties", Rules::all_but(&[TwRule::EpochSlot, TwRule::TiesRefused])),
+        ("slot+ties+window", Rules::all_but(&[TwRule::EpochSlot, TwRule::TiesRefused, TwRule::PromiseWindow])),
         (
             "slot+ties+window+lease_window",
-            TwMutations {
-                no_epoch_slot: true,
-                accept_ties: true,
-                no_promise_window: true,
-                no_lease_window: true,
-                ..d()
-            },
+            Rules::all_but(&[
+                TwRule::EpochSlot,
+                TwRule::TiesRefused,
+                TwRule::PromiseWindow,
+                TwRule::LeaseAckBindsTheAcker,
+            ]),
         ),
-        ("window+lease_window", TwMutations { no_promise_window: true, no_lease_window: true, ..d() }),
-        ("lease_window", TwMutations { no_lease_window: true, ..d() }),
-        ("minority_holder+no_leases", TwMutations { minority_holder: true, no_leases: true, ..d() }),
-        ("no_leases", TwMutations { no_leases: true, ..d() }),
-        ("restart", TwMutations { no_restart_window: true, ..d() }),
+        ("window+lease_window", Rules::all_but(&[TwRule::PromiseWindow, TwRule::LeaseAckBindsTheAcker])),
+        ("lease_window", Rules::all_but(&[TwRule::LeaseAckBindsTheAcker])),
+        ("minority_holder+no_leases", Rules::all_but(&[TwRule::NoMinorityHolder, TwRule::GrantsUnderLeases])),
+        ("no_leases", Rules::all_but(&[TwRule::GrantsUnderLeases])),
+        ("restart", Rules::all_but(&[TwRule::RestartWindow])),
     ];
     for (name, m) in sets {
         for (family, run) in [
-            ("every_fault", every_fault as fn(u64, TwMutations) -> Result<Sim<TwNode>, SimError>),
+            ("every_fault", every_fault as fn(u64, Rules<TwRule>) -> Result<Sim<TwNode>, SimError>),
             ("pauses_and_partitions", pauses_and_partitions),
         ] {
             let mut failed = Vec::new();
@@ -701,8 +697,8 @@ fn masked_rules_survey() {
 /// sender's next retransmission is answered `Stale` (the sender drops its
 /// copy and claims at once) and the restarted process's renewals confirm
 /// nothing in the block. Returns how long the client waited for its grant.
-fn restart_inside_a_block(seed: u64, m: TwMutations) -> Result<Duration, SimError> {
-    let (mut sim, h, s, q) = three_with_a_holder(seed, TwConfig { mutations: m, tpc_reserve: 16, ..cfg() })?;
+fn restart_inside_a_block(seed: u64, m: Rules<TwRule>) -> Result<Duration, SimError> {
+    let (mut sim, h, s, q) = three_with_a_holder(seed, TwConfig { rules: m, tpc_reserve: 16, ..cfg() })?;
     sim.cut(s, h);
     sim.cut(s, q);
     until_token_at(&mut sim, s)?;
@@ -725,7 +721,7 @@ fn restart_inside_a_block(seed: u64, m: TwMutations) -> Result<Duration, SimErro
 /// The waits of `restart_inside_a_block` over seeds 0..20 (the runs that
 /// set themselves up: in a few the successor never takes the token while
 /// its links out are cut), sorted.
-fn waits_after_a_restart_inside_a_block(m: TwMutations) -> Vec<Duration> {
+fn waits_after_a_restart_inside_a_block(m: Rules<TwRule>) -> Vec<Duration> {
     let mut waits: Vec<Duration> = (0..20)
         .filter_map(|seed| match restart_inside_a_block(seed, m) {
             Ok(d) => Some(d),
@@ -739,7 +735,7 @@ fn waits_after_a_restart_inside_a_block(m: TwMutations) -> Vec<Duration> {
     waits
 }
 
-fn median_wait_after_a_restart_inside_a_block(m: TwMutations) -> Duration {
+fn median_wait_after_a_restart_inside_a_block(m: Rules<TwRule>) -> Duration {
     let waits = waits_after_a_restart_inside_a_block(m);
     waits[waits.len() / 2]
 }
@@ -751,7 +747,7 @@ const QUICK: Duration = Duration::from_millis(120);
 fn a_restart_inside_a_block_is_served_quickly() {
     // Typically within a retransmission period and a Claim; always well
     // before the token would count as lost.
-    let waits = waits_after_a_restart_inside_a_block(TwMutations::default());
+    let waits = waits_after_a_restart_inside_a_block(Rules::ALL_ON);
     let (median, longest) = (waits[waits.len() / 2], waits[waits.len() - 1]);
     assert!(median <= QUICK, "median {median:?}");
     assert!(longest < cfg().token_lost_after, "longest {longest:?}");
@@ -763,7 +759,7 @@ fn failed_claims_retried_after_their_window_is_needed() {
     // waiting client whose renewals the others ack: each ack binds the
     // acker, the proposer too, for a lease window) is tried again just
     // after the window — not once the token counts as lost.
-    let m = TwMutations { failed_claim_waits_for_lost_token: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::FailedClaimsRetriedAfterTheirWindow]);
     let waits = waits_after_a_restart_inside_a_block(m);
     let longest = waits[waits.len() - 1];
     assert!(longest >= cfg().token_lost_after, "longest {longest:?}");
@@ -773,7 +769,7 @@ fn failed_claims_retried_after_their_window_is_needed() {
 fn unsure_tokens_answered_stale_is_needed() {
     // Dropped in silence, the hand-off is retransmitted r times and then
     // bypassed: the restarted process waits for the bypass and its Join.
-    let m = TwMutations { drop_unsure_tokens: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::UnsureTokensAnsweredStale]);
     let median = median_wait_after_a_restart_inside_a_block(m);
     assert!(median > QUICK, "median {median:?}");
 }
@@ -783,7 +779,7 @@ fn renewals_below_the_unsure_block_are_needed() {
     // Renewing with the block's top, the restarted process confirms the
     // hand-off it answers Stale at its sender, which stops retransmitting
     // and drops its copy: the token is lost until `token_lost_after`.
-    let m = TwMutations { renew_with_stored_top: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::RenewBelowTheUnsureBlock]);
     let median = median_wait_after_a_restart_inside_a_block(m);
     assert!(median > QUICK, "median {median:?}");
 }
@@ -797,7 +793,7 @@ fn renewals_below_the_unsure_block_are_needed() {
 /// serves them; 300 ms after that token, past `c`'s Claim deadline
 /// W·(1−ρ), the link is released and `c`'s Claim comes back with a
 /// majority of adopters.
-fn claim_back_after_its_deadline(seed: u64, m: TwMutations) -> Result<(), SimError> {
+fn claim_back_after_its_deadline(seed: u64, m: Rules<TwRule>) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
     let mut sim = cluster_with(seed, 5, net, m);
     sim.check(safety());
@@ -845,7 +841,7 @@ fn claim_back_after_its_deadline(seed: u64, m: TwMutations) -> Result<(), SimErr
 /// token has gone from `s` to `s1`. The Claim then reaches a process that
 /// holds the token, or awaits its confirmation, or has seen a newer token
 /// than the claimant.
-fn claim_behind_a_late_hand_off(seed: u64, m: TwMutations) -> Result<(), SimError> {
+fn claim_behind_a_late_hand_off(seed: u64, m: Rules<TwRule>) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
     let mut sim = cluster_with(seed, 5, net, m);
     sim.check(safety());
@@ -867,9 +863,9 @@ fn claim_behind_a_late_hand_off(seed: u64, m: TwMutations) -> Result<(), SimErro
 /// `unsafe_` breaks one; returns that failure.
 fn breaks_only(
     seeds: u64,
-    scenario: fn(u64, TwMutations) -> Result<(), SimError>,
-    unsafe_: TwMutations,
-    safe: &[TwMutations],
+    scenario: fn(u64, Rules<TwRule>) -> Result<(), SimError>,
+    unsafe_: Rules<TwRule>,
+    safe: &[Rules<TwRule>],
 ) -> SimError {
     for m in safe {
         for seed in 0..seeds {
@@ -884,7 +880,7 @@ fn breaks_only(
 #[test]
 #[ignore = "not shown alone: masked by the lease window and the newer-token refusal; see claim_busy_while_holding_masked_by_newer_token_and_lease_window"]
 fn claim_busy_while_holding_is_needed() {
-    let m = TwMutations { claim_ignores_holder: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::ClaimBusyWhileHolding]);
     scripted_breaks(20, m, claim_behind_a_late_hand_off);
 }
 
@@ -900,20 +896,19 @@ fn claim_busy_while_holding_is_needed() {
 /// `claim_busy_for_a_newer_token_masked_by_lease_window`).
 #[test]
 fn claim_busy_while_holding_masked_by_newer_token_and_lease_window() {
-    let all = TwMutations {
-        claim_ignores_holder: true,
-        claim_ignores_newer_token: true,
-        no_lease_window: true,
-        ..Default::default()
-    };
+    let all = Rules::all_but(&[
+        TwRule::ClaimBusyWhileHolding,
+        TwRule::ClaimBusyForANewerToken,
+        TwRule::LeaseAckBindsTheAcker,
+    ]);
     let e = breaks_only(
         10,
         claim_behind_a_late_hand_off,
         all,
         &[
-            TwMutations { claim_ignores_holder: false, ..all },
-            TwMutations { claim_ignores_newer_token: false, ..all },
-            TwMutations { no_lease_window: false, ..all },
+            all.with(TwRule::ClaimBusyWhileHolding),
+            all.with(TwRule::ClaimBusyForANewerToken),
+            all.with(TwRule::LeaseAckBindsTheAcker),
         ],
     );
     assert!(e.message.contains("holds until"), "{e}");
@@ -922,7 +917,7 @@ fn claim_busy_while_holding_masked_by_newer_token_and_lease_window() {
 #[test]
 #[ignore = "not shown alone: masked by the lease window; see claim_busy_for_a_newer_token_masked_by_lease_window"]
 fn claim_busy_for_a_newer_token_is_needed() {
-    let m = TwMutations { claim_ignores_newer_token: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::ClaimBusyForANewerToken]);
     scripted_breaks(20, m, claim_behind_a_late_hand_off);
 }
 
@@ -934,12 +929,12 @@ fn claim_busy_for_a_newer_token_is_needed() {
 /// client of the old one holds; with either on, none of 0–59.
 #[test]
 fn claim_busy_for_a_newer_token_masked_by_lease_window() {
-    let all = TwMutations { claim_ignores_newer_token: true, no_lease_window: true, ..Default::default() };
+    let all = Rules::all_but(&[TwRule::ClaimBusyForANewerToken, TwRule::LeaseAckBindsTheAcker]);
     let e = breaks_only(
         20,
         claim_behind_a_late_hand_off,
         all,
-        &[TwMutations { claim_ignores_newer_token: false, ..all }, TwMutations { no_lease_window: false, ..all }],
+        &[all.with(TwRule::ClaimBusyForANewerToken), all.with(TwRule::LeaseAckBindsTheAcker)],
     );
     assert!(e.message.contains("holds until"), "{e}");
 }
@@ -960,7 +955,7 @@ fn claim_busy_for_a_newer_token_masked_by_lease_window() {
 /// just before `q`, its last transmission at +60 ms, would bypass `r`),
 /// the link is released and `r` takes `q`'s old token. Refused `Busy`, the
 /// Claim is abandoned and `r` takes the old token while no newer one exists.
-fn claim_at_an_awaiting_sender(seed: u64, m: TwMutations) -> Result<(), SimError> {
+fn claim_at_an_awaiting_sender(seed: u64, m: Rules<TwRule>) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
     let mut sim = cluster_with(seed, 5, net, m);
     sim.check(safety());
@@ -993,7 +988,7 @@ fn claim_at_an_awaiting_sender(seed: u64, m: TwMutations) -> Result<(), SimError
 #[test]
 #[ignore = "not shown alone: masked by the refusal of renewals below the threshold; see claim_busy_while_awaiting_masked_by_stale_renewal_refusal"]
 fn claim_busy_while_awaiting_is_needed() {
-    let m = TwMutations { claim_ignores_awaiting: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::ClaimBusyWhileAwaiting]);
     scripted_breaks(20, m, claim_at_an_awaiting_sender);
 }
 
@@ -1010,12 +1005,12 @@ fn claim_busy_while_awaiting_is_needed() {
 /// link), or the Claim reaches `q` before its token is W old.
 #[test]
 fn claim_busy_while_awaiting_masked_by_stale_renewal_refusal() {
-    let all = TwMutations { claim_ignores_awaiting: true, ack_stale_renewals: true, ..Default::default() };
+    let all = Rules::all_but(&[TwRule::ClaimBusyWhileAwaiting, TwRule::StaleRenewalsRefused]);
     let e = breaks_only(
         10,
         claim_at_an_awaiting_sender,
         all,
-        &[TwMutations { claim_ignores_awaiting: false, ..all }, TwMutations { ack_stale_renewals: false, ..all }],
+        &[all.with(TwRule::ClaimBusyWhileAwaiting), all.with(TwRule::StaleRenewalsRefused)],
     );
     // Seed 0: `n3 granted fence 0x100000000000000ac after 0x300000000000000ac`.
     assert!(e.message.contains(" after 0x"), "{e}");
@@ -1024,7 +1019,7 @@ fn claim_busy_while_awaiting_masked_by_stale_renewal_refusal() {
 #[test]
 #[ignore = "not shown alone: masked by the refusal of renewals below the threshold; see claim_deadline_masked_by_stale_renewal_refusal"]
 fn claim_deadline_is_needed() {
-    let m = TwMutations { claim_past_deadline: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::ClaimDeadline]);
     scripted_breaks(20, m, claim_back_after_its_deadline);
 }
 
@@ -1039,12 +1034,12 @@ fn claim_deadline_is_needed() {
 /// 2026-11-27); with either rule on, none of 0–59.
 #[test]
 fn claim_deadline_masked_by_stale_renewal_refusal() {
-    let all = TwMutations { claim_past_deadline: true, ack_stale_renewals: true, ..Default::default() };
+    let all = Rules::all_but(&[TwRule::ClaimDeadline, TwRule::StaleRenewalsRefused]);
     let e = breaks_only(
         10,
         claim_back_after_its_deadline,
         all,
-        &[TwMutations { claim_past_deadline: false, ..all }, TwMutations { ack_stale_renewals: false, ..all }],
+        &[all.with(TwRule::ClaimDeadline), all.with(TwRule::StaleRenewalsRefused)],
     );
     assert!(e.message.contains(" after 0x"), "{e}");
 }
@@ -1061,7 +1056,7 @@ fn claim_deadline_masked_by_stale_renewal_refusal() {
 /// restart 1 ms later with their disks: the acks' windows lived in memory.
 /// Then the Claim is released. In their restart window they pass it on
 /// without adopting it, and it comes back to `h` without a majority.
-fn claim_after_the_ackers_restart(seed: u64, m: TwMutations) -> Result<(), SimError> {
+fn claim_after_the_ackers_restart(seed: u64, m: Rules<TwRule>) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
     let mut sim = cluster_with(seed, 5, net, m);
     sim.check(safety());
@@ -1098,7 +1093,7 @@ fn restart_window_is_needed() {
     // grants while `s`'s client still holds under the lease they acked
     // (seeds 3, 4, 8, 9 of 0–9; 22 of 0–59, none with the rule,
     // 2026-11-27; in the others the client has released first).
-    let m = TwMutations { no_restart_window: true, ..Default::default() };
+    let m = Rules::all_but(&[TwRule::RestartWindow]);
     let e = scripted_breaks(10, m, claim_after_the_ackers_restart);
     assert!(e.message.contains("holds until"), "{e}");
 }
@@ -1113,16 +1108,12 @@ fn restart_window_is_needed() {
 /// on throughout: the restart forgot it.
 #[test]
 fn restart_window_over_a_promise_masked_by_epoch_slot_and_tie_refusal() {
-    let all = TwMutations { no_epoch_slot: true, accept_ties: true, no_restart_window: true, ..Default::default() };
+    let all = Rules::all_but(&[TwRule::EpochSlot, TwRule::TiesRefused, TwRule::RestartWindow]);
     let w = cfg().token_lost_after;
     one_round_twice_breaks_only(
         second_claim_of_one_round_after_restarts,
         all,
-        &[
-            TwMutations { no_epoch_slot: false, ..all },
-            TwMutations { accept_ties: false, ..all },
-            TwMutations { no_restart_window: false, ..all },
-        ],
+        &[all.with(TwRule::EpochSlot), all.with(TwRule::TiesRefused), all.with(TwRule::RestartWindow)],
         w * 85 / 100,
     );
 }

@@ -12,10 +12,11 @@ mod workload;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use ftcore::rules::Rules;
 use ftcore::{ClientId, NodeId};
 use sim::{for_seeds, Action, NetConfig, Sim, SimError};
 use timer::Instant;
-use tokenwatchd::{TwConfig, TwEvent, TwMutations, TwNode};
+use tokenwatchd::{TwConfig, TwEvent, TwNode};
 use workload::*;
 
 #[test]
@@ -66,7 +67,7 @@ fn a_crashed_holder_is_replaced_by_a_regenerated_token() {
 
 #[test]
 fn every_fault_at_once_never_grants_a_fence_twice_and_service_returns() {
-    for_seeds(20, |seed| every_fault(seed, TwMutations::default()).map(|_| ()));
+    for_seeds(20, |seed| every_fault(seed, Rules::ALL_ON).map(|_| ()));
 }
 
 /// `tpc_reserve` (the counter stored 16 ahead, a state write every 16
@@ -89,7 +90,7 @@ fn a_tpc_reserve_keeps_every_invariant_through_every_fault() {
 /// order at every step, and service returns.
 #[test]
 fn pauses_and_partitions_never_overlap_two_leases() {
-    for_seeds(100, |seed| pauses_and_partitions(seed, TwMutations::default()).map(|_| ()));
+    for_seeds(100, |seed| pauses_and_partitions(seed, Rules::ALL_ON).map(|_| ()));
 }
 
 /// The holder's process is paused (SIGSTOP) for 2 s while its client
@@ -161,8 +162,8 @@ fn sweep_5000_seeds_of_every_scenario() {
         for loss in [0.0, 0.10, 0.30, 0.45] {
             within_bounds(seed, loss)?;
         }
-        pauses_and_partitions(seed, TwMutations::default())?;
-        every_fault(seed, TwMutations::default()).map(|_| ())
+        pauses_and_partitions(seed, Rules::ALL_ON)?;
+        every_fault(seed, Rules::ALL_ON).map(|_| ())
     });
 }
 

@@ -18,6 +18,7 @@
 use std::fmt::Debug;
 
 pub mod idle;
+pub mod rules;
 
 pub use membership::{Incarnation, NodeId};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};

@@ -28,7 +28,7 @@ use std::time::Duration;
 use membership::NodeId;
 use timer::{Instant, SeededRng};
 
-pub use config::{Config, ConfigError, Mutations};
+pub use config::{Config, ConfigError, PromiseRule};
 pub use recovery::{AckStep, RoundStep};
 pub use stored::{Promises, Values};
 pub use value::{encode, is_sane, next_above, round_of, slot_of, MAX_ROUND, SLOTS, SLOT_BITS};
@@ -164,7 +164,7 @@ impl PromiseNode {
         let slot = cfg.validate()?;
         let fresh = loaded.is_none();
         let stored = loaded.unwrap_or_else(Promises::fresh).loaded();
-        let restart_until = if cfg.mutations.no_restart_window { now } else { cfg.restart_ends(now) };
+        let restart_until = if cfg.rules.on(PromiseRule::RestartWindow) { cfg.restart_ends(now) } else { now };
         Ok(PromiseNode {
             cfg,
             slot,
@@ -250,10 +250,10 @@ impl PromiseNode {
 
     fn at_or_below_threshold(&self, value: u64) -> bool {
         let t = self.threshold();
-        if self.cfg.mutations.accept_ties {
-            value < t
-        } else {
+        if self.cfg.rules.on(PromiseRule::TiesRefused) {
             value <= t
+        } else {
+            value < t
         }
     }
 
@@ -394,9 +394,11 @@ impl PromiseNode {
     pub fn propose(&mut self, now: Instant) -> Result<u64, Refusal> {
         let above = self.stored.floor().max(self.threshold());
         let next = next_above(above, self.slot);
-        if self.cfg.mutations.wrap_at_the_top && !next.is_some_and(is_sane) {
-            let wrapped = encode(0, self.slot).ok_or(Refusal::Invalid)?;
-            return self.start_proposal(wrapped, true, now);
+        ftcore::mutant! {
+            if self.cfg.rules.off(PromiseRule::StopAtTheTop) && !next.is_some_and(is_sane) {
+                let wrapped = encode(0, self.slot).ok_or(Refusal::Invalid)?;
+                return self.start_proposal(wrapped, true, now);
+            }
         }
         let value = next.ok_or(Refusal::Invalid)?;
         self.propose_value(value, now)
@@ -408,7 +410,7 @@ impl PromiseNode {
         self.start_proposal(value, false, now)
     }
 
-    /// `wrapped`: only under [`Mutations::wrap_at_the_top`], a value the
+    /// `wrapped`: only with [`PromiseRule::StopAtTheTop`] off, a value the
     /// proposer wrapped to, which it takes for one above its floor.
     fn start_proposal(&mut self, value: u64, wrapped: bool, now: Instant) -> Result<u64, Refusal> {
         self.expire(now);

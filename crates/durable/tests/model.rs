@@ -31,8 +31,10 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant as WallInstant};
 
 use durable::promise::{
-    AckStep, Config, Mutations, PromiseNode, Promises, Refusal, RoundStep, Step, UseError, Values, MAX_ROUND, SLOT_BITS,
+    AckStep, Config, PromiseNode, PromiseRule, Promises, Refusal, RoundStep, Step, UseError, Values, MAX_ROUND,
+    SLOT_BITS,
 };
+use ftcore::rules::Rules;
 use membership::NodeId;
 use stateright::{Checker, HasDiscoveries, Model, Property};
 use timer::Instant;
@@ -259,10 +261,11 @@ impl PromiseModel {
         let mut c = Config::new((0..N as u8).map(id).collect(), id(me), Duration::from_millis(W_TICKS));
         c.lease = Duration::from_millis(W_TICKS);
         c.promise_window = self.mutation != Some(Mutation::NoPromiseWindow);
-        c.mutations = Mutations {
-            no_restart_window: self.mutation == Some(Mutation::NoRestartWindow),
-            accept_ties: self.mutation == Some(Mutation::AcceptTies),
-            wrap_at_the_top: self.mutation == Some(Mutation::WrapAtTheTop),
+        c.rules = match self.mutation {
+            Some(Mutation::NoRestartWindow) => Rules::ALL_ON.without(PromiseRule::RestartWindow),
+            Some(Mutation::AcceptTies) => Rules::ALL_ON.without(PromiseRule::TiesRefused),
+            Some(Mutation::WrapAtTheTop) => Rules::ALL_ON.without(PromiseRule::StopAtTheTop),
+            _ => Rules::ALL_ON,
         };
         c
     }

@@ -561,10 +561,14 @@ impl NtNode {
             drift_ppm: cfg.drift_ppm,
             new_cluster,
             promise_window: !cfg.mutations.no_promise_window,
-            mutations: promise::Mutations {
-                no_restart_window: cfg.mutations.no_restart_window,
-                accept_ties: cfg.mutations.accept_ties,
-                ..promise::Mutations::default()
+            rules: {
+                #[allow(unused_mut)]
+                let mut r = ftcore::rules::Rules::ALL_ON;
+                ftcore::mutant! {
+                    if cfg.mutations.no_restart_window { r = r.without(promise::PromiseRule::RestartWindow); }
+                    if cfg.mutations.accept_ties { r = r.without(promise::PromiseRule::TiesRefused); }
+                }
+                r
             },
             ..promise::Config::new(members.clone(), me, cfg.lease)
         };

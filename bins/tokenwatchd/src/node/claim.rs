@@ -18,7 +18,7 @@ use ftcore::NodeId;
 use std::time::Duration;
 use timer::Instant;
 
-use super::{ClaimOutcome, Hop, Phase, TwEvent, TwNode};
+use super::{ClaimOutcome, Hop, Phase, TwEvent, TwNode, TwRule};
 use crate::msg::{Claim, Msg};
 
 impl TwNode {
@@ -36,13 +36,16 @@ impl TwNode {
             return;
         }
         self.deferred_claim = None;
-        let proposed = if self.cfg.mutations.no_epoch_slot {
-            let above = self.promise.stored().floor().max(self.promise.threshold());
-            let value = durable::promise::next_above(above, 0).unwrap_or(u64::MAX);
-            self.promise.propose_value(value, now)
-        } else {
-            self.promise.propose(now)
-        };
+        #[allow(unused_mut)]
+        let mut proposed = None;
+        ftcore::mutant! {
+            if self.cfg.rules.off(TwRule::EpochSlot) {
+                let above = self.promise.stored().floor().max(self.promise.threshold());
+                let value = durable::promise::next_above(above, 0).unwrap_or(u64::MAX);
+                proposed = Some(self.promise.propose_value(value, now));
+            }
+        }
+        let proposed = proposed.unwrap_or_else(|| self.promise.propose(now));
         match proposed {
             Ok(epoch) => {
                 self.claim = Some((epoch, now));
@@ -99,16 +102,16 @@ impl TwNode {
         if self.adopted == Some((claim.epoch, claim.claimant)) {
             return;
         }
-        let m = self.cfg.mutations;
+        let rules = self.cfg.rules;
         // (safety) Busy while the token is here, on its way from here, or
         // seen here newer than the claimant's: a live token is not killed.
-        let refusal = if self.visit.is_some() && !m.claim_ignores_holder {
+        let refusal = if self.visit.is_some() && rules.on(TwRule::ClaimBusyWhileHolding) {
             Some(Refusal::Busy { remaining: self.cfg.max_hold })
-        } else if self.awaiting.is_some() && !m.claim_ignores_awaiting {
+        } else if self.awaiting.is_some() && rules.on(TwRule::ClaimBusyWhileAwaiting) {
             Some(Refusal::Busy { remaining: self.cfg.bypass_after })
         } else if self.seen > claim.seen
             && now < self.token_at + self.cfg.token_lost_after
-            && !m.claim_ignores_newer_token
+            && rules.on(TwRule::ClaimBusyForANewerToken)
         {
             // A bypassed claimant must not kill the live token (one seen
             // here within W: a live token visits every process of its view
@@ -175,8 +178,10 @@ impl TwNode {
             return;
         }
         self.hops.remove(&(epoch, self.me));
-        if self.cfg.mutations.claim_past_deadline && !self.promise.proposal_live(epoch, now) {
-            return self.claim_back_late(now, epoch, claim);
+        ftcore::mutant! {
+            if self.cfg.rules.off(TwRule::ClaimDeadline) && !self.promise.proposal_live(epoch, now) {
+                return self.claim_back_late(now, epoch, claim);
+            }
         }
         for a in claim.adopters.iter().filter(|a| **a != self.me) {
             if let Step::Abandoned(f) = self.promise.on_answer(*a, epoch, Ok(()), now) {
@@ -185,17 +190,19 @@ impl TwNode {
         }
         match self.promise.use_proposal(now) {
             Ok(epoch) => self.claim_won(now, epoch, &claim),
-            Err(UseError::NoMajority) if self.cfg.mutations.claim_without_majority => {
-                self.promise.abandon(now);
-                let _ = self.promise.on_in_use(epoch, now);
-                self.claim = None;
-                self.tpc = claim.max_tpc.checked_add(1).unwrap_or(1);
-                self.seen = (epoch, self.tpc);
-                self.bypassed = claim.skipped.iter().copied().filter(|s| *s != self.me).collect();
-                self.token_here(now);
-                self.install(now, epoch, 0);
-            }
             Err(UseError::NoMajority) => {
+                ftcore::mutant! {
+                    if self.cfg.rules.off(TwRule::ClaimsNeedAMajority) {
+                        self.promise.abandon(now);
+                        let _ = self.promise.on_in_use(epoch, now);
+                        self.claim = None;
+                        self.tpc = claim.max_tpc.checked_add(1).unwrap_or(1);
+                        self.seen = (epoch, self.tpc);
+                        self.bypassed = claim.skipped.iter().copied().filter(|s| *s != self.me).collect();
+                        self.token_here(now);
+                        return self.install(now, epoch, 0);
+                    }
+                }
                 self.promise.abandon(now);
                 self.claim_failed(now, Failure::Deadline);
             }
@@ -224,21 +231,6 @@ impl TwNode {
         self.install(now, epoch, 0);
     }
 
-    /// The `claim_past_deadline` mutation only: the own Claim is back after
-    /// its deadline (the promise component has dropped it, or would). With
-    /// a majority of adopters and no higher epoch adopted or in use here
-    /// since, it makes its token anyway.
-    fn claim_back_late(&mut self, now: Instant, epoch: u64, claim: Claim) {
-        self.promise.abandon(now);
-        let adopters: std::collections::BTreeSet<NodeId> = claim.adopters.iter().copied().collect();
-        let majority = adopters.len() > self.members.len() / 2;
-        if majority && self.promise.threshold() <= epoch && self.promise.on_in_use(epoch, now).is_ok() {
-            self.claim_won(now, epoch, &claim);
-        } else {
-            self.claim_failed(now, Failure::Deadline);
-        }
-    }
-
     fn claim_failed(&mut self, now: Instant, f: Failure) {
         self.claim = None;
         let outcome = match f {
@@ -253,7 +245,7 @@ impl TwNode {
         // W, and a retry put off further leaves the ring to the adopters,
         // whose own Claims (W after adopting) collide with each other.
         self.claim_not_before = now + self.promise.retry_after(&f, &mut self.rng);
-        if !self.cfg.mutations.failed_claim_waits_for_lost_token {
+        if self.cfg.rules.on(TwRule::FailedClaimsRetriedAfterTheirWindow) {
             self.deferred_claim = Some(std::mem::take(&mut self.claim_skip));
         }
     }
@@ -300,13 +292,13 @@ impl TwNode {
         // (safety) A Claim not back by W·(1−ρ) is abandoned: by then its
         // adopters' promise windows (W·(1+ρ)) may have ended.
         let own =
-            self.promise.proposal().map(|(_, deadline)| deadline).filter(|_| !self.cfg.mutations.claim_past_deadline);
+            self.promise.proposal().map(|(_, deadline)| deadline).filter(|_| self.cfg.rules.on(TwRule::ClaimDeadline));
         let hops = self.hops.values().map(|h| self.hop_due(h)).min();
         [own, hops, self.lost_claim_at()].into_iter().flatten().min()
     }
 
     pub(super) fn claim_timeout(&mut self, now: Instant) {
-        if self.claim.is_some() && !self.cfg.mutations.claim_past_deadline {
+        if self.claim.is_some() && self.cfg.rules.on(TwRule::ClaimDeadline) {
             if self.promise.on_deadline(now).is_some() {
                 self.claim_failed(now, Failure::Deadline);
             } else if self.promise.proposal().is_none() {
@@ -331,6 +323,25 @@ impl TwNode {
         if self.lost_claim_at().is_some_and(|at| now >= at) {
             let skip = self.deferred_claim.take().unwrap_or_default();
             self.start_claim(now, skip);
+        }
+    }
+}
+
+ftcore::mutant! {
+    impl TwNode {
+        /// The `claim_past_deadline` mutation only: the own Claim is back after
+        /// its deadline (the promise component has dropped it, or would). With
+        /// a majority of adopters and no higher epoch adopted or in use here
+        /// since, it makes its token anyway.
+        fn claim_back_late(&mut self, now: Instant, epoch: u64, claim: Claim) {
+            self.promise.abandon(now);
+            let adopters: std::collections::BTreeSet<NodeId> = claim.adopters.iter().copied().collect();
+            let majority = adopters.len() > self.members.len() / 2;
+            if majority && self.promise.threshold() <= epoch && self.promise.on_in_use(epoch, now).is_ok() {
+                self.claim_won(now, epoch, &claim);
+            } else {
+                self.claim_failed(now, Failure::Deadline);
+            }
         }
     }
 }

@@ -26,9 +26,9 @@ impl TwNode {
     /// its live lease on the token it holds, cut at the visit's end.
     pub(super) fn grant_lease(&self, now: Instant) -> Option<Instant> {
         let v = self.visit.as_ref()?;
-        let m = self.cfg.mutations;
-        let lease = if m.no_leases { FOREVER } else { self.lease.live_until(now, v.epoch)? };
-        if m.lease_past_visit {
+        let rules = self.cfg.rules;
+        let lease = if rules.off(TwRule::GrantsUnderLeases) { FOREVER } else { self.lease.live_until(now, v.epoch)? };
+        if rules.off(TwRule::ClientLeasesEndWithTheVisit) {
             return Some(lease);
         }
         // (safety) The token moves on at the visit's end without waiting
@@ -39,7 +39,7 @@ impl TwNode {
     /// Whether this process keeps a lease: a local client holds or waits,
     /// and it has joined.
     fn lease_active(&self) -> bool {
-        !self.cfg.mutations.no_leases
+        self.cfg.rules.on(TwRule::GrantsUnderLeases)
             && (self.locks.is_held() || self.locks.has_waiters())
             && self.phase == Phase::Joined
     }
@@ -48,7 +48,7 @@ impl TwNode {
     /// epoch while holding, else the highest epoch accepted here. Returns
     /// whether this process's own ack extended the lease.
     pub(super) fn renew_lease(&mut self, now: Instant) -> bool {
-        if self.cfg.mutations.no_leases {
+        if self.cfg.rules.off(TwRule::GrantsUnderLeases) {
             return false;
         }
         let active = self.lease_active();
@@ -62,7 +62,7 @@ impl TwNode {
         // sender, so only a count this process certainly had: after a
         // restart with a reserve, below its last stored block.
         let tpc = match self.unsure_from {
-            Some(u) if !self.cfg.mutations.renew_with_stored_top => u.saturating_sub(1),
+            Some(u) if self.cfg.rules.on(TwRule::RenewBelowTheUnsureBlock) => u.saturating_sub(1),
             _ => self.tpc,
         };
         self.send_to_every_peer(Msg::LeaseRenew { round, epoch, tpc, holding });
@@ -86,13 +86,13 @@ impl TwNode {
     /// the `Acker` decides, and the ack binds this process's promises.
     /// Returns whether an own renewal's ack extended the lease.
     pub(super) fn on_lease_renew(&mut self, now: Instant, from: NodeId, round: u64, epoch: u64, holding: bool) -> bool {
-        let m = self.cfg.mutations;
+        let rules = self.cfg.rules;
         if !promise::is_sane(epoch) {
             self.out.event(TwEvent::Refused { from, reason: "epoch" });
             return false;
         }
         let threshold = self.promise.threshold();
-        if epoch < threshold && !m.ack_stale_renewals {
+        if epoch < threshold && rules.on(TwRule::StaleRenewalsRefused) {
             if from == self.me {
                 self.on_lease_refused(now, from, round, threshold);
             } else {
@@ -100,7 +100,7 @@ impl TwNode {
             }
             return false;
         }
-        if !self.promise.stored().recovered() && !m.unrecovered_acks {
+        if !self.promise.stored().recovered() && rules.on(TwRule::UnrecoveredNodesAckNoRenewal) {
             return false;
         }
         if from != self.me && holding && epoch > self.epoch() && self.visit.is_none() {
@@ -114,7 +114,7 @@ impl TwNode {
             self.out.send(from, Msg::Join { nonce });
         }
         self.acker.forget_expired(now);
-        let holding = holding || m.ack_every_waiter;
+        let holding = holding || rules.off(TwRule::WaitersAckedOnlyBehindAHolder);
         if !self.acker.on_renew(self.lease.config(), now, from, holding) {
             return false;
         }
@@ -163,8 +163,8 @@ impl TwNode {
     /// (safety) Whether an ack this process gave still forbids adopting
     /// `claimant`'s Claim (or proposing its own), and for how long.
     pub(super) fn lease_busy_for(&self, now: Instant, claimant: NodeId) -> Option<Duration> {
-        let m = self.cfg.mutations;
-        if m.no_lease_window || m.no_leases {
+        let rules = self.cfg.rules;
+        if rules.off(TwRule::LeaseAckBindsTheAcker) || rules.off(TwRule::GrantsUnderLeases) {
             return None;
         }
         self.acker.busy_for(now, claimant)

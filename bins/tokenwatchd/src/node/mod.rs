@@ -23,6 +23,7 @@ mod claim;
 mod join;
 mod lease;
 mod pass;
+mod rules;
 #[cfg(test)]
 mod tests;
 
@@ -30,6 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use durable::promise::{self, PromiseNode, Promises};
+use ftcore::rules::Rules;
 use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
 use lockservice::lease::{Acker, LeaseConfig, Renewer};
 use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
@@ -37,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use timer::{Instant, SeededRng};
 
 use crate::msg::{Claim, Msg};
+pub use rules::TwRule;
 
 /// Protocol settings (derived from the daemon's config; checked by
 /// [`TwConfig::validate`]).
@@ -78,106 +81,15 @@ pub struct TwConfig {
     /// its stored epoch with a count in the last reserved block from a
     /// stale one, and answers it `Stale`: the ring regenerates once.
     pub tpc_reserve: u64,
-    /// Rules switched off on purpose, for mutation tests only
-    /// (`tests/safety.rs`). Production leaves it at `Default` (every rule on).
-    #[doc(hidden)]
-    pub mutations: TwMutations,
+    /// The (safety) rules: all on, except in a mutation test
+    /// (`ftcore/mutations`; `tests/safety.rs`).
+    pub rules: Rules<TwRule>,
     /// The least count a regenerated token counts on from: its tpc is
     /// `max(max_tpc, first_tpc) + 1`, or 1 when that would overflow (0 in
     /// production; scenarios set it near `u64::MAX` to reach the overflow
     /// rule; no config key sets it).
     #[doc(hidden)]
     pub first_tpc: u64,
-}
-
-/// (safety) rules a mutation test may switch off, to show that a scenario
-/// notices. For mutation tests only: the daemon leaves this at `Default`
-/// (everything false: every rule on).
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct TwMutations {
-    /// A restart resumes with tpc 0 (tpc not stored).
-    pub tpc_not_stored: bool,
-    /// The epoch is not stored: the state file keeps the promise
-    /// component's part as fresh-node recovery (or the cluster's start)
-    /// last wrote it, and an epoch adopted from a token, promised to a
-    /// Claim or proposed since is never written (tpc still is). A restart
-    /// resumes from that older epoch, threshold and floor.
-    pub epoch_not_stored: bool,
-    /// The tpc wraps to 0 past `u64::MAX` (a token of count `u64::MAX`
-    /// is taken as new with tpc 0, a holder at `u64::MAX` grants the next
-    /// client with tpc 0) instead of the holder granting nothing more and
-    /// starting a Claim.
-    pub wrap_tpc: bool,
-    /// With `tpc_reserve`: a restart resumes from the start of its last
-    /// stored block (the least count it may have reached) and takes
-    /// tokens above it as new.
-    pub reserve_resumes_at_block_start: bool,
-    /// With `tpc_reserve`: while unsure of its last block, a restarted
-    /// process renews with the block's top (which may confirm a hand-off
-    /// it answers `Stale`) instead of the count below the block.
-    pub renew_with_stored_top: bool,
-    /// With `tpc_reserve`: a token in the unsure block is dropped in
-    /// silence as a stale copy instead of being answered `Stale`.
-    pub drop_unsure_tokens: bool,
-    /// A failed Claim is tried again only once the token counts as lost
-    /// (liveness: a Claim after a `Stale` or a bypass waits a whole
-    /// `token_lost_after`).
-    pub failed_claim_waits_for_lost_token: bool,
-    /// An ACK raises tpc to its m.
-    pub ack_raises_tpc: bool,
-    /// A bypass hands the token to the next successor (same epoch, the
-    /// count goes on) instead of claiming.
-    pub bypass_by_count: bool,
-    /// A process with no successor keeps the token (a minority holder).
-    pub minority_holder: bool,
-    /// A Claim back without a majority of adopters makes a token anyway.
-    pub claim_without_majority: bool,
-    /// A process that holds the token promises a Claim (stores the epoch,
-    /// adopts, forwards) instead of answering `Busy`.
-    pub claim_ignores_holder: bool,
-    /// A process that awaits the confirmation of a hand-off promises a
-    /// Claim instead of answering `Busy`.
-    pub claim_ignores_awaiting: bool,
-    /// A process that accepted a token newer than the Claim's `seen`
-    /// (within `token_lost_after`) promises the Claim instead of answering
-    /// `Busy` (and re-admitting the claimant).
-    pub claim_ignores_newer_token: bool,
-    /// A Claim is not abandoned at its deadline `token_lost_after·(1−ρ)`:
-    /// back later with a majority of adopters (and no higher epoch adopted
-    /// here since), it makes its token.
-    pub claim_past_deadline: bool,
-    /// Tokens of an epoch below the stored one are accepted.
-    pub accept_old_epochs: bool,
-    /// Every claimant proposes in slot 0 (equal epochs possible).
-    pub no_epoch_slot: bool,
-    /// Ties are promised (`promise::Mutations::accept_ties`).
-    pub accept_ties: bool,
-    /// No promise window (`promise::Config::promise_window = false`).
-    pub no_promise_window: bool,
-    /// No restart window (`promise::Mutations::no_restart_window`): a
-    /// (re)started process promises, adopts and proposes at once, though
-    /// the promise and lease-ack windows of its previous life, which live
-    /// in memory, are forgotten.
-    pub no_restart_window: bool,
-    /// Grants are not leases: a holder grants whether or not a majority
-    /// acked its renewals (the client's deadline is still the visit's end,
-    /// `max_hold`), and no renewal is sent.
-    pub no_leases: bool,
-    /// A lease ack binds nothing: a process that acked a renewal still
-    /// adopts other processes' Claims.
-    pub no_lease_window: bool,
-    /// A renewal is acked whatever its epoch (no refusal below the
-    /// threshold).
-    pub ack_stale_renewals: bool,
-    /// A waiting process's renewal is acked whether or not a holding
-    /// process's was acked recently.
-    pub ack_every_waiter: bool,
-    /// An unrecovered fresh node acks renewals.
-    pub unrecovered_acks: bool,
-    /// A client's lease is not cut at the end of the visit: the token may
-    /// move on while the revoked client's lease runs.
-    pub lease_past_visit: bool,
 }
 
 impl Default for TwConfig {
@@ -196,7 +108,7 @@ impl Default for TwConfig {
             allow_minority: false,
             max_queue: 1_024,
             tpc_reserve: 1,
-            mutations: TwMutations::default(),
+            rules: Rules::ALL_ON,
             first_tpc: 0,
         }
     }
@@ -605,8 +517,10 @@ impl TwNode {
     /// keep rising: a count never wraps; a holder whose tpc would pass
     /// `u64::MAX` grants nothing more and claims (its token restarts at 1).
     fn next_count(&self, count: u64) -> Option<u64> {
-        if self.cfg.mutations.wrap_tpc {
-            return Some(count.wrapping_add(1));
+        ftcore::mutant! {
+            if self.cfg.rules.off(TwRule::TpcNeverWraps) {
+                return Some(count.wrapping_add(1));
+            }
         }
         count.checked_add(1)
     }
@@ -662,13 +576,16 @@ impl TwNode {
         // (safety) The epoch adopted from a token, promised to a Claim or
         // proposed is stored with tpc, ahead of the ack, ClaimAck, forward
         // or token this input sends.
+        #[allow(unused_mut)]
         let mut promises = self.promise.stored().clone();
-        if self.cfg.mutations.epoch_not_stored {
-            // Only a change of `recovered` (a fresh node's recovery) is
-            // written; every epoch since stays in memory.
-            match &self.kept_promises {
-                Some(kept) if kept.recovered() == promises.recovered() => promises = kept.clone(),
-                _ => self.kept_promises = Some(promises.clone()),
+        ftcore::mutant! {
+            if self.cfg.rules.off(TwRule::DurableEpoch) {
+                // Only a change of `recovered` (a fresh node's recovery) is
+                // written; every epoch since stays in memory.
+                match &self.kept_promises {
+                    Some(kept) if kept.recovered() == promises.recovered() => promises = kept.clone(),
+                    _ => self.kept_promises = Some(promises.clone()),
+                }
             }
         }
         self.out.persist_first(TwDurable {
@@ -755,18 +672,20 @@ impl Protocol for TwNode {
         // life's lease acks too.
         pcfg.lease = ctx.config.lease;
         pcfg.new_cluster = ctx.new_cluster;
-        pcfg.mutations.accept_ties = ctx.config.mutations.accept_ties;
-        pcfg.promise_window = !ctx.config.mutations.no_promise_window;
-        pcfg.mutations.no_restart_window = ctx.config.mutations.no_restart_window;
+        ftcore::mutant! {
+            if ctx.config.rules.off(TwRule::TiesRefused) { pcfg.rules = pcfg.rules.without(promise::PromiseRule::TiesRefused); }
+            if ctx.config.rules.off(TwRule::RestartWindow) { pcfg.rules = pcfg.rules.without(promise::PromiseRule::RestartWindow); }
+        }
+        pcfg.promise_window = ctx.config.rules.on(TwRule::PromiseWindow);
         let stored = ctx.stored.clone();
         let loaded = stored.as_ref().and_then(|d| d.promises.clone());
-        let kept_promises = loaded.clone().filter(|_| ctx.config.mutations.epoch_not_stored);
+        let kept_promises = loaded.clone().filter(|_| ctx.config.rules.off(TwRule::DurableEpoch));
         let promise = PromiseNode::new(pcfg, loaded, ctx.now)?;
-        let tpc = if ctx.config.mutations.tpc_not_stored { 0 } else { stored.as_ref().map_or(0, |d| d.tpc) };
+        let tpc = if ctx.config.rules.off(TwRule::DurableTpc) { 0 } else { stored.as_ref().map_or(0, |d| d.tpc) };
         let mut tpc_from =
-            stored.as_ref().and_then(|d| d.tpc_from).filter(|f| *f < tpc && !ctx.config.mutations.tpc_not_stored);
+            stored.as_ref().and_then(|d| d.tpc_from).filter(|f| *f < tpc && ctx.config.rules.on(TwRule::DurableTpc));
         let tpc = match tpc_from {
-            Some(f) if ctx.config.mutations.reserve_resumes_at_block_start => {
+            Some(f) if ctx.config.rules.off(TwRule::ReserveResumesAboveItsBlock) => {
                 tpc_from = None;
                 f
             }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use ftcore::NodeId;
 use timer::Instant;
 
-use super::{Awaiting, TwEvent, TwNode, Visit};
+use super::{Awaiting, TwEvent, TwNode, TwRule, Visit};
 use crate::msg::Msg;
 
 impl TwNode {
@@ -34,14 +34,14 @@ impl TwNode {
         // (safety) Below the stored epoch (or at or below a recovered
         // fresh node's recovered_max): answer Stale with the higher one.
         let old = self.promise.check_token(epoch).is_err() || epoch < self.epoch();
-        if old && !self.cfg.mutations.accept_old_epochs {
+        if old && self.cfg.rules.on(TwRule::StaleEpochsRefused) {
             let known = self.promise.threshold().max(self.epoch()).max(self.promise.stored().recovered_max());
             self.out.send(from, Msg::Stale { epoch: known.max(epoch) });
             self.out.event(TwEvent::StaleAnswered);
             return;
         }
         if epoch == self.epoch() && m <= self.tpc {
-            if self.unsure_from.is_some_and(|u| m >= u) && !self.cfg.mutations.drop_unsure_tokens {
+            if self.unsure_from.is_some_and(|u| m >= u) && self.cfg.rules.on(TwRule::UnsureTokensAnsweredStale) {
                 // Restarted with a reserve: maybe new, maybe a copy
                 // accepted before the crash. Neither kept nor dropped in
                 // silence (the sender would retransmit, then bypass): the
@@ -78,7 +78,7 @@ impl TwNode {
             self.out.event(TwEvent::Refused { from, reason: "tpc_overflow" });
             return self.start_claim(now, Vec::new());
         };
-        if self.promise.on_in_use(epoch, now).is_err() && !self.cfg.mutations.accept_old_epochs {
+        if self.promise.on_in_use(epoch, now).is_err() && self.cfg.rules.on(TwRule::StaleEpochsRefused) {
             self.out.event(TwEvent::Refused { from, reason: "epoch" });
             return;
         }
@@ -153,8 +153,10 @@ impl TwNode {
                 self.out.event(TwEvent::AckSent { forwarded: true });
             }
         }
-        if self.cfg.mutations.ack_raises_tpc && epoch == self.epoch() {
-            self.tpc = self.tpc.max(m);
+        ftcore::mutant! {
+            if self.cfg.rules.off(TwRule::AcksNeverChangeTpc) && epoch == self.epoch() {
+                self.tpc = self.tpc.max(m);
+            }
         }
         // (safety) An ACK never changes tpc; it only confirms.
         if self.awaiting.as_ref().is_some_and(|a| (epoch, m) > (a.epoch, a.m)) {
@@ -278,7 +280,10 @@ impl TwNode {
             }
             // N = 1, or alone by choice: keep it (sending it to oneself
             // would be stale and lose it).
-            None if self.members.len() == 1 || self.cfg.allow_minority || self.cfg.mutations.minority_holder => {
+            None if self.members.len() == 1
+                || self.cfg.allow_minority
+                || self.cfg.rules.off(TwRule::NoMinorityHolder) =>
+            {
                 self.install(now, v.epoch, quiet)
             }
             // (safety) No minority holder: drop the copy, claim.
@@ -328,13 +333,16 @@ impl TwNode {
             let epoch = a.epoch;
             self.awaiting = None;
             self.out.event(TwEvent::Bypassed { peer });
-            if self.cfg.mutations.bypass_by_count {
-                // The seed's bypass: the same token, one count higher, to
-                // the next process.
-                self.bypassed.insert(peer);
-                self.tpc = self.tpc.saturating_add(1);
-                return self.install(now, epoch, 0);
+            ftcore::mutant! {
+                if self.cfg.rules.off(TwRule::BypassByAClaim) {
+                    // The seed's bypass: the same token, one count higher,
+                    // to the next process.
+                    self.bypassed.insert(peer);
+                    self.tpc = self.tpc.saturating_add(1);
+                    return self.install(now, epoch, 0);
+                }
             }
+            let _ = epoch;
             self.start_claim(now, vec![peer]);
         }
     }

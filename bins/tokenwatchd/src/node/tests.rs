@@ -45,7 +45,7 @@ fn cfg() -> TwConfig {
         allow_minority: false,
         max_queue: 8,
         tpc_reserve: 1,
-        mutations: TwMutations::default(),
+        rules: ftcore::rules::Rules::ALL_ON,
         first_tpc: 0,
     }
 }

@@ -7,11 +7,12 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use ftcore::rules::Rules;
 use ftcore::{ClientId, NodeId};
 use lockservice::{LockEvent, LockReply, LockRequest};
 use sim::{Action, FaultPlan, NetConfig, Sim, World};
 use timer::Instant;
-use tokenwatchd::{TwConfig, TwEvent, TwMutations, TwNode};
+use tokenwatchd::{TwConfig, TwEvent, TwNode, TwRule};
 
 pub fn cfg() -> TwConfig {
     cfg_with_retransmits(3)
@@ -36,7 +37,7 @@ pub fn cfg_with_retransmits(r: u32) -> TwConfig {
         allow_minority: false,
         max_queue: 64,
         tpc_reserve: 1,
-        mutations: TwMutations::default(),
+        rules: Rules::ALL_ON,
         first_tpc: 0,
     };
     c.token_lost_after = c.token_lost_bound(5) + Duration::from_millis(50);
@@ -48,12 +49,12 @@ pub fn acquire(node: NodeId, client: ClientId) -> Action<TwNode> {
 }
 
 pub fn cluster(seed: u64, n: u32, net: NetConfig) -> Sim<TwNode> {
-    cluster_with(seed, n, net, TwMutations::default())
+    cluster_with(seed, n, net, Rules::ALL_ON)
 }
 
 /// `cluster` with the rules in `m` switched off (tests/safety.rs).
-pub fn cluster_with(seed: u64, n: u32, net: NetConfig, m: TwMutations) -> Sim<TwNode> {
-    cluster_cfg(seed, n, net, TwConfig { mutations: m, ..cfg() })
+pub fn cluster_with(seed: u64, n: u32, net: NetConfig, m: Rules<TwRule>) -> Sim<TwNode> {
+    cluster_cfg(seed, n, net, TwConfig { rules: m, ..cfg() })
 }
 
 /// `cluster` with these settings.
@@ -140,8 +141,8 @@ pub fn a_holder_always_has_a_successor(w: &World<TwNode>) -> Result<(), String> 
 /// 400 ms, slow links beyond δ, a majority down, client disconnects) over
 /// 10 % loss and 5 % duplication, the fence promise checked after every
 /// step; then the faults stop and every process must be served again.
-pub fn every_fault(seed: u64, m: TwMutations) -> Result<Sim<TwNode>, sim::SimError> {
-    every_fault_cfg(seed, TwConfig { mutations: m, ..cfg() })
+pub fn every_fault(seed: u64, m: Rules<TwRule>) -> Result<Sim<TwNode>, sim::SimError> {
+    every_fault_cfg(seed, TwConfig { rules: m, ..cfg() })
 }
 
 /// `every_fault` with these settings.
@@ -169,8 +170,8 @@ pub fn every_fault_cfg(seed: u64, config: TwConfig) -> Result<Sim<TwNode>, sim::
 /// that paused holders, paused successors and cut-off minorities come
 /// back to a ring that moved on without them. The lease invariants are
 /// checked after every step; then every process must be served again.
-pub fn pauses_and_partitions(seed: u64, m: TwMutations) -> Result<Sim<TwNode>, sim::SimError> {
-    pauses_and_partitions_cfg(seed, TwConfig { mutations: m, ..cfg() })
+pub fn pauses_and_partitions(seed: u64, m: Rules<TwRule>) -> Result<Sim<TwNode>, sim::SimError> {
+    pauses_and_partitions_cfg(seed, TwConfig { rules: m, ..cfg() })
 }
 
 /// `pauses_and_partitions` with these settings.

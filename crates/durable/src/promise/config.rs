@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use ftcore::rules::Rules;
 use membership::NodeId;
 use timer::{Instant, Lease};
 
@@ -33,27 +34,38 @@ pub struct Config {
     /// Started with `--new-cluster` (one-shot): a fresh node may then
     /// recover from ⌊N/2⌋ others that have nothing in use.
     pub new_cluster: bool,
-    /// Rules switched off on purpose, for mutation tests only.
-    #[doc(hidden)]
-    pub mutations: Mutations,
+    /// The component's (safety) rules: all on, except in a mutation test
+    /// (`ftcore/mutations`).
+    pub rules: Rules<PromiseRule>,
 }
 
-/// Safety rules a mutation test may switch off, to show that a checker
-/// notices. A daemon leaves this at `Default` (everything on).
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Mutations {
-    /// Promise and propose during the restart window.
-    pub no_restart_window: bool,
-    /// Promise a proposal equal to the threshold.
-    pub accept_ties: bool,
-    /// Wrap at the top of the value space: when the proposer's next value
-    /// would have no room above it ([`next_above`](super::next_above)
-    /// overflows, or the value is one [`is_sane`](super::is_sane)
-    /// refuses), propose round 0 of its slot instead of stopping, as a
-    /// wrapped counter would: the proposer takes it for its next value,
-    /// so its own floor does not refuse it (the promisers' rules still do).
-    pub wrap_at_the_top: bool,
+ftcore::rules! {
+    /// The promise component's (safety) rules (docs/foundation.md, Durable
+    /// state). The scenarios are the model checks of `tests/model.rs`.
+    pub enum PromiseRule {
+        /// A (re)started node promises, adopts and proposes nothing for the
+        /// restart window `max(W, lease)·(1+ρ)`: the promise and lease
+        /// windows of its previous life lived in memory.
+        RestartWindow {
+            switch: "no_restart_window",
+            spec: "docs/foundation.md, Durable state",
+            scenario: "mutation_no_restart_window_is_caught",
+        },
+        /// A proposal equal to the threshold is refused: a value is
+        /// promised to one proposer only.
+        TiesRefused {
+            switch: "accept_ties",
+            spec: "docs/foundation.md, Durable state",
+            scenario: "mutation_accept_ties_is_caught",
+        },
+        /// At the top of the value space a proposer stops (`Invalid`),
+        /// never wraps to round 0 of its slot.
+        StopAtTheTop {
+            switch: "wrap_at_the_top",
+            spec: "docs/foundation.md, Durable state",
+            scenario: "mutation_wrap_at_the_top_is_caught",
+        },
+    }
 }
 
 /// A configuration the component cannot work with.
@@ -88,7 +100,7 @@ impl Config {
             drift_ppm: 0,
             promise_window: true,
             new_cluster: false,
-            mutations: Mutations::default(),
+            rules: Rules::ALL_ON,
         }
     }
 

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::*;
+use ftcore::rules::Rules;
 
 const W: Duration = Duration::from_millis(100);
 
@@ -130,7 +131,7 @@ fn ties_are_refused() {
     assert_eq!(p.on_proposal(n(3), 1026, ms(300)), Err(Refusal::Promised { value: 1026 }));
     // The mutation accepts it (the model shows two tokens then).
     let mut c = cfg(1);
-    c.mutations.accept_ties = true;
+    c.rules = Rules::ALL_ON.without(PromiseRule::TiesRefused);
     let mut m = PromiseNode::new(c, Some(Promises::recovered_with(0)), ms(0)).expect("valid");
     m.on_in_use(1026, ms(0)).expect("in use");
     assert!(m.on_proposal(n(3), 1026, ms(300)).is_ok());
@@ -277,12 +278,12 @@ fn propose_value_must_be_above_floor() {
 fn proposer_stops_at_the_top_and_never_wraps() {
     // Slot 2 at (MAX_ROUND − 1, 1): one value left in its slot, then none.
     let top = encode(MAX_ROUND - 1, 1).expect("in range");
-    let at = |m: Mutations| {
+    let at = |m: Rules<PromiseRule>| {
         let mut c = cfg(3);
-        c.mutations = m;
+        c.rules = m;
         PromiseNode::new(c, Some(Promises::recovered_with(top)), ms(0)).expect("valid")
     };
-    let mut p = at(Mutations::default());
+    let mut p = at(Rules::ALL_ON);
     let last = encode(MAX_ROUND - 1, 2).expect("in range");
     assert_eq!(p.propose(ms(100)), Ok(last));
     assert_eq!(persisted(&mut p).floor(), last);
@@ -291,7 +292,7 @@ fn proposer_stops_at_the_top_and_never_wraps() {
     assert_eq!((p.proposal(), p.take_dirty()), (None, None));
     assert_eq!(p.propose_value(2, ms(300)), Err(Refusal::Promised { value: last }));
     // The mutation wraps to round 0 of the slot and proposes it.
-    let mut m = at(Mutations { wrap_at_the_top: true, ..Mutations::default() });
+    let mut m = at(Rules::ALL_ON.without(PromiseRule::StopAtTheTop));
     assert_eq!(m.propose(ms(100)), Ok(last), "below the top the mutation changes nothing");
     assert_eq!(m.propose(ms(300)), Ok(2));
     let s = persisted(&mut m);
