@@ -515,6 +515,74 @@ impl Cluster {
         }
     }
 
+    /// SIGTERMs every running node at once, then waits for them all, so
+    /// that stopping N nodes takes as long as the slowest one, not the sum
+    /// of them. Nodes still running `timeout` after the signal are
+    /// SIGKILLed (an error each). Returns each started node's outcome, in
+    /// id order; a node that had exited already gives its exit status.
+    pub fn terminate_all(&mut self, timeout: Duration) -> Vec<(u32, Result<ExitStatus>)> {
+        let mut running: Vec<(u32, Child)> = Vec::new();
+        let mut out: Vec<(u32, Result<ExitStatus>)> = Vec::new();
+        for (i, slot) in self.procs.iter_mut().enumerate() {
+            let id = i as u32 + 1;
+            let Some(mut child) = slot.take() else { continue };
+            match child.try_wait() {
+                // Exited and reaped: its PID may be another process's now.
+                Ok(Some(status)) => out.push((id, Ok(status))),
+                _ => running.push((id, child)),
+            }
+        }
+        if !running.is_empty() {
+            // One `kill` for all of them: the nodes get the signal together.
+            let signalled = Command::new("kill")
+                .arg("-TERM")
+                .args(running.iter().map(|(_, c)| c.id().to_string()))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            if !signalled.is_ok_and(|s| s.success()) {
+                // Some may have exited meanwhile; the wait below tells.
+                for (_, c) in &running {
+                    let _ = signal(c.id(), "TERM");
+                }
+            }
+        }
+        let end = Instant::now() + timeout;
+        while !running.is_empty() {
+            let mut i = 0;
+            while i < running.len() {
+                match running[i].1.try_wait() {
+                    Ok(Some(status)) => {
+                        let (id, _) = running.swap_remove(i);
+                        out.push((id, Ok(status)));
+                    }
+                    Ok(None) => i += 1,
+                    Err(e) => {
+                        let (id, mut c) = running.swap_remove(i);
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        out.push((id, Err(anyhow!(e).context(format!("wait for node {id}")))));
+                    }
+                }
+            }
+            if running.is_empty() {
+                break;
+            }
+            if Instant::now() >= end {
+                for (id, mut c) in running.drain(..) {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    out.push((id, Err(anyhow!("node {id} did not exit within {timeout:?} of SIGTERM"))));
+                }
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        out.sort_by_key(|(id, _)| *id);
+        out
+    }
+
     /// Restarts a killed node and waits until it is ready.
     pub fn restart(&mut self, id: u32) -> Result<()> {
         self.spawn(id)?;

@@ -36,6 +36,8 @@ const MAX_ANSWER: u64 = 4096;
 const IO_DEADLINE: Duration = Duration::from_secs(5);
 /// How long a restarted node has to listen on its client port.
 const READY_WITHIN: Duration = Duration::from_secs(20);
+/// How long the nodes have to exit after SIGTERM when `ftlab up` stops.
+const STOP_WITHIN: Duration = Duration::from_secs(5);
 /// How long a connection waits for `ftlab up` to carry a command out.
 const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 
@@ -156,11 +158,12 @@ pub fn run(a: UpArgs) -> Result<ExitCode> {
 
     println!("stopping ({why})…");
     let _ = std::fs::remove_file(&sock);
-    for id in 1..=n as u32 {
-        if cluster.is_running(id) {
-            if let Err(e) = cluster.terminate(id, Duration::from_secs(5)) {
-                eprintln!("node {id}: {e:#}; SIGKILLed");
-            }
+    // All at once: one after the other, each node waited up to a second
+    // for its graceful leave (or its connections' flush) to the peers
+    // stopped before it, and five nodes took 4 to 6 s.
+    for (id, stopped) in cluster.terminate_all(STOP_WITHIN) {
+        if let Err(e) = stopped {
+            eprintln!("node {id}: {e:#}; SIGKILLed");
         }
     }
     // Every node has stopped: the guard finds nothing left to kill.

@@ -243,6 +243,26 @@ fn sigterm_and_sighup_stop_up_and_all_its_nodes() {
 }
 
 #[test]
+fn stopping_signals_every_node_at_once() {
+    // One after the other, each node waited about a second (its links to
+    // the peers stopped before it) and five took 4 to 6 s; all at once,
+    // they take as long as one of them.
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = Up::start(&["hbringd", "-n", "5", "--dir", dir.path().to_str().unwrap()]);
+    assert!(up.nodes.iter().all(|&(_, pid, m)| alive(pid) && answers(m)));
+    let asked = std::time::Instant::now();
+    up.signal("-INT");
+    let (status, rest) = up.wait();
+    let took = asked.elapsed();
+    assert!(status.success(), "{rest}");
+    assert!(!rest.contains("SIGKILLed"), "{rest}");
+    for &(id, pid, _) in &up.nodes {
+        assert!(!alive(pid), "node {id} (pid {pid}) still runs");
+    }
+    assert!(took < Duration::from_millis(2500), "stopping 5 nodes took {took:?}");
+}
+
+#[test]
 fn sigkill_of_up_takes_its_nodes_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut up = Up::start(&["hbringd", "-n", "3", "--dir", dir.path().to_str().unwrap()]);
