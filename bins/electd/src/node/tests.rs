@@ -605,3 +605,440 @@ fn a_lease_that_outlasts_suspicion_is_refused() {
         Err(ElError::LeaseTooLong { need: Duration::from_micros(60_040), room: Duration::from_micros(59_940) })
     );
 }
+
+// ------------------------------------------- the other handlers, one each
+
+/// What [`process`] stores after joining `term` (following `follows`),
+/// its promises untouched.
+fn stored_at(term: u64, follows: Option<u32>) -> ElDurable {
+    ElDurable { promises: Some(Promises::recovered_with(0)), term, follows: follows.map(n) }
+}
+
+/// Cancels the start-up timers (handshake, election, check) of a process
+/// made by [`process`], so that a timeout fires only the timer under test.
+fn quiet(p: &mut ElNode) {
+    for t in [Timer::Hello, Timer::Elect, Timer::Check] {
+        p.timers.cancel(t);
+    }
+}
+
+#[test]
+fn a_stale_term_answer_joins_its_term_and_follows_the_coordinator_it_names() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    let outs = deliver(&mut p, T0, n(1), Incarnation(1), Msg::StaleTerm { term: 6, coordinator: Some(n(3)) });
+    assert_eq!(
+        outs,
+        vec![
+            Output::Persist(stored_at(6, Some(3))),
+            Output::Event(ElEvent::TermJoined { term: 6 }),
+            Output::Event(ElEvent::CoordinatorKnown { term: 6, id: n(3) }),
+        ]
+    );
+    assert_eq!((p.term, p.follows, p.coordinator), (6, Some(n(3)), Some(n(3))));
+}
+
+#[test]
+fn a_hello_is_answered_with_the_stored_values_and_the_coordinator_known() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
+    // A process at an older term (a restarted one) says hello: answered
+    // all the same, joining nothing.
+    let outs = deliver(&mut p, at(T0, 1), n(1), Incarnation(1), Msg::Hello { term: 0, nonce: 77 });
+    let values = Some(promise::Values { in_use: 4, threshold: 4, floor: 4 });
+    assert_eq!(
+        outs,
+        vec![Output::Send { to: n(1), msg: Msg::HelloAck { term: 4, nonce: 77, values, coordinator: Some(n(3)) } }]
+    );
+    assert_eq!(p.term, 4);
+}
+
+#[test]
+fn a_hello_ack_of_a_running_cluster_joins_its_term() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    let nonce = p.hello_nonce;
+    let ack = Msg::HelloAck { term: 6, nonce, values: None, coordinator: Some(n(3)) };
+    let outs = deliver(&mut p, T0, n(3), Incarnation(1), ack);
+    assert_eq!(outs, vec![Output::Persist(stored_at(6, None)), Output::Event(ElEvent::TermJoined { term: 6 })]);
+    assert_eq!((p.term, p.follows, p.coordinator), (6, None, None), "whom it follows comes with a heartbeat");
+}
+
+#[test]
+fn the_hello_timer_says_hello_again_until_joined() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    p.timers.cancel(Timer::Elect);
+    p.timers.cancel(Timer::Check);
+    let first = p.hello_nonce;
+    let now = Instant::ZERO + p.cfg.suspect_after;
+    p.handle_timeout(now);
+    let outs = drain(&mut p);
+    let nonce = p.hello_nonce;
+    assert_ne!(nonce, first, "a fresh nonce each round");
+    assert_eq!(
+        outs,
+        vec![
+            Output::Send { to: n(1), msg: Msg::Hello { term: 4, nonce } },
+            Output::Send { to: n(3), msg: Msg::Hello { term: 4, nonce } },
+        ]
+    );
+    assert_eq!(p.timers.get(Timer::Hello), Some(now + p.cfg.suspect_after));
+}
+
+/// Process 2 of ring {1, 2, 3} in term 4, no coordinator known, its
+/// election timer fired at T0: it asks for term 5.
+fn prevoting() -> ElNode {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    quiet(&mut p);
+    p.timers.set(Timer::Elect, T0);
+    p.handle_timeout(T0);
+    p
+}
+
+#[test]
+fn the_election_timer_starts_a_prevote_for_the_next_term() {
+    let mut p = prevoting();
+    assert_eq!(
+        drain(&mut p),
+        vec![
+            Output::Send { to: n(1), msg: Msg::PreVote { term: 5 } },
+            Output::Send { to: n(3), msg: Msg::PreVote { term: 5 } },
+        ]
+    );
+    assert_eq!(p.term, 4, "a pre-vote joins nothing");
+    assert_eq!(p.timers.get(Timer::PreVoteDue), Some(T0 + p.cfg.hop_timeout * 2));
+}
+
+#[test]
+fn a_majority_of_prevote_yes_answers_starts_the_term() {
+    let mut p = prevoting();
+    drain(&mut p);
+    // A no changes nothing; a yes with the own makes a majority of 3.
+    let no = Msg::PreVoteReply { term: 4, asked: 5, yes: false };
+    assert_eq!(deliver(&mut p, at(T0, 1), n(3), Incarnation(1), no), vec![]);
+    let yes = Msg::PreVoteReply { term: 4, asked: 5, yes: true };
+    let outs = deliver(&mut p, at(T0, 2), n(1), Incarnation(1), yes);
+    assert_eq!(
+        outs,
+        vec![
+            Output::Persist(stored_at(5, None)),
+            Output::Event(ElEvent::PreVote(PreVoteOutcome::Won)),
+            Output::Event(ElEvent::TermJoined { term: 5 }),
+            Output::Event(ElEvent::ElectionStarted { term: 5, algorithm: Algorithm::Relay }),
+            Output::Event(ElEvent::ElectionMessage { kind: "relay" }),
+            Output::Send { to: n(3), msg: Msg::Relay { term: 5, round: 0, phase: 1, value: n(2), hop: 1 } },
+        ]
+    );
+    assert_eq!(p.term, 5);
+}
+
+#[test]
+fn a_prevote_without_a_majority_in_time_is_lost_and_tried_again() {
+    let mut p = prevoting();
+    drain(&mut p);
+    let due = T0 + p.cfg.hop_timeout * 2;
+    p.handle_timeout(due);
+    assert_eq!(drain(&mut p), vec![Output::Event(ElEvent::PreVote(PreVoteOutcome::Lost))]);
+    assert!(p.prevote.is_none());
+    assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= due + p.cfg.election_timeout));
+}
+
+#[test]
+fn an_election_not_done_in_time_is_tried_again_within_a_quarter_of_the_timeout() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    quiet(&mut p);
+    p.start_election_now(T0);
+    drain(&mut p);
+    let hop = p.next_hop;
+    assert_eq!(deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::HopAck { term: 5, hop }), vec![]);
+    let due = T0 + p.cfg.election_timeout;
+    p.handle_timeout(due);
+    assert_eq!(drain(&mut p), vec![]);
+    assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= due + p.cfg.election_timeout / 4));
+}
+
+#[test]
+fn an_unacked_ring_hop_skips_the_successor() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Ring, 4);
+    quiet(&mut p);
+    p.start_election_now(T0);
+    drain(&mut p);
+    p.handle_timeout(T0 + p.cfg.hop_timeout);
+    // 3 is left out: the Election goes on to 1, without it.
+    let election = Msg::Election { term: 5, initiator: n(2), initiator_inc: Incarnation(1), alive: vec![n(2)], hop: 2 };
+    assert_eq!(
+        drain(&mut p),
+        vec![Output::Event(ElEvent::ElectionMessage { kind: "election" }), Output::Send { to: n(1), msg: election }]
+    );
+    assert!(p.suspected.contains(&n(3)));
+}
+
+#[test]
+fn a_relay_of_a_term_not_started_here_joins_it_as_active() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    let relay = Msg::Relay { term: 5, round: 0, phase: 1, value: n(1), hop: 1 };
+    let outs = deliver(&mut p, T0, n(1), Incarnation(1), relay);
+    // Its own id first (phase 1), then 1's value passed on (phase 2).
+    assert_eq!(
+        outs,
+        vec![
+            Output::Persist(stored_at(5, None)),
+            Output::Event(ElEvent::TermJoined { term: 5 }),
+            Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 1 } },
+            Output::Event(ElEvent::ElectionMessage { kind: "relay" }),
+            Output::Send { to: n(3), msg: Msg::Relay { term: 5, round: 0, phase: 1, value: n(2), hop: 1 } },
+            Output::Event(ElEvent::ElectionMessage { kind: "relay" }),
+            Output::Send { to: n(3), msg: Msg::Relay { term: 5, round: 0, phase: 2, value: n(1), hop: 2 } },
+        ]
+    );
+}
+
+#[test]
+fn a_coordinator_lap_is_followed_and_passed_on() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Ring, 4);
+    let lap = Msg::Coordinator { term: 5, id: n(3), alive: vec![n(1), n(2), n(3)], initiator: n(1), hop: 1 };
+    let outs = deliver(&mut p, T0, n(1), Incarnation(1), lap.clone());
+    assert_eq!(
+        outs,
+        vec![
+            Output::Persist(stored_at(5, Some(3))),
+            Output::Event(ElEvent::TermJoined { term: 5 }),
+            Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 1 } },
+            Output::Event(ElEvent::CoordinatorKnown { term: 5, id: n(3) }),
+            Output::Event(ElEvent::ElectionMessage { kind: "coordinator" }),
+            Output::Send { to: n(3), msg: lap },
+        ]
+    );
+    assert_eq!((p.term, p.follows, p.coordinator), (5, Some(n(3)), Some(n(3))));
+}
+
+#[test]
+fn the_heartbeat_timer_sends_the_next_heartbeat_to_every_other_process() {
+    let (mut p, _) = coordinator_in_office();
+    let next = p.timers.get(Timer::Heartbeat).expect("armed");
+    p.handle_timeout(next);
+    // Heartbeat 32: one every 20 ms since T0.
+    assert_eq!(
+        drain(&mut p),
+        vec![
+            Output::Send { to: n(1), msg: Msg::Heartbeat { term: 5, seq: 32 } },
+            Output::Send { to: n(2), msg: Msg::Heartbeat { term: 5, seq: 32 } },
+        ]
+    );
+    assert_eq!(p.timers.get(Timer::Heartbeat), Some(next + p.cfg.heartbeat));
+}
+
+#[test]
+fn a_majority_of_heartbeat_acks_puts_the_elected_process_in_office() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 3, Algorithm::Relay, 4);
+    let elected = Msg::Elected { term: 5, d: n(3), decider: n(1), accepted: false, hop: 1 };
+    deliver(&mut p, T0, n(2), Incarnation(1), elected);
+    assert!(p.is_coordinator() && !p.in_office());
+    let outs = deliver(&mut p, at(T0, 1), n(1), Incarnation(1), Msg::HeartbeatAck { term: 5, seq: 1 });
+    // The term is stored as in use before anything is granted in it.
+    assert_eq!(p.promise.stored().in_use(), 5);
+    let stored = ElDurable { promises: Some(p.promise.stored().clone()), term: 5, follows: Some(n(3)) };
+    assert_eq!(
+        outs,
+        vec![Output::Persist(stored), Output::Event(ElEvent::Joined), Output::Event(ElEvent::TookOffice { term: 5 }),]
+    );
+    assert!(p.in_office());
+}
+
+#[test]
+fn a_consumer_that_hears_no_heartbeat_for_suspect_after_gives_its_coordinator_up() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
+    quiet(&mut p);
+    let silent = T0 + p.cfg.suspect_after;
+    p.timers.set(Timer::Check, silent);
+    p.handle_timeout(silent);
+    assert_eq!(drain(&mut p), vec![]);
+    assert_eq!((p.coordinator, p.lost_coordinator_at), (None, Some(silent)));
+    assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= silent + p.cfg.election_jitter));
+}
+
+#[test]
+fn a_grant_no_longer_honoured_is_freed_and_the_next_request_granted() {
+    let (mut p, mut now) = coordinator_in_office();
+    let f = lockservice::fence(5, 1);
+    deliver(&mut p, now, n(1), Incarnation(1), request(1));
+    deliver(&mut p, now, n(2), Incarnation(1), request(7));
+    let granted_at = now;
+    // 1 never renews; 1 goes on acking the heartbeats (the quorum lease
+    // runs), every 20 ms, until the grant's honour ends.
+    let mut outs = Vec::new();
+    while !outs.contains(&Output::Event(ElEvent::LeaseExpired)) {
+        for o in &outs {
+            if let Output::Send { to, msg: Msg::Heartbeat { term, seq } } = o {
+                if *to == n(1) {
+                    deliver(&mut p, now, n(1), Incarnation(1), Msg::HeartbeatAck { term: *term, seq: *seq });
+                }
+            }
+        }
+        now = at(now, 20);
+        assert!(now < at(granted_at, 1_000), "no expiry");
+        p.handle_timeout(now);
+        outs = drain(&mut p);
+    }
+    assert!(now >= granted_at + p.cfg.stretched(p.cfg.grant_ttl));
+    let rest: Vec<_> =
+        outs.into_iter().filter(|o| !matches!(o, Output::Send { msg: Msg::Heartbeat { .. }, .. })).collect();
+    let g = lockservice::fence(5, 2);
+    assert_eq!(
+        rest,
+        vec![
+            Output::Event(ElEvent::LeaseExpired),
+            Output::Send { to: n(2), msg: Msg::Granted { term: 5, req: 7, fence: g } },
+            Output::Event(ElEvent::Granted { fence: g, waited: now.saturating_since(granted_at) }),
+            Output::Event(ElEvent::QueueLength(0)),
+        ]
+    );
+    assert_eq!(p.current_grant(), Some((n(2), g)));
+    // 1's late renewal is refused.
+    let renew = Msg::Renew { term: 5, fence: f, seq: 1 };
+    assert_eq!(
+        deliver(&mut p, now, n(1), Incarnation(1), renew),
+        vec![Output::Send { to: n(1), msg: Msg::RenewRefused { term: 5, fence: f } }]
+    );
+}
+
+#[test]
+fn a_queued_answer_is_noted_and_its_place_confirmed_every_grant_ttl() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 1, Algorithm::Relay, 4);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
+    p.handle_request(T0, ClientId(1), LockRequest::Acquire { timeout_ms: 10_000 });
+    drain(&mut p);
+    // Another request's answer, or one from another process: ignored.
+    assert_eq!(deliver(&mut p, T0, n(3), Incarnation(1), Msg::Queued { term: 4, req: 9, pos: 3 }), vec![]);
+    assert_eq!(deliver(&mut p, T0, n(2), Incarnation(1), Msg::Queued { term: 4, req: 1, pos: 3 }), vec![]);
+    assert_eq!(p.timers.get(Timer::RequestDue), Some(T0 + p.cfg.request_timeout));
+    let outs = deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::Queued { term: 4, req: 1, pos: 0 });
+    assert_eq!(outs, vec![]);
+    assert_eq!(p.timers.get(Timer::RequestDue), Some(at(T0, 1) + p.cfg.grant_ttl));
+    // Its place goes with the request when it is sent again.
+    p.handle_link_lost(at(T0, 2), n(3));
+    assert_eq!(
+        drain(&mut p),
+        vec![Output::Send { to: n(3), msg: Msg::Request { term: 4, req: 1, queued: Some((4, 0)), holding: None } }]
+    );
+}
+
+/// Consumer 1 of ring {1, 2, 3} following coordinator 3 in term 4, its
+/// client's request 1 sent to 3 at T0 (no answer yet); start-up timers
+/// cancelled.
+fn consumer_asking() -> ElNode {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 1, Algorithm::Relay, 4);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
+    quiet(&mut p);
+    p.handle_request(T0, ClientId(1), LockRequest::Acquire { timeout_ms: 10_000 });
+    drain(&mut p);
+    p
+}
+
+#[test]
+fn a_not_coordinator_denial_is_retried_at_the_named_process_and_a_full_queue_backs_off() {
+    let mut p = consumer_asking();
+    let denied = Msg::Denied { term: 4, req: 1, why: Denial::NotCoordinator(Some(n(2))) };
+    let outs = deliver(&mut p, at(T0, 1), n(3), Incarnation(1), denied);
+    assert_eq!(
+        outs,
+        vec![Output::Send { to: n(2), msg: Msg::Request { term: 4, req: 1, queued: None, holding: None } }]
+    );
+    let full = Msg::Denied { term: 4, req: 1, why: Denial::QueueFull };
+    let outs = deliver(&mut p, at(T0, 2), n(2), Incarnation(1), full);
+    assert_eq!(outs, vec![]);
+    // Nothing pending: a later answer to request 1 is ignored.
+    assert_eq!(deliver(&mut p, at(T0, 3), n(2), Incarnation(1), Msg::Queued { term: 4, req: 1, pos: 0 }), vec![]);
+    assert_eq!(p.timers.get(Timer::RequestDue), Some(at(T0, 2) + p.cfg.request_timeout));
+}
+
+#[test]
+fn an_unanswered_request_starts_an_election_and_is_sent_again() {
+    let mut p = consumer_asking();
+    let due = T0 + p.cfg.request_timeout;
+    p.handle_timeout(due);
+    assert_eq!(
+        drain(&mut p),
+        vec![Output::Send { to: n(3), msg: Msg::Request { term: 4, req: 1, queued: None, holding: None } }]
+    );
+    assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= due + p.cfg.election_jitter));
+}
+
+#[test]
+fn a_refused_renewal_loses_the_grant() {
+    let (mut p, f) = consumer_granted_confirmed();
+    // Another fence's refusal changes nothing.
+    let other = Msg::RenewRefused { term: 4, fence: lockservice::fence(4, 2) };
+    assert_eq!(deliver(&mut p, at(T0, 2), n(3), Incarnation(1), other), vec![]);
+    let outs = deliver(&mut p, at(T0, 3), n(3), Incarnation(1), Msg::RenewRefused { term: 4, fence: f });
+    let lost = LockReply::LockLost { reason: "the coordinator refused the renewal".into() };
+    assert_eq!(outs, vec![Output::Reply { client: ClientId(1), reply: lost }]);
+    // Nothing is renewed any more; the client, told, holds at most until
+    // its lease ends.
+    assert!(p.consumer.grant.is_none());
+    assert_eq!(p.holder(), Some((ClientId(1), f)));
+}
+
+#[test]
+fn an_unrenewed_grant_expires_and_its_client_loses_the_lock() {
+    let (mut p, f) = consumer_granted_confirmed();
+    quiet(&mut p);
+    p.timers.cancel(Timer::Renew);
+    let expiry = p.consumer.grant.as_ref().map(|g| g.expiry).expect("held");
+    p.handle_timeout(expiry);
+    let lost = LockReply::LockLost { reason: "lease expired: the daemon could not renew it in time".into() };
+    // Held from its grant at T0 + 1 ms (the renewal's ack).
+    let held = expiry.saturating_since(at(T0, 1));
+    let released = LockEvent::Released { client: ClientId(1), fence: f, held, how: lockservice::ReleaseHow::Expired };
+    assert_eq!(
+        drain(&mut p),
+        vec![
+            Output::Reply { client: ClientId(1), reply: lost },
+            Output::Event(ElEvent::Lock(released)),
+            Output::Event(ElEvent::LeaseExpired),
+        ]
+    );
+    assert!(p.consumer.grant.is_none() && p.holder().is_none());
+}
+
+#[test]
+fn a_client_gone_while_holding_gives_the_grant_back() {
+    let (mut p, f) = consumer_granted_confirmed();
+    p.handle_client_gone(at(T0, 2), ClientId(1));
+    let how = lockservice::ReleaseHow::Disconnected;
+    let released = LockEvent::Released { client: ClientId(1), fence: f, held: Duration::from_millis(1), how };
+    assert_eq!(
+        drain(&mut p),
+        vec![
+            Output::Event(ElEvent::Lock(released)),
+            Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } },
+        ]
+    );
+    assert!(p.consumer.grant.is_none());
+}
+
+#[test]
+fn a_coordinator_shutting_down_steps_down_and_leaves() {
+    let (mut p, now) = coordinator_in_office();
+    p.handle_shutdown(now);
+    assert_eq!(
+        drain(&mut p),
+        vec![
+            Output::Event(ElEvent::SteppedDown { term: 5, why: "shutting down" }),
+            Output::Event(ElEvent::QueueLength(0)),
+        ]
+    );
+    assert!(!p.is_coordinator() && p.is_left());
+}
