@@ -139,7 +139,7 @@ impl RingdConfig {
                 })
                 .collect(),
             client_addr: common.client_addr().to_string(),
-            mutations: Default::default(),
+            rules: Default::default(),
             first_seq: 0,
         };
         if self.token_lost_after_ms == 0 {

@@ -13,4 +13,4 @@ pub mod node;
 
 pub use config::RingdConfig;
 pub use msg::{Msg, Token};
-pub use node::{CensusOutcome, RdConfig, RdDurable, RdError, RdEvent, RdMutations, RdNode, ServiceSpec};
+pub use node::{CensusOutcome, RdConfig, RdDurable, RdError, RdEvent, RdNode, RdRule, ServiceSpec};

@@ -1,10 +1,10 @@
 //! ringd's (safety) rules, each defended by a simulated scenario that
-//! passes with the rule and fails with it switched off ([`RdMutations`],
-//! off in production). Judged from outside by `kit::safety`: token
-//! services run one at a time under strictly rising fences (epoch, seq),
-//! no epoch is regenerated twice, a retried request id gets one result,
-//! and (where the scenario loses no replica's copy) no two acknowledged
-//! increments return the same value.
+//! passes with the rule and fails with it switched off ([`RdRule`]: only a
+//! build with `ftcore/mutations` can switch one off). Judged from outside
+//! by `kit::safety`: token services run one at a time under strictly rising
+//! fences (epoch, seq), no epoch is regenerated twice, a retried request id
+//! gets one result, and (where the scenario loses no replica's copy) no two
+//! acknowledged increments return the same value.
 //!
 //! Per rule, `<rule>_is_needed` runs its scenario for seeds 1–3 with the
 //! rule off and needs a failure, and `every_scenario_holds` runs every
@@ -14,24 +14,25 @@ mod kit;
 
 use std::time::Duration;
 
+use ftcore::rules::Rules;
 use ftcore::{ClientId, NodeId};
 use kit::{cluster, config, job, safety, with_job};
-use ringd::{RdConfig, RdEvent, RdMutations, RdNode};
+use ringd::{RdConfig, RdEvent, RdNode, RdRule};
 use sim::{Action, Sim, SimError};
 use timer::Instant;
 
 /// A scenario: a seed, the rules switched off.
-type Scenario = fn(u64, RdMutations) -> Result<(), SimError>;
+type Scenario = fn(u64, Rules<RdRule>) -> Result<(), SimError>;
 
 const SEEDS: [u64; 3] = [1, 2, 3];
 
-fn with(n: u32, m: RdMutations) -> RdConfig {
-    RdConfig { mutations: m, ..config(n) }
+fn with(n: u32, m: Rules<RdRule>) -> RdConfig {
+    RdConfig { rules: m, ..config(n) }
 }
 
 /// Five replicas with renewals every `heartbeat_ms` and a lease of
 /// `lease_ms` (token_lost_after derived), the rules in `m` off.
-fn timed(m: RdMutations, heartbeat_ms: u64, lease_ms: u64) -> RdConfig {
+fn timed(m: Rules<RdRule>, heartbeat_ms: u64, lease_ms: u64) -> RdConfig {
     let mut cfg = with(5, m);
     cfg.heartbeat = Duration::from_millis(heartbeat_ms);
     cfg.lease = Duration::from_millis(lease_ms);
@@ -68,7 +69,7 @@ fn until(sim: &mut Sim<RdNode>, mut pick: impl FnMut(&Sim<RdNode>) -> Option<Nod
 /// it; the others regenerate and run. When it resumes, the old token
 /// arrives (its sender never learnt of the new epoch) — it must run
 /// nothing under it.
-fn paused_successor(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn paused_successor(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 5, with(5, m));
     sim.check(safety(false));
     sim.run_for(Duration::from_millis(300))?;
@@ -84,7 +85,7 @@ fn paused_successor(seed: u64, m: RdMutations) -> Result<(), SimError> {
 /// while the token (and its last two holders) are on the majority's side;
 /// the minority loses the token and censuses. After the heal, no
 /// acknowledged increment may be lost (strict checker).
-fn minority_census(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn minority_census(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 5, with(5, m));
     sim.check(safety(true));
     sim.run_for(Duration::from_millis(300))?;
@@ -98,7 +99,7 @@ fn minority_census(seed: u64, m: RdMutations) -> Result<(), SimError> {
 
 /// Durable epochs: a cold restart of every replica (twice); epochs must
 /// not be proposed again (no epoch regenerated twice, fences rise).
-fn cold_restart(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn cold_restart(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 3, with(3, m));
     sim.check(safety(false));
     for _ in 0..2 {
@@ -116,7 +117,7 @@ fn cold_restart(seed: u64, m: RdMutations) -> Result<(), SimError> {
 
 /// Seq overflow (ringd.md, Fence): tokens start near u64::MAX; an owner
 /// whose next seq would pass it censuses instead of wrapping.
-fn seq_overflow(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn seq_overflow(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     let cfg = RdConfig { first_seq: u64::MAX - 40, ..with(3, m) };
     let mut sim = cluster(seed, 3, cfg);
     sim.check(safety(false));
@@ -128,7 +129,7 @@ fn seq_overflow(seed: u64, m: RdMutations) -> Result<(), SimError> {
 /// waiting, so the first owner runs several token services in one visit;
 /// the third would need seq u64::MAX + 1. It must run nothing more (keep
 /// the token as a copy and census: the next token is (e', ·)).
-fn seq_overflow_in_a_visit(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn seq_overflow_in_a_visit(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     let cfg = RdConfig { first_seq: u64::MAX - 1, ..with(3, m) };
     let mut sim = cluster(seed, 3, cfg);
     sim.check(safety(false));
@@ -146,7 +147,7 @@ fn seq_overflow_in_a_visit(seed: u64, m: RdMutations) -> Result<(), SimError> {
 /// owner crashes before resending it. A result answered before the
 /// successor's TokenAck is then lost with it (the census regenerates from
 /// an older copy and a later increment returns the same value).
-fn owner_crash(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn owner_crash(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 5, with(5, m));
     sim.check(safety(true));
     for round in 0..3u64 {
@@ -170,13 +171,13 @@ fn owner_crash(seed: u64, m: RdMutations) -> Result<(), SimError> {
 /// its lease cannot be renewed, so its supervisor kills the command at
 /// the lease's end — before the three (after token_lost_after and the
 /// acked leases) regenerate and run.
-fn cut_off_command(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn cut_off_command(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     cut_off_command_with(seed, m, true)
 }
 
 /// `cut_off_command`, judged by `kit::safety` (`all`) or by
 /// `kit::superseded_kill_unreachable` alone.
-fn cut_off_command_with(seed: u64, m: RdMutations, all: bool) -> Result<(), SimError> {
+fn cut_off_command_with(seed: u64, m: Rules<RdRule>, all: bool) -> Result<(), SimError> {
     let cfg = with_job(with(5, m), 300, Duration::from_millis(1_000));
     let mut sim = cluster(seed, 5, cfg);
     if all {
@@ -198,7 +199,7 @@ fn cut_off_command_with(seed: u64, m: RdMutations, all: bool) -> Result<(), SimE
 /// while its 300 ms token service runs; the supervisor kills the command
 /// at the lease's end although ringd cannot ask it to, before the next
 /// owner executes.
-fn paused_ringd_command(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn paused_ringd_command(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     let cfg = with_job(with(5, m), 300, Duration::from_millis(1_000));
     let mut sim = cluster(seed, 5, cfg);
     sim.check(safety(false));
@@ -216,7 +217,7 @@ fn paused_ringd_command(seed: u64, m: RdMutations) -> Result<(), SimError> {
 /// HolderAlives to two replicas are lost, so those two start censuses,
 /// and what reaches the owner is slow (it would hear of a new token late).
 /// The owner and the replicas that acked its HolderAlive answer Busy.
-fn long_command_while_censuses(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn long_command_while_censuses(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     // Renewals 15 ms apart: an owner hears of a census it was not asked
     // to block only at its next renewal.
     let cfg = with_job(timed(m, 15, 45), 600, Duration::from_millis(2_000));
@@ -242,7 +243,7 @@ fn long_command_while_censuses(seed: u64, m: RdMutations) -> Result<(), SimError
 /// census is answered Busy by the replicas that acked the owner's lease
 /// until it has run out (the supervisor kills the command at its end); a
 /// token D made itself from the copy would run beside it.
-fn paused_owner_copy(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn paused_owner_copy(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     let cfg = with_job(timed(m, 15, 80), 300, Duration::from_millis(1_000));
     let mut sim = cluster(seed, 5, cfg);
     sim.check(safety(false));
@@ -262,7 +263,7 @@ fn paused_owner_copy(seed: u64, m: RdMutations) -> Result<(), SimError> {
 /// the liveness phase (`kit::converged`). Compared by seq alone, a
 /// regenerated token (e', 0) looks older than what a replica saw of the
 /// old epoch and is discarded, and the ring regenerates over and over.
-fn crashes_then_converge(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn crashes_then_converge(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     let n = 3 + (seed % 3) as u32;
     let mut sim = cluster(seed, n, with(n, m));
     sim.check(safety(true));
@@ -288,7 +289,7 @@ fn life(sim: &Sim<RdNode>, at: NodeId, p: NodeId) -> Option<u64> {
 /// that copy can be the only holder of an acknowledged result). The
 /// strict checker judges it. Returns the run, (P, Q, D) and when Q's view
 /// first held P's new life.
-fn stale_new_next(seed: u64, m: RdMutations) -> Result<(Sim<RdNode>, [NodeId; 3], Instant), SimError> {
+fn stale_new_next(seed: u64, m: Rules<RdRule>) -> Result<(Sim<RdNode>, [NodeId; 3], Instant), SimError> {
     let mut cfg = with(5, m);
     // Room for P's restart and rejoin while a link into Q is held.
     cfg.suspect_after = Duration::from_millis(100);
@@ -331,16 +332,16 @@ fn stale_new_next(seed: u64, m: RdMutations) -> Result<(Sim<RdNode>, [NodeId; 3]
 /// moment D suspects P, D ignores P) — a replica that acked it would let
 /// O answer the increment, and the three's epoch hand out the same
 /// counter value again.
-fn held_token_after_a_rejoin(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn held_token_after_a_rejoin(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     held_token_after_a_rejoin_with(seed, m, true)
 }
 
 /// The same with D cut off from the three instead of paused.
-fn held_token_after_a_cut_and_a_rejoin(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn held_token_after_a_cut_and_a_rejoin(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     held_token_after_a_rejoin_with(seed, m, false)
 }
 
-fn held_token_after_a_rejoin_with(seed: u64, m: RdMutations, pause: bool) -> Result<(), SimError> {
+fn held_token_after_a_rejoin_with(seed: u64, m: Rules<RdRule>, pause: bool) -> Result<(), SimError> {
     let mut sim = cluster(seed, 5, with(5, m));
     sim.check(safety(true));
     sim.run_for(Duration::from_millis(300))?;
@@ -422,7 +423,7 @@ fn held_token_after_a_rejoin_with(seed: u64, m: RdMutations, pause: bool) -> Res
 /// later. O's next renewal meets the replicas that promised the census,
 /// which answer `Stale`: O must stop at once, not at its lease's end
 /// (70–80 ms after the census), or the two commands overlap.
-fn owner_told_stale(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn owner_told_stale(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     let cfg = with_job(timed(m, 10, 80), 600, Duration::from_millis(2_000));
     let mut sim = Sim::new(seed, 5, kit::net(), cfg);
     owner_told_stale_in(&mut sim).map(|_| ())
@@ -482,7 +483,7 @@ fn succ_of(sim: &Sim<RdNode>, n: NodeId) -> NodeId {
 /// none). The survivors' census must find n1's released copy: regenerated
 /// from an older copy, or from none, the counter hands out a value again
 /// (strict checker). n2 and n3 restart 800 ms later.
-fn released_copy_after_two_crashes(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn released_copy_after_two_crashes(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     let mut sim = kit::cluster_with_clients(seed, 5, with(5, m), &[1]);
     sim.check(safety(true));
     sim.run_for(Duration::from_millis(300))?;
@@ -514,7 +515,7 @@ fn released_copy_after_two_crashes(seed: u64, m: RdMutations) -> Result<(), SimE
 /// (1−ρ) = 40 ms). The survivors' token-lost census must wait for Y's
 /// promise, the only one carrying Y's results: four of the five
 /// (a majority of seven) answer first, with older copies.
-fn late_newest_copy(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn late_newest_copy(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     let mut sim = cluster(seed, 7, with(7, m));
     sim.check(safety(true));
     sim.run_for(Duration::from_millis(300))?;
@@ -561,7 +562,7 @@ fn late_newest_copy(seed: u64, m: RdMutations) -> Result<(), SimError> {
 /// later, R crashes 40 ms later: a token-lost census without R's copy
 /// hands R's acknowledged values out again (strict checker). R restarts
 /// 800 ms later.
-fn stale_new_previous(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn stale_new_previous(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     let mut cfg = with_job(with(5, m), 300, Duration::from_millis(1_000));
     cfg.suspect_after = Duration::from_millis(100);
     cfg.token_lost_after = cfg.derived_token_lost_after(5);
@@ -612,12 +613,12 @@ fn stale_new_previous(seed: u64, m: RdMutations) -> Result<(), SimError> {
 /// passed; it suspects its two neighbours), then the held answers arrive,
 /// the promises of the two other replicas among them, then its client's
 /// increment.
-fn late_census_answers(seed: u64, m: RdMutations) -> Result<(), SimError> {
+fn late_census_answers(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
     late_census_answers_in(seed, m).map(|_| ())
 }
 
 /// `late_census_answers`: the run, X, and when X resumed.
-fn late_census_answers_in(seed: u64, m: RdMutations) -> Result<(Sim<RdNode>, NodeId, Instant), SimError> {
+fn late_census_answers_in(seed: u64, m: Rules<RdRule>) -> Result<(Sim<RdNode>, NodeId, Instant), SimError> {
     let mut sim = cluster(seed, 5, with(5, m));
     sim.check(safety(false));
     let x = until(&mut sim, |s| {
@@ -665,7 +666,7 @@ fn every_scenario_holds() {
 /// Runs `scenario` with every rule on for each seed; panics at a failure.
 fn holds_in(seeds: &[u64], name: &str, scenario: Scenario) {
     for &seed in seeds {
-        if let Err(e) = scenario(seed, RdMutations::default()) {
+        if let Err(e) = scenario(seed, Rules::ALL_ON) {
             panic!("{name} seed {seed} fails with every rule on: {e}");
         }
     }
@@ -673,12 +674,12 @@ fn holds_in(seeds: &[u64], name: &str, scenario: Scenario) {
 
 /// Runs `scenario` with `m` for each seed; panics unless one fails with
 /// a message containing `expect`. Returns how many failed.
-fn needed(name: &str, scenario: Scenario, m: RdMutations, expect: &str) -> usize {
+fn needed(name: &str, scenario: Scenario, m: Rules<RdRule>, expect: &str) -> usize {
     needed_in(&SEEDS, name, scenario, m, expect)
 }
 
 /// [`needed`] over `seeds`.
-fn needed_in(seeds: &[u64], name: &str, scenario: Scenario, m: RdMutations, expect: &str) -> usize {
+fn needed_in(seeds: &[u64], name: &str, scenario: Scenario, m: Rules<RdRule>, expect: &str) -> usize {
     let mut failed = 0;
     let mut other = Vec::new();
     for &seed in seeds {
@@ -694,7 +695,7 @@ fn needed_in(seeds: &[u64], name: &str, scenario: Scenario, m: RdMutations, expe
 
 #[test]
 fn majority_lease_is_needed() {
-    let m = RdMutations { no_lease: true, ..Default::default() };
+    let m = Rules::all_but(&[RdRule::MajorityLease]);
     needed("cut_off_command", cut_off_command, m, "still runs");
     // With instant built-ins too, since 2026-11-27: the paused successor
     // no longer suspects its predecessor on resume (its own stall), so it
@@ -706,25 +707,25 @@ fn majority_lease_is_needed() {
 fn supervisor_deadline_at_lease_end_is_needed() {
     // Without the lease, the supervisor's deadline is the timeout, not the
     // lease's end: the paused replica's command outlives its lease.
-    let m = RdMutations { no_lease: true, ..Default::default() };
+    let m = Rules::all_but(&[RdRule::MajorityLease]);
     needed("paused_ringd_command", paused_ringd_command, m, "still runs");
 }
 
 #[test]
 fn census_busy_beside_an_owner_is_needed() {
-    let m = RdMutations { census_ignores_owner: true, ..Default::default() };
+    let m = Rules::all_but(&[RdRule::CensusBusyBesideAnOwner]);
     needed("long_command_while_censuses", long_command_while_censuses, m, "still runs");
 }
 
 #[test]
 fn copy_only_supplies_state_to_a_census_is_needed() {
-    let m = RdMutations { regenerate_from_copy: true, ..Default::default() };
+    let m = Rules::all_but(&[RdRule::CopyOnlySuppliesACensus]);
     needed("paused_owner_copy", paused_owner_copy, m, "still runs");
 }
 
 #[test]
 fn seq_overflow_census_is_needed() {
-    let m = RdMutations { wrap_seq: true, ..Default::default() };
+    let m = Rules::all_but(&[RdRule::SeqNeverWraps]);
     needed("seq_overflow_in_a_visit", seq_overflow_in_a_visit, m, "after");
 }
 
@@ -741,7 +742,7 @@ fn tokens_for_the_receivers_life_only_is_needed() {
     // and some fail without it.
     let seeds: Vec<u64> = (1..=30).collect();
     holds_in(&seeds, "held_token_after_a_cut_and_a_rejoin", held_token_after_a_cut_and_a_rejoin);
-    let m = RdMutations { accept_tokens_for_other_lives: true, ..Default::default() };
+    let m = Rules::all_but(&[RdRule::TokensForTheReceiversLifeOnly]);
     needed_in(
         &seeds,
         "tokens_for_the_receivers_life_only",
@@ -761,7 +762,7 @@ fn seen_as_a_pair_is_needed() {
     // ring's digest exchange with new neighbours).
     let seeds: Vec<u64> = (1..=15).collect();
     holds_in(&seeds, "crashes_then_converge", crashes_then_converge);
-    let m = RdMutations { seen_by_seq: true, ..Default::default() };
+    let m = Rules::all_but(&[RdRule::SeenAsAPair]);
     needed_in(&seeds, "crashes_then_converge", crashes_then_converge, m, "regenerations after the faults stopped");
 }
 
@@ -769,37 +770,37 @@ fn seen_as_a_pair_is_needed() {
 fn census_majority_is_needed() {
     // Seeds where the rule matters (4 and 7 fail without it, 2026-11-27;
     // 1–3 did before `Wanted` moved the runs' timing).
-    let m = RdMutations { census_without_majority: true, ..Default::default() };
+    let m = Rules::all_but(&[RdRule::CensusNeedsAMajority]);
     needed_in(&[4, 7, 9], "minority_census", minority_census, m, "acknowledged increment was lost");
 }
 
 #[test]
 fn released_copy_kept_is_needed() {
-    let m = RdMutations { drop_released_copy: true, ..Default::default() };
+    let m = Rules::all_but(&[RdRule::ReleasedCopyKept]);
     needed("released_copy_after_two_crashes", released_copy_after_two_crashes, m, "acknowledged increment was lost");
 }
 
 #[test]
 fn census_waits_for_every_member_is_needed() {
-    let m = RdMutations { census_majority_only: true, ..Default::default() };
+    let m = Rules::all_but(&[RdRule::CensusWaitsForEveryMember]);
     needed("late_newest_copy", late_newest_copy, m, "acknowledged increment was lost");
 }
 
 #[test]
 fn acts_only_for_pending_recovery_is_needed() {
-    let m = RdMutations { any_recovery_id: true, ..Default::default() };
+    let m = Rules::all_but(&[RdRule::ActsOnlyForPendingRecovery]);
     needed("stale_new_previous", stale_new_previous, m, "acknowledged increment was lost");
 }
 
 #[test]
 fn stored_epochs_are_needed() {
-    let m = RdMutations { no_stored_epochs: true, ..Default::default() };
+    let m = Rules::all_but(&[RdRule::StoredEpochs]);
     needed("cold_restart", cold_restart, m, "");
 }
 
 #[test]
 fn answer_after_ack_is_needed() {
-    let m = RdMutations { answer_before_ack: true, ..Default::default() };
+    let m = Rules::all_but(&[RdRule::AnswerAfterAck]);
     needed("owner_crash", owner_crash, m, "acknowledged increment was lost");
 }
 
@@ -813,11 +814,10 @@ fn answer_after_ack_is_needed() {
 /// beside it.
 #[test]
 fn stale_rule_masked_by_census_busy() {
-    let d = RdMutations::default;
-    let busy_off = RdMutations { census_ignores_owner: true, ..d() };
-    let both = RdMutations { ignore_stale: true, ..busy_off };
+    let busy_off = Rules::all_but(&[RdRule::CensusBusyBesideAnOwner]);
+    let both = busy_off.without(RdRule::StaleStopsOwning);
     for seed in SEEDS {
-        if let Err(e) = owner_told_stale(seed, RdMutations { ignore_stale: true, ..d() }) {
+        if let Err(e) = owner_told_stale(seed, Rules::all_but(&[RdRule::StaleStopsOwning])) {
             panic!("seed {seed}, with ignore_stale alone, the run should pass: {e}");
         }
         let mut sim =
@@ -855,9 +855,8 @@ fn stale_rule_masked_by_census_busy() {
 /// census go on acking O's renewals, and O's command runs beside R's.
 #[test]
 fn lower_epochs_refused_masked_by_life_rule_and_census_busy() {
-    let d = RdMutations::default;
-    let life = RdMutations { accept_tokens_for_other_lives: true, ..d() };
-    let busy = RdMutations { census_ignores_owner: true, ..d() };
+    let life = Rules::all_but(&[RdRule::TokensForTheReceiversLifeOnly]);
+    let busy = Rules::all_but(&[RdRule::CensusBusyBesideAnOwner]);
     mask_shown(
         "held_token_after_a_rejoin",
         held_token_after_a_rejoin,
@@ -871,15 +870,15 @@ fn lower_epochs_refused_masked_by_life_rule_and_census_busy() {
 /// `scenario` passes for each seed with `accept_lower_epochs` alone and
 /// with `other` alone, and fails with both (a message containing one of
 /// `expect`).
-fn mask_shown(name: &str, scenario: Scenario, seeds: &[u64], other: RdMutations, expect: &[&str]) {
-    let lower = RdMutations { accept_lower_epochs: true, ..Default::default() };
+fn mask_shown(name: &str, scenario: Scenario, seeds: &[u64], other: Rules<RdRule>, expect: &[&str]) {
+    let lower = Rules::all_but(&[RdRule::LowerEpochsRefused]);
     for &seed in seeds {
         for one in [lower, other] {
             if let Err(e) = scenario(seed, one) {
                 panic!("{name} seed {seed}, with {one:?} alone, the run should pass: {e}");
             }
         }
-        let Err(e) = scenario(seed, RdMutations { accept_lower_epochs: true, ..other }) else {
+        let Err(e) = scenario(seed, other.without(RdRule::LowerEpochsRefused)) else {
             panic!("{name} seed {seed}: with both off the run should fail");
         };
         assert!(expect.iter().any(|x| e.message.contains(x)), "{name} seed {seed}: {e}");
@@ -903,12 +902,11 @@ fn mask_shown(name: &str, scenario: Scenario, seeds: &[u64], other: RdMutations,
 /// ran under the higher one.
 #[test]
 fn census_deadline_masked_by_majority_lease() {
-    let d = RdMutations::default;
-    let late = RdMutations { census_past_deadline: true, ..d() };
-    let lease = RdMutations { no_lease: true, ..d() };
+    let late = Rules::all_but(&[RdRule::CensusDeadline]);
+    let lease = Rules::all_but(&[RdRule::MajorityLease]);
     // X's regenerations after it resumed, and the highest epoch
     // regenerated before.
-    let tokens = |seed: u64, m: RdMutations| -> (Vec<u64>, u64) {
+    let tokens = |seed: u64, m: Rules<RdRule>| -> (Vec<u64>, u64) {
         let (sim, x, resumed) =
             late_census_answers_in(seed, m).unwrap_or_else(|e| panic!("seed {seed}, with {m:?}, should pass: {e}"));
         let regenerated = |(t, n, e): &(Instant, NodeId, RdEvent)| match e {
@@ -921,7 +919,7 @@ fn census_deadline_masked_by_majority_lease() {
         (after.map(|(.., e)| e).collect(), top.expect("the others made a token"))
     };
     for seed in [2, 3, 4, 6] {
-        let (on, top) = tokens(seed, d());
+        let (on, top) = tokens(seed, Rules::ALL_ON);
         assert!(on.iter().all(|e| *e > top), "seed {seed}: with every rule on X made epoch(s) {on:?} below {top}");
         let (off, top) = tokens(seed, late);
         assert!(
@@ -931,7 +929,7 @@ fn census_deadline_masked_by_majority_lease() {
         if let Err(e) = late_census_answers(seed, lease) {
             panic!("seed {seed}, with no_lease alone, the run should pass: {e}");
         }
-        let e = late_census_answers(seed, RdMutations { no_lease: true, ..late }).expect_err("both off must fail");
+        let e = late_census_answers(seed, late.without(RdRule::MajorityLease)).expect_err("both off must fail");
         assert!(e.message.contains("ran under fence"), "seed {seed}: {e}");
     }
 }
@@ -946,7 +944,7 @@ fn census_deadline_masked_by_majority_lease() {
 fn a_stale_new_next_after_a_rejoin_changes_nothing() {
     for seed in SEEDS {
         let run = || -> Result<(), SimError> {
-            let (mut sim, [p, q, _], rejoined) = stale_new_next(seed, RdMutations::default())?;
+            let (mut sim, [p, q, _], rejoined) = stale_new_next(seed, Rules::ALL_ON)?;
             let to_q = format!("->{q} ");
             let failed = format!("failed: {p:?}");
             let late = sim.trace().iter().any(|l| {
@@ -974,7 +972,7 @@ fn a_stale_new_next_after_a_rejoin_changes_nothing() {
 #[test]
 fn a_long_visit_ends_in_a_pass_not_a_census() {
     for seed in SEEDS {
-        let cfg = with_job(with(5, RdMutations::default()), 300, Duration::from_millis(1_000));
+        let cfg = with_job(with(5, Rules::ALL_ON), 300, Duration::from_millis(1_000));
         assert!(cfg.token_lost_after < Duration::from_millis(1_200));
         let mut sim = cluster(seed, 5, cfg);
         sim.check(safety(false));
@@ -1008,15 +1006,15 @@ fn a_long_visit_ends_in_a_pass_not_a_census() {
 /// is sent there than with every rule on, and the run holds.
 #[test]
 fn masked_rules_copy_newer_than_seen_breaks_no_scenario() {
-    let copies = |m: RdMutations| -> usize {
+    let copies = |m: Rules<RdRule>| -> usize {
         let mut sim = Sim::new(3, 5, kit::net(), with_job(timed(m, 10, 80), 600, Duration::from_millis(2_000)));
         if let Err(e) = owner_told_stale_in(&mut sim) {
             panic!("owner_told_stale seed 3 with {m:?}: {e}");
         }
         sim.trace().iter().filter(|l| l.contains(" Copy {") && !l.contains(" lost ")).count()
     };
-    let on = copies(RdMutations::default());
-    let off = copies(RdMutations { copy_regardless_of_seen: true, ..Default::default() });
+    let on = copies(Rules::ALL_ON);
+    let off = copies(Rules::all_but(&[RdRule::CopyNewerThanSeen]));
     assert!(off > on, "the switch sent no copy the rule withholds ({on} copies with it, {off} without)");
 }
 
@@ -1039,23 +1037,20 @@ fn masked_rules_copy_newer_than_seen_breaks_no_scenario() {
 /// first, with the kill or without it: no run shows the kill needed.
 #[test]
 fn superseded_kill_unreachable_while_leases_and_census_busy_hold() {
-    let d = RdMutations::default;
-    let keep = RdMutations { keep_job_when_superseded: true, ..d() };
-    let no_lease = RdMutations { no_lease: true, ..d() };
-    let busy_off = RdMutations { census_ignores_owner: true, ..d() };
+    let keep = Rules::all_but(&[RdRule::SupersededKillsItsJob]);
+    let no_lease = Rules::all_but(&[RdRule::MajorityLease]);
+    let busy_off = Rules::all_but(&[RdRule::CensusBusyBesideAnOwner]);
     for seed in SEEDS {
         if let Err(e) = cut_off_command(seed, keep) {
             panic!("seed {seed}, with keep_job_when_superseded alone, the run should pass: {e}");
         }
-        for m in [d(), keep, no_lease, busy_off] {
+        for m in [Rules::ALL_ON, keep, no_lease, busy_off] {
             if let Err(e) = cut_off_command_with(seed, m, false) {
                 panic!("seed {seed}, with {m:?}, the newer-token kill was reached: {e}");
             }
         }
-        let both = RdMutations { no_lease: true, census_ignores_owner: true, ..d() };
-        for (name, m) in
-            [("both", both), ("both and the switch", RdMutations { keep_job_when_superseded: true, ..both })]
-        {
+        let both = Rules::all_but(&[RdRule::MajorityLease, RdRule::CensusBusyBesideAnOwner]);
+        for (name, m) in [("both", both), ("both and the switch", both.without(RdRule::SupersededKillsItsJob))] {
             let e = cut_off_command_with(seed, m, false).expect_err("with both off the kill's branch should run");
             eprintln!("seed {seed}, {name} off: {}", e.message);
             assert!(
@@ -1064,4 +1059,73 @@ fn superseded_kill_unreachable_while_leases_and_census_busy_hold() {
             );
         }
     }
+}
+
+/// The rule table ([`RdRule`]) against this file, `tests/sim.rs` and the
+/// docs: every rule's scenario is a test here or in sim.rs (one named
+/// `…_needed` is not ignored: no rule of ringd's is only masked under such
+/// a name), its switch is named in ringd's part of docs/safety-rules.md and
+/// its spec is a section of docs/ringd.md; and every `…_needed` test here
+/// is some rule's scenario, or switches a rule of the table off by name (a
+/// second scenario of that rule).
+#[test]
+fn the_rule_table_matches_the_scenarios_and_the_docs() {
+    use ftcore::rules::Rule;
+    let files = [("tests/safety.rs", include_str!("safety.rs")), ("tests/sim.rs", include_str!("sim.rs"))];
+    let all_doc = include_str!("../../../docs/safety-rules.md");
+    let from = all_doc.find("\n# ringd:").expect("docs/safety-rules.md has ringd's part");
+    let doc = &all_doc[from + 1..];
+    let doc = doc[1..].find("\n# ").map_or(doc, |end| &doc[..end + 1]);
+    let design = include_str!("../../../docs/ringd.md");
+    // The attributes and doc lines just above `fn name(` in `text`.
+    let attributes = |text: &str, at: usize| -> Vec<String> {
+        text[..at].lines().rev().take_while(|l| l.starts_with("#[") || l.starts_with("///")).map(String::from).collect()
+    };
+    let mut problems = Vec::new();
+    let mut switches = std::collections::BTreeSet::new();
+    for &rule in RdRule::ALL {
+        let (name, scenario, switch) = (rule.name(), rule.scenario(), rule.switch());
+        if !switches.insert(switch) {
+            problems.push(format!("{name}: switch `{switch}` named twice"));
+        }
+        let def = format!("\nfn {scenario}(");
+        match files.iter().find_map(|(f, text)| text.find(&def).map(|at| (f, text, at + 1))) {
+            None => problems.push(format!("{name}: no scenario `fn {scenario}(` in {:?}", files.map(|f| f.0))),
+            Some((f, text, at)) => {
+                let attrs = attributes(text, at);
+                if !attrs.iter().any(|a| a == "#[test]") {
+                    problems.push(format!("{name}: `{scenario}` ({f}) is not a test"));
+                }
+                if scenario.ends_with("_needed") && attrs.iter().any(|a| a.starts_with("#[ignore")) {
+                    problems.push(format!("{name}: `{scenario}` ({f}) is ignored"));
+                }
+            }
+        }
+        if !doc.contains(&format!("`{switch}`")) {
+            problems.push(format!("{name}: switch `{switch}` is not in ringd's part of docs/safety-rules.md"));
+        }
+        match rule.spec().strip_prefix("docs/ringd.md, ") {
+            Some(section) if design.lines().any(|l| l.trim_start_matches('#') == format!(" {section}")) => {}
+            _ => problems.push(format!("{name}: spec `{}` is no section of docs/ringd.md", rule.spec())),
+        }
+    }
+    // Conversely: every `…_needed` test of this file.
+    let text = files[0].1;
+    for (at, _) in text.match_indices("\nfn ") {
+        let head = &text[at + 4..];
+        let Some(fn_name) = head.split('(').next().filter(|n| n.ends_with("_needed")) else { continue };
+        if !attributes(text, at + 1).iter().any(|a| a == "#[test]") {
+            continue;
+        }
+        let body = head.split("\n}\n").next().unwrap_or(head);
+        let named = RdRule::ALL.iter().any(|r| r.scenario() == fn_name);
+        let switched = RdRule::ALL.iter().any(|r| {
+            let path = format!("RdRule::{}", r.name());
+            body.match_indices(&path).any(|(i, _)| !body[i + path.len()..].starts_with(char::is_alphanumeric))
+        });
+        if !named && !switched {
+            problems.push(format!("`{fn_name}` is no rule's scenario and switches no rule of RdRule off"));
+        }
+    }
+    assert!(problems.is_empty(), "the rule table does not match:\n{}", problems.join("\n"));
 }

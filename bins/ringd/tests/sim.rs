@@ -12,9 +12,10 @@ mod kit;
 
 use std::time::Duration;
 
+use ftcore::rules::Rules;
 use ftcore::NodeId;
 use kit::{cluster, config, converged, crash_plan, every_fault_plan, safety, served_again, with_job};
-use ringd::{RdConfig, RdEvent, RdMutations};
+use ringd::{RdConfig, RdEvent, RdRule};
 use sim::{for_seeds, for_seeds_with, Action, FaultPlan};
 use timer::Instant;
 
@@ -106,10 +107,9 @@ fn sweep() {
 #[ignore = "survey of the masked rule: SIM_SEEDS=800 cargo test --release -p ringd --test sim masked -- --ignored --nocapture"]
 fn masked_rules_sweep() {
     let count: u64 = std::env::var("SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
-    let run = |seed: u64, kills: u32, m: RdMutations| -> (Option<bool>, Option<String>) {
+    let run = |seed: u64, kills: u32, m: Rules<RdRule>| -> (Option<bool>, Option<String>) {
         let n = 3 + (seed % 3) as u32;
-        let mut sim =
-            cluster(seed, n, RdConfig { mutations: m, ..with_job(config(n), 15, Duration::from_millis(200)) });
+        let mut sim = cluster(seed, n, RdConfig { rules: m, ..with_job(config(n), 15, Duration::from_millis(200)) });
         sim.check(safety(false));
         sim.random_faults(&FaultPlan { kills, ..every_fault_plan(n) });
         let r = sim
@@ -124,7 +124,7 @@ fn masked_rules_sweep() {
     let mut reached = Vec::new();
     for seed in 0..count {
         for kills in [0, 2] {
-            let (hit, e) = run(seed, kills, RdMutations::default());
+            let (hit, e) = run(seed, kills, Rules::ALL_ON);
             assert!(e.is_none(), "seed {seed}, {kills} kills, every rule on: {e:?}");
             if let Some(owned) = hit {
                 reached.push((seed, kills, owned));
@@ -137,28 +137,27 @@ fn masked_rules_sweep() {
         reached.len(),
         2 * count
     );
-    let d = RdMutations::default;
     let others = [
-        ("(alone)", d()),
-        ("no_lease", RdMutations { no_lease: true, ..d() }),
-        ("census_ignores_owner", RdMutations { census_ignores_owner: true, ..d() }),
-        ("census_without_majority", RdMutations { census_without_majority: true, ..d() }),
-        ("no_stored_epochs", RdMutations { no_stored_epochs: true, ..d() }),
-        ("answer_before_ack", RdMutations { answer_before_ack: true, ..d() }),
-        ("regenerate_from_copy", RdMutations { regenerate_from_copy: true, ..d() }),
-        ("seen_by_seq", RdMutations { seen_by_seq: true, ..d() }),
-        ("accept_tokens_for_other_lives", RdMutations { accept_tokens_for_other_lives: true, ..d() }),
-        ("accept_lower_epochs", RdMutations { accept_lower_epochs: true, ..d() }),
-        ("census_in_minority", RdMutations { census_in_minority: true, ..d() }),
-        ("no_minority_yield", RdMutations { no_minority_yield: true, ..d() }),
+        ("(alone)", Rules::ALL_ON),
+        ("no_lease", Rules::all_but(&[RdRule::MajorityLease])),
+        ("census_ignores_owner", Rules::all_but(&[RdRule::CensusBusyBesideAnOwner])),
+        ("census_without_majority", Rules::all_but(&[RdRule::CensusNeedsAMajority])),
+        ("no_stored_epochs", Rules::all_but(&[RdRule::StoredEpochs])),
+        ("answer_before_ack", Rules::all_but(&[RdRule::AnswerAfterAck])),
+        ("regenerate_from_copy", Rules::all_but(&[RdRule::CopyOnlySuppliesACensus])),
+        ("seen_by_seq", Rules::all_but(&[RdRule::SeenAsAPair])),
+        ("accept_tokens_for_other_lives", Rules::all_but(&[RdRule::TokensForTheReceiversLifeOnly])),
+        ("accept_lower_epochs", Rules::all_but(&[RdRule::LowerEpochsRefused])),
+        ("census_in_minority", Rules::all_but(&[RdRule::NoCensusInAMinority])),
+        ("no_minority_yield", Rules::all_but(&[RdRule::MinorityYields])),
     ];
     for (name, other) in others {
-        let both = RdMutations { ignore_stale: true, ..other };
+        let both = other.without(RdRule::StaleStopsOwning);
         let (mut failed, mut masks) = (0, Vec::new());
         for &(seed, kills, _) in &reached {
             if let (_, Some(e)) = run(seed, kills, both) {
                 failed += 1;
-                if other == d() || run(seed, kills, other).1.is_none() {
+                if other == Rules::ALL_ON || run(seed, kills, other).1.is_none() {
                     masks.push((seed, kills, e));
                 }
             }
@@ -239,9 +238,9 @@ fn arbitrary_inputs_never_panic_the_core() {
 ///   majority's token (`Stale`);
 /// - a new life's token-lost deadline starts with it (`repair.rs`): an
 ///   overdue one censuses at once on rejoining.
-fn cut_off_alone(seed: u64, m: RdMutations) -> Result<(), sim::SimError> {
+fn cut_off_alone(seed: u64, m: Rules<RdRule>) -> Result<(), sim::SimError> {
     let n = 3 + (seed % 3) as u32;
-    let mut sim = cluster(seed, n, RdConfig { mutations: m, ..config(n) });
+    let mut sim = cluster(seed, n, RdConfig { rules: m, ..config(n) });
     sim.check(safety(false));
     sim.run_for(Duration::from_millis(300))?;
     let alone = NodeId(1 + (seed / 3 % u64::from(n)) as u32);
@@ -260,15 +259,15 @@ fn cut_off_alone(seed: u64, m: RdMutations) -> Result<(), sim::SimError> {
 
 #[test]
 fn a_replica_cut_off_alone_makes_no_regeneration_on_the_heal() {
-    for_seeds(30, |seed| cut_off_alone(seed, RdMutations::default()));
+    for_seeds(30, |seed| cut_off_alone(seed, Rules::ALL_ON));
 }
 
 #[test]
 fn each_rule_of_the_heal_is_needed() {
     let switches = [
-        ("no_minority_yield", RdMutations { no_minority_yield: true, ..Default::default() }),
-        ("census_in_minority", RdMutations { census_in_minority: true, ..Default::default() }),
-        ("keep_lost_deadline_on_rejoin", RdMutations { keep_lost_deadline_on_rejoin: true, ..Default::default() }),
+        ("no_minority_yield", Rules::all_but(&[RdRule::MinorityYields])),
+        ("census_in_minority", Rules::all_but(&[RdRule::NoCensusInAMinority])),
+        ("keep_lost_deadline_on_rejoin", Rules::all_but(&[RdRule::LostDeadlineStartsWithTheLife])),
     ];
     for (name, m) in switches {
         let failed: Vec<u64> = (0..30)

@@ -14,7 +14,7 @@ use durable::promise::{Failure, Refusal, Step, UseError};
 use ftcore::NodeId;
 use timer::{Instant, Lease};
 
-use super::{RdEvent, RdNode};
+use super::{RdEvent, RdNode, RdRule};
 use crate::msg::{CensusAnswer, Msg, Token};
 
 /// How an own census ended (metric label).
@@ -82,7 +82,7 @@ impl RdNode {
             self.census_not_before = now + self.cfg.suspect_after;
             return;
         }
-        if self.in_minority() && !self.cfg.mutations.census_in_minority {
+        if self.cfg.rules.on(RdRule::NoCensusInAMinority) && self.in_minority() {
             // Cut off (or with a view formed while cut off): a census
             // could not win, and the promise it makes to itself would
             // refuse the majority's token once the partition heals.
@@ -125,7 +125,7 @@ impl RdNode {
     /// lease has surely ended (foundation.md: every refusal condition
     /// applies to the proposer too).
     fn census_busy_for(&self, now: Instant, from: NodeId) -> Option<Duration> {
-        if self.cfg.mutations.census_ignores_owner {
+        if self.cfg.rules.off(RdRule::CensusBusyBesideAnOwner) {
             return None;
         }
         if self.owns_token() {
@@ -165,14 +165,16 @@ impl RdNode {
     }
 
     pub(super) fn on_census_reply(&mut self, now: Instant, from: NodeId, proposed: u64, answer: CensusAnswer) {
-        if self.cfg.mutations.census_past_deadline {
-            let live = self.census.as_ref().is_some_and(|c| c.value == proposed);
-            if live && !self.promise.proposal_live(proposed, now) {
-                // Past its deadline before the timer fired.
-                self.census_timeout(now);
-            }
-            if !live || self.census.is_none() {
-                return self.late_census_reply(now, from, proposed, answer);
+        ftcore::mutant! {
+            if self.cfg.rules.off(RdRule::CensusDeadline) {
+                let live = self.census.as_ref().is_some_and(|c| c.value == proposed);
+                if live && !self.promise.proposal_live(proposed, now) {
+                    // Past its deadline before the timer fired.
+                    self.census_timeout(now);
+                }
+                if !live || self.census.is_none() {
+                    return self.late_census_reply(now, from, proposed, answer);
+                }
             }
         }
         let Some(c) = self.census.as_mut() else { return };
@@ -199,29 +201,41 @@ impl RdNode {
         let Some(c) = self.census.as_ref() else { return };
         let all =
             self.ring.view().alive_from_me().into_iter().filter(|m| *m != self.me).all(|m| c.answered.contains(&m));
-        let value = c.value;
-        let token = if self.cfg.mutations.census_without_majority {
-            self.promise.abandon(now);
-            self.promise.raise_floor(value);
-            Some(value)
-        } else {
-            // (safety) Every member of the ring view answers first: the
-            // newest copy may be at any of them, a majority's promises
-            // alone may miss it.
-            if !all && !self.cfg.mutations.census_majority_only {
-                return;
+        ftcore::mutant! {
+            if self.cfg.rules.off(RdRule::CensusNeedsAMajority) {
+                // The mutation: it regenerates at once, promised or not.
+                let value = c.value;
+                self.promise.abandon(now);
+                self.promise.raise_floor(value);
+                let best = self.census.take().and_then(|c| c.best);
+                return self.regenerate(now, value, best);
             }
-            match self.promise.use_proposal_with_quorum(now, self.quorum()) {
-                Ok(v) => Some(v),
-                Err(UseError::NoMajority) => None,
-                Err(UseError::Abandoned(f)) => {
-                    self.census_failed(now, f);
-                    None
-                }
-                Err(UseError::NoProposal) => None,
+        }
+        // (safety) Every member of the ring view answers first: the newest
+        // copy may be at any of them, a majority's promises alone may miss
+        // it.
+        if !all && self.cfg.rules.on(RdRule::CensusWaitsForEveryMember) {
+            return;
+        }
+        let token = match self.promise.use_proposal_with_quorum(now, self.quorum()) {
+            Ok(v) => Some(v),
+            Err(UseError::NoMajority) => None,
+            Err(UseError::Abandoned(f)) => {
+                self.census_failed(now, f);
+                None
             }
+            Err(UseError::NoProposal) => None,
         };
         let Some(epoch) = token else { return };
+        // (safety) Every member of the ring view answered, and a quorum
+        // (this replica included) promised.
+        let promised = self.census.as_ref().map_or(0, |c| c.answered.len()) + 1;
+        ftcore::invariant!(
+            self.cfg.rules,
+            all && promised >= self.quorum(),
+            "n{}: census {epoch} regenerates with {promised} promises (every member answered: {all})",
+            self.me.0
+        );
         let best = self.census.take().and_then(|c| c.best);
         self.regenerate(now, epoch, best);
     }
@@ -248,40 +262,52 @@ impl RdNode {
         self.out.event(RdEvent::CensusEnded { outcome });
         self.census_not_before = now + self.promise.retry_after(&f, &mut self.rng);
     }
+}
 
-    /// The `census_past_deadline` mutation only: an answer to the own
-    /// census that passed its deadline (the promise component has dropped
-    /// it). Once every member of the ring answered and a majority of
-    /// configured replicas promised, with no higher epoch promised or in
-    /// use here since, it regenerates anyway — what foundation.md forbids
-    /// ("an abandoned proposal never creates anything").
-    fn late_census_reply(&mut self, now: Instant, from: NodeId, proposed: u64, answer: CensusAnswer) {
-        let Some(mut c) = self.late_census.take().filter(|c| c.value == proposed) else { return };
-        match answer {
-            CensusAnswer::Promise { copy } => {
-                c.best = newest(c.best.take(), copy.map(|b| *b));
-                c.answered.insert(from);
+ftcore::mutant! {
+    impl RdNode {
+        /// The `census_past_deadline` mutation only (`RdRule::CensusDeadline`
+        /// off): an answer to the own census that passed its deadline (the
+        /// promise component has dropped it). Once every member of the ring
+        /// answered and a majority of configured replicas promised, with no
+        /// higher epoch promised or in use here since, it regenerates anyway
+        /// — what foundation.md forbids ("an abandoned proposal never
+        /// creates anything").
+        fn late_census_reply(&mut self, now: Instant, from: NodeId, proposed: u64, answer: CensusAnswer) {
+            let Some(mut c) = self.late_census.take().filter(|c| c.value == proposed) else { return };
+            match answer {
+                CensusAnswer::Promise { copy } => {
+                    c.best = newest(c.best.take(), copy.map(|b| *b));
+                    c.answered.insert(from);
+                }
+                // Refused: it is over.
+                CensusAnswer::Refused(_) => return,
             }
-            // Refused: it is over.
-            CensusAnswer::Refused(_) => return,
+            let ring = self.ring.view().alive_from_me();
+            let all = ring.into_iter().filter(|m| *m != self.me).all(|m| c.answered.contains(&m));
+            if !all || c.answered.len() + 1 < self.quorum() {
+                self.late_census = Some(c);
+                return;
+            }
+            if self.owns_token()
+                || self.promise.threshold() > c.value
+                || self.promise.on_in_use(c.value, now).is_err()
+            {
+                return;
+            }
+            self.regenerate(now, c.value, c.best);
         }
-        let all =
-            self.ring.view().alive_from_me().into_iter().filter(|m| *m != self.me).all(|m| c.answered.contains(&m));
-        if !all || c.answered.len() + 1 < self.quorum() {
-            self.late_census = Some(c);
-            return;
-        }
-        if self.owns_token() || self.promise.threshold() > c.value || self.promise.on_in_use(c.value, now).is_err() {
-            return;
-        }
-        self.regenerate(now, c.value, c.best);
     }
+}
 
+impl RdNode {
     /// A token showed up: the own census is moot.
     pub(super) fn abandon_census(&mut self, now: Instant) {
         self.census_wanted = false;
         self.census_copy = None;
-        self.late_census = None;
+        ftcore::mutant! {
+            self.late_census = None;
+        }
         if self.census.take().is_some() {
             self.promise.abandon(now);
             self.out.event(RdEvent::CensusEnded { outcome: CensusOutcome::Aborted });
@@ -300,13 +326,15 @@ impl RdNode {
     }
 
     pub(super) fn census_timeout(&mut self, now: Instant) {
-        let past = |c: &CensusRun| !self.promise.proposal_live(c.value, now);
-        if self.cfg.mutations.census_past_deadline && self.census.as_ref().is_some_and(past) {
-            // The mutation: kept, still counting late answers.
-            self.late_census = self.census.clone();
-            let _ = self.promise.on_deadline(now);
-            self.census_failed(now, Failure::Deadline);
-            return;
+        ftcore::mutant! {
+            let past = |c: &CensusRun| !self.promise.proposal_live(c.value, now);
+            if self.cfg.rules.off(RdRule::CensusDeadline) && self.census.as_ref().is_some_and(past) {
+                // The mutation: kept, still counting late answers.
+                self.late_census = self.census.clone();
+                let _ = self.promise.on_deadline(now);
+                self.census_failed(now, Failure::Deadline);
+                return;
+            }
         }
         if self.census.is_some() && self.promise.proposal().is_some_and(|(_, d)| now >= d) {
             let _ = self.promise.on_deadline(now);

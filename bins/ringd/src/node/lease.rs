@@ -11,7 +11,7 @@ use std::time::Duration;
 use ftcore::NodeId;
 use timer::{Instant, Lease};
 
-use super::{RdEvent, RdNode, Role};
+use super::{RdEvent, RdNode, RdRule, Role};
 use crate::msg::Msg;
 
 /// Renewals whose acks still count.
@@ -143,7 +143,7 @@ impl RdNode {
         }
         let threshold = self.promise.threshold();
         let refused = epoch < threshold || self.promise.on_in_use(epoch, now).is_err();
-        if refused && !self.cfg.mutations.accept_lower_epochs {
+        if refused && self.cfg.rules.on(RdRule::LowerEpochsRefused) {
             self.out.send(from, Msg::Stale { epoch: threshold });
             self.out.event(RdEvent::StaleAnswered);
             return;

@@ -26,6 +26,7 @@ mod census;
 mod lease;
 mod lookup;
 mod repair;
+mod rules;
 mod services;
 #[cfg(test)]
 mod tests;
@@ -36,6 +37,7 @@ use std::time::Duration;
 
 use client::ring::{Outcome, RingReply, RingRequest};
 use durable::promise::{self, PromiseNode, Promises};
+use ftcore::rules::Rules;
 use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
 use hbring::{HbConfig, HbEvent, HbRing};
 use membership::{MembershipError, Status};
@@ -45,6 +47,7 @@ use timer::{Instant, Lease, SeededRng};
 use crate::msg::{Msg, Token};
 
 pub use census::CensusOutcome;
+pub use rules::RdRule;
 pub use services::{is_builtin, MAX_OUTPUT, MIN_FRAME};
 
 /// Protocol settings (derived from the daemon's config; checked by
@@ -80,10 +83,9 @@ pub struct RdConfig {
     pub services: BTreeMap<String, ServiceSpec>,
     /// This replica's client address (lookups answer it).
     pub client_addr: String,
-    /// Rules switched off on purpose, for mutation tests only
-    /// (`tests/safety.rs`). Production leaves it at `Default`.
-    #[doc(hidden)]
-    pub mutations: RdMutations,
+    /// The (safety) rules: all on, except in a mutation test
+    /// (`ftcore/mutations`).
+    pub rules: Rules<RdRule>,
     /// The seq a regenerated token starts at (tests of seq overflow only;
     /// 0 in production).
     #[doc(hidden)]
@@ -102,76 +104,6 @@ pub struct ServiceSpec {
     pub timeout: Duration,
 }
 
-/// (safety) rules a mutation test may switch off, to show that a scenario
-/// notices. For mutation tests only: everything false is every rule on.
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct RdMutations {
-    /// Token services run without a majority lease.
-    pub no_lease: bool,
-    /// A census is answered even by an owner or a recent HolderAlive acker.
-    pub census_ignores_owner: bool,
-    /// A census regenerates without waiting for a majority of promises.
-    pub census_without_majority: bool,
-    /// Epochs are not stored (a restart forgets them).
-    pub no_stored_epochs: bool,
-    /// `Executed` is answered before the successor acked the token.
-    pub answer_before_ack: bool,
-    /// The detector hands the new token `copy.epoch + 1` itself instead of
-    /// a census.
-    pub regenerate_from_copy: bool,
-    /// Seen is compared by seq alone, not (epoch, seq).
-    pub seen_by_seq: bool,
-    /// A frozen copy is discarded on its `TokenRelease` instead of kept
-    /// (released) for censuses.
-    pub drop_released_copy: bool,
-    /// A replica answering an IAmNewNext hands the detector its copy even
-    /// when it is not newer than the detector's `seen`.
-    pub copy_regardless_of_seen: bool,
-    /// The detector acts on an `IAmNewPrevious` or a `Copy` of any
-    /// recovery id while one of its own recoveries is pending (an earlier
-    /// recovery's, held in the network, included), not only of its
-    /// pending `r`.
-    pub any_recovery_id: bool,
-    /// A census not complete by its deadline `suspect_after·(1−ρ)` is not
-    /// dropped: answers that arrive later still count, and once every
-    /// member of its origin's ring answered and a majority of configured
-    /// replicas promised (no higher epoch promised or in use here since),
-    /// it regenerates.
-    pub census_past_deadline: bool,
-    /// A census regenerates once a majority of configured replicas
-    /// promised, without waiting for every member of its origin's ring
-    /// view (and the newest copy one of them may hold).
-    pub census_majority_only: bool,
-    /// A replica told `Stale` keeps owning.
-    pub ignore_stale: bool,
-    /// A replica that accepts a newer token while owning one (ringd.md,
-    /// Superseded) leaves its running token service running instead of
-    /// killing it: the command ends at its own end or its supervisor's
-    /// deadline (the old lease's end), and its outcome is then recorded
-    /// in the newer token and answered, not `token_lost`. Never reached
-    /// with every rule on (`RdEvent::SupersededWhileRunning`).
-    pub keep_job_when_superseded: bool,
-    /// A token or `HolderAlive` of an epoch below the replica's threshold
-    /// (a census it promised, or an epoch it saw in use) is accepted and
-    /// acked instead of answered `Stale`.
-    pub accept_lower_epochs: bool,
-    /// Seq wraps at u64::MAX instead of forcing a census.
-    pub wrap_seq: bool,
-    /// A token addressed to an earlier life of this replica is accepted.
-    pub accept_tokens_for_other_lives: bool,
-    /// A replica whose ring is a minority starts censuses (liveness: its
-    /// own promise refuses the majority's token on the heal).
-    pub census_in_minority: bool,
-    /// A new life keeps the token-lost deadline of the old one (liveness:
-    /// an overdue one censuses at once on rejoining).
-    pub keep_lost_deadline_on_rejoin: bool,
-    /// A replica whose ring is a minority excludes a live peer it holds
-    /// dead instead of rejoining itself (`hbring`; liveness: a healed
-    /// replica makes the owner rejoin and drop the token).
-    pub no_minority_yield: bool,
-}
-
 impl Default for RdConfig {
     fn default() -> Self {
         RdConfig {
@@ -187,7 +119,7 @@ impl Default for RdConfig {
             workers: 16,
             services: BTreeMap::new(),
             client_addr: String::new(),
-            mutations: RdMutations::default(),
+            rules: Rules::ALL_ON,
             first_seq: 0,
         }
     }
@@ -485,8 +417,10 @@ pub struct RdNode {
     /// The last HolderAlive acked here: from whom and when.
     acked_holder: Option<(NodeId, Instant)>,
     census: Option<census::CensusRun>,
-    /// The `census_past_deadline` mutation only: the own census that
-    /// passed its deadline, still counting late answers.
+    /// The `census_past_deadline` mutation only (`RdRule::CensusDeadline`
+    /// off): the own census that passed its deadline, still counting late
+    /// answers. Read only by mutant code (`ftcore/mutations`).
+    #[allow(dead_code)]
     late_census: Option<census::CensusRun>,
     census_not_before: Instant,
     /// The `token_seen_at` whose silence already had a stall's wait
@@ -631,12 +565,36 @@ impl RdNode {
         }
         self.serve(now);
         self.persist_first();
+        // Stored before use: the token owned or handed on here is of an
+        // epoch the stored promises hold in use (ringd.md, Token).
+        ftcore::invariant!(
+            self.cfg.rules,
+            self.held.as_ref().is_none_or(|h| {
+                !matches!(h.role, Role::Owned { .. } | Role::Unacked { .. }) || h.token.epoch <= self.epoch()
+            }),
+            "n{}: token {:?} held above the epoch in use, {}",
+            self.me.0,
+            self.held.as_ref().map(|h| h.token.id()),
+            self.epoch()
+        );
+        // The token owned here is the newest accepted: never below `seen`.
+        ftcore::invariant!(
+            self.cfg.rules,
+            !self.owns_token() || self.held.as_ref().is_some_and(|h| h.token.id() >= self.seen),
+            "n{}: owns token {:?} below seen {:?}",
+            self.me.0,
+            self.held.as_ref().map(|h| h.token.id()),
+            self.seen
+        );
     }
 
     fn persist_first(&mut self) {
-        if self.cfg.mutations.no_stored_epochs {
-            let _ = self.promise.take_dirty();
-            return;
+        ftcore::mutant! {
+            if self.cfg.rules.off(RdRule::StoredEpochs) {
+                // Nothing stored: a restart forgets every epoch.
+                let _ = self.promise.take_dirty();
+                return;
+            }
         }
         if let Some(p) = self.promise.take_dirty() {
             self.out.persist_first(RdDurable { promises: Some(p) });
@@ -667,11 +625,12 @@ impl Protocol for RdNode {
         pcfg.new_cluster = ctx.new_cluster;
         // ringd.md: the majority lease stops a late lower census from acting.
         pcfg.promise_window = false;
-        let loaded = if ctx.config.mutations.no_stored_epochs {
-            Some(Promises::recovered_with(0))
-        } else {
-            ctx.stored.as_ref().and_then(|d| d.promises.clone())
-        };
+        let loaded = ctx.stored.as_ref().and_then(|d| d.promises.clone());
+        ftcore::mutant! {
+            // Nothing was stored: the restart starts as recovered at 0.
+            let loaded =
+                if ctx.config.rules.off(RdRule::StoredEpochs) { Some(Promises::recovered_with(0)) } else { loaded };
+        }
         let promise = PromiseNode::new(pcfg, loaded, ctx.now)?;
         let mut rng = SeededRng::new(ctx.seed);
         let first_census = promise.first_proposal_at(&mut rng);
@@ -679,7 +638,7 @@ impl Protocol for RdNode {
         let mut hb = HbConfig::new(ctx.config.heartbeat, ctx.config.suspect_after);
         // A replica alone serves with `allow_minority`: a minority view is
         // no sign that it was the one cut off there.
-        hb.yield_in_minority = !ctx.config.allow_minority && !ctx.config.mutations.no_minority_yield;
+        hb.yield_in_minority = !ctx.config.allow_minority && ctx.config.rules.on(RdRule::MinorityYields);
         let ring = HbRing::new(hb, &ctx.membership, ctx.me, ctx.incarnation, ctx.now, &mut out)?;
         let mut node = RdNode {
             me: ctx.me,

@@ -16,7 +16,7 @@ use ftcore::{Incarnation, NodeId};
 use hbring::HbRing;
 use timer::Instant;
 
-use super::{RdEvent, RdNode, Role};
+use super::{RdEvent, RdNode, RdRule, Role};
 use crate::msg::{Msg, NewNext, Token};
 
 /// The ring neighbours and life as of the last input.
@@ -67,7 +67,7 @@ impl RdNode {
             // token-lost deadline starts now (an overdue one would census
             // at once and its promise refuse the token in use).
             self.stop_owning(now, false);
-            if !self.cfg.mutations.keep_lost_deadline_on_rejoin {
+            if self.cfg.rules.on(RdRule::LostDeadlineStartsWithTheLife) {
                 self.census_wanted = false;
                 self.token_activity(now);
             }
@@ -140,11 +140,13 @@ impl RdNode {
 
     /// Whether `a` is newer than `b` as tokens are compared: by (epoch, seq).
     pub(super) fn newer(&self, a: (u64, u64), b: (u64, u64)) -> bool {
-        if self.cfg.mutations.seen_by_seq {
-            a.1 > b.1
-        } else {
-            a > b
+        ftcore::mutant! {
+            if self.cfg.rules.off(RdRule::SeenAsAPair) {
+                // The mutation: by seq alone.
+                return a.1 > b.1;
+            }
         }
+        a > b
     }
 
     pub(super) fn on_i_am_new_next(&mut self, now: Instant, m: NewNext) {
@@ -164,7 +166,7 @@ impl RdNode {
             // recovery is pending, which IAmNewPrevious ends.
             // (safety) Only a copy newer than what the detector has seen:
             // it has seen a newer token otherwise.
-            let wanted = |t: &&Token| self.cfg.mutations.copy_regardless_of_seen || self.newer(t.id(), seen);
+            let wanted = |t: &&Token| self.cfg.rules.off(RdRule::CopyNewerThanSeen) || self.newer(t.id(), seen);
             if let Some(t) = self.sent_to(failed, failed_inc).filter(wanted).cloned() {
                 self.out.send(origin, Msg::Copy { recovery, token: Box::new(t) });
             }
@@ -189,7 +191,8 @@ impl RdNode {
     /// recovery, held in the network, must neither end the pending one
     /// nor supply a census.
     fn for_pending_recovery(&self, recovery: u64) -> bool {
-        self.recovery.as_ref().is_some_and(|r| r.id == recovery || self.cfg.mutations.any_recovery_id)
+        let any = self.cfg.rules.off(RdRule::ActsOnlyForPendingRecovery);
+        self.recovery.as_ref().is_some_and(|r| r.id == recovery || any)
     }
 
     pub(super) fn on_i_am_new_previous(&mut self, now: Instant, _from: NodeId, recovery: u64) {
@@ -202,14 +205,16 @@ impl RdNode {
         if !self.for_pending_recovery(recovery) || !self.newer(token.id(), self.seen) {
             return;
         }
-        if self.cfg.mutations.regenerate_from_copy {
-            // The unsafe shortcut: copy.epoch + 1 chosen locally.
-            let mut t = token;
-            t.epoch += 1;
-            t.seq = 0;
-            t.from = self.me;
-            self.install(now, t);
-            return;
+        ftcore::mutant! {
+            if self.cfg.rules.off(RdRule::CopyOnlySuppliesACensus) {
+                // The unsafe shortcut: copy.epoch + 1 chosen locally.
+                let mut t = token;
+                t.epoch += 1;
+                t.seq = 0;
+                t.from = self.me;
+                self.install(now, t);
+                return;
+            }
         }
         self.start_census(now, Some(token));
     }

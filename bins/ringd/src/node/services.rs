@@ -11,7 +11,7 @@ use client::ring::{ExecError, Outcome, ServiceResult};
 use ftcore::{ClientId, JobCommand, JobEnd};
 use timer::Instant;
 
-use super::{Job, Pending, RdEvent, RdNode, Role};
+use super::{Job, Pending, RdEvent, RdNode, RdRule, Role};
 use client::ring::RingReply;
 
 /// Longest `sleep`.
@@ -212,7 +212,7 @@ impl RdNode {
         let Some(spec) = self.cfg.services.get(&job.service).cloned() else { return };
         let id = self.fresh_id();
         let limit = now + spec.timeout;
-        let deadline = if self.cfg.mutations.no_lease { limit } else { lease_until.min(limit) };
+        let deadline = if self.cfg.rules.on(RdRule::MajorityLease) { lease_until.min(limit) } else { limit };
         let argv = spec.command.iter().chain(job.args.iter()).cloned().collect();
         let fence = Some(packed(fence));
         self.out.job(JobCommand::Start { id, argv, fence, deadline, max_output: MAX_OUTPUT });
@@ -232,7 +232,7 @@ impl RdNode {
     /// end (never past its `timeout_ms`).
     pub(super) fn extend_token_job(&mut self) {
         let (Some(id), Some(until)) = (self.token_job, self.lease.valid_until) else { return };
-        if self.cfg.mutations.no_lease {
+        if self.cfg.rules.off(RdRule::MajorityLease) {
             return;
         }
         if let Some(j) = self.jobs.get(&id).filter(|j| !j.lost) {
@@ -293,7 +293,7 @@ impl RdNode {
     /// A token service's outcome: answered once the successor has acked the
     /// token carrying it (at once when alone).
     fn finish(&mut self, client: ClientId, request_id: u64, service: String, outcome: Outcome) {
-        if self.successor().is_none() || self.cfg.mutations.answer_before_ack {
+        if self.successor().is_none() || self.cfg.rules.off(RdRule::AnswerAfterAck) {
             self.answer(client, request_id, &service, outcome);
         } else {
             self.awaiting_ack.push(Pending { client, request_id, service, outcome });
@@ -306,22 +306,28 @@ impl RdNode {
         while self.owns_token() && !self.token_queue.is_empty() && self.token_job.is_none() {
             // (A minority's queue was answered `no_quorum` before the visit:
             // `after_input`, `refuse_in_minority`.)
-            if !self.cfg.mutations.no_lease && !self.lease.valid(now) {
+            if self.cfg.rules.on(RdRule::MajorityLease) && !self.lease.valid(now) {
                 self.ensure_lease(now);
                 if !self.lease.valid(now) {
                     return;
                 }
             }
+            // (safety) Token services run only under a majority lease.
+            ftcore::invariant!(
+                self.cfg.rules,
+                self.lease.valid(now),
+                "n{}: a token service would run at {now:?} without a valid lease",
+                self.me.0
+            );
             let Some(job) = self.token_queue.pop_front() else { return };
             let lease_until = self.lease.valid_until.unwrap_or(now);
-            let wrap = self.cfg.mutations.wrap_seq;
             let Some(h) = self.held.as_mut() else { return };
             let Role::Owned { since, ran } = h.role else { return };
             let outcome = if let Some(o) = h.token.result_of(job.request_id) {
                 o.clone()
             } else {
                 if ran {
-                    let next = if wrap { Some(h.token.seq.wrapping_add(1)) } else { h.token.seq.checked_add(1) };
+                    let next = super::token::next_seq(h.token.seq, self.cfg.rules);
                     let Some(next) = next else {
                         // ringd.md, Fence: no seq left in this epoch.
                         self.token_queue.push_front(job);

@@ -525,7 +525,9 @@ fn a_newer_token_kills_the_running_token_service_unless_switched_off() {
             timeout: Duration::from_secs(1),
         };
         c.services.insert("job".into(), spec);
-        c.mutations.keep_job_when_superseded = keep;
+        if keep {
+            c.rules = c.rules.without(RdRule::SupersededKillsItsJob);
+        }
         let mut r = replica_with(1, c);
         drain_token(&mut r, token(1025, 5, 3));
         let job = RingRequest::Execute { request_id: 7, service: "job".into(), args: vec![] };

@@ -10,12 +10,14 @@ use durable::promise::{Failure, Refusal};
 use ftcore::{Incarnation, NodeId};
 use timer::Instant;
 
-use super::{Held, RdEvent, RdNode, Role};
+use ftcore::rules::Rules;
+
+use super::{Held, RdEvent, RdNode, RdRule, Role};
 use crate::msg::{Msg, Token};
 
 impl RdNode {
     pub(super) fn on_token(&mut self, now: Instant, from: NodeId, t: Token) {
-        if t.to_life != self.ring.incarnation() && !self.cfg.mutations.accept_tokens_for_other_lives {
+        if self.cfg.rules.on(RdRule::TokensForTheReceiversLifeOnly) && t.to_life != self.ring.incarnation() {
             // Passed to another life of this replica (held in the network
             // across its rejoin or restart): that life's suspicions are
             // forgotten, so the token is dropped as a closed connection
@@ -25,7 +27,7 @@ impl RdNode {
         }
         match self.promise.check_token(t.epoch) {
             Ok(()) => {}
-            Err(Refusal::Promised { .. }) if self.cfg.mutations.accept_lower_epochs => {}
+            Err(Refusal::Promised { .. }) if self.cfg.rules.off(RdRule::LowerEpochsRefused) => {}
             // An unrecovered replica neither acks nor forwards: the sender
             // resends, and the ring routes around it if it stays so.
             Err(Refusal::Unrecovered) => return,
@@ -49,7 +51,7 @@ impl RdNode {
             return;
         }
         if let Err(Refusal::Promised { value }) = self.promise.on_in_use(t.epoch, now) {
-            if !self.cfg.mutations.accept_lower_epochs {
+            if self.cfg.rules.on(RdRule::LowerEpochsRefused) {
                 self.out.send(from, Msg::Stale { epoch: value });
                 return;
             }
@@ -59,7 +61,7 @@ impl RdNode {
             if let Some(fence) = self.running_token_fence() {
                 self.out.event(RdEvent::SupersededWhileRunning { fence, by: t.id() });
             }
-            if !self.cfg.mutations.keep_job_when_superseded {
+            if self.cfg.rules.on(RdRule::SupersededKillsItsJob) {
                 self.kill_token_job();
             }
             self.out.event(RdEvent::Superseded);
@@ -88,6 +90,16 @@ impl RdNode {
             }
         }
         self.last_arrival = Some((t.epoch, now));
+        // `seen` only rises: a token accepted is newer than it, and a
+        // regenerated one's epoch is above every epoch in use here.
+        ftcore::invariant!(
+            self.cfg.rules,
+            t.id() > self.seen,
+            "n{}: token {:?} installed at or below seen {:?}",
+            self.me.0,
+            t.id(),
+            self.seen
+        );
         self.seen = t.id();
         self.out.event(RdEvent::Accepted { id: t.id() });
         self.held = Some(Held { token: t, role: Role::Owned { since: now, ran: false } });
@@ -113,9 +125,7 @@ impl RdNode {
         // `serve`, the only caller, passes an owned token.
         let Some(h) = self.held.as_mut() else { return };
         let Role::Owned { since, ran } = h.role else { return };
-        let next =
-            if self.cfg.mutations.wrap_seq { Some(h.token.seq.wrapping_add(1)) } else { h.token.seq.checked_add(1) };
-        let Some(next) = next else {
+        let Some(next) = next_seq(h.token.seq, self.cfg.rules) else {
             // ringd.md, Fence: seq would pass u64::MAX.
             self.stop_owning(now, true);
             return;
@@ -152,17 +162,21 @@ impl RdNode {
     }
 
     pub(super) fn on_token_release(&mut self, id: (u64, u64)) {
-        let Some(h) = self.held.as_mut() else { return };
+        let Some(h) = self.held.as_ref() else { return };
         if !matches!(h.role, Role::Frozen { .. }) || h.token.id() != id {
             return;
         }
-        if self.cfg.mutations.drop_released_copy {
-            // The unsafe shortcut: the copy is gone once the successor's
-            // forward was acked, and a census no longer finds it.
-            self.held = None;
-        } else {
-            // (safety) Kept for censuses: discarded only when a newer
-            // token is accepted here (`install`).
+        ftcore::mutant! {
+            if self.cfg.rules.off(RdRule::ReleasedCopyKept) {
+                // The unsafe shortcut: the copy is gone once the successor's
+                // forward was acked, and a census no longer finds it.
+                self.held = None;
+                return;
+            }
+        }
+        // (safety) Kept for censuses: discarded only when a newer token is
+        // accepted here (`install`).
+        if let Some(h) = self.held.as_mut() {
             h.role = Role::Released;
         }
     }
@@ -178,7 +192,7 @@ impl RdNode {
             return;
         };
         self.out.event(RdEvent::StaleHeeded { owned });
-        if !self.cfg.mutations.ignore_stale {
+        if self.cfg.rules.on(RdRule::StaleStopsOwning) {
             // The refuser promised (or saw) a higher epoch: a census is
             // under way elsewhere, or a newer token exists. Census too, but
             // only after a random delay, so that the other one can finish
@@ -323,4 +337,16 @@ impl RdNode {
         }
         self.send_to_every_peer(Msg::Wanted);
     }
+}
+
+/// The seq after `seq` (ringd.md, Fence): none past `u64::MAX`, where the
+/// owner runs nothing more and censuses.
+pub(super) fn next_seq(seq: u64, _rules: Rules<RdRule>) -> Option<u64> {
+    ftcore::mutant! {
+        if _rules.off(RdRule::SeqNeverWraps) {
+            // The mutation: seq wraps to 0 within the epoch.
+            return Some(seq.wrapping_add(1));
+        }
+    }
+    seq.checked_add(1)
 }
