@@ -71,7 +71,9 @@ pub fn record(e: &ElEvent, m: &Metrics) {
             m.recovery_counted(FAILOVER);
             m.recovery(FAILOVER, *took);
         }
-        ElEvent::TookOffice { term } => tracing::warn!(term, "took office as coordinator"),
+        // Normal at every start and after each election (a failover is
+        // logged as such at WARN).
+        ElEvent::TookOffice { term } => tracing::info!(term, "took office as coordinator"),
         ElEvent::SteppedDown { term, why } => {
             tracing::warn!(term, "stepped down: {why}");
             metrics::counter!(m.name("step_downs_total")).increment(1);
@@ -92,7 +94,8 @@ pub fn record(e: &ElEvent, m: &Metrics) {
         }
         ElEvent::FollowConflict => metrics::counter!(m.name("follow_conflicts_total")).increment(1),
         ElEvent::StateRecovered { max } => {
-            tracing::warn!(recovered_max = max, "fresh state recovered from the peers' answers")
+            // A fresh node's normal start (a first start, or a new disk).
+            tracing::info!(recovered_max = max, "fresh state recovered from the peers' answers")
         }
         ElEvent::Refused { from, reason } => {
             tracing::debug!(peer = from.0, reason, "message refused");

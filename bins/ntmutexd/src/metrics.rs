@@ -1,13 +1,18 @@
 //! The core's events as `ntmutex_` metrics and log lines.
 
-use runtime::metrics::Metrics;
+use runtime::metrics::{FirstToken, Metrics};
 
 use crate::node::NtEvent;
+
+/// Tells the starting cluster's first token (INFO) from a lost one
+/// regenerated (WARN): the core reports both as `Regenerated`.
+static FIRST_TOKEN: FirstToken = FirstToken::new();
 
 /// Declares the counters once at start (at 0), so dashboards and alerts see
 /// them before the first event. The core's gauges (`queue_position`,
 /// `local_waiting`) come from `Protocol::gauges`.
 pub fn declare(m: &Metrics) {
+    FIRST_TOKEN.starting();
     describe(m);
     m.declare_locks();
     for c in ["token_regenerations_total", "stale_tokens_total"] {
@@ -26,7 +31,16 @@ pub fn declare(m: &Metrics) {
 pub fn record(e: &NtEvent, m: &Metrics) {
     match e {
         NtEvent::Lock(e) => m.lock_event(e),
-        NtEvent::Joined { bootstrap } => tracing::info!(bootstrap, "joined the cluster"),
+        NtEvent::Joined { bootstrap } => {
+            tracing::info!(bootstrap, "joined the cluster");
+            // Bootstrap: every node is starting, one of them makes the
+            // first token; otherwise one is in use already.
+            if *bootstrap {
+                FIRST_TOKEN.starting();
+            } else {
+                FIRST_TOKEN.token_seen();
+            }
+        }
         NtEvent::RecoveryStarted { mech } => {
             tracing::warn!(mechanism = mech.label(), "failure detected: recovery started");
             m.recovery_counted(mech.label());
@@ -36,10 +50,15 @@ pub fn record(e: &NtEvent, m: &Metrics) {
             m.recovery(mech.label(), *took);
         }
         NtEvent::Regenerated { epoch } => {
-            tracing::warn!(epoch, "token regenerated");
+            if FIRST_TOKEN.made() {
+                tracing::info!(epoch, "first token made (the cluster is starting)");
+            } else {
+                tracing::warn!(epoch, "token regenerated");
+            }
             metrics::counter!(m.name("token_regenerations_total")).increment(1);
         }
         NtEvent::StaleToken { epoch } => {
+            FIRST_TOKEN.token_seen();
             tracing::info!(epoch, "stale token discarded");
             metrics::counter!(m.name("stale_tokens_total")).increment(1);
         }
@@ -47,7 +66,12 @@ pub fn record(e: &NtEvent, m: &Metrics) {
             tracing::warn!(epoch, "token superseded by a regeneration elsewhere; local holder told LockLost");
         }
         NtEvent::Suspected { node } => tracing::warn!(peer = node.0, "peer suspected"),
-        NtEvent::HasToken(has) => metrics::gauge!(m.name("has_token")).set(if *has { 1.0 } else { 0.0 }),
+        NtEvent::HasToken(has) => {
+            if *has {
+                FIRST_TOKEN.token_seen();
+            }
+            metrics::gauge!(m.name("has_token")).set(if *has { 1.0 } else { 0.0 });
+        }
         // Exact below 2^53 (interfaces.md); `ftctl status --json` has the
         // exact value.
         NtEvent::Epoch(e) => metrics::gauge!(m.name("epoch")).set(*e as f64),
@@ -56,7 +80,11 @@ pub fn record(e: &NtEvent, m: &Metrics) {
             tracing::warn!(incarnation = inc.0, "a peer knew a newer life of this node (clock behind?): moved past it");
         }
         NtEvent::StateRecovered { max } => {
-            tracing::warn!(recovered_max = max, "fresh state recovered from the peers' answers");
+            // A fresh node's normal start (a first start, or a new disk).
+            if *max > 0 {
+                FIRST_TOKEN.token_seen();
+            }
+            tracing::info!(recovered_max = max, "fresh state recovered from the peers' answers");
         }
         NtEvent::Refused { from, reason } => {
             tracing::warn!(peer = from.0, reason, "peer message with an unacceptable value dropped");

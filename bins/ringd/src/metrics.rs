@@ -1,8 +1,12 @@
 //! The core's events as `ringd_` metrics and log lines (ringd.md, Metrics).
 
-use runtime::metrics::Metrics;
+use runtime::metrics::{FirstToken, Metrics};
 
 use crate::node::{CensusOutcome, RdEvent};
+
+/// Tells the starting cluster's first token (INFO) from a lost one
+/// regenerated (WARN): the core reports both as `Regenerated`.
+static FIRST_TOKEN: FirstToken = FirstToken::new();
 
 /// The `kind` label of ringd's recoveries: a ring recovery around a failed
 /// predecessor (the token's own recovery is a census, counted by outcome).
@@ -11,6 +15,7 @@ const RING: &str = "ring";
 /// Describes every `ringd_` metric (the exporter's HELP lines) and declares
 /// the counters once at start (at 0).
 pub fn declare(m: &Metrics) {
+    FIRST_TOKEN.starting();
     describe(m);
     m.declare_ring();
     m.describe_fences();
@@ -45,7 +50,10 @@ pub fn declare(m: &Metrics) {
 pub fn record(e: &RdEvent, m: &Metrics) {
     match e {
         RdEvent::Hb(e) => m.ring_event(e),
-        RdEvent::Accepted { id } => tracing::trace!(epoch = id.0, seq = id.1, "token accepted"),
+        RdEvent::Accepted { id } => {
+            FIRST_TOKEN.token_seen();
+            tracing::trace!(epoch = id.0, seq = id.1, "token accepted");
+        }
         RdEvent::Passed { to } => {
             tracing::trace!(to = to.0, "token passed");
             metrics::counter!(m.name("token_passes_total")).increment(1);
@@ -60,7 +68,10 @@ pub fn record(e: &RdEvent, m: &Metrics) {
                 .increment(1)
         }
         RdEvent::Rotated { took } => metrics::histogram!(m.name("token_rotation_seconds")).record(took.as_secs_f64()),
-        RdEvent::StaleDiscarded => metrics::counter!(m.name("stale_tokens_total")).increment(1),
+        RdEvent::StaleDiscarded => {
+            FIRST_TOKEN.token_seen();
+            metrics::counter!(m.name("stale_tokens_total")).increment(1);
+        }
         RdEvent::StaleAnswered => metrics::counter!(m.name("stale_answers_total")).increment(1),
         RdEvent::StaleHeeded { .. } => metrics::counter!(m.name("stale_heeded_total")).increment(1),
         RdEvent::Superseded => {
@@ -88,7 +99,11 @@ pub fn record(e: &RdEvent, m: &Metrics) {
             metrics::counter!(m.name("censuses_total"), "outcome" => outcome.label()).increment(1);
         }
         RdEvent::Regenerated { epoch } => {
-            tracing::warn!(epoch, "token regenerated");
+            if FIRST_TOKEN.made() {
+                tracing::info!(epoch, "first token made (the ring is starting)");
+            } else {
+                tracing::warn!(epoch, "token regenerated");
+            }
             metrics::counter!(m.name("token_regenerations_total")).increment(1);
         }
         RdEvent::RecoveryStarted { failed } => tracing::warn!(failed = failed.0, "predecessor failed: ring recovery"),
@@ -98,7 +113,11 @@ pub fn record(e: &RdEvent, m: &Metrics) {
             m.recovery(RING, *took);
         }
         RdEvent::StateRecovered { max } => {
-            tracing::warn!(recovered_max = max, "fresh state recovered from the peers' answers")
+            // A fresh node's normal start (a first start, or a new disk).
+            if *max > 0 {
+                FIRST_TOKEN.token_seen();
+            }
+            tracing::info!(recovered_max = max, "fresh state recovered from the peers' answers")
         }
         RdEvent::LookedUp { took } => metrics::histogram!(m.name("lookup_seconds")).record(took.as_secs_f64()),
         RdEvent::Refused { from, reason } => {

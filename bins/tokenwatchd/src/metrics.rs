@@ -1,15 +1,20 @@
 //! The core's events as `tokenwatch_` metrics and log lines
 //! (tokenwatchd.md, Metrics).
 
-use runtime::metrics::Metrics;
+use runtime::metrics::{FirstToken, Metrics};
 
 use crate::node::{ClaimOutcome, TwEvent};
+
+/// Tells the starting cluster's first token (INFO) from a lost one
+/// regenerated (WARN): the core reports both as `Regenerated`.
+static FIRST_TOKEN: FirstToken = FirstToken::new();
 
 /// The `kind` of tokenwatchd's recovery: a lost token regenerated.
 const REGENERATION: &str = "regeneration";
 
 /// Declares the counters once at start (at 0).
 pub fn declare(m: &Metrics) {
+    FIRST_TOKEN.starting();
     describe(m);
     m.declare_recoveries(&[REGENERATION], "Lost tokens this node regenerated (kind regeneration: a Claim won).");
     m.declare_locks();
@@ -40,7 +45,7 @@ pub fn record(e: &TwEvent, m: &Metrics) {
     match e {
         TwEvent::Lock(e) => m.lock_event(e),
         TwEvent::Joined => tracing::info!("joined the ring"),
-        TwEvent::Accepted { .. } => {}
+        TwEvent::Accepted { .. } => FIRST_TOKEN.token_seen(),
         TwEvent::Rotated { took } => {
             metrics::histogram!(m.name("rotation_seconds")).record(took.as_secs_f64());
         }
@@ -53,7 +58,10 @@ pub fn record(e: &TwEvent, m: &Metrics) {
             metrics::histogram!(m.name("handoff_confirmation_seconds")).record(took.as_secs_f64());
         }
         TwEvent::Retransmitted => metrics::counter!(m.name("retransmissions_total")).increment(1),
-        TwEvent::StaleDropped => metrics::counter!(m.name("stale_tokens_total")).increment(1),
+        TwEvent::StaleDropped => {
+            FIRST_TOKEN.token_seen();
+            metrics::counter!(m.name("stale_tokens_total")).increment(1);
+        }
         TwEvent::ReAcked => metrics::counter!(m.name("reacks_total")).increment(1),
         TwEvent::AckSent { forwarded } => {
             let how = if *forwarded { "forwarded" } else { "sent" };
@@ -73,14 +81,23 @@ pub fn record(e: &TwEvent, m: &Metrics) {
             metrics::counter!(m.name("claims_total"), "outcome" => outcome.label()).increment(1);
         }
         TwEvent::Regenerated { epoch, tpc, took } => {
-            tracing::warn!(epoch, tpc, took_ms = took.as_millis() as u64, "token regenerated");
+            let took_ms = took.as_millis() as u64;
+            if FIRST_TOKEN.made() {
+                tracing::info!(epoch, tpc, took_ms, "first token made (the ring is starting)");
+            } else {
+                tracing::warn!(epoch, tpc, took_ms, "token regenerated");
+            }
             metrics::counter!(m.name("token_regenerations_total")).increment(1);
             m.recovery_counted(REGENERATION);
             m.recovery(REGENERATION, *took);
         }
         TwEvent::JoinAnswered => metrics::counter!(m.name("joins_total")).increment(1),
         TwEvent::StateRecovered { max } => {
-            tracing::warn!(recovered_max = max, "fresh state recovered from the peers' answers");
+            // A fresh node's normal start (a first start, or a new disk).
+            if *max > 0 {
+                FIRST_TOKEN.token_seen();
+            }
+            tracing::info!(recovered_max = max, "fresh state recovered from the peers' answers");
         }
         TwEvent::Refused { from, reason } => {
             tracing::warn!(peer = from.0, reason, "peer message with an unacceptable value dropped");

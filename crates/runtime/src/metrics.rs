@@ -29,6 +29,57 @@ pub struct MetricsError {
     pub message: String,
 }
 
+/// How long after a node starts (or joins) a token it makes is taken for a
+/// starting cluster's first token rather than a lost one regenerated.
+pub const FIRST_TOKEN_WINDOW: Duration = Duration::from_secs(30);
+
+/// Tells a starting cluster's first token from a lost token regenerated,
+/// for the log level of the token daemons' `Regenerated` events (the same
+/// event for both): the first token made within [`FIRST_TOKEN_WINDOW`] of
+/// [`starting`](Self::starting), with no token seen before it, is a normal
+/// start (INFO); any other is a regeneration after a loss (WARN).
+#[derive(Debug)]
+pub struct FirstToken {
+    since: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl FirstToken {
+    /// No start noted yet: every token made counts as a regeneration.
+    pub const fn new() -> Self {
+        FirstToken { since: std::sync::Mutex::new(None) }
+    }
+
+    /// The node is starting or has just joined a starting cluster.
+    pub fn starting(&self) {
+        self.starting_at(std::time::Instant::now());
+    }
+
+    fn starting_at(&self, at: std::time::Instant) {
+        *self.since.lock().unwrap_or_else(|e| e.into_inner()) = Some(at);
+    }
+
+    /// A token (or an epoch in use) was seen: the next one made is a regeneration.
+    pub fn token_seen(&self) {
+        *self.since.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// This node made a token: whether it is the starting cluster's first.
+    pub fn made(&self) -> bool {
+        self.made_at(std::time::Instant::now())
+    }
+
+    fn made_at(&self, now: std::time::Instant) -> bool {
+        let since = self.since.lock().unwrap_or_else(|e| e.into_inner()).take();
+        since.is_some_and(|t| now.saturating_duration_since(t) <= FIRST_TOKEN_WINDOW)
+    }
+}
+
+impl Default for FirstToken {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// The common metrics of one daemon.
 #[derive(Clone, Debug)]
 pub struct Metrics {
@@ -355,5 +406,25 @@ impl Metrics {
     /// `recovery_duration_seconds{kind}`.
     pub fn recovery(&self, kind: &'static str, d: Duration) {
         metrics::histogram!(self.name("recovery_duration_seconds"), "kind" => kind).record(d.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod first_token_tests {
+    use super::*;
+
+    #[test]
+    fn only_a_token_made_soon_after_starting_is_the_first() {
+        let t0 = std::time::Instant::now();
+        let f = FirstToken::new();
+        assert!(!f.made_at(t0), "no start noted");
+        f.starting_at(t0);
+        assert!(f.made_at(t0 + Duration::from_secs(2)));
+        assert!(!f.made_at(t0 + Duration::from_secs(3)), "the next one is a regeneration");
+        f.starting_at(t0);
+        assert!(!f.made_at(t0 + FIRST_TOKEN_WINDOW + Duration::from_secs(1)), "too late");
+        f.starting_at(t0);
+        f.token_seen();
+        assert!(!f.made_at(t0 + Duration::from_secs(1)), "a token was in use");
     }
 }
