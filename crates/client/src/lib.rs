@@ -32,6 +32,11 @@ use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 use wire::{ClientCodec, RejectReason, StreamError};
 
+/// The status detail a daemon still joining its cluster reports, e.g.
+/// `("joining", "1 of 4 answered")`; absent once it has joined (it grants
+/// nothing until then: `ftctl lock` says so).
+pub const JOINING_DETAIL: &str = "joining";
+
 /// What a local client sends to a daemon.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientRequest<R> {

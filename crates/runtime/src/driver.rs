@@ -34,6 +34,44 @@ const TRANSPORT_FLUSH: Duration = Duration::from_secs(1);
 /// How often peer gauges and the systemd status line are refreshed.
 const REFRESH: Duration = Duration::from_millis(500);
 
+/// How often a node still joining says so in its log.
+const JOIN_LOG_EVERY: Duration = Duration::from_secs(3);
+
+/// Adds [`client::JOINING_DETAIL`] to `report` while `state` is still
+/// joining: `("joining", "1 of 4 answered")` (`ftctl status`; `ftctl lock`
+/// says why it got no lock with it). A node that has joined adds nothing.
+pub fn add_join_state(report: &mut ftcore::StatusReport, state: JoinState) {
+    if let JoinState::Joining { answered, of } = state {
+        report.details.push((client::JOINING_DETAIL.to_string(), format!("{answered} of {of} answered")));
+    }
+}
+
+/// When a node still joining next logs its progress.
+#[derive(Debug)]
+struct JoinProgress {
+    started: tokio::time::Instant,
+    next: tokio::time::Instant,
+}
+
+impl JoinProgress {
+    fn new(now: tokio::time::Instant) -> Self {
+        JoinProgress { started: now, next: now + JOIN_LOG_EVERY }
+    }
+
+    /// The line to log at `now`, once every [`JOIN_LOG_EVERY`].
+    fn line(&mut self, now: tokio::time::Instant, answered: usize, of: usize) -> Option<String> {
+        if now < self.next {
+            return None;
+        }
+        self.next = now + JOIN_LOG_EVERY;
+        let waited = now.saturating_duration_since(self.started).as_secs();
+        Some(format!(
+            "joining: {answered} of {of} answered after {waited}s (a node serves once enough of its peers \
+             answer: are they running, and is this node's address in their peers?)"
+        ))
+    }
+}
+
 /// Everything the loop needs besides the core.
 pub struct Driver<P: Protocol> {
     /// The protocol core.
@@ -164,6 +202,7 @@ where
         });
         let mut last_status = String::new();
         let mut joined = false;
+        let mut join_progress = JoinProgress::new(tokio::time::Instant::now());
         loop {
             progress.fetch_add(1, Ordering::Relaxed);
             let deadline = self.core.poll_timeout().map(|t| tokio::time::Instant::from_std(self.clock.to_std(t)));
@@ -212,7 +251,8 @@ where
                         self.metrics.client_request(kind_name(&req));
                         match req {
                             ClientRequest::Status => {
-                                let status = ftcore::status_of(&self.core, &self.membership);
+                                let mut status = ftcore::status_of(&self.core, &self.membership);
+                                add_join_state(&mut status, self.core.join_state());
                                 self.queue_for_client(&mut replies, id, ToClient::Reply(ClientResponse::Status(status)));
                             }
                             ClientRequest::Op(r) => self.core.handle_request(self.clock.now(), id, r),
@@ -275,6 +315,9 @@ where
                         self.set_status(&mut last_status, line);
                     }
                     JoinState::Joining { answered, of } => {
+                        if let Some(line) = join_progress.line(tokio::time::Instant::now(), answered, of) {
+                            tracing::info!("{line}");
+                        }
                         self.set_status(&mut last_status, format!("joining: {answered} of {of} answered"));
                     }
                 }
@@ -438,5 +481,42 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ftcore::{Incarnation, NodeId, StatusReport};
+
+    #[test]
+    fn joining_progress_is_logged_every_few_seconds() {
+        let t0 = tokio::time::Instant::now();
+        let mut p = JoinProgress::new(t0);
+        assert_eq!(p.line(t0, 0, 4), None);
+        assert_eq!(p.line(t0 + Duration::from_secs(1), 0, 4), None);
+        let line = p.line(t0 + JOIN_LOG_EVERY, 0, 4).expect("due");
+        assert!(line.starts_with("joining: 0 of 4 answered after 3s"), "{line}");
+        assert_eq!(p.line(t0 + JOIN_LOG_EVERY + Duration::from_secs(1), 1, 4), None);
+        let line = p.line(t0 + JOIN_LOG_EVERY * 2, 1, 4).expect("due again");
+        assert!(line.starts_with("joining: 1 of 4 answered after 6s"), "{line}");
+    }
+
+    #[test]
+    fn the_status_says_a_node_is_still_joining() {
+        let report = || StatusReport {
+            daemon: "ntmutexd".into(),
+            node: NodeId(1),
+            incarnation: Incarnation(1),
+            role: "joining".into(),
+            peers: vec![],
+            details: vec![("epoch".into(), "0".into())],
+        };
+        let mut r = report();
+        add_join_state(&mut r, JoinState::Joining { answered: 1, of: 4 });
+        assert_eq!(r.details.last(), Some(&(client::JOINING_DETAIL.to_string(), "1 of 4 answered".to_string())));
+        let mut r = report();
+        add_join_state(&mut r, JoinState::Joined);
+        assert_eq!(r.details, report().details);
     }
 }
