@@ -29,7 +29,7 @@ use std::io;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use client::lock::{self as locking, Answer, Grant, HoldEvent, LockGuard, LostReason, ReleaseError};
+use client::lock::{self as locking, lease_phrase, Answer, Grant, HoldEvent, LockGuard, LostReason, ReleaseError};
 use client::ClientError;
 use lockservice::LockRequest;
 use tokio::process::{Child, Command};
@@ -182,10 +182,10 @@ async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &LockArgs) -> R
                     }
                 }
                 HoldEvent::Ignored(warning) => eprintln!("ftctl: {warning}"),
-                HoldEvent::Lost(LostReason::LeaseExpired(at)) => {
+                HoldEvent::Lost(why @ LostReason::LeaseExpired(_)) => {
                     let _ = child.start_kill();
                     let _ = child.wait().await;
-                    eprintln!("ftctl: lock lost: lease expired at {at}; {program} killed (SIGKILL)");
+                    eprintln!("ftctl: lock lost: {why}; {program} killed (SIGKILL)");
                     return Ok(exit::LOCK_LOST);
                 }
                 HoldEvent::Lost(why) => {
@@ -197,8 +197,8 @@ async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &LockArgs) -> R
             () = tokio::time::sleep_until(term_at.unwrap_or_else(tokio::time::Instant::now)), if term_at.is_some() => {
                 term_at = None;
                 eprintln!(
-                    "ftctl: the lease ends at {} and was not renewed: SIGTERM to {program} (SIGKILL at the end)",
-                    guard.lease_until()
+                    "ftctl: the lease {} and was not renewed: SIGTERM to {program} (SIGKILL when it ends)",
+                    lease_phrase(guard.lease_until(), timer::monotonic_now())
                 );
                 if let Some(pid) = pid {
                     signals::send(pid, Sig::Term).await;
@@ -232,7 +232,9 @@ async fn room_to_start(guard: &mut LockGuard, kill_grace: Duration) -> Result<Du
         let kill_in = match lease_now(guard.lease_until(), kill_grace) {
             Lease::Left { term_in, .. } if !term_in.is_zero() => return Ok(term_in),
             Lease::Left { kill_in, .. } => kill_in,
-            Lease::Over => return Err(format!("the lease ended (at {})", guard.lease_until())),
+            Lease::Over => {
+                return Err(format!("the lease {}", lease_phrase(guard.lease_until(), timer::monotonic_now())))
+            }
         };
         // Until a renewal or a loss, at most until the lease's end (then
         // the next turn finds it over).
@@ -317,7 +319,7 @@ async fn stop(child: &mut Child, program: &str, send_term: bool, lease_until: ti
         Lease::Over => Duration::ZERO,
     };
     if tokio::time::timeout(kill_in, child.wait()).await.is_err() {
-        eprintln!("ftctl: {program} still running at the lease's end ({lease_until}); sending SIGKILL");
+        eprintln!("ftctl: {program} still running as the lease ends; sending SIGKILL");
         let _ = child.start_kill();
         let _ = child.wait().await;
     }

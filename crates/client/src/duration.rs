@@ -33,9 +33,45 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_millis(ms))
 }
 
+/// A duration for people: `80 ms`, `1.5 s`, `2 min 5 s`; below a
+/// millisecond `350 µs`.
+pub fn show(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return format!("{} µs", d.as_micros());
+    }
+    if ms < 1_000 {
+        return format!("{ms} ms");
+    }
+    if ms < 60_000 {
+        let tenths = ms / 100;
+        return if tenths.is_multiple_of(10) {
+            format!("{} s", tenths / 10)
+        } else {
+            format!("{}.{} s", tenths / 10, tenths % 10)
+        };
+    }
+    let s = d.as_secs();
+    match (s / 60, s % 60) {
+        (m, 0) => format!("{m} min"),
+        (m, s) => format!("{m} min {s} s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_show_for_people() {
+        assert_eq!(show(Duration::from_micros(350)), "350 µs");
+        assert_eq!(show(Duration::from_millis(80)), "80 ms");
+        assert_eq!(show(Duration::from_millis(999)), "999 ms");
+        assert_eq!(show(Duration::from_millis(1_000)), "1 s");
+        assert_eq!(show(Duration::from_millis(1_540)), "1.5 s");
+        assert_eq!(show(Duration::from_secs(125)), "2 min 5 s");
+        assert_eq!(show(Duration::from_secs(120)), "2 min");
+    }
 
     #[test]
     fn every_unit_parses() {

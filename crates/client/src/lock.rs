@@ -147,8 +147,23 @@ pub enum LostReason {
     #[error("{0}")]
     Disconnected(String),
     /// The lease ended at this instant without a renewal.
-    #[error("lease expired at {0}")]
+    #[error("the lease {} without a renewal", lease_phrase(*.0, monotonic_now()))]
     LeaseExpired(Instant),
+}
+
+/// When a lease ending at `until` ends, seen at `now` (both CLOCK_MONOTONIC
+/// instants of this host), for messages: `ends in 80 ms`, `ended 3 ms
+/// ago`, `ends now` (a raw monotonic instant means nothing to a reader).
+pub fn lease_phrase(until: Instant, now: Instant) -> String {
+    let left = until.saturating_since(now);
+    let past = now.saturating_since(until);
+    if !left.is_zero() {
+        format!("ends in {}", crate::duration::show(left))
+    } else if !past.is_zero() {
+        format!("ended {} ago", crate::duration::show(past))
+    } else {
+        "ends now".to_string()
+    }
 }
 
 /// Something that happened to a hold ([`LockGuard::next_event`]).
@@ -454,7 +469,18 @@ mod tests {
         let why = tokio::time::timeout(STEP, guard.lost()).await.unwrap();
         assert_eq!(why, LostReason::LeaseExpired(until));
         assert!(monotonic_now() >= until, "lost before the lease's end");
-        assert!(why.to_string().starts_with("lease expired at "), "{why}");
+        let text = why.to_string();
+        assert!(text.starts_with("the lease ended ") || text.starts_with("the lease ends now"), "{text}");
+        assert!(text.ends_with(" without a renewal"), "{text}");
+    }
+
+    #[test]
+    fn lease_phrases_are_durations_not_instants() {
+        let at = |ms: u64| Instant::from_micros(715_251_923 + ms * 1000);
+        assert_eq!(lease_phrase(at(80), at(0)), "ends in 80 ms");
+        assert_eq!(lease_phrase(at(0), at(3)), "ended 3 ms ago");
+        assert_eq!(lease_phrase(at(0), at(0)), "ends now");
+        assert_eq!(lease_phrase(at(2_500), at(0)), "ends in 2.5 s");
     }
 
     #[tokio::test]
