@@ -144,6 +144,11 @@ Exit status:
 
 /// `--help` text for `ftctl status`.
 pub const STATUS_HELP: &str = "\
+With --json, one line: {\"daemon\":\"ntmutexd\",\"node\":1,\"incarnation\":…,\"role\":…,
+\"peers\":[{\"id\":2,\"addr\":…,\"up\":true,\"incarnation\":…}],\"details\":{…}}; details
+are typed: numbers as JSON numbers, true/false as booleans, none as null,
+and fences as decimal strings (128-bit: beyond many JSON parsers).
+
 Exit status:
   0  the status was printed
   1  error: cannot connect, no answer, bad reply

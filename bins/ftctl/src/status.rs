@@ -30,6 +30,10 @@ pub async fn run(addr: &str, json: bool) -> Result<()> {
 }
 
 /// `{"daemon":…,"node":…,"incarnation":…,"role":…,"peers":[{"id","addr","up","incarnation"}],"details":{…}}`.
+///
+/// The daemons report details as text; here each gets its JSON type (see
+/// [`push_detail`]): numbers as numbers, `true`/`false` as booleans,
+/// `none` as null, fences as decimal strings.
 pub fn to_json(s: &StatusReport) -> String {
     let mut out = String::from("{\"daemon\":");
     push_str(&mut out, &s.daemon);
@@ -51,10 +55,32 @@ pub fn to_json(s: &StatusReport) -> String {
         }
         push_str(&mut out, k);
         out.push(':');
-        push_str(&mut out, v);
+        push_detail(&mut out, k, v);
     }
     out.push_str("}}");
     out
+}
+
+/// Details whose values stay decimal strings in JSON: fences are 128-bit
+/// (`FTCOORD_FENCE`, `ftctl exec --json`'s `fence`), beyond what many JSON
+/// parsers hold exactly.
+const STRING_DETAILS: &[&str] = &["fence"];
+
+/// Appends a detail's value `v` with its JSON type: an unsigned decimal
+/// (u64, written exactly) as a number, `true`/`false` as a boolean, `none`
+/// (no such node yet) as null, anything else, and the [`STRING_DETAILS`],
+/// as a string.
+fn push_detail(out: &mut String, key: &str, v: &str) {
+    if STRING_DETAILS.contains(&key) {
+        return push_str(out, v);
+    }
+    let number = v.parse::<u64>().is_ok() && !(v.len() > 1 && v.starts_with('0'));
+    match v {
+        "true" | "false" => out.push_str(v),
+        "none" => out.push_str("null"),
+        _ if number => out.push_str(v),
+        _ => push_str(out, v),
+    }
 }
 
 /// Appends `s` as a JSON string literal.
@@ -91,7 +117,14 @@ mod tests {
                 PeerStatus { id: NodeId(1), addr: "127.0.0.1:1".into(), up: false, incarnation: Incarnation(5) },
                 PeerStatus { id: NodeId(2), addr: "127.0.0.1:2".into(), up: true, incarnation: Incarnation(77) },
             ],
-            details: vec![("successor".into(), "3".into()), ("view".into(), "1 \"2\"".into())],
+            details: vec![
+                ("successor".into(), "3".into()),
+                ("view".into(), "1 \"2\"".into()),
+                ("has_token".into(), "false".into()),
+                ("next".into(), "none".into()),
+                ("epoch".into(), "18446744073709551615".into()),
+                ("fence".into(), "340282366920938463463374607431768211455".into()),
+            ],
         }
     }
 
@@ -103,7 +136,8 @@ mod tests {
                 r#"{"daemon":"hbringd","node":2,"incarnation":77,"role":"member","#,
                 r#""peers":[{"id":1,"addr":"127.0.0.1:1","up":false,"incarnation":5},"#,
                 r#"{"id":2,"addr":"127.0.0.1:2","up":true,"incarnation":77}],"#,
-                r#""details":{"successor":"3","view":"1 \"2\""}}"#,
+                r#""details":{"successor":3,"view":"1 \"2\"","has_token":false,"next":null,"#,
+                r#""epoch":18446744073709551615,"fence":"340282366920938463463374607431768211455"}}"#,
             )
         );
     }
@@ -112,6 +146,22 @@ mod tests {
     fn empty_lists_are_empty_json() {
         let s = StatusReport { peers: vec![], details: vec![], ..report() };
         assert!(to_json(&s).ends_with(r#""peers":[],"details":{}}"#), "{}", to_json(&s));
+    }
+
+    #[test]
+    fn only_plain_decimals_become_numbers() {
+        let detail = |k: &str, v: &str| {
+            let mut out = String::new();
+            push_detail(&mut out, k, v);
+            out
+        };
+        assert_eq!(detail("load", "0"), "0");
+        assert_eq!(detail("bypassed", "2,3"), r#""2,3""#);
+        assert_eq!(detail("x", "007"), r#""007""#);
+        assert_eq!(detail("x", "-1"), r#""-1""#);
+        assert_eq!(detail("x", "1.5"), r#""1.5""#);
+        assert_eq!(detail("x", "99999999999999999999999"), r#""99999999999999999999999""#);
+        assert_eq!(detail("fence", "7"), r#""7""#);
     }
 
     #[test]
