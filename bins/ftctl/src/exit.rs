@@ -5,7 +5,8 @@ use std::process::ExitStatus;
 
 /// Success (`ftctl status`).
 pub const OK: u8 = 0;
-/// Any error: cannot connect, refused, a reply that makes no sense.
+/// Any error: cannot connect, no answer at all, refused, a reply that
+/// makes no sense.
 pub const ERROR: u8 = 1;
 /// `ftctl leader`: the daemon knows no coordinator (an election is under way).
 pub const NO_LEADER: u8 = 3;
@@ -13,8 +14,8 @@ pub const NO_LEADER: u8 = 3;
 pub const USAGE: u8 = 64;
 /// The lock was lost while the command ran (EX_UNAVAILABLE).
 pub const LOCK_LOST: u8 = 69;
-/// The lock was not obtained in time; `ftctl exec`: a failure worth
-/// retrying later (EX_TEMPFAIL).
+/// The daemon answered that the lock was not obtained in time; `ftctl
+/// exec`: a failure worth retrying later (EX_TEMPFAIL).
 pub const TIMED_OUT: u8 = 75;
 /// The command was found but could not be started.
 pub const CANNOT_EXECUTE: u8 = 126;
@@ -40,14 +41,18 @@ pub fn of_status(status: ExitStatus) -> u8 {
 pub const LOCK_HELP: &str = "\
 Exit status:
   CMD's status  the lock was held while CMD ran; 128+N if signal N killed CMD
-  1             error: cannot connect, the daemon refused the request, bad reply
+  1             error: cannot connect, no answer from the daemon (not even its
+                \"not obtained\" by --timeout plus 2 s), the daemon refused the
+                request, bad reply
   2             bad arguments
   69            the lock was lost while CMD ran (revoked, the daemon went away,
                 or its lease ran out: CMD got SIGTERM, and SIGKILL at the
                 lease's end), or the grant's lease had already ended (CMD
                 not run)
                 (EX_UNAVAILABLE)
-  75            the lock was not obtained within --timeout (EX_TEMPFAIL)
+  75            the daemon answered that the lock was not obtained within
+                --timeout (EX_TEMPFAIL): another holds it, or the daemon has
+                not joined its cluster yet (the message says which it can tell)
   126, 127      CMD could not be started / was not found (nothing ran)
   130, 143      SIGINT / SIGTERM while waiting for the lock
 

@@ -70,17 +70,49 @@ enum Wait {
     GiveUp(u8, String),
 }
 
-fn on_wait_reply(answer: Result<Answer, ClientError>, timeout: Duration) -> Wait {
+/// What the answer to `Acquire` from the daemon at `addr` means. A daemon
+/// that answered "not in time" is a temporary failure (75); one that did
+/// not answer at all is an error (1), like one that cannot be reached.
+fn on_wait_reply(answer: Result<Answer, ClientError>, addr: &str, timeout: Duration) -> Wait {
     match answer {
         Ok(Answer::Granted(grant)) => Wait::Granted(grant),
-        Ok(Answer::TimedOut) => Wait::Exit(exit::TIMED_OUT, format!("lock not obtained within {timeout:?}")),
+        Ok(Answer::TimedOut) => Wait::Exit(exit::TIMED_OUT, not_obtained(timeout)),
         Ok(Answer::Refused(reason)) => Wait::Exit(exit::ERROR, format!("lock refused: {reason}")),
         Ok(Answer::Lost(reason)) => Wait::Exit(exit::LOCK_LOST, format!("lock lost: {reason}")),
-        Err(ClientError::Timeout(within)) => {
-            Wait::GiveUp(exit::TIMED_OUT, format!("lock not obtained: no answer from the daemon within {within:?}"))
-        }
+        Err(ClientError::Timeout(_)) => Wait::GiveUp(exit::ERROR, no_answer(addr, timeout)),
         Err(e) => Wait::Exit(exit::ERROR, format!("waiting for the lock: {e}")),
     }
+}
+
+/// The daemon's own "not within the timeout".
+fn not_obtained(timeout: Duration) -> String {
+    if timeout.is_zero() {
+        "not obtained: the lock is held (try-lock, --timeout 0)".to_string()
+    } else {
+        format!("lock not obtained within {}", client::duration::show(timeout))
+    }
+}
+
+/// No answer at all, not even the daemon's own "not in time" (due at the
+/// timeout; ftctl waited [`locking::ANSWER_GRACE`] more for it).
+fn no_answer(addr: &str, timeout: Duration) -> String {
+    format!(
+        "no answer from the daemon at {addr} within {} (and {} more for its answer): is that its \
+         client_listen, and is it running (not stopped or overloaded)?",
+        client::duration::show(timeout),
+        client::duration::show(locking::ANSWER_GRACE)
+    )
+}
+
+/// Why a daemon that answered "not in time" could not grant, when its
+/// status tells: a node that has not joined its cluster grants nothing.
+/// `details` are the status report's.
+fn why_not_obtained(details: &[(String, String)]) -> Option<String> {
+    let (_, progress) = details.iter().find(|(k, _)| k == client::JOINING_DETAIL)?;
+    Some(format!(
+        "the daemon has not joined its cluster yet ({progress}): it grants nothing until enough of its peers \
+         answer (are they running? `ftctl status` shows which are up)"
+    ))
 }
 
 /// When the lease's signals to CMD are due, seen at one instant.
@@ -127,16 +159,22 @@ pub async fn run(addr: &str, args: &LockArgs) -> Result<u8> {
     // A reply that is no lock reply, or a daemon that hung up: it may speak
     // another API (ringd, hbringd).
     let other_api = matches!(answer, Err(ClientError::Frame(_) | ClientError::Closed | ClientError::Unexpected(_)));
-    let grant = match on_wait_reply(answer, args.timeout) {
+    let timed_out = matches!(answer, Ok(Answer::TimedOut));
+    let grant = match on_wait_reply(answer, addr, args.timeout) {
         Wait::Granted(grant) => grant,
         Wait::Exit(code, message) => {
             let no_locks = if other_api { grants_no_locks(addr).await } else { None };
-            eprintln!("ftctl: {}", no_locks.unwrap_or(message));
+            let why = if timed_out { not_joined(addr).await } else { None };
+            match (no_locks, why) {
+                (Some(no_locks), _) => eprintln!("ftctl: {no_locks}"),
+                (None, Some(why)) => eprintln!("ftctl: {message}: {why}"),
+                (None, None) => eprintln!("ftctl: {message}"),
+            }
             return Ok(code);
         }
         Wait::GiveUp(code, message) => {
             give_up(&mut client).await;
-            eprintln!("ftctl: {message} ({addr})");
+            eprintln!("ftctl: {message}");
             return Ok(code);
         }
     };
@@ -281,6 +319,17 @@ async fn grants_no_locks(addr: &str) -> Option<String> {
     no_locks_message(&status.daemon)
 }
 
+/// How long asking a daemon that answered "not in time" for its status may take.
+const WHY_PROBE: Duration = Duration::from_millis(500);
+
+/// Asks the daemon at `addr` (a new connection) whether it has joined; why
+/// it granted nothing if it has not.
+async fn not_joined(addr: &str) -> Option<String> {
+    let mut c = tokio::time::timeout(WHY_PROBE, daemon::connect(addr)).await.ok()?.ok()?;
+    let status = tokio::time::timeout(WHY_PROBE, c.status()).await.ok()?.ok()?;
+    why_not_obtained(&status.details)
+}
+
 /// Stops waiting: sends `Release` without waiting for the answer (closing
 /// the connection releases too, so this only makes it quicker).
 async fn give_up(client: &mut LockClient) {
@@ -337,14 +386,16 @@ mod tests {
         Grant { fence, lease_until: timer::Instant::from_micros(1_000_000) }
     }
 
+    const ADDR: &str = "127.0.0.1:7201";
+
     #[test]
     fn a_grant_runs_the_command_with_its_fence() {
-        assert_eq!(on_wait_reply(Ok(Answer::Granted(grant(42))), T), Wait::Granted(grant(42)));
+        assert_eq!(on_wait_reply(Ok(Answer::Granted(grant(42))), ADDR, T), Wait::Granted(grant(42)));
     }
 
     #[test]
     fn wait_replies_map_to_exit_statuses() {
-        let code = |r| match on_wait_reply(r, T) {
+        let code = |r| match on_wait_reply(r, ADDR, T) {
             Wait::Exit(code, _) | Wait::GiveUp(code, _) => code,
             Wait::Granted(g) => panic!("granted {g:?}"),
         };
@@ -353,23 +404,43 @@ mod tests {
         assert_eq!(code(Ok(Answer::Lost("token lost".into()))), exit::LOCK_LOST);
         assert_eq!(code(Err(ClientError::Unexpected("released".into()))), exit::ERROR);
         assert_eq!(code(Err(ClientError::Closed)), exit::ERROR);
-        assert_eq!(code(Err(ClientError::Timeout(T + ANSWER_GRACE))), exit::TIMED_OUT);
+        // No answer at all: the daemon is not working, an error (not 75).
+        assert_eq!(code(Err(ClientError::Timeout(T + ANSWER_GRACE))), exit::ERROR);
     }
 
     #[test]
     fn wait_messages_say_why() {
         assert_eq!(
-            on_wait_reply(Ok(Answer::Refused("queue full".into())), T),
+            on_wait_reply(Ok(Answer::Refused("queue full".into())), ADDR, T),
             Wait::Exit(exit::ERROR, "lock refused: queue full".into())
         );
         assert_eq!(
-            on_wait_reply(Ok(Answer::TimedOut), Duration::from_millis(500)),
-            Wait::Exit(exit::TIMED_OUT, "lock not obtained within 500ms".into())
+            on_wait_reply(Ok(Answer::TimedOut), ADDR, Duration::from_millis(500)),
+            Wait::Exit(exit::TIMED_OUT, "lock not obtained within 500 ms".into())
         );
+        let Wait::GiveUp(exit::ERROR, m) =
+            on_wait_reply(Err(ClientError::Timeout(Duration::from_secs(4))), ADDR, Duration::from_secs(2))
+        else {
+            panic!("no answer must give up with exit 1")
+        };
+        assert!(m.starts_with("no answer from the daemon at 127.0.0.1:7201 within 2 s"), "{m}");
+    }
+
+    #[test]
+    fn a_try_lock_says_the_lock_is_held() {
         assert_eq!(
-            on_wait_reply(Err(ClientError::Timeout(Duration::from_millis(2500))), T),
-            Wait::GiveUp(exit::TIMED_OUT, "lock not obtained: no answer from the daemon within 2.5s".into())
+            on_wait_reply(Ok(Answer::TimedOut), ADDR, Duration::ZERO),
+            Wait::Exit(exit::TIMED_OUT, "not obtained: the lock is held (try-lock, --timeout 0)".into())
         );
+    }
+
+    #[test]
+    fn a_node_still_joining_is_why_nothing_was_granted() {
+        let joining =
+            vec![("epoch".to_string(), "0".to_string()), ("joining".to_string(), "0 of 4 answered".to_string())];
+        let why = why_not_obtained(&joining).unwrap();
+        assert!(why.starts_with("the daemon has not joined its cluster yet (0 of 4 answered)"), "{why}");
+        assert_eq!(why_not_obtained(&joining[..1]), None);
     }
 
     #[test]

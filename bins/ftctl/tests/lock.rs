@@ -150,12 +150,43 @@ async fn timed_out_exits_75_without_running_cmd() {
     conn.answer_acquire(0, LockReply::TimedOut).await;
     let out = finish(ftctl, STEP).await;
     assert_eq!(out.code, 75, "{out:?}");
-    assert!(out.stderr.contains("lock not obtained"), "{}", out.stderr);
+    assert!(out.stderr.contains("not obtained: the lock is held (try-lock, --timeout 0)"), "{}", out.stderr);
+    assert!(!out.stderr.contains("0ns"), "{}", out.stderr);
     assert!(!marker.exists(), "the command ran without the lock");
 }
 
 #[tokio::test]
-async fn no_answer_within_timeout_plus_grace_exits_75_and_gives_up() {
+async fn not_obtained_from_a_node_still_joining_says_so() {
+    let daemon = FakeDaemon::start().await;
+    let ftctl = ftctl_lock(&daemon.addr, &["--timeout", "1s", "--", "true"]);
+    let mut conn = daemon.accept().await;
+    conn.answer_acquire(1000, LockReply::TimedOut).await;
+    // ftctl asks the daemon's status on a second connection.
+    let (stream, _) = tokio::time::timeout(STEP, daemon.listener.accept()).await.unwrap().unwrap();
+    let mut probe: Framed<TcpStream, ClientCodec<ClientRequest<LockRequest>, ClientResponse<LockReply>>> =
+        Framed::new(stream, ClientCodec::default());
+    assert_eq!(tokio::time::timeout(STEP, probe.next()).await.unwrap().unwrap().unwrap(), ClientRequest::Status);
+    let report = client::StatusReport {
+        daemon: "ntmutexd".into(),
+        node: ftcore::NodeId(1),
+        incarnation: ftcore::Incarnation(1),
+        role: "joining".into(),
+        peers: vec![],
+        details: vec![(client::JOINING_DETAIL.into(), "0 of 4 answered".into())],
+    };
+    probe.send(ClientResponse::Status(report)).await.unwrap();
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, 75, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("lock not obtained within 1 s: the daemon has not joined its cluster yet (0 of 4 answered)"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn a_daemon_that_never_answers_is_an_error_not_a_timeout() {
     let daemon = FakeDaemon::start().await;
     let started = Instant::now();
     let ftctl = ftctl_lock(&daemon.addr, &["--timeout", "200ms", "--", "true"]);
@@ -164,8 +195,10 @@ async fn no_answer_within_timeout_plus_grace_exits_75_and_gives_up() {
     // Silence: ftctl gives up after 200 ms + 2 s, telling the daemon.
     assert_eq!(conn.recv().await, Some(LockRequest::Release));
     let out = finish(ftctl, STEP).await;
-    assert_eq!(out.code, 75, "{out:?}");
-    assert!(out.stderr.contains("no answer"), "{}", out.stderr);
+    // 75 is for a daemon that answered "not in time"; silence is an error.
+    assert_eq!(out.code, 1, "{out:?}");
+    let no_answer = format!("no answer from the daemon at {} within 200 ms", daemon.addr);
+    assert!(out.stderr.contains(&no_answer), "{}", out.stderr);
     assert!(started.elapsed() >= Duration::from_millis(2200), "{:?}", started.elapsed());
 }
 
