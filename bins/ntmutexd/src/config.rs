@@ -83,7 +83,7 @@ impl NtmutexdConfig {
             // One peer in turn per heartbeat: a silent peer shows down in
             // status within (N − 1)·heartbeat + suspect_after.
             liveness_every: Some(common.timing.heartbeat()),
-            mutations: Default::default(),
+            rules: Default::default(),
         }
     }
 }

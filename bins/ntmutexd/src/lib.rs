@@ -25,4 +25,4 @@ pub mod node;
 
 pub use config::NtmutexdConfig;
 pub use msg::{Body, Msg};
-pub use node::{Mech, NtConfig, NtError, NtEvent, NtMutations, NtNode};
+pub use node::{Mech, NtConfig, NtError, NtEvent, NtNode, NtRule};

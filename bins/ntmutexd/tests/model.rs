@@ -10,11 +10,12 @@ mod workload;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use ftcore::rules::Rules;
 use ftcore::{ClientId, NodeId};
 use lockservice::check::LockJudge;
 use lockservice::LockEvent;
 use lockservice::{LockReply, LockRequest};
-use ntmutexd::{NtEvent, NtMutations, NtNode};
+use ntmutexd::{NtEvent, NtNode, NtRule};
 use sim::model::{client_per_node, setting, Bounds, Channel, CoreModel, JudgeOf, Seen, Summary};
 use timer::Instant;
 use workload::{all_single, cfg_with, cluster_with, everything, keep_clients_coming, net, HEAVY};
@@ -31,7 +32,7 @@ fn judge(j: &mut LockJudge, t: Instant, node: NodeId, seen: Seen<'_, NtEvent, Lo
 /// Seed `seed`'s run with every fault kind (rules `m` off), checked from a
 /// snapshot every `every_ms` between `from_ms` and `until_ms`, each to
 /// `bounds`. The simulated clients may let go at any point.
-fn check(seed: u64, m: NtMutations, window: (u64, u64), every_ms: u64, bounds: Bounds) -> Summary {
+fn check(seed: u64, m: Rules<NtRule>, window: (u64, u64), every_ms: u64, bounds: Bounds) -> Summary {
     check_by(seed, m, window, every_ms, bounds, (LockJudge::new(), judge, LockJudge::grants))
         .unwrap_or_else(|e| panic!("{e}"))
 }
@@ -39,7 +40,7 @@ fn check(seed: u64, m: NtMutations, window: (u64, u64), every_ms: u64, bounds: B
 /// `check`, judged by `by`.
 fn check_by<J>(
     seed: u64,
-    m: NtMutations,
+    m: Rules<NtRule>,
     (from_ms, until_ms): (u64, u64),
     every_ms: u64,
     bounds: Bounds,
@@ -64,7 +65,7 @@ where
 #[test]
 fn every_interleaving_near_a_faulty_run_keeps_the_lease_invariants() {
     let b = Bounds::near(Duration::from_millis(4), 7);
-    check(0, NtMutations::default(), (0, u64::MAX), 400, b).assert_safe("ntmutexd model, seed 0");
+    check(0, Rules::ALL_ON, (0, u64::MAX), 400, b).assert_safe("ntmutexd model, seed 0");
 }
 
 /// The check is not vacuous: seed 0's run without leases first breaks the
@@ -75,10 +76,10 @@ fn every_interleaving_near_a_faulty_run_keeps_the_lease_invariants() {
 #[test]
 fn without_leases_the_model_finds_two_holders() {
     let b = Bounds::near(Duration::from_millis(1), 12);
-    let off = check(0, NtMutations { no_leases: true, ..NtMutations::default() }, (3_200, 3_200), 5, b.clone());
+    let off = check(0, Rules::all_but(&[NtRule::GrantsUnderLeases]), (3_200, 3_200), 5, b.clone());
     eprintln!("ntmutexd model without leases: {off}");
     assert!(off.broken.first().is_some_and(|b| b.contains("holds until")), "{off}");
-    let on = check(0, NtMutations::default(), (3_200, 3_200), 5, b);
+    let on = check(0, Rules::ALL_ON, (3_200, 3_200), 5, b);
     on.assert_safe("ntmutexd model, 3.2 s of seed 0");
 }
 
@@ -91,7 +92,7 @@ fn long() {
     let from = setting("MODEL_SEED_FROM", 0);
     let b = Bounds::near(Duration::from_millis(setting("MODEL_HORIZON_MS", 4)), setting("MODEL_DEPTH", 8) as usize);
     for seed in from..from + setting("MODEL_SEEDS", 2) {
-        check(seed, NtMutations::default(), (0, u64::MAX), setting("MODEL_EVERY_MS", 200), b.clone())
+        check(seed, Rules::ALL_ON, (0, u64::MAX), setting("MODEL_EVERY_MS", 200), b.clone())
             .assert_safe(&format!("ntmutexd model, seed {seed}"));
     }
 }
@@ -155,7 +156,7 @@ fn survey() {
         if only.as_deref().is_some_and(|o| !o.split(',').any(|o| o == name)) {
             continue;
         }
-        let m = NtMutations { no_leases: m.no_leases || no_leases, ..m };
+        let m = if no_leases { m.without(NtRule::GrantsUnderLeases) } else { m };
         for seed in 0..setting("MODEL_SEEDS", 2) {
             let every = setting("MODEL_EVERY_MS", 200);
             let sum = if no_leases {

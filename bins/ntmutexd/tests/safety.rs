@@ -2,8 +2,9 @@
 //! without it (reliability.md: "Every (safety) rule has a simulated or
 //! real-process scenario … that fails when the rule is disabled").
 //!
-//! Each rule has a switch in [`NtMutations`] (off in production) and a
-//! scenario `fn(NtMutations) -> Result<(), SimError>` judged from outside:
+//! Each rule is an [`NtRule`] (its switch can be turned off only with
+//! `ftcore/mutations`, never in production) and has a scenario
+//! `fn(Rules<NtRule>) -> Result<(), SimError>` judged from outside:
 //! the clients' grants, fences and replies (`staged_safety`,
 //! `client_exclusion`) and liveness (every live client served again). Per
 //! rule, `<rule>_holds` runs the scenario with every rule on and
@@ -15,57 +16,17 @@ mod workload;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use ftcore::rules::{Rule, Rules};
 use ftcore::{ClientId, NodeId};
 use lockservice::{LockReply, LockRequest};
-use ntmutexd::{Mech, NtEvent, NtMutations, NtNode};
+use ntmutexd::{Mech, NtEvent, NtNode, NtRule};
 use sim::{Action, FaultPlan, NetConfig, Sim, SimError, World};
 use timer::Instant;
 use workload::*;
 
 // ---------------------------------------------------------------- harness
 
-const NONE: NtMutations = NtMutations {
-    no_lock_lost: false,
-    no_provisional_commit: false,
-    no_commit_cascade: false,
-    pass_to_suspected_next: false,
-    forward_to_suspected_last: false,
-    restart_knows_last: false,
-    no_probes: false,
-    no_epoch_slot: false,
-    no_election: false,
-    no_hop_limit: false,
-    keep_seq_on_m3: false,
-    no_cycle_checks: false,
-    no_provisional_timer: false,
-    no_incarnation_check: false,
-    minority_bootstrap: false,
-    root_starts_with_token: false,
-    regen_with_majority_only: false,
-    take_stale_token: false,
-    no_holder_nack: false,
-    regen_despite_answers: false,
-    regen_despite_position: false,
-    accept_second_token: false,
-    ack_before_store: false,
-    no_epoch_store: false,
-    token_at_recovered_max: false,
-    accept_ties: false,
-    no_promise_window: false,
-    no_restart_window: false,
-    unrecovered_takes_token: false,
-    no_behind_answer: false,
-    no_stall_check: false,
-    no_leases: false,
-    no_lease_window: false,
-    ack_every_waiter: false,
-    ack_stale_renewals: false,
-    unrecovered_acks: false,
-    alive_at_any_position: false,
-    alive_linked_elsewhere: false,
-    link_drops_successor: false,
-    late_regen_acks: false,
-};
+const NONE: Rules<NtRule> = Rules::ALL_ON;
 
 /// Mutual exclusion as the clients see it, from their replies alone: a
 /// client holds from `Granted` until `Released` or `LockLost` (or its
@@ -136,7 +97,9 @@ fn is_needed_by(r: Result<(), SimError>, what: &str) {
 /// stale token's grants end with its lease, a renewal stores the epoch in
 /// use at a majority): such a rule is shown needed with leases off, and its
 /// scenario holds both with and without them.
-const NO_LEASES: NtMutations = NtMutations { no_leases: true, ..NONE };
+fn no_leases() -> Rules<NtRule> {
+    Rules::all_but(&[NtRule::GrantsUnderLeases])
+}
 
 // ---------------------------------------------------------- exploration
 
@@ -154,7 +117,7 @@ fn survey() {
     // rules leases mask).
     let no_leases = std::env::var("SAFETY_SURVEY_NO_LEASES").is_ok_and(|v| v == "1");
     for (name, m) in all_single() {
-        let m = NtMutations { no_leases: m.no_leases || no_leases, ..m };
+        let m = if no_leases { m.without(NtRule::GrantsUnderLeases) } else { m };
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
         }
@@ -187,7 +150,7 @@ fn survey() {
 
 /// Delays uniform up to `2·t_msg` with crashes (sim.rs's regeneration-race
 /// sweep): only the invariants that hold always are checked.
-fn regen_race(seed: u64, m: NtMutations) -> Result<(), SimError> {
+fn regen_race(seed: u64, m: Rules<NtRule>) -> Result<(), SimError> {
     let n = 4;
     let net = NetConfig::reliable(Duration::from_micros(200), 2 * T_MSG);
     let mut sim = cluster_with(seed, n, 2, HEAVY, net, m);
@@ -199,7 +162,7 @@ fn regen_race(seed: u64, m: NtMutations) -> Result<(), SimError> {
 
 /// Failure-free contention: the staged invariants, no recovery ever
 /// started (invariant 6), everyone served.
-fn contention(seed: u64, m: NtMutations) -> Result<(), SimError> {
+fn contention(seed: u64, m: Rules<NtRule>) -> Result<(), SimError> {
     let mut sim = cluster_with(seed, 5, 3, HEAVY, net(), m);
     sim.check(staged_safety(Some(Duration::ZERO)));
     sim.run_until(Instant::from_millis(2_000))?;
@@ -214,12 +177,12 @@ fn contention(seed: u64, m: NtMutations) -> Result<(), SimError> {
 
 /// Clients that hold until told `LockLost` (their first grant) at the sites
 /// in `forever`, and loop acquire → hold → release elsewhere.
-fn stubborn(seed: u64, n: u32, forever: &'static [u32], m: NtMutations) -> Sim<NtNode> {
+fn stubborn(seed: u64, n: u32, forever: &'static [u32], m: Rules<NtRule>) -> Sim<NtNode> {
     stubborn_on(seed, n, net(), forever, m)
 }
 
 /// `stubborn` on another network.
-fn stubborn_on(seed: u64, n: u32, net: NetConfig, forever: &'static [u32], m: NtMutations) -> Sim<NtNode> {
+fn stubborn_on(seed: u64, n: u32, net: NetConfig, forever: &'static [u32], m: Rules<NtRule>) -> Sim<NtNode> {
     let mut sim = sites_with(seed, n, 2, net, m);
     // Sites whose client was told LockLost: it releases its later grants.
     let mut told: BTreeSet<NodeId> = BTreeSet::new();
@@ -244,7 +207,7 @@ fn stubborn_on(seed: u64, n: u32, net: NetConfig, forever: &'static [u32], m: Nt
 /// off, the others regenerate and are served; after the heal the stale
 /// holder must tell its client `LockLost` before the detector counts as
 /// accurate again, or two clients hold at once by their own replies.
-fn stale_holder_told_lock_lost(m: NtMutations) -> Result<(), SimError> {
+fn stale_holder_told_lock_lost(m: Rules<NtRule>) -> Result<(), SimError> {
     let mut sim = stubborn(1, 3, &[1], m);
     sim.check(client_exclusion(accurate_after()));
     sim.check(staged_safety(Some(accurate_after())));
@@ -269,12 +232,12 @@ fn stale_holder_told_lock_lost(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn lock_lost_holds() {
     holds(stale_holder_told_lock_lost(NONE));
-    holds(stale_holder_told_lock_lost(NO_LEASES));
+    holds(stale_holder_told_lock_lost(no_leases()));
 }
 
 #[test]
 fn lock_lost_is_needed() {
-    is_needed(stale_holder_told_lock_lost(NtMutations { no_lock_lost: true, ..NO_LEASES }));
+    is_needed(stale_holder_told_lock_lost(no_leases().without(NtRule::HolderToldLockLost)));
 }
 
 /// Runs until `site` has sent one more message of `kind` than `before`
@@ -298,7 +261,7 @@ fn run_until_sent(sim: &mut Sim<NtNode>, kind: &str, before: u64, limit: Instant
 /// promise refuses it (site one jumps above); one that forgot it acks, and
 /// the new token's first fence is below fences granted before it was
 /// created.
-fn promise_survives_a_crash(m: NtMutations) -> Result<(), SimError> {
+fn promise_survives_a_crash(m: Rules<NtRule>) -> Result<(), SimError> {
     let mut sim = stubborn(2, 3, &[], m);
     sim.check(staged_safety(Some(accurate_after())));
     sim.run_until(Instant::from_millis(400))?;
@@ -312,7 +275,7 @@ fn promise_survives_a_crash(m: NtMutations) -> Result<(), SimError> {
     run_until_sent(&mut sim, "regenerate_ack", acks, Instant::from_millis(1_000))?;
     // Site 3 grants only under a lease: site 2 also acks its renewal
     // (which stores nothing) before it crashes.
-    if !m.no_leases {
+    if m.on(NtRule::GrantsUnderLeases) {
         let lease_acks = sim.world().sent_by_kind.get("lease_ack").copied().unwrap_or(0);
         run_until_sent(&mut sim, "lease_ack", lease_acks, Instant::from_millis(1_000))?;
     }
@@ -338,22 +301,22 @@ fn promise_survives_a_crash(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn promise_stored_before_ack_holds() {
     holds(promise_survives_a_crash(NONE));
-    holds(promise_survives_a_crash(NO_LEASES));
+    holds(promise_survives_a_crash(no_leases()));
 }
 
 #[test]
 fn promise_stored_before_ack_is_needed() {
-    is_needed(promise_survives_a_crash(NtMutations { ack_before_store: true, ..NO_LEASES }));
+    is_needed(promise_survives_a_crash(no_leases().without(NtRule::PromiseStoredBeforeAck)));
 }
 
 /// The every-fault sweep of sim.rs (no majority down) for one seed.
-fn every_fault(seed: u64, m: NtMutations) -> Result<(), SimError> {
+fn every_fault(seed: u64, m: Rules<NtRule>) -> Result<(), SimError> {
     let n = 3 + (seed % 6) as u32;
     run_faulty_with(seed, n, 2, FaultPlan { majority_downs: 0, ..everything(n) }, m).map(|_| ())
 }
 
 /// The every-fault sweep of sim.rs, a majority-down episode included.
-fn every_fault_majority_down(seed: u64, m: NtMutations) -> Result<(), SimError> {
+fn every_fault_majority_down(seed: u64, m: Rules<NtRule>) -> Result<(), SimError> {
     let n = 3 + (seed % 6) as u32;
     run_faulty_with(seed, n, 2, everything(n), m).map(|_| ())
 }
@@ -361,7 +324,7 @@ fn every_fault_majority_down(seed: u64, m: NtMutations) -> Result<(), SimError> 
 /// sim.rs's regression seeds of the stale-token bug (210, 258, 450) and
 /// seeds the survey found (0, 16 and majority-down 12 before Commits
 /// stopped cascading unchanged positions; 12 and majority-down 18 since).
-fn behind_sender_answered(m: NtMutations) -> Result<(), SimError> {
+fn behind_sender_answered(m: Rules<NtRule>) -> Result<(), SimError> {
     seeds([0, 12, 16, 210, 258, 450], |s| every_fault(s, m))?;
     every_fault_majority_down(12, m)?;
     every_fault_majority_down(18, m)
@@ -370,14 +333,14 @@ fn behind_sender_answered(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn sender_behind_answered_holds() {
     holds(behind_sender_answered(NONE));
-    holds(behind_sender_answered(NO_LEASES));
+    holds(behind_sender_answered(no_leases()));
 }
 
 #[test]
 fn sender_behind_answered_is_needed() {
     // (Seed 0 failed too until stalled holders asked for the epoch.)
-    is_needed(every_fault(12, NtMutations { no_behind_answer: true, ..NO_LEASES }));
-    is_needed(every_fault_majority_down(18, NtMutations { no_behind_answer: true, ..NO_LEASES }));
+    is_needed(every_fault(12, no_leases().without(NtRule::SenderBehindAnswered)));
+    is_needed(every_fault_majority_down(18, no_leases().without(NtRule::SenderBehindAnswered)));
 }
 
 /// Every-fault seed 2862 (found in a 3,000-seed run) showed the rule until
@@ -393,7 +356,7 @@ fn sender_behind_answered_is_needed() {
 /// (2, which suspected 1, would have probed it). The
 /// stall check (1's `HolderCheck` wake-up came late) asks every peer, and
 /// their answers carry the newer epoch.
-fn stalled_holder(m: NtMutations) -> Result<(), SimError> {
+fn stalled_holder(m: Rules<NtRule>) -> Result<(), SimError> {
     let mut sim = sites_with(7, 3, 2, net(), m);
     sim.check(staged_safety(Some(accurate_after())));
     sim.clients(Box::new(|_, node, client, reply, _| match reply {
@@ -428,19 +391,19 @@ fn stalled_holder(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn holder_stall_check_holds() {
     holds(every_fault(2862, NONE));
-    holds(every_fault(2862, NO_LEASES));
+    holds(every_fault(2862, no_leases()));
     holds(stalled_holder(NONE));
-    holds(stalled_holder(NO_LEASES));
+    holds(stalled_holder(no_leases()));
 }
 
 #[test]
 fn holder_stall_check_is_needed() {
-    is_needed(stalled_holder(NtMutations { no_stall_check: true, ..NO_LEASES }));
+    is_needed(stalled_holder(no_leases().without(NtRule::HolderStallCheck)));
 }
 
 /// Every-fault seeds 36 (no majority down) and 1 (majority down), found by
 /// the survey.
-fn regen_towards_live_sites(m: NtMutations) -> Result<(), SimError> {
+fn regen_towards_live_sites(m: Rules<NtRule>) -> Result<(), SimError> {
     seeds([36, 48, 60], |s| every_fault(s, m))?;
     seeds([1, 198, 258], |s| every_fault_majority_down(s, m))
 }
@@ -448,12 +411,12 @@ fn regen_towards_live_sites(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn regen_acks_from_every_live_site_holds() {
     holds(regen_towards_live_sites(NONE));
-    holds(regen_towards_live_sites(NO_LEASES));
+    holds(regen_towards_live_sites(no_leases()));
 }
 
 #[test]
 fn regen_acks_from_every_live_site_is_needed() {
-    let m = NtMutations { regen_with_majority_only: true, ..NO_LEASES };
+    let m = no_leases().without(NtRule::RegenAcksFromEveryLiveSite);
     // The seeds move as other rules tighten (1, 36, 237 failed with earlier
     // versions of the "sender is behind" answer); a search of 400 seeds of
     // each family finds the current ones (60 and 258 until Commits stopped
@@ -463,26 +426,26 @@ fn regen_acks_from_every_live_site_is_needed() {
 }
 
 /// Failure-free contention (seeds 0..3): no recovery ever starts.
-fn provisional_commits(m: NtMutations) -> Result<(), SimError> {
+fn provisional_commits(m: Rules<NtRule>) -> Result<(), SimError> {
     seeds(0..3, |s| contention(s, m))
 }
 
 #[test]
 fn provisional_commit_holds() {
     holds(provisional_commits(NONE));
-    holds(provisional_commits(NO_LEASES));
+    holds(provisional_commits(no_leases()));
 }
 
 #[test]
 fn provisional_commit_is_needed() {
-    is_needed(provisional_commits(NtMutations { no_provisional_commit: true, ..NO_LEASES }));
+    is_needed(provisional_commits(no_leases().without(NtRule::ProvisionalCommit)));
 }
 
 /// Failure-free contention, seed 30 (found by the survey): without the
 /// restart window the first proposals of the starting cluster are not
 /// spread out and a site starts an M3 recovery in a failure-free run
 /// (invariant 6). Liveness-level only: no safety checker failed.
-fn restart_window_scenario(m: NtMutations) -> Result<(), SimError> {
+fn restart_window_scenario(m: Rules<NtRule>) -> Result<(), SimError> {
     contention(30, m)
 }
 
@@ -494,15 +457,15 @@ fn restart_window_scenario(m: NtMutations) -> Result<(), SimError> {
 fn restart_window_holds() {
     holds(restart_window_scenario(NONE));
     holds(restarts_seeds(NONE));
-    holds(restarts_seeds(NO_LEASES));
+    holds(restarts_seeds(no_leases()));
 }
 
 #[test]
 fn restart_window_is_needed() {
-    is_needed(restart_window_scenario(NtMutations { no_restart_window: true, ..NONE }));
+    is_needed(restart_window_scenario(Rules::all_but(&[NtRule::RestartWindow])));
     for seed in 1..=20 {
         is_needed_by(
-            late_lower_epoch_after_restarts(seed, NtMutations { no_restart_window: true, ..NO_LEASES }),
+            late_lower_epoch_after_restarts(seed, no_leases().without(NtRule::RestartWindow)),
             "granted before it was created",
         );
     }
@@ -514,7 +477,7 @@ fn restart_window_is_needed() {
 /// site that nobody writes to again otherwise never learns what changed.
 #[test]
 fn probes_of_suspected_peers_holds() {
-    for m in [NONE, NO_LEASES] {
+    for m in [NONE, no_leases()] {
         holds(seeds([121, 130, 432], |s| every_fault_majority_down(s, m)));
         holds(seeds([240, 474], |s| every_fault(s, m)));
     }
@@ -522,7 +485,7 @@ fn probes_of_suspected_peers_holds() {
 
 #[test]
 fn probes_of_suspected_peers_is_needed() {
-    let m = NtMutations { no_probes: true, ..NO_LEASES };
+    let m = no_leases().without(NtRule::ProbesOfSuspectedPeers);
     is_needed(every_fault_majority_down(121, m));
     // 474 until Commits stopped cascading unchanged positions.
     is_needed(every_fault(240, m));
@@ -538,7 +501,7 @@ fn probes_of_suspected_peers_is_needed() {
 /// completes e1 when its acks are released 8 ms after its proposal (inside
 /// its `2·t_msg` regeneration window). Without it they promise e4 too, 4
 /// regenerates and grants, and then 1 completes e1 below e4's fences.
-fn late_lower_epoch(m: NtMutations) -> Result<(), SimError> {
+fn late_lower_epoch(m: Rules<NtRule>) -> Result<(), SimError> {
     late_lower_epoch_with(1, false, m)
 }
 
@@ -553,18 +516,18 @@ fn late_lower_epoch(m: NtMutations) -> Result<(), SimError> {
 /// (`Restarting`) and 1 completes e1. Without it they promise e4, which is
 /// above what they stored; 4 regenerates and grants, then 1 completes e1
 /// below e4's fences.
-fn late_lower_epoch_after_restarts(seed: u64, m: NtMutations) -> Result<(), SimError> {
+fn late_lower_epoch_after_restarts(seed: u64, m: Rules<NtRule>) -> Result<(), SimError> {
     late_lower_epoch_with(seed, true, m)
 }
 
 /// `late_lower_epoch` (seed 1, `restart` false) and
 /// `late_lower_epoch_after_restarts`.
-fn late_lower_epoch_with(seed: u64, restart: bool, m: NtMutations) -> Result<(), SimError> {
+fn late_lower_epoch_with(seed: u64, restart: bool, m: Rules<NtRule>) -> Result<(), SimError> {
     late_lower_epoch_sim(seed, restart, m).map(|_| ())
 }
 
 /// [`late_lower_epoch_with`], returning the simulation at its end.
-fn late_lower_epoch_sim(seed: u64, restart: bool, m: NtMutations) -> Result<Sim<NtNode>, SimError> {
+fn late_lower_epoch_sim(seed: u64, restart: bool, m: Rules<NtRule>) -> Result<Sim<NtNode>, SimError> {
     let fast = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(1));
     let mut sim = stubborn_on(seed, 5, fast, &[5], m);
     sim.check(staged_safety(Some(accurate_after())));
@@ -609,15 +572,12 @@ fn late_lower_epoch_sim(seed: u64, restart: bool, m: NtMutations) -> Result<Sim<
 #[test]
 fn promise_window_holds() {
     holds(late_lower_epoch(NONE));
-    holds(late_lower_epoch(NO_LEASES));
+    holds(late_lower_epoch(no_leases()));
 }
 
 #[test]
 fn promise_window_is_needed() {
-    is_needed_by(
-        late_lower_epoch(NtMutations { no_promise_window: true, ..NO_LEASES }),
-        "granted before it was created",
-    );
+    is_needed_by(late_lower_epoch(no_leases().without(NtRule::PromiseWindow)), "granted before it was created");
 }
 
 /// Sites 2 and 3, once they have promised site 1's epoch e1 (`proposed`:
@@ -641,7 +601,7 @@ fn restart_promisers(sim: &mut Sim<NtNode>, proposed: Instant) -> Result<(), Sim
 
 /// Seeds 1..=20 of `late_lower_epoch_after_restarts` (`restart_window_holds`
 /// and `_is_needed` run them).
-fn restarts_seeds(m: NtMutations) -> Result<(), SimError> {
+fn restarts_seeds(m: Rules<NtRule>) -> Result<(), SimError> {
     seeds(1..=20, |s| late_lower_epoch_after_restarts(s, m))
 }
 
@@ -653,11 +613,11 @@ fn restarts_seeds(m: NtMutations) -> Result<(), SimError> {
 /// leases on: `epoch_slot_masked_by_tie_refusal_and_promise_window`.)
 #[test]
 fn restart_window_after_a_crash_masked_by_leases() {
-    holds(restarts_seeds(NtMutations { no_restart_window: true, ..NONE }));
+    holds(restarts_seeds(Rules::all_but(&[NtRule::RestartWindow])));
     // The hazard does arise: 4 regenerates e4 and 1 still completes the
     // lower e1 (the leases keep 1 from granting with it).
     for seed in 1..=20 {
-        let sim = late_lower_epoch_sim(seed, true, NtMutations { no_restart_window: true, ..NONE })
+        let sim = late_lower_epoch_sim(seed, true, Rules::all_but(&[NtRule::RestartWindow]))
             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         let made = |site: u32| -> Vec<(Instant, u64)> {
             let w = sim.world();
@@ -687,7 +647,7 @@ fn restart_window_after_a_crash_masked_by_leases() {
 /// position until its provisional timer (`2·(N+1)·t_msg + 3·lease` =
 /// 200 ms) fires while 3 still holds: it starts M3 in a failure-free run
 /// (invariant 6). A liveness-level consequence: no safety checker fails.
-fn provisional_chain_behind_a_long_hold(m: NtMutations) -> Result<(), SimError> {
+fn provisional_chain_behind_a_long_hold(m: Rules<NtRule>) -> Result<(), SimError> {
     let net = NetConfig::reliable(Duration::from_micros(200), T_MSG).every_delay(Duration::from_millis(2));
     let mut sim = sites_with(1, 4, 2, net, m);
     // Site 3 holds 400 ms the second time it is granted; the others 1 ms.
@@ -734,7 +694,7 @@ fn commit_cascade_holds() {
 #[test]
 fn commit_cascade_is_needed() {
     is_needed_by(
-        provisional_chain_behind_a_long_hold(NtMutations { no_commit_cascade: true, ..NONE }),
+        provisional_chain_behind_a_long_hold(Rules::all_but(&[NtRule::CommitCascade])),
         "a failure-free run started a recovery",
     );
 }
@@ -760,7 +720,7 @@ fn hand_to_3(sim: &mut Sim<NtNode>, (inc, msg): (ftcore::Incarnation, ntmutexd::
 /// N = 3 under load: site 2 holds the token (its client holds on until the
 /// scenario releases it), site 3 is queued behind it (committed), so the
 /// token goes from 2 to 3 when 2's client releases.
-fn token_from_2_to_3(m: NtMutations) -> Result<Sim<NtNode>, SimError> {
+fn token_from_2_to_3(m: Rules<NtRule>) -> Result<Sim<NtNode>, SimError> {
     let mut sim = sites_with(3, 3, 2, net(), m);
     // Clients loop acquire → hold → release; site 2's first grant is held
     // until the scenario releases it.
@@ -797,7 +757,7 @@ fn token_from_2_to_3(m: NtMutations) -> Result<Sim<NtNode>, SimError> {
 /// `Hello`, and 3 rightly takes it: no older-life message ever arrives
 /// after its successor's, and the check is never reached (3 is granted
 /// with the epoch in use, nothing is regenerated, with the check on or off).
-fn old_life_token_after_restart(m: NtMutations) -> Result<(), SimError> {
+fn old_life_token_after_restart(m: Rules<NtRule>) -> Result<(), SimError> {
     let mut sim = token_from_2_to_3(m)?;
     let epoch = sim.world().core(NodeId(2)).and_then(|c| c.token_epoch());
     sim.hold(NodeId(2), NodeId(3));
@@ -844,7 +804,7 @@ fn old_life_token_after_restart(m: NtMutations) -> Result<(), SimError> {
 /// nobody writes to 3 again and two clients hold at once. (The grant made
 /// inside `with_core` is not among any step's events; the checkers see the
 /// token and holder it leaves, and every later grant.)
-fn old_life_token_read_late(m: NtMutations) -> Result<(), SimError> {
+fn old_life_token_read_late(m: Rules<NtRule>) -> Result<(), SimError> {
     let mut sim = token_from_2_to_3(m)?;
     let frame = token_frame_of_2(&sim);
     sim.drop_kind(NodeId(2), NodeId(3), "token", 1);
@@ -880,7 +840,7 @@ fn incarnation_check_holds() {
 #[test]
 #[ignore = "not shown: masked (docs/safety-rules.md); see incarnation_check_masked_by_probes"]
 fn incarnation_check_is_needed() {
-    let m = NtMutations { no_incarnation_check: true, ..NONE };
+    let m = Rules::all_but(&[NtRule::IncarnationCheck]);
     is_needed(old_life_token_after_restart(m));
     is_needed(old_life_token_read_late(m));
 }
@@ -889,11 +849,11 @@ fn incarnation_check_is_needed() {
 /// probes of suspected peers are switched off too; each switch alone passes.
 #[test]
 fn incarnation_check_masked_by_probes() {
-    holds(old_life_token_read_late(NtMutations { no_incarnation_check: true, ..NONE }));
-    holds(old_life_token_read_late(NtMutations { no_probes: true, ..NONE }));
-    holds(old_life_token_read_late(NtMutations { no_incarnation_check: true, ..NO_LEASES }));
+    holds(old_life_token_read_late(Rules::all_but(&[NtRule::IncarnationCheck])));
+    holds(old_life_token_read_late(Rules::all_but(&[NtRule::ProbesOfSuspectedPeers])));
+    holds(old_life_token_read_late(no_leases().without(NtRule::IncarnationCheck)));
     is_needed_by(
-        old_life_token_read_late(NtMutations { no_incarnation_check: true, no_probes: true, ..NO_LEASES }),
+        old_life_token_read_late(no_leases().without(NtRule::IncarnationCheck).without(NtRule::ProbesOfSuspectedPeers)),
         "(detector accurate)",
     );
 }
@@ -907,7 +867,7 @@ fn incarnation_check_masked_by_probes() {
 /// leases the paused holder's grant ends with its lease, before the new
 /// token can exist; without, two clients hold at once (`lease_safety`,
 /// judged from the grants, renewals and releases alone). Seeds 0..4.
-fn holder_cut_off(m: NtMutations, pause: bool) -> Result<(), SimError> {
+fn holder_cut_off(m: Rules<NtRule>, pause: bool) -> Result<(), SimError> {
     seeds(0..4, |seed| {
         let mut sim = stubborn(seed, 3, &[1], m);
         sim.check(lease_safety());
@@ -949,8 +909,8 @@ fn grant_leases_holds() {
 
 #[test]
 fn grant_leases_is_needed() {
-    is_needed_by(holder_cut_off(NO_LEASES, true), "holds until");
-    is_needed_by(holder_cut_off(NO_LEASES, false), "holds until");
+    is_needed_by(holder_cut_off(no_leases(), true), "holds until");
+    is_needed_by(holder_cut_off(no_leases(), false), "holds until");
 }
 
 /// A falsely suspected holder whose renewals still reach a majority: N =
@@ -961,7 +921,7 @@ fn grant_leases_is_needed() {
 /// proposal while site 1's lease lives, so no second token. Without the
 /// window site 3 promises, site 2's token grants, and two clients hold.
 /// Seeds 0..4.
-fn suspected_holder_still_renewing(m: NtMutations) -> Result<(), SimError> {
+fn suspected_holder_still_renewing(m: Rules<NtRule>) -> Result<(), SimError> {
     seeds(0..4, |seed| {
         let mut sim = stubborn(seed, 3, &[1], m);
         sim.check(lease_safety());
@@ -986,7 +946,7 @@ fn lease_window_holds() {
 
 #[test]
 fn lease_window_is_needed() {
-    is_needed_by(suspected_holder_still_renewing(NtMutations { no_lease_window: true, ..NONE }), "holds until");
+    is_needed_by(suspected_holder_still_renewing(Rules::all_but(&[NtRule::LeaseAckBinds])), "holds until");
 }
 
 /// Every-fault seed 1 (found by the survey; seed 0 until Commits stopped
@@ -1001,7 +961,7 @@ fn waiter_acks_behind_a_holder_holds() {
 
 #[test]
 fn waiter_acks_behind_a_holder_is_needed() {
-    is_needed_by(every_fault(1, NtMutations { ack_every_waiter: true, ..NONE }), "never served");
+    is_needed_by(every_fault(1, Rules::all_but(&[NtRule::WaiterAckedBehindAHolder])), "never served");
 }
 
 // ------------------------------------------- rules not shown necessary yet
@@ -1011,7 +971,7 @@ fn waiter_acks_behind_a_holder_is_needed() {
 /// the regeneration race with delays up to `2·t_msg`, failure-free
 /// contention). The `_holds` test runs it; the `_is_needed` test is
 /// ignored: it does NOT fail (docs/safety-rules.md says what was tried).
-fn random_families(m: NtMutations) -> Result<(), SimError> {
+fn random_families(m: Rules<NtRule>) -> Result<(), SimError> {
     every_fault(3, m)?;
     every_fault_majority_down(4, m)?;
     regen_race(0, m)?;
@@ -1028,7 +988,7 @@ macro_rules! not_shown {
         #[test]
         #[ignore = "not shown: no scenario fails with this rule off (docs/safety-rules.md)"]
         fn $needed() {
-            is_needed(random_families(NtMutations { $field: true, ..NONE }));
+            is_needed(random_families(Rules::all_but(&[NtRule::by_switch(stringify!($field)).expect("a switch")])));
         }
     )*};
 }
@@ -1042,7 +1002,7 @@ not_shown! {
 
 /// Clients that release 1 ms after each grant and do not ask again; site
 /// `holder`'s first grant is held until the scenario releases it.
-fn one_each_with_holder(seed: u64, n: u32, holder: u32, m: NtMutations) -> Sim<NtNode> {
+fn one_each_with_holder(seed: u64, n: u32, holder: u32, m: Rules<NtRule>) -> Sim<NtNode> {
     let mut sim = sites_with(seed, n, 2, net(), m);
     let mut first = true;
     sim.clients(Box::new(move |_, node, client, reply, _| match reply {
@@ -1064,7 +1024,7 @@ fn one_each_with_holder(seed: u64, n: u32, holder: u32, m: NtMutations) -> Sim<N
 /// and the queue regenerates a new epoch. A latency and availability
 /// rule (a lost token costs a search and a promise round); no safety
 /// checker fails.
-fn token_kept_from_a_crashed_next(m: NtMutations) -> Result<(), SimError> {
+fn token_kept_from_a_crashed_next(m: Rules<NtRule>) -> Result<(), SimError> {
     let mut sim = one_each_with_holder(4, 4, 2, m);
     sim.check(staged_safety(Some(accurate_after())));
     sim.check(client_exclusion(accurate_after()));
@@ -1112,13 +1072,13 @@ fn token_kept_from_a_crashed_next(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn no_token_to_suspected_next_holds() {
     holds(token_kept_from_a_crashed_next(NONE));
-    holds(token_kept_from_a_crashed_next(NO_LEASES));
+    holds(token_kept_from_a_crashed_next(no_leases()));
 }
 
 #[test]
 fn no_token_to_suspected_next_is_needed() {
     is_needed_by(
-        token_kept_from_a_crashed_next(NtMutations { pass_to_suspected_next: true, ..NONE }),
+        token_kept_from_a_crashed_next(Rules::all_but(&[NtRule::NoTokenToSuspectedNext])),
         "a token held by a live site was lost",
     );
 }
@@ -1131,12 +1091,12 @@ fn no_token_to_suspected_next_is_needed() {
 /// releases, and 3 keeps the idle token. 3's process is killed at 400 ms
 /// (its peers' connections break: the hint). `then` scripts what follows;
 /// the next grant anywhere must come within 50 ms of the kill.
-fn kill_idle_holder(m: NtMutations, then: impl FnOnce(&mut Sim<NtNode>)) -> Result<(), SimError> {
+fn kill_idle_holder(m: Rules<NtRule>, then: impl FnOnce(&mut Sim<NtNode>)) -> Result<(), SimError> {
     kill_idle_holder_on(NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(1)), m, then)
 }
 
 /// `kill_idle_holder` on another network.
-fn kill_idle_holder_on(net: NetConfig, m: NtMutations, then: impl FnOnce(&mut Sim<NtNode>)) -> Result<(), SimError> {
+fn kill_idle_holder_on(net: NetConfig, m: Rules<NtRule>, then: impl FnOnce(&mut Sim<NtNode>)) -> Result<(), SimError> {
     let mut sim = Sim::new(5, 5, net, defaults_with(m));
     sim.clients(Box::new(|_, node, client, reply, _| match reply {
         LockReply::Granted { .. } => {
@@ -1171,7 +1131,7 @@ fn kill_idle_holder_on(net: NetConfig, m: NtMutations, then: impl FnOnce(&mut Si
 /// searches (M3) at once, finds no token, regenerates and is granted.
 /// Without it 1 forwards the request to the dead 3, where it is lost, and
 /// 4 waits for its COMMIT timer (120 ms) before it searches.
-fn request_towards_a_killed_site(m: NtMutations) -> Result<(), SimError> {
+fn request_towards_a_killed_site(m: Rules<NtRule>) -> Result<(), SimError> {
     kill_idle_holder(m, |sim| sim.after(Duration::from_millis(5), acquire(NodeId(4), ClientId(4))))
 }
 
@@ -1183,7 +1143,7 @@ fn no_forward_to_suspected_last_holds() {
 #[test]
 fn no_forward_to_suspected_last_is_needed() {
     is_needed_by(
-        request_towards_a_killed_site(NtMutations { forward_to_suspected_last: true, ..NONE }),
+        request_towards_a_killed_site(Rules::all_but(&[NtRule::NoForwardToSuspectedLast])),
         "kill → next grant took",
     );
 }
@@ -1200,7 +1160,7 @@ fn no_forward_to_suspected_last_is_needed() {
 /// requester, which drops it, and 3 waits for its COMMIT timer
 /// (`(N + 1)·t_msg` = 120 ms) before it searches. The check: a request is
 /// served before its COMMIT timer would fire when no message was lost.
-fn first_request_of_a_restarted_site(m: NtMutations) -> Result<(), SimError> {
+fn first_request_of_a_restarted_site(m: Rules<NtRule>) -> Result<(), SimError> {
     restarted_site_asks(m, false)
 }
 
@@ -1211,11 +1171,11 @@ fn first_request_of_a_restarted_site(m: NtMutations) -> Result<(), SimError> {
 /// it (`last` unknown). Without it, hearing nobody, 3 takes the silence for
 /// a cluster's first start: it joins with `last` = the configured root, 1,
 /// and its first request comes back to it, as without the restart rule.
-fn restarted_site_alone_at_first(m: NtMutations) -> Result<(), SimError> {
+fn restarted_site_alone_at_first(m: Rules<NtRule>) -> Result<(), SimError> {
     restarted_site_asks(m, true)
 }
 
-fn restarted_site_asks(m: NtMutations, alone: bool) -> Result<(), SimError> {
+fn restarted_site_asks(m: Rules<NtRule>, alone: bool) -> Result<(), SimError> {
     let net = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(1));
     let config = defaults_with(m);
     let commit_timer = config.t_msg * 6;
@@ -1268,7 +1228,7 @@ fn minority_no_bootstrap_holds() {
 #[test]
 fn minority_no_bootstrap_is_needed() {
     is_needed_by(
-        restarted_site_alone_at_first(NtMutations { minority_bootstrap: true, ..NONE }),
+        restarted_site_alone_at_first(Rules::all_but(&[NtRule::NoMinorityBootstrap])),
         "waited for the COMMIT timer",
     );
 }
@@ -1281,7 +1241,7 @@ fn restarted_site_last_unknown_holds() {
 #[test]
 fn restarted_site_last_unknown_is_needed() {
     is_needed_by(
-        first_request_of_a_restarted_site(NtMutations { restart_knows_last: true, ..NONE }),
+        first_request_of_a_restarted_site(Rules::all_but(&[NtRule::RestartedLastUnknown])),
         "waited for the COMMIT timer",
     );
 }
@@ -1294,7 +1254,7 @@ fn restarted_site_last_unknown_is_needed() {
 /// `Sim::with_core`, while 3 still holds the token. With the rule 3 keeps
 /// the token it has. Without it 3 installs the copy, whose grant counter
 /// is the one 2 passed, and grants a fence it has granted before.
-fn duplicated_token(m: NtMutations) -> Result<(), SimError> {
+fn duplicated_token(m: Rules<NtRule>) -> Result<(), SimError> {
     let mut sim = token_from_2_to_3(m)?;
     let frame = token_frame_of_2(&sim);
     sim.after(Duration::ZERO, Action::Request(NodeId(2), ClientId(2), LockRequest::Release));
@@ -1307,12 +1267,12 @@ fn duplicated_token(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn refuse_second_token_holds() {
     holds(duplicated_token(NONE));
-    holds(duplicated_token(NO_LEASES));
+    holds(duplicated_token(no_leases()));
 }
 
 #[test]
 fn refuse_second_token_is_needed() {
-    is_needed_by(duplicated_token(NtMutations { accept_second_token: true, ..NONE }), "a second time");
+    is_needed_by(duplicated_token(Rules::all_but(&[NtRule::SecondTokenRefused])), "a second time");
 }
 
 /// Concurrent searches for a lost token (M3.b). The idle holder, 3, is
@@ -1323,7 +1283,7 @@ fn refuse_second_token_is_needed() {
 /// regenerate: each proposal takes promises from part of the sites, which
 /// then refuse the other (below the threshold, or inside the promise
 /// window): neither completes, and the next round waits for the windows.
-fn concurrent_searches(m: NtMutations) -> Result<(), SimError> {
+fn concurrent_searches(m: Rules<NtRule>) -> Result<(), SimError> {
     let net = NetConfig::reliable(Duration::from_micros(200), T_MSG).every_delay(Duration::from_millis(1));
     kill_idle_holder_on(net, m, |sim| {
         sim.after(Duration::from_millis(5), acquire(NodeId(4), ClientId(4)));
@@ -1338,7 +1298,7 @@ fn m3b_election_holds() {
 
 #[test]
 fn m3b_election_is_needed() {
-    is_needed_by(concurrent_searches(NtMutations { no_election: true, ..NONE }), "kill → next grant took");
+    is_needed_by(concurrent_searches(Rules::all_but(&[NtRule::M3bElection])), "kill → next grant took");
 }
 
 /// A token reaching a wiped node before it has recovered. No transport
@@ -1352,7 +1312,7 @@ fn m3b_election_is_needed() {
 /// (it knows no threshold to judge it by). Without it 3 takes a second
 /// token of the epoch in use, its renewals are acked, and it grants
 /// beside 2's client.
-fn token_copy_at_a_wiped_node(m: NtMutations) -> Result<(), SimError> {
+fn token_copy_at_a_wiped_node(m: Rules<NtRule>) -> Result<(), SimError> {
     let mut sim = token_from_2_to_3(m)?;
     let frame = token_frame_of_2(&sim);
     sim.after(Duration::ZERO, Action::Crash(NodeId(3)));
@@ -1374,10 +1334,7 @@ fn unrecovered_no_token_holds() {
 
 #[test]
 fn unrecovered_no_token_is_needed() {
-    is_needed_by(
-        token_copy_at_a_wiped_node(NtMutations { unrecovered_takes_token: true, ..NONE }),
-        "(detector accurate)",
-    );
+    is_needed_by(token_copy_at_a_wiped_node(Rules::all_but(&[NtRule::UnrecoveredTakesNoToken])), "(detector accurate)");
 }
 
 /// The epoch slot is masked three times over: two proposers that do not
@@ -1392,15 +1349,15 @@ fn unrecovered_no_token_is_needed() {
 /// two: the tie refusal and the promise window as much as the slot.
 #[test]
 fn epoch_slot_masked_by_tie_refusal_and_promise_window() {
-    holds(late_lower_epoch(NtMutations { no_epoch_slot: true, ..NONE }));
-    holds(late_lower_epoch(NtMutations { accept_ties: true, ..NONE }));
-    holds(late_lower_epoch(NtMutations { no_promise_window: true, ..NONE }));
+    holds(late_lower_epoch(Rules::all_but(&[NtRule::EpochSlot])));
+    holds(late_lower_epoch(Rules::all_but(&[NtRule::TiesRefused])));
+    holds(late_lower_epoch(Rules::all_but(&[NtRule::PromiseWindow])));
     // One of the three on, the other two off.
-    holds(late_lower_epoch(NtMutations { no_epoch_slot: true, accept_ties: true, ..NONE }));
-    holds(late_lower_epoch(NtMutations { no_epoch_slot: true, no_promise_window: true, ..NONE }));
-    holds(late_lower_epoch(NtMutations { accept_ties: true, no_promise_window: true, ..NONE }));
+    holds(late_lower_epoch(Rules::all_but(&[NtRule::EpochSlot, NtRule::TiesRefused])));
+    holds(late_lower_epoch(Rules::all_but(&[NtRule::EpochSlot, NtRule::PromiseWindow])));
+    holds(late_lower_epoch(Rules::all_but(&[NtRule::TiesRefused, NtRule::PromiseWindow])));
     is_needed_by(
-        late_lower_epoch(NtMutations { no_epoch_slot: true, accept_ties: true, no_promise_window: true, ..NONE }),
+        late_lower_epoch(Rules::all_but(&[NtRule::EpochSlot, NtRule::TiesRefused, NtRule::PromiseWindow])),
         "created a token",
     );
 }
@@ -1413,7 +1370,7 @@ fn epoch_slot_masked_by_tie_refusal_and_promise_window() {
 /// which two are kills, N = 4..7 (`4 + seed % 4`), heavy load, then
 /// `converge`; the staged and lease invariants after every step, and every
 /// live site served again after converging.
-fn slow_queue(seed: u64, m: NtMutations) -> Result<Sim<NtNode>, SimError> {
+fn slow_queue(seed: u64, m: Rules<NtRule>) -> Result<Sim<NtNode>, SimError> {
     let n = 4 + (seed % 4) as u32;
     let plan = FaultPlan {
         crashes: 3,
@@ -1436,7 +1393,7 @@ fn slow_queue(seed: u64, m: NtMutations) -> Result<Sim<NtNode>, SimError> {
 /// `next` or one whose origin is its own (id, seq)). Seed 11 of the
 /// slow-queue family (N = 7): without them a cycle of waiting sites forms
 /// while the queue is slow and six live sites are never served again.
-fn cycle_checks_scenario(m: NtMutations) -> Result<(), SimError> {
+fn cycle_checks_scenario(m: Rules<NtRule>) -> Result<(), SimError> {
     slow_queue(11, m).map(drop)
 }
 
@@ -1447,7 +1404,7 @@ fn cycle_checks_holds() {
 
 #[test]
 fn cycle_checks_is_needed() {
-    is_needed_by(cycle_checks_scenario(NtMutations { no_cycle_checks: true, ..NONE }), "never served");
+    is_needed_by(cycle_checks_scenario(Rules::all_but(&[NtRule::CycleChecks])), "never served");
 }
 
 /// The fresh seq on every M3, masked by the cycle checks, on a slow-queue
@@ -1467,14 +1424,14 @@ fn fresh_seq_on_m3_holds() {
 #[test]
 #[ignore = "not shown: masked (docs/safety-rules.md); see fresh_seq_on_m3_masked_by_cycle_checks"]
 fn fresh_seq_on_m3_is_needed() {
-    is_needed(first_slow_queue_failure(NtMutations { keep_seq_on_m3: true, ..NONE }));
+    is_needed(first_slow_queue_failure(Rules::all_but(&[NtRule::FreshSeqOnM3])));
 }
 
 #[test]
 fn fresh_seq_on_m3_masked_by_cycle_checks() {
-    let keep_seq = NtMutations { keep_seq_on_m3: true, ..NONE };
-    let no_cycle = NtMutations { no_cycle_checks: true, ..NONE };
-    mask_shown(NtMutations { keep_seq_on_m3: true, no_cycle_checks: true, ..NONE }, &[keep_seq], &[no_cycle]);
+    let keep_seq = Rules::all_but(&[NtRule::FreshSeqOnM3]);
+    let no_cycle = Rules::all_but(&[NtRule::CycleChecks]);
+    mask_shown(Rules::all_but(&[NtRule::FreshSeqOnM3, NtRule::CycleChecks]), &[keep_seq], &[no_cycle]);
 }
 
 /// Seeds 0–23 of the slow-queue family: the masks below are shown on
@@ -1490,7 +1447,7 @@ fn slow_queue_mask_seeds_hold() {
 }
 
 /// The first failure among `SLOW_QUEUE_MASK_SEEDS` with `m`, or Ok.
-fn first_slow_queue_failure(m: NtMutations) -> Result<(), SimError> {
+fn first_slow_queue_failure(m: Rules<NtRule>) -> Result<(), SimError> {
     SLOW_QUEUE_MASK_SEEDS.map(|seed| slow_queue(seed, m).map(drop)).find(Result::is_err).unwrap_or(Ok(()))
 }
 
@@ -1498,7 +1455,7 @@ fn first_slow_queue_failure(m: NtMutations) -> Result<(), SimError> {
 /// passes; and some seed fails "never served" with `masked` while it
 /// passes with each of `partial` (switch sets that may fail on other
 /// seeds of their own).
-fn mask_shown(masked: NtMutations, safe: &[NtMutations], partial: &[NtMutations]) {
+fn mask_shown(masked: Rules<NtRule>, safe: &[Rules<NtRule>], partial: &[Rules<NtRule>]) {
     for m in safe {
         for seed in SLOW_QUEUE_MASK_SEEDS {
             if let Err(e) = slow_queue(seed, *m) {
@@ -1532,17 +1489,17 @@ fn hop_limit_holds() {
 #[test]
 #[ignore = "not shown: masked (docs/safety-rules.md); see hop_limit_masked_by_cycle_checks_and_provisional_timer"]
 fn hop_limit_is_needed() {
-    is_needed(first_slow_queue_failure(NtMutations { no_hop_limit: true, ..NONE }));
+    is_needed(first_slow_queue_failure(Rules::all_but(&[NtRule::HopLimit])));
 }
 
 #[test]
 fn hop_limit_masked_by_cycle_checks_and_provisional_timer() {
     mask_shown(
-        NtMutations { no_hop_limit: true, no_cycle_checks: true, no_provisional_timer: true, ..NONE },
-        &[NtMutations { no_hop_limit: true, ..NONE }],
+        Rules::all_but(&[NtRule::HopLimit, NtRule::CycleChecks, NtRule::ProvisionalTimer]),
+        &[Rules::all_but(&[NtRule::HopLimit])],
         &[
-            NtMutations { no_hop_limit: true, no_cycle_checks: true, ..NONE },
-            NtMutations { no_cycle_checks: true, no_provisional_timer: true, ..NONE },
+            Rules::all_but(&[NtRule::HopLimit, NtRule::CycleChecks]),
+            Rules::all_but(&[NtRule::CycleChecks, NtRule::ProvisionalTimer]),
         ],
     );
 }
@@ -1556,7 +1513,7 @@ fn hop_limit_masked_by_cycle_checks_and_provisional_timer() {
 #[ignore = "survey (a minute in release for 100 seeds)"]
 fn slow_queue_survey() {
     let seeds = sim::model::setting("SAFETY_SURVEY_SEEDS", 40);
-    let family = |seed: u64, m: NtMutations| {
+    let family = |seed: u64, m: Rules<NtRule>| {
         slow_queue(seed, m).map(|sim| {
             let k = |kind: &str| sim.world().sent_by_kind.get(kind).copied().unwrap_or(0);
             (k("unlink"), k("dead_end"), k("request"))
@@ -1564,18 +1521,15 @@ fn slow_queue_survey() {
     };
     for (name, m) in [
         ("none", NONE),
-        ("no_hop_limit", NtMutations { no_hop_limit: true, ..NONE }),
-        ("keep_seq_on_m3", NtMutations { keep_seq_on_m3: true, ..NONE }),
-        ("minority_bootstrap", NtMutations { minority_bootstrap: true, ..NONE }),
-        ("keep_seq+no_hop", NtMutations { keep_seq_on_m3: true, no_hop_limit: true, ..NONE }),
-        ("no_cycle_checks", NtMutations { no_cycle_checks: true, ..NONE }),
-        ("no_provisional_timer", NtMutations { no_provisional_timer: true, ..NONE }),
-        ("keep_seq+no_cycle", NtMutations { keep_seq_on_m3: true, no_cycle_checks: true, ..NONE }),
-        ("no_cycle+no_prov", NtMutations { no_cycle_checks: true, no_provisional_timer: true, ..NONE }),
-        (
-            "no_hop+no_cycle+no_prov",
-            NtMutations { no_hop_limit: true, no_cycle_checks: true, no_provisional_timer: true, ..NONE },
-        ),
+        ("no_hop_limit", Rules::all_but(&[NtRule::HopLimit])),
+        ("keep_seq_on_m3", Rules::all_but(&[NtRule::FreshSeqOnM3])),
+        ("minority_bootstrap", Rules::all_but(&[NtRule::NoMinorityBootstrap])),
+        ("keep_seq+no_hop", Rules::all_but(&[NtRule::FreshSeqOnM3, NtRule::HopLimit])),
+        ("no_cycle_checks", Rules::all_but(&[NtRule::CycleChecks])),
+        ("no_provisional_timer", Rules::all_but(&[NtRule::ProvisionalTimer])),
+        ("keep_seq+no_cycle", Rules::all_but(&[NtRule::FreshSeqOnM3, NtRule::CycleChecks])),
+        ("no_cycle+no_prov", Rules::all_but(&[NtRule::CycleChecks, NtRule::ProvisionalTimer])),
+        ("no_hop+no_cycle+no_prov", Rules::all_but(&[NtRule::HopLimit, NtRule::CycleChecks, NtRule::ProvisionalTimer])),
     ] {
         let mut failed = Vec::new();
         let mut sent = (0, 0, 0);
@@ -1605,7 +1559,7 @@ fn slow_queue_survey() {
 /// node that knows no threshold, cannot tell the renewal is stale. With
 /// the rule it does not ack; without it, 1 counts itself and 2, a
 /// majority, and grants while 3's client holds.
-fn stale_renewal_meets_a_wiped_node(m: NtMutations) -> Result<(), SimError> {
+fn stale_renewal_meets_a_wiped_node(m: Rules<NtRule>) -> Result<(), SimError> {
     let mut sim = stubborn(7, 3, &[1, 3], m);
     sim.check(lease_safety());
     sim.at(Instant::from_millis(300), acquire(NodeId(1), ClientId(1)));
@@ -1646,7 +1600,7 @@ fn unrecovered_no_lease_ack_holds() {
 
 #[test]
 fn unrecovered_no_lease_ack_is_needed() {
-    is_needed_by(stale_renewal_meets_a_wiped_node(NtMutations { unrecovered_acks: true, ..NONE }), "holds until");
+    is_needed_by(stale_renewal_meets_a_wiped_node(Rules::all_but(&[NtRule::UnrecoveredAcksNoRenewal])), "holds until");
 }
 
 /// A stale holder's renewal reaches a site that promised the newer epoch
@@ -1660,7 +1614,7 @@ fn unrecovered_no_lease_ack_is_needed() {
 /// token. Without it 2 acks, its envelope still naming the old epoch, and 1
 /// grants its waiting client; when 3 → 2 is released, 2 acks 3's renewal
 /// too and 3 grants while 1's client holds.
-fn stale_renewal_meets_a_promise(m: NtMutations) -> Result<(), SimError> {
+fn stale_renewal_meets_a_promise(m: Rules<NtRule>) -> Result<(), SimError> {
     let mut sim = stubborn(8, 3, &[1, 3], m);
     sim.check(lease_safety());
     sim.at(Instant::from_millis(300), acquire(NodeId(1), ClientId(1)));
@@ -1690,13 +1644,13 @@ fn stale_renewals_refused_holds() {
 
 #[test]
 fn stale_renewals_refused_is_needed() {
-    is_needed_by(stale_renewal_meets_a_promise(NtMutations { ack_stale_renewals: true, ..NONE }), "holds until");
+    is_needed_by(stale_renewal_meets_a_promise(Rules::all_but(&[NtRule::StaleRenewalsRefused])), "holds until");
 }
 
 // ------------------------------------------------- the first token, epochs
 
 /// Clients that release 2 ms after each grant and do not ask again.
-fn releasing(seed: u64, n: u32, m: NtMutations) -> Sim<NtNode> {
+fn releasing(seed: u64, n: u32, m: Rules<NtRule>) -> Sim<NtNode> {
     let mut sim = sites_with(seed, n, 2, net(), m);
     sim.clients(Box::new(|_, node, client, reply, _| match reply {
         LockReply::Granted { .. } => {
@@ -1724,7 +1678,7 @@ fn run_until_granted(sim: &mut Sim<NtNode>, node: NodeId, since: Instant, limit:
 /// refuse it (`Nack{promised: 0x801}`) and it jumps above. Without it the
 /// root holds a token at once with "stored + 1" chosen locally, 0x800, and
 /// grants fences below those of 0x801 granted before the restart.
-fn cold_restart_behind_the_root(m: NtMutations) -> Result<(), SimError> {
+fn cold_restart_behind_the_root(m: Rules<NtRule>) -> Result<(), SimError> {
     let mut sim = releasing(3, 3, m);
     sim.check(staged_safety(Some(accurate_after())));
     sim.check(client_exclusion(accurate_after()));
@@ -1764,15 +1718,12 @@ fn promise_round(epoch: u64) -> u64 {
 #[test]
 fn no_site_starts_with_a_token_holds() {
     holds(cold_restart_behind_the_root(NONE));
-    holds(cold_restart_behind_the_root(NO_LEASES));
+    holds(cold_restart_behind_the_root(no_leases()));
 }
 
 #[test]
 fn no_site_starts_with_a_token_is_needed() {
-    is_needed_by(
-        cold_restart_behind_the_root(NtMutations { root_starts_with_token: true, ..NO_LEASES }),
-        "granted fence",
-    );
+    is_needed_by(cold_restart_behind_the_root(no_leases().without(NtRule::NoSiteStartsWithToken)), "granted fence");
 }
 
 /// Storing the epoch in use before using it (ntmutexd.md, "Epochs survive
@@ -1784,13 +1735,13 @@ fn no_site_starts_with_a_token_is_needed() {
 #[test]
 fn epoch_stored_before_use_holds() {
     holds(cold_restart_behind_the_root(NONE));
-    holds(cold_restart_behind_the_root(NO_LEASES));
+    holds(cold_restart_behind_the_root(no_leases()));
 }
 
 #[test]
 #[ignore = "not shown: masked (docs/safety-rules.md); see epoch_stored_before_use_masked_by_promise_store"]
 fn epoch_stored_before_use_is_needed() {
-    is_needed(cold_restart_behind_the_root(NtMutations { no_epoch_store: true, ..NONE }));
+    is_needed(cold_restart_behind_the_root(Rules::all_but(&[NtRule::EpochStoredBeforeUse])));
 }
 
 /// The mask: with neither 2's epoch in use nor 3's promise on disk, every
@@ -1801,8 +1752,8 @@ fn epoch_stored_before_use_is_needed() {
 fn epoch_stored_before_use_masked_by_promise_store() {
     masked_pair(
         cold_restart_behind_the_root,
-        |m| NtMutations { no_epoch_store: true, ..m },
-        |m| NtMutations { ack_before_store: true, ..m },
+        |m| m.without(NtRule::EpochStoredBeforeUse),
+        |m| m.without(NtRule::PromiseStoredBeforeAck),
         NONE,
         "granted fence",
     );
@@ -1812,13 +1763,13 @@ fn epoch_stored_before_use_masked_by_promise_store() {
 /// (`a` or `b` applied to every rule on, and to leases off too), and
 /// fails with `what` with both applied to `base`.
 fn masked_pair(
-    scenario: fn(NtMutations) -> Result<(), SimError>,
-    a: fn(NtMutations) -> NtMutations,
-    b: fn(NtMutations) -> NtMutations,
-    base: NtMutations,
+    scenario: fn(Rules<NtRule>) -> Result<(), SimError>,
+    a: fn(Rules<NtRule>) -> Rules<NtRule>,
+    b: fn(Rules<NtRule>) -> Rules<NtRule>,
+    base: Rules<NtRule>,
     what: &str,
 ) {
-    for m in [NONE, NO_LEASES] {
+    for m in [NONE, no_leases()] {
         holds(scenario(a(m)));
         holds(scenario(b(m)));
     }
@@ -1836,7 +1787,7 @@ fn masked_pair(
 /// it (at its `recovered_max`: its previous life may have granted with
 /// it), searches and regenerates. Without it 3 takes it, and the grant
 /// counter its previous life already used is used again.
-fn token_copy_at_a_recovered_node(m: NtMutations) -> Result<(), SimError> {
+fn token_copy_at_a_recovered_node(m: Rules<NtRule>) -> Result<(), SimError> {
     let mut sim = one_each_with_holder(3, 3, 2, m);
     sim.check(staged_safety(Some(accurate_after())));
     sim.check(client_exclusion(accurate_after()));
@@ -1881,12 +1832,12 @@ fn token_copy_at_a_recovered_node(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn no_token_at_recovered_max_holds() {
     holds(token_copy_at_a_recovered_node(NONE));
-    holds(token_copy_at_a_recovered_node(NO_LEASES));
+    holds(token_copy_at_a_recovered_node(no_leases()));
 }
 
 #[test]
 fn no_token_at_recovered_max_is_needed() {
-    is_needed_by(token_copy_at_a_recovered_node(NtMutations { token_at_recovered_max: true, ..NONE }), "a second time");
+    is_needed_by(token_copy_at_a_recovered_node(Rules::all_but(&[NtRule::NoTokenAtRecoveredMax])), "a second time");
 }
 
 /// A token below the receiver's `max_epoch` (ntmutexd.md, "Regeneration
@@ -1899,7 +1850,7 @@ fn no_token_at_recovered_max_is_needed() {
 /// the envelope. With the rule 3 discards it (below its `max_epoch`).
 /// Without it 3 holds a second token, of the old epoch, beside 2's; the
 /// links are mended and 3's client asks again.
-fn stale_token_from_a_paused_holder(m: NtMutations) -> Result<(), SimError> {
+fn stale_token_from_a_paused_holder(m: Rules<NtRule>) -> Result<(), SimError> {
     let mut sim = one_each_with_holder(4, 3, 1, m);
     sim.check(staged_safety(Some(accurate_after())));
     sim.check(client_exclusion(accurate_after()));
@@ -1943,15 +1894,12 @@ fn stale_token_from_a_paused_holder(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn stale_token_discarded_holds() {
     holds(stale_token_from_a_paused_holder(NONE));
-    holds(stale_token_from_a_paused_holder(NO_LEASES));
+    holds(stale_token_from_a_paused_holder(no_leases()));
 }
 
 #[test]
 fn stale_token_discarded_is_needed() {
-    is_needed_by(
-        stale_token_from_a_paused_holder(NtMutations { take_stale_token: true, ..NO_LEASES }),
-        "granted fence",
-    );
+    is_needed_by(stale_token_from_a_paused_holder(no_leases().without(NtRule::StaleTokenDiscarded)), "granted fence");
 }
 
 /// A token in transit is invisible to a search (ntmutexd.md, "Regeneration
@@ -1966,7 +1914,7 @@ fn stale_token_discarded_is_needed() {
 /// releases it, 200 ms later). With the rule 2 answers `Nack{holder}`, 3
 /// aborts and asks 2 for the token. Without it 2 promises, 3 completes
 /// the new epoch and takes a second token beside 2's.
-fn token_in_transit_during_a_search(m: NtMutations) -> Result<(), SimError> {
+fn token_in_transit_during_a_search(m: Rules<NtRule>) -> Result<(), SimError> {
     let net = NetConfig::reliable(Duration::from_micros(200), T_MSG).every_delay(Duration::from_millis(1));
     let mut sim = sites_with(5, 3, 2, net, m);
     let mut first_at_2 = true;
@@ -2009,13 +1957,13 @@ fn token_in_transit_during_a_search(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn holder_nacks_regeneration_holds() {
     holds(token_in_transit_during_a_search(NONE));
-    holds(token_in_transit_during_a_search(NO_LEASES));
+    holds(token_in_transit_during_a_search(no_leases()));
 }
 
 #[test]
 fn holder_nacks_regeneration_is_needed() {
     is_needed_by(
-        token_in_transit_during_a_search(NtMutations { no_holder_nack: true, ..NO_LEASES }),
+        token_in_transit_during_a_search(no_leases().without(NtRule::HolderNacksRegeneration)),
         "more than one token",
     );
 }
@@ -2026,7 +1974,7 @@ fn holder_nacks_regeneration_is_needed() {
 /// holds the token, and 3 asks it directly. Regenerating despite that
 /// answer is masked by the holder's `Nack{holder}` (3 aborts and asks 1);
 /// with both off 1 promises and 3 makes a second token beside 1's.
-fn search_finds_the_holder(m: NtMutations) -> Result<(), SimError> {
+fn search_finds_the_holder(m: Rules<NtRule>) -> Result<(), SimError> {
     let net = NetConfig::reliable(Duration::from_micros(200), T_MSG).every_delay(Duration::from_millis(1));
     let mut sim = sites_with(5, 3, 2, net, m);
     sim.clients(Box::new(|_, node, client, reply, _| match reply {
@@ -2055,13 +2003,13 @@ fn search_finds_the_holder(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn regen_only_without_position_or_token_holds() {
     holds(search_finds_the_holder(NONE));
-    holds(search_finds_the_holder(NO_LEASES));
+    holds(search_finds_the_holder(no_leases()));
 }
 
 #[test]
 #[ignore = "not shown: masked (docs/safety-rules.md); see regen_only_without_position_or_token_masked_by_holder_nack"]
 fn regen_only_without_position_or_token_is_needed() {
-    is_needed(search_finds_the_holder(NtMutations { regen_despite_answers: true, ..NONE }));
+    is_needed(search_finds_the_holder(Rules::all_but(&[NtRule::RegenOnlyWithoutPositionOrToken])));
 }
 
 /// The mask: each switch alone passes (with leases and without); with
@@ -2070,9 +2018,9 @@ fn regen_only_without_position_or_token_is_needed() {
 fn regen_only_without_position_or_token_masked_by_holder_nack() {
     masked_pair(
         search_finds_the_holder,
-        |m| NtMutations { regen_despite_answers: true, ..m },
-        |m| NtMutations { no_holder_nack: true, ..m },
-        NO_LEASES,
+        |m| m.without(NtRule::RegenOnlyWithoutPositionOrToken),
+        |m| m.without(NtRule::HolderNacksRegeneration),
+        no_leases(),
         "(detector accurate)",
     );
 }
@@ -2114,7 +2062,7 @@ fn regen_only_without_position_or_token_masked_by_holder_nack() {
 /// renewals, and an ack binds the acker's own proposals too (regen.rs,
 /// `lease_busy_for(now, self.me)`), so it waits out the window (28 ms)
 /// and searches again when 2 has the token.
-fn position_answer_during_a_search(m: NtMutations, mech: Mech, late: bool) -> Result<(), SimError> {
+fn position_answer_during_a_search(m: Rules<NtRule>, mech: Mech, late: bool) -> Result<(), SimError> {
     let m2 = mech == Mech::M2;
     let net = NetConfig::reliable(Duration::from_micros(200), T_MSG).every_delay(Duration::from_millis(1));
     let (n, k, searcher) = if m2 { (4, 1, NodeId(4)) } else { (3, 2, NodeId(3)) };
@@ -2176,21 +2124,21 @@ fn position_answer_during_a_search(m: NtMutations, mech: Mech, late: bool) -> Re
 
 /// `position_answer_during_a_search` with the token reaching 2 before
 /// the proposal, M3 then M2.
-fn position_answer_token_first(m: NtMutations) -> Result<(), SimError> {
+fn position_answer_token_first(m: Rules<NtRule>) -> Result<(), SimError> {
     position_answer_during_a_search(m, Mech::M3, false)?;
     position_answer_during_a_search(m, Mech::M2, false)
 }
 
 /// `position_answer_during_a_search` with the proposal reaching 2 before
 /// the (held) token, M3 then M2.
-fn position_answer_proposal_first(m: NtMutations) -> Result<(), SimError> {
+fn position_answer_proposal_first(m: Rules<NtRule>) -> Result<(), SimError> {
     position_answer_during_a_search(m, Mech::M3, true)?;
     position_answer_during_a_search(m, Mech::M2, true)
 }
 
 #[test]
 fn regen_only_without_smaller_position_holds() {
-    for m in [NONE, NO_LEASES] {
+    for m in [NONE, no_leases()] {
         holds(position_answer_token_first(m));
         holds(position_answer_proposal_first(m));
     }
@@ -2200,7 +2148,7 @@ fn regen_only_without_smaller_position_holds() {
 #[ignore = "not shown: masked (docs/safety-rules.md); see regen_only_without_smaller_position_masked_by_holder_nack \
             and regen_only_without_smaller_position_masked_by_stale_token_discard"]
 fn regen_only_without_smaller_position_is_needed() {
-    let m = NtMutations { regen_despite_position: true, ..NO_LEASES };
+    let m = no_leases().without(NtRule::RegenOnlyWithoutSmallerPosition);
     is_needed(position_answer_token_first(m).and(position_answer_proposal_first(m)));
 }
 
@@ -2213,16 +2161,16 @@ fn regen_only_without_smaller_position_is_needed() {
 #[test]
 fn regen_only_without_smaller_position_masked_by_holder_nack() {
     let two = "more than one token (detector accurate)";
-    let both = NtMutations { regen_despite_position: true, no_holder_nack: true, ..NONE };
+    let both = Rules::all_but(&[NtRule::RegenOnlyWithoutSmallerPosition, NtRule::HolderNacksRegeneration]);
     for mech in [Mech::M3, Mech::M2] {
         let scenario = |m| position_answer_during_a_search(m, mech, false);
-        for m in [NONE, NO_LEASES] {
-            holds(scenario(NtMutations { regen_despite_position: true, ..m }));
-            holds(scenario(NtMutations { no_holder_nack: true, ..m }));
+        for m in [NONE, no_leases()] {
+            holds(scenario(m.without(NtRule::RegenOnlyWithoutSmallerPosition)));
+            holds(scenario(m.without(NtRule::HolderNacksRegeneration)));
         }
-        is_needed_by(scenario(NtMutations { no_leases: true, ..both }), two);
+        is_needed_by(scenario(both.without(NtRule::GrantsUnderLeases)), two);
         holds(scenario(both));
-        is_needed_by(scenario(NtMutations { no_lease_window: true, ..both }), two);
+        is_needed_by(scenario(both.without(NtRule::LeaseAckBinds)), two);
     }
 }
 
@@ -2241,24 +2189,24 @@ fn regen_only_without_smaller_position_masked_by_stale_token_discard() {
     let old_after_new = "n2 granted fence 0x4000000000000000003 after";
     masked_pair(
         position_answer_proposal_first,
-        |m| NtMutations { regen_despite_position: true, ..m },
-        |m| NtMutations { take_stale_token: true, ..m },
-        NO_LEASES,
+        |m| m.without(NtRule::RegenOnlyWithoutSmallerPosition),
+        |m| m.without(NtRule::StaleTokenDiscarded),
+        no_leases(),
         old_after_new,
     );
-    let both = NtMutations { regen_despite_position: true, take_stale_token: true, ..NONE };
+    let both = Rules::all_but(&[NtRule::RegenOnlyWithoutSmallerPosition, NtRule::StaleTokenDiscarded]);
     // M2 fails the same way (`position_answer_proposal_first` stops at M3).
     is_needed_by(
-        position_answer_during_a_search(NtMutations { no_leases: true, ..both }, Mech::M2, true),
+        position_answer_during_a_search(both.without(NtRule::GrantsUnderLeases), Mech::M2, true),
         old_after_new,
     );
     for mech in [Mech::M3, Mech::M2] {
         let scenario = |m| position_answer_during_a_search(m, mech, true);
         holds(scenario(both));
-        holds(scenario(NtMutations { no_lease_window: true, ..both }));
-        holds(scenario(NtMutations { ack_stale_renewals: true, ..both }));
+        holds(scenario(both.without(NtRule::LeaseAckBinds)));
+        holds(scenario(both.without(NtRule::StaleRenewalsRefused)));
         is_needed_by(
-            scenario(NtMutations { no_lease_window: true, ack_stale_renewals: true, ..both }),
+            scenario(both.without(NtRule::LeaseAckBinds).without(NtRule::StaleRenewalsRefused)),
             "more than one token (detector accurate)",
         );
     }
@@ -2281,7 +2229,7 @@ fn regen_only_without_smaller_position_masked_by_stale_token_discard() {
 /// asks again (it is served by the queue of e2). Without it 2 counts the
 /// old acks, uses e1 and grants its first fence below the fences e2
 /// granted before it.
-fn acks_read_after_a_pause(m: NtMutations) -> Result<(), SimError> {
+fn acks_read_after_a_pause(m: Rules<NtRule>) -> Result<(), SimError> {
     let net = NetConfig::reliable(Duration::from_micros(200), T_MSG).every_delay(Duration::from_millis(1));
     let mut sim = sites_with(9, 5, 2, net, m);
     sim.clients(Box::new(|_, node, client, reply, _| match reply {
@@ -2337,12 +2285,12 @@ fn acks_read_after_a_pause(m: NtMutations) -> Result<(), SimError> {
 #[test]
 fn regen_acks_within_deadline_holds() {
     holds(acks_read_after_a_pause(NONE));
-    holds(acks_read_after_a_pause(NO_LEASES));
+    holds(acks_read_after_a_pause(no_leases()));
 }
 
 #[test]
 fn regen_acks_within_deadline_is_needed() {
-    is_needed_by(acks_read_after_a_pause(NtMutations { late_regen_acks: true, ..NO_LEASES }), "granted fence");
+    is_needed_by(acks_read_after_a_pause(no_leases().without(NtRule::RegenAcksWithinDeadline)), "granted fence");
 }
 
 // ------------------------------------- predecessors' liveness, linking
@@ -2357,22 +2305,19 @@ fn regen_acks_within_deadline_is_needed() {
 /// it it counts the holder alive and waits for ever, and so does the
 /// chain behind it (seed 20: 4 holds at position 155 with `next=none`; 2,
 /// 3, 5 and 1 wait at 156–159).
-fn successor_unlinked_by_its_holder(m: NtMutations) -> Result<(), SimError> {
+fn successor_unlinked_by_its_holder(m: Rules<NtRule>) -> Result<(), SimError> {
     seeds([20, 58], |s| every_fault_majority_down(s, m))
 }
 
 #[test]
 fn alive_linked_to_us_holds() {
     holds(successor_unlinked_by_its_holder(NONE));
-    holds(successor_unlinked_by_its_holder(NO_LEASES));
+    holds(successor_unlinked_by_its_holder(no_leases()));
 }
 
 #[test]
 fn alive_linked_to_us_is_needed() {
-    is_needed_by(
-        successor_unlinked_by_its_holder(NtMutations { alive_linked_elsewhere: true, ..NONE }),
-        "never served",
-    );
+    is_needed_by(successor_unlinked_by_its_holder(Rules::all_but(&[NtRule::AliveOnlyLinkedToUs])), "never served");
 }
 
 /// "… still has a position smaller than Si's" (ntmutexd.md, Failure
@@ -2394,15 +2339,15 @@ fn alive_before_us_holds() {
 #[test]
 #[ignore = "not shown: masked (docs/safety-rules.md); see alive_before_us_masked_by_commit_cascade"]
 fn alive_before_us_is_needed() {
-    is_needed(first_slow_queue_failure(NtMutations { alive_at_any_position: true, ..NONE }));
+    is_needed(first_slow_queue_failure(Rules::all_but(&[NtRule::AliveOnlyBeforeUs])));
 }
 
 #[test]
 fn alive_before_us_masked_by_commit_cascade() {
     mask_shown(
-        NtMutations { alive_at_any_position: true, no_commit_cascade: true, ..NONE },
-        &[NtMutations { alive_at_any_position: true, ..NONE }],
-        &[NtMutations { no_commit_cascade: true, ..NONE }],
+        Rules::all_but(&[NtRule::AliveOnlyBeforeUs, NtRule::CommitCascade]),
+        &[Rules::all_but(&[NtRule::AliveOnlyBeforeUs])],
+        &[Rules::all_but(&[NtRule::CommitCascade])],
     );
 }
 
@@ -2417,20 +2362,121 @@ fn alive_before_us_masked_by_commit_cascade() {
 /// holds the token (its `Nack{holder}` is not waited for). Without leases
 /// the two tokens grant at once; with leases the old holder's renewals
 /// are refused and it stops granting.
-fn successor_dropped_by_a_connection(m: NtMutations) -> Result<(), SimError> {
+fn successor_dropped_by_a_connection(m: Rules<NtRule>) -> Result<(), SimError> {
     every_fault(79, m)
 }
 
 #[test]
 fn link_keeps_live_successor_holds() {
     holds(successor_dropped_by_a_connection(NONE));
-    holds(successor_dropped_by_a_connection(NO_LEASES));
+    holds(successor_dropped_by_a_connection(no_leases()));
 }
 
 #[test]
 fn link_keeps_live_successor_is_needed() {
     is_needed_by(
-        successor_dropped_by_a_connection(NtMutations { link_drops_successor: true, ..NO_LEASES }),
+        successor_dropped_by_a_connection(no_leases().without(NtRule::LinkKeepsLiveSuccessor)),
         "mutual exclusion violated",
     );
+}
+
+// ------------------------------------------------------------ the table
+
+/// The attributes and doc lines above `fn {name}(` in this file (`None`:
+/// no such fn).
+fn attributes_of<'a>(file: &'a str, name: &str) -> Option<Vec<&'a str>> {
+    let at = file.find(&format!("\nfn {name}("))?;
+    let above: Vec<&str> = file[..at]
+        .lines()
+        .rev()
+        .take_while(|l| {
+            let l = l.trim();
+            !l.is_empty() && l != "}" && !l.ends_with(';') && !l.ends_with('{')
+        })
+        .collect();
+    Some(above)
+}
+
+/// The rules' `_is_needed` tests: `fn <rule>_is_needed(` and the
+/// `not_shown!` lines (`<rule>_holds, <rule>_is_needed, <switch>;`), with
+/// whether each is ignored.
+fn is_needed_tests(file: &str) -> Vec<(String, bool)> {
+    let mut found = Vec::new();
+    for line in file.lines() {
+        if let Some(name) = line.strip_prefix("fn ").and_then(|l| l.split_once('(')).map(|(n, _)| n) {
+            if name.ends_with("_is_needed") {
+                let ignored = attributes_of(file, name).unwrap_or_default().iter().any(|l| l.contains("#[ignore"));
+                found.push((name.to_string(), ignored));
+            }
+        }
+        let parts: Vec<&str> = line.trim().split(", ").collect();
+        if let [holds, needed, _] = parts[..] {
+            if holds.ends_with("_holds") && needed.ends_with("_is_needed") {
+                // not_shown! tests are ignored.
+                found.push((needed.to_string(), true));
+            }
+        }
+    }
+    found
+}
+
+/// Every rule has a scenario in this file (a test, not ignored), a switch
+/// docs/safety-rules.md names, and a spec section that exists; every
+/// `_is_needed` test belongs to a rule (its scenario, or, ignored, the
+/// rule of a `…masked…` scenario whose name holds the test's rule, as
+/// scripts/safety-audit.sh reads them).
+#[test]
+fn the_rule_table_matches_the_scenarios_and_the_docs() {
+    let file = include_str!("safety.rs");
+    let docs = include_str!("../../../docs/safety-rules.md");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let mut wrong = Vec::new();
+    for &rule in NtRule::ALL {
+        let (scenario, switch) = (rule.scenario(), rule.switch());
+        match attributes_of(file, scenario) {
+            None => wrong.push(format!("{rule:?}: no `fn {scenario}(` in tests/safety.rs")),
+            Some(attrs) => {
+                if !attrs.iter().any(|l| l.trim() == "#[test]") {
+                    wrong.push(format!("{rule:?}: {scenario} is not a #[test]"));
+                }
+                if attrs.iter().any(|l| l.contains("#[ignore")) {
+                    wrong.push(format!("{rule:?}: its scenario {scenario} is ignored"));
+                }
+            }
+        }
+        if !scenario.ends_with("_is_needed") && !scenario.contains("_masked_") {
+            wrong.push(format!("{rule:?}: {scenario} is neither an `_is_needed` nor a `…masked…` test"));
+        }
+        if !docs.contains(&format!("`{switch}`")) {
+            wrong.push(format!("{rule:?}: docs/safety-rules.md does not name `{switch}`"));
+        }
+        if rule.doc().is_empty() {
+            wrong.push(format!("{rule:?}: no doc"));
+        }
+        let spec_found = rule.spec().split_once(", ").is_some_and(|(path, section)| {
+            std::fs::read_to_string(format!("{root}/{path}")).is_ok_and(|text| {
+                text.lines().any(|l| l.starts_with('#') && l.trim_start_matches('#').trim() == section)
+            })
+        });
+        if !spec_found {
+            wrong.push(format!("{rule:?}: no section {:?}", rule.spec()));
+        }
+        if NtRule::by_switch(switch) != Some(rule) {
+            wrong.push(format!("{rule:?}: its switch {switch} is not unique"));
+        }
+    }
+    let tests = is_needed_tests(file);
+    assert!(tests.len() >= NtRule::ALL.len() - 1, "only {} `_is_needed` tests found", tests.len());
+    for (test, ignored) in tests {
+        let rule = test.trim_end_matches("_is_needed");
+        let own = NtRule::ALL.iter().any(|r| r.scenario() == test);
+        let masked = NtRule::ALL.iter().any(|r| r.scenario().contains("_masked_") && r.scenario().contains(rule));
+        match (own, masked, ignored) {
+            (true, _, false) | (false, true, true) => {}
+            (true, _, true) => wrong.push(format!("{test} is a rule's scenario but ignored")),
+            (false, true, false) => wrong.push(format!("{test} is not ignored, but no rule names it as its scenario")),
+            (false, false, _) => wrong.push(format!("{test}: no rule names it or a mask of it")),
+        }
+    }
+    assert!(wrong.is_empty(), "the rule table is out of step:\n{}", wrong.join("\n"));
 }

@@ -69,7 +69,7 @@ impl NtNode {
 
     pub(super) fn on_probe(&mut self, now: Instant) {
         let suspected: Vec<NodeId> = self.suspected.iter().copied().collect();
-        if self.cfg.mutations.no_probes {
+        if self.cfg.rules.off(NtRule::ProbesOfSuspectedPeers) {
             return;
         }
         for s in &suspected {
@@ -150,7 +150,7 @@ impl NtNode {
             if *asking == from {
                 // (safety) M1 stops at the first valid answer: a
                 // predecessor still queued before us.
-                if smaller || self.cfg.mutations.alive_at_any_position {
+                if smaller || self.cfg.rules.off(NtRule::AliveOnlyBeforeUs) {
                     let seq = self.request.unwrap_or(self.seq);
                     self.send(
                         from,
@@ -176,10 +176,10 @@ impl NtNode {
             }
             // (safety) Alive means: the same life, still queued before us
             // (or, provisionally, without a position), and linked to us.
-            let m = self.cfg.mutations;
+            let r = self.cfg.rules;
             let same_life = pinc == Incarnation(0) || pinc == inc;
-            let still_before = self.position.is_none() || smaller || m.alive_at_any_position;
-            let linked_to_us = next == Some(self.me) || m.alive_linked_elsewhere;
+            let still_before = self.position.is_none() || smaller || r.off(NtRule::AliveOnlyBeforeUs);
+            let linked_to_us = next == Some(self.me) || r.off(NtRule::AliveOnlyLinkedToUs);
             if same_life && still_before && linked_to_us {
                 self.last_alive_ok = now;
             } else {
@@ -197,7 +197,7 @@ impl NtNode {
     /// Tracks peers' lives; returns false for a message from an older life.
     pub(super) fn observe_life(&mut self, now: Instant, from: NodeId, inc: Incarnation) -> bool {
         let known = self.peer_inc.get(&from).copied();
-        if let Some(k) = known.filter(|k| inc < *k && !self.cfg.mutations.no_incarnation_check) {
+        if let Some(k) = known.filter(|k| inc < *k && self.cfg.rules.on(NtRule::IncarnationCheck)) {
             // An older life: ignored, but told the life we know, so that a
             // site whose clock is behind its previous start (and whose
             // disk was replaced) moves past it instead of being ignored

@@ -12,15 +12,15 @@ use lockservice::lease::Renewal;
 
 use super::*;
 
-/// A lease that never ends (the `no_leases` mutation only).
-const FOREVER: Instant = Instant::from_micros(u64::MAX);
-
 impl NtNode {
     /// The end of this site's lease on the token it holds, if it is live.
     pub(super) fn lease_until(&self, now: Instant) -> Option<Instant> {
         let token = self.token?;
-        if self.cfg.mutations.no_leases {
-            return Some(FOREVER);
+        ftcore::mutant! {
+            // Grants are not leases: the lease never ends.
+            if self.cfg.rules.off(NtRule::GrantsUnderLeases) {
+                return Some(Instant::from_micros(u64::MAX));
+            }
         }
         self.lease.live_until(now, token.epoch)
     }
@@ -28,7 +28,7 @@ impl NtNode {
     /// Sends a renewal if one is due (after every input), and keeps the
     /// renewal timer.
     pub(super) fn renew_lease(&mut self, now: Instant) {
-        if self.cfg.mutations.no_leases {
+        if self.cfg.rules.off(NtRule::GrantsUnderLeases) {
             return;
         }
         // An unrecovered fresh node takes no token: it has nothing to renew.
@@ -59,9 +59,9 @@ impl NtNode {
     /// has not recovered (it knows no threshold); otherwise acked as the
     /// `Acker` decides, and the ack binds this site's promises.
     pub(super) fn on_lease_renew(&mut self, now: Instant, from: NodeId, round: u64, epoch: u64, holding: bool) {
-        let m = self.cfg.mutations;
+        let r = self.cfg.rules;
         let threshold = self.promise.threshold();
-        if epoch < threshold && !m.ack_stale_renewals {
+        if epoch < threshold && r.on(NtRule::StaleRenewalsRefused) {
             if from == self.me {
                 self.on_lease_refused(now, round, threshold);
             } else {
@@ -69,12 +69,12 @@ impl NtNode {
             }
             return;
         }
-        if !self.promise.stored().recovered() && !m.unrecovered_acks {
+        if !self.promise.stored().recovered() && r.on(NtRule::UnrecoveredAcksNoRenewal) {
             return;
         }
         self.acker.forget_expired(now);
         let cfg = self.lease.config();
-        let holding = holding || m.ack_every_waiter;
+        let holding = holding || r.off(NtRule::WaiterAckedBehindAHolder);
         if !self.acker.on_renew(cfg, now, from, holding) {
             return;
         }
@@ -107,17 +107,19 @@ impl NtNode {
     /// hold lasts until its lease's end (its client may run until then);
     /// without leases (a mutation test's stage) it ends at once.
     pub(super) fn lose_lock(&mut self, now: Instant, why: &str) {
-        if self.cfg.mutations.no_leases {
-            self.locks.lose_at_once(now, why, &mut self.out);
-        } else {
-            self.locks.lose(now, why, &mut self.out);
+        ftcore::mutant! {
+            if self.cfg.rules.off(NtRule::GrantsUnderLeases) {
+                self.locks.lose_at_once(now, why, &mut self.out);
+                return;
+            }
         }
+        self.locks.lose(now, why, &mut self.out);
     }
 
     /// (safety) Whether an ack this site gave still forbids promising
     /// `proposer`'s regeneration, and for how long.
     pub(super) fn lease_busy_for(&self, now: Instant, proposer: NodeId) -> Option<Duration> {
-        if self.cfg.mutations.no_lease_window || self.cfg.mutations.no_leases {
+        if self.cfg.rules.off(NtRule::LeaseAckBinds) || self.cfg.rules.off(NtRule::GrantsUnderLeases) {
             return None;
         }
         self.acker.busy_for(now, proposer)

@@ -27,6 +27,7 @@ mod leave;
 mod queue;
 mod recovery;
 mod regen;
+mod rules;
 mod startup;
 mod status;
 
@@ -34,6 +35,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use durable::promise::{self, PromiseNode, Promises};
+use ftcore::rules::Rules;
 use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
 use lockservice::lease::{Acker, LeaseConfig, Renewer};
 use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
@@ -42,6 +44,7 @@ use timer::{Instant, SeededRng, TimerTable};
 
 use crate::msg::{Body, Msg, Nack};
 use detect::Liveness;
+pub use rules::NtRule;
 
 /// Protocol settings (derived from the daemon's config).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -69,134 +72,9 @@ pub struct NtConfig {
     /// is shown down, not suspected. `None`: no such probes (the
     /// simulator's message counts).
     pub liveness_every: Option<Duration>,
-    /// Rules switched off on purpose, for mutation tests only
-    /// (`tests/safety.rs`, docs/safety-rules.md). Production leaves it at
-    /// `Default` (every rule on).
-    #[doc(hidden)]
-    pub mutations: NtMutations,
-}
-
-/// (safety) rules a mutation test may switch off, to show that a scenario
-/// notices (docs/safety-rules.md). For mutation tests only: the daemon
-/// leaves this at `Default` (everything false: every rule on).
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct NtMutations {
-    /// A holder that learns of a newer epoch drops its token without
-    /// telling its client `LockLost`.
-    pub no_lock_lost: bool,
-    /// A site without a position that sets `next` sends no provisional Commit.
-    pub no_provisional_commit: bool,
-    /// A site that gains or changes its position does not cascade a Commit
-    /// to its `next`.
-    pub no_commit_cascade: bool,
-    /// The token is passed to `next` even when `next` is suspected.
-    pub pass_to_suspected_next: bool,
-    /// Requests are forwarded to a suspected `last` (no `DeadEnd`).
-    pub forward_to_suspected_last: bool,
-    /// A new life of a running cluster assumes the configured root as its
-    /// `last` instead of starting with `last` unknown.
-    pub restart_knows_last: bool,
-    /// Suspected peers are never probed.
-    pub no_probes: bool,
-    /// Every proposer proposes in slot 0 (equal epochs possible).
-    pub no_epoch_slot: bool,
-    /// M3.b: no election, every candidate goes on as if elected.
-    pub no_election: bool,
-    /// No hop limit on forwarded requests.
-    pub no_hop_limit: bool,
-    /// M3 keeps the request's sequence number.
-    pub keep_seq_on_m3: bool,
-    /// The cycle checks are off: a Commit from our own `next`, or carrying
-    /// our own (id, seq) as its origin, is accepted, and a waiting site
-    /// links its own closest predecessor behind it.
-    pub no_cycle_checks: bool,
-    /// A site without a position never searches on its own (no provisional
-    /// timer).
-    pub no_provisional_timer: bool,
-    /// Messages from an older life of a peer are handled.
-    pub no_incarnation_check: bool,
-    /// A joining minority that heard of no running cluster bootstraps.
-    pub minority_bootstrap: bool,
-    /// The bootstrap root starts holding a token: it chooses the first
-    /// epoch itself ("stored + 1": the next round above its own floor)
-    /// instead of searching and regenerating it with a majority's promises.
-    pub root_starts_with_token: bool,
-    /// A regeneration completes with a majority's acks, without waiting for
-    /// every non-suspected site.
-    pub regen_with_majority_only: bool,
-    /// A token below the receiver's `max_epoch` (below its threshold) is
-    /// installed instead of discarded.
-    pub take_stale_token: bool,
-    /// A search regenerates whatever its answers show: a smaller position
-    /// or a token does not stop it (the holder's `Nack{holder}` still
-    /// may).
-    pub regen_despite_answers: bool,
-    /// A search regenerates although an answer shows a smaller position
-    /// (under M2; any position under M3): the requester does not link
-    /// behind that site. An answer with the token still makes it ask the
-    /// holder (only the "smaller position" half of the rule is off).
-    pub regen_despite_position: bool,
-    /// A token holder promises a regeneration like any other site instead
-    /// of answering `Nack{holder}`.
-    pub no_holder_nack: bool,
-    /// A second token is installed over the one held.
-    pub accept_second_token: bool,
-    /// A promise is acked without being stored first (it is written with
-    /// the next write, if any).
-    pub ack_before_store: bool,
-    /// An epoch adopted as in use (`max_epoch`: a token received, a
-    /// regeneration completed, a message's epoch) is used and forwarded
-    /// without being stored first (it is written with the next write, if
-    /// any).
-    pub no_epoch_store: bool,
-    /// A recovered fresh node accepts a token at its `recovered_max` (it
-    /// is still refused below the threshold).
-    pub token_at_recovered_max: bool,
-    /// Grants are not leases: a site grants with the token whether or not
-    /// a majority acked its renewals, and the lease it hands out never
-    /// ends.
-    pub no_leases: bool,
-    /// A lease ack binds nothing: a site that acked a renewal still
-    /// promises other proposers' regenerations.
-    pub no_lease_window: bool,
-    /// A waiting site's renewal is acked whether or not a holding site's
-    /// was acked recently.
-    pub ack_every_waiter: bool,
-    /// A renewal is acked whatever its epoch (no refusal below the
-    /// threshold).
-    pub ack_stale_renewals: bool,
-    /// An unrecovered fresh node acks renewals.
-    pub unrecovered_acks: bool,
-    /// The promise component promises ties (`promise::Mutations::accept_ties`).
-    pub accept_ties: bool,
-    /// No promise window: a site that promised accepts higher proposals of
-    /// others at once (`promise::Config::promise_window = false`).
-    pub no_promise_window: bool,
-    /// No restart window (`promise::Mutations::no_restart_window`).
-    pub no_restart_window: bool,
-    /// An unrecovered fresh node asks for and accepts a token.
-    pub unrecovered_takes_token: bool,
-    /// A site that hears from a site behind its epoch does not answer it
-    /// with the newer epoch.
-    pub no_behind_answer: bool,
-    /// A holder that finds itself stalled does not ask the others for the
-    /// epoch in use.
-    pub no_stall_check: bool,
-    /// A predecessor counts as alive whatever position its `IAmAlive`
-    /// gives (none, or one not smaller than ours): in the closest
-    /// predecessor's liveness checks and in M1's answers.
-    pub alive_at_any_position: bool,
-    /// The closest predecessor counts as alive whatever `next` its
-    /// `IAmAlive` gives (linked elsewhere, or to nobody).
-    pub alive_linked_elsewhere: bool,
-    /// Linking overwrites a live `next`: the new site takes its place and
-    /// the successor it had is dropped (instead of the message being
-    /// forwarded down the queue).
-    pub link_drops_successor: bool,
-    /// Regeneration acks count whenever they are read: a proposal is not
-    /// abandoned at `lease_ms·(1−ρ)` after it was sent.
-    pub late_regen_acks: bool,
+    /// The (safety) rules: all on, except in a mutation test
+    /// (`ftcore/mutations`; `tests/safety.rs`, docs/safety-rules.md).
+    pub rules: Rules<NtRule>,
 }
 
 impl NtConfig {
@@ -217,7 +95,7 @@ impl NtConfig {
         // reliability.md: a lease and one renewal period end before any
         // peer could suspect the site.
         // (Without leases, a mutation test's setting, the bound is moot.)
-        if !self.mutations.no_leases {
+        if self.rules.on(NtRule::GrantsUnderLeases) {
             self.lease_config(sites).check_against(self.suspect_after).map_err(NtError::LeaseTooLong)?;
         }
         // A regeneration's search and ack windows (2 t_msg) fit in the
@@ -560,13 +438,15 @@ impl NtNode {
             lease: cfg.lease,
             drift_ppm: cfg.drift_ppm,
             new_cluster,
-            promise_window: !cfg.mutations.no_promise_window,
+            promise_window: cfg.rules.on(NtRule::PromiseWindow),
             rules: {
-                #[allow(unused_mut)]
-                let mut r = ftcore::rules::Rules::ALL_ON;
+                let r = Rules::ALL_ON;
                 ftcore::mutant! {
-                    if cfg.mutations.no_restart_window { r = r.without(promise::PromiseRule::RestartWindow); }
-                    if cfg.mutations.accept_ties { r = r.without(promise::PromiseRule::TiesRefused); }
+                    let r = cfg.rules.carry_into(r, |x| match x {
+                        NtRule::RestartWindow => Some(promise::PromiseRule::RestartWindow),
+                        NtRule::TiesRefused => Some(promise::PromiseRule::TiesRefused),
+                        _ => None,
+                    });
                 }
                 r
             },
@@ -640,7 +520,7 @@ impl NtNode {
     /// (safety) Epochs survive cold restarts: an epoch just adopted as in
     /// use (`max_epoch`) is stored before anything uses or forwards it.
     fn persist_epoch(&mut self) {
-        if !self.cfg.mutations.no_epoch_store {
+        if self.cfg.rules.on(NtRule::EpochStoredBeforeUse) {
             self.persist();
         }
     }
@@ -693,7 +573,7 @@ impl NtNode {
     fn tell_if_behind(&mut self, from: NodeId, msg: &Msg) {
         if msg.epoch < self.max_epoch()
             && !matches!(msg.body, Body::AreYouAlive)
-            && !self.cfg.mutations.no_behind_answer
+            && self.cfg.rules.on(NtRule::SenderBehindAnswered)
         {
             self.send(from, Body::AreYouAlive);
         }
@@ -887,7 +767,7 @@ impl Protocol for NtNode {
         // carry the epoch in use, and a newer one ends its token before its
         // next grant is acted on by anyone who has heard of the new epoch.
         let stalled = self.token.is_some()
-            && !self.cfg.mutations.no_stall_check
+            && self.cfg.rules.on(NtRule::HolderStallCheck)
             && self.timers.get(Timer::HolderCheck).is_some_and(|d| now.saturating_since(d) > self.cfg.heartbeat);
         if stalled {
             self.broadcast(Body::AreYouAlive);

@@ -32,7 +32,7 @@ impl NtNode {
     /// circling (a path can be longer than N while the queue moves, never
     /// that much longer).
     pub(super) fn circling(&self, hops: u32) -> bool {
-        !self.cfg.mutations.no_hop_limit && hops as usize > 2 * self.members.len()
+        self.cfg.rules.on(NtRule::HopLimit) && hops as usize > 2 * self.members.len()
     }
 
     /// Does what the state calls for: grant locally, pass the token on,
@@ -61,6 +61,14 @@ impl NtNode {
                 // keep the token for the waiters here until a renewal is
                 // acked (`renew_lease` below sends it at once).
                 let Some(lease_until) = self.lease_until(now) else { break };
+                // Fences granted here only grow.
+                ftcore::invariant!(
+                    self.cfg.rules,
+                    fence > self.last_fence,
+                    "{}: fence {fence:#x} not above {:#x} granted before",
+                    self.me,
+                    self.last_fence
+                );
                 if self.locks.grant_next(now, fence, lease_until, batch_only, &mut self.out).is_some() {
                     self.token = Some(Token { counter, ..token });
                     self.accesses += 1;
@@ -70,7 +78,7 @@ impl NtNode {
                 }
             }
             if let Some((n, _)) = self.next {
-                if self.suspected.contains(&n) && !self.cfg.mutations.pass_to_suspected_next {
+                if self.suspected.contains(&n) && self.cfg.rules.on(NtRule::NoTokenToSuspectedNext) {
                     // (safety) Never send the token to a suspected next:
                     // keep it; its successors reconnect by M1/M2.
                     self.next = None;
@@ -92,7 +100,7 @@ impl NtNode {
             && self.request.is_none()
             && self.recovery == Recovery::Idle
             && !self.leaving
-            && (self.promise.stored().recovered() || self.cfg.mutations.unrecovered_takes_token)
+            && (self.promise.stored().recovered() || self.cfg.rules.off(NtRule::UnrecoveredTakesNoToken))
         {
             self.make_request(now);
         }
@@ -155,7 +163,7 @@ impl NtNode {
                 }
             }
             Last::Parent(p) => {
-                if self.suspected.contains(&p) && !self.cfg.mutations.forward_to_suspected_last {
+                if self.suspected.contains(&p) && self.cfg.rules.on(NtRule::NoForwardToSuspectedLast) {
                     // (safety) Never forward to a suspected last.
                     self.send(requester, Body::DeadEnd { seq });
                 } else {
@@ -170,7 +178,9 @@ impl NtNode {
     /// free (or suspected), else pass the message down the queue — a live
     /// successor is never dropped.
     pub(super) fn link(&mut self, now: Instant, who: NodeId, seq: u64, forward: Body) {
-        if self.is_requesting() && self.monitored.is_some_and(|(m, _)| m == who) && !self.cfg.mutations.no_cycle_checks
+        if self.is_requesting()
+            && self.monitored.is_some_and(|(m, _)| m == who)
+            && self.cfg.rules.on(NtRule::CycleChecks)
         {
             // `who` is our closest predecessor (our own request waits behind
             // it): linking it behind us would close a cycle. (Older preds
@@ -184,12 +194,12 @@ impl NtNode {
         match self.next {
             Some((n, _)) if n == who => {
                 self.next = Some((who, seq));
-                if self.position.is_some() || !self.cfg.mutations.no_provisional_commit {
+                if self.position.is_some() || self.cfg.rules.on(NtRule::ProvisionalCommit) {
                     let c = self.commit_for(seq, None);
                     self.send(who, c);
                 }
             }
-            Some((n, _)) if !self.suspected.contains(&n) && !self.cfg.mutations.link_drops_successor => {
+            Some((n, _)) if !self.suspected.contains(&n) && self.cfg.rules.on(NtRule::LinkKeepsLiveSuccessor) => {
                 self.send(n, forward)
             }
             _ => {
@@ -201,7 +211,7 @@ impl NtNode {
                     self.next = Some((who, seq));
                     // (safety) Without a position this is the provisional
                     // Commit.
-                    if self.position.is_some() || !self.cfg.mutations.no_provisional_commit {
+                    if self.position.is_some() || self.cfg.rules.on(NtRule::ProvisionalCommit) {
                         let c = self.commit_for(seq, None);
                         self.send(who, c);
                     }
@@ -217,23 +227,26 @@ impl NtNode {
         // `on_in_use` refuses it too), at or below what a fresh node
         // recovered, or at an unrecovered node.
         let forbidden = match self.promise.check_token(epoch) {
-            Err(promise::Refusal::Unrecovered) => !self.cfg.mutations.unrecovered_takes_token,
+            Err(promise::Refusal::Unrecovered) => self.cfg.rules.on(NtRule::UnrecoveredTakesNoToken),
             // (safety) A recovered fresh node cannot know which counts its
             // previous life granted: no token at or below `recovered_max`.
-            Err(promise::Refusal::Stale { .. }) => !self.cfg.mutations.token_at_recovered_max,
+            Err(promise::Refusal::Stale { .. }) => self.cfg.rules.on(NtRule::NoTokenAtRecoveredMax),
             r => r.is_err(),
         };
         let accepted = if forbidden { None } else { self.promise.on_in_use(epoch, now).ok() };
         // (safety) A token below `max_epoch` (the threshold covers it) is
         // discarded.
-        let accepted = match accepted {
-            None if self.cfg.mutations.take_stale_token
-                && matches!(self.promise.check_token(epoch), Err(promise::Refusal::Promised { .. })) =>
-            {
-                Some(promise::InUse { raised: false, abandoned_own: None })
-            }
-            a => a,
-        };
+        ftcore::mutant! {
+            // The mutation: a token below the threshold is installed.
+            let accepted = match accepted {
+                None if self.cfg.rules.off(NtRule::StaleTokenDiscarded)
+                    && matches!(self.promise.check_token(epoch), Err(promise::Refusal::Promised { .. })) =>
+                {
+                    Some(promise::InUse { raised: false, abandoned_own: None })
+                }
+                a => a,
+            };
+        }
         let Some(in_use) = accepted else {
             self.out.event(NtEvent::StaleToken { epoch });
             // The token meant for us is dead: nobody before us holds one.
@@ -250,7 +263,7 @@ impl NtNode {
         if in_use.raised {
             self.out.event(NtEvent::Epoch(epoch));
         }
-        if self.token.is_some() && !self.cfg.mutations.accept_second_token {
+        if self.token.is_some() && self.cfg.rules.on(NtRule::SecondTokenRefused) {
             // Cannot happen while the invariants hold; keep the one we have.
             tracing::error!(%from, epoch, "second token received; discarded");
             return;
@@ -262,6 +275,30 @@ impl NtNode {
     /// the waiting state, tell the chain behind us our new position, and
     /// serve the local clients queued at this moment.
     pub(super) fn install_token(&mut self, now: Instant, token: Token, position: u64) {
+        // At most one token here; it comes only to a recovered node, and
+        // its epoch is stored as the epoch in use before it grants.
+        ftcore::invariant!(
+            self.cfg.rules,
+            self.token.is_none(),
+            "{}: a token installed over {:?}",
+            self.me,
+            self.token
+        );
+        ftcore::invariant!(
+            self.cfg.rules,
+            self.promise.stored().recovered(),
+            "{}: a token at an unrecovered node",
+            self.me
+        );
+        ftcore::invariant!(
+            self.cfg.rules,
+            token.epoch == self.max_epoch() && !self.promise.is_dirty(),
+            "{}: token of epoch {:#x} installed with the stored epoch in use {:#x} (written: {})",
+            self.me,
+            token.epoch,
+            self.max_epoch(),
+            !self.promise.is_dirty()
+        );
         self.token = Some(token);
         let moved = self.position != Some(position);
         self.position = Some(position);
@@ -275,7 +312,7 @@ impl NtNode {
         self.timers.set(Timer::HolderCheck, now + self.cfg.suspect_after);
         self.recovery_done(now);
         self.bootstrap_search = false;
-        if let Some((n, seq)) = self.next.filter(|_| moved && !self.cfg.mutations.no_commit_cascade) {
+        if let Some((n, seq)) = self.next.filter(|_| moved && self.cfg.rules.on(NtRule::CommitCascade)) {
             // A new position cascades down the chain. An unchanged one
             // does not: the chain behind already has it (under load every
             // token arrival would otherwise resend a Commit down the whole
@@ -296,7 +333,7 @@ impl NtNode {
             return;
         }
         let cycle = self.next.is_some_and(|(n, _)| n == from) || origin == (self.me, seq);
-        if cycle && !self.cfg.mutations.no_cycle_checks {
+        if cycle && self.cfg.rules.on(NtRule::CycleChecks) {
             // Queued behind our own successor, or our own cascade came back (a Connection and a request
             // crossed): a cycle. Refuse it — the sender clears its next —
             // and search again.
@@ -322,7 +359,7 @@ impl NtNode {
         self.timers.set(Timer::AliveCheck, now + self.cfg.heartbeat);
         if self.position.is_some() {
             self.timers.cancel(Timer::Provisional);
-        } else if !self.timers.is_armed(Timer::Provisional) && !self.cfg.mutations.no_provisional_timer {
+        } else if !self.timers.is_armed(Timer::Provisional) && self.cfg.rules.on(NtRule::ProvisionalTimer) {
             // A provisional chain gets positions once its head is committed
             // (≤ (N + 1) t_msg) and the cascade runs down it (≤ N t_msg). A
             // site still without a position after that is in a detached
@@ -333,7 +370,7 @@ impl NtNode {
         }
         // A Commit before the window closes cancels this site's M3.
         self.recovery_done(now);
-        if let Some((n, nseq)) = self.next.filter(|_| moved && !self.cfg.mutations.no_commit_cascade) {
+        if let Some((n, nseq)) = self.next.filter(|_| moved && self.cfg.rules.on(NtRule::CommitCascade)) {
             // (safety) A gained or changed position cascades down the
             // chain (an unchanged one is already there).
             let c = self.commit_for(nseq, Some(origin));

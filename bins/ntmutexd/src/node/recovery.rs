@@ -62,7 +62,7 @@ impl NtNode {
         // makes late Commits from the old chain get Unlink (the seed's rule
         // for M3.b losers, applied to every M3 so that no stale link
         // survives — a stale link can close a cycle of waiting sites).
-        if !self.cfg.mutations.keep_seq_on_m3 {
+        if self.cfg.rules.on(NtRule::FreshSeqOnM3) {
             self.seq += 1;
         }
         self.request = Some(self.seq);
@@ -82,7 +82,7 @@ impl NtNode {
                 self.broadcast(Body::SearchQueue { accesses: self.accesses });
                 // A better candidate heard from recently (its SearchQueue
                 // came before our own search started): lose to it at once.
-                if let Some((a, id, until)) = self.best_candidate.filter(|_| !self.cfg.mutations.no_election) {
+                if let Some((a, id, until)) = self.best_candidate.filter(|_| self.cfg.rules.on(NtRule::M3bElection)) {
                     if until > now && id != self.me && beats(a, id, self.accesses, self.me) {
                         self.lose_election(now, id, started);
                         return;
@@ -112,7 +112,7 @@ impl NtNode {
         let a = self.answer();
         self.send(from, a);
         if let Recovery::Search { mech: Mech::M3, .. } = self.recovery {
-            if !self.cfg.mutations.no_election && beats(accesses, from, self.accesses, self.me) {
+            if self.cfg.rules.on(NtRule::M3bElection) && beats(accesses, from, self.accesses, self.me) {
                 let started = self.recovery.started().unwrap_or(now);
                 self.lose_election(now, from, started);
             }
@@ -201,9 +201,10 @@ impl NtNode {
         let holder = answers.iter().find(|(_, a)| a.has_token).map(|(id, _)| *id);
         // (safety) Regenerate only if no answer shows a smaller position or
         // a token.
-        let (positioned, holder) =
-            if self.cfg.mutations.regen_despite_answers { (None, None) } else { (positioned, holder) };
-        let positioned = if self.cfg.mutations.regen_despite_position { None } else { positioned };
+        let r = self.cfg.rules;
+        let heed_answers = r.on(NtRule::RegenOnlyWithoutPositionOrToken);
+        let positioned = positioned.filter(|_| heed_answers && r.on(NtRule::RegenOnlyWithoutSmallerPosition));
+        let holder = holder.filter(|_| heed_answers);
         if mech == Mech::M3 {
             // Elected (still a candidate): E applies rule III to itself.
             self.rebuild_last(self.me);

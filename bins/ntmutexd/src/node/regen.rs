@@ -28,7 +28,11 @@ impl NtNode {
         // seen, in its own slot (two proposers never propose equal epochs).
         // The floor covers every promise, proposal and epoch in use.
         let above = self.promise.stored().floor();
-        let slot = if self.cfg.mutations.no_epoch_slot { 0 } else { self.promise.slot() };
+        let slot = self.promise.slot();
+        ftcore::mutant! {
+            // Every proposer in slot 0: equal epochs possible.
+            let slot = if self.cfg.rules.off(NtRule::EpochSlot) { 0 } else { slot };
+        }
         let next = promise::round_of(above).checked_add(1).and_then(|r| promise::encode(r, slot));
         // Every refusal condition applies to the proposer too: a lease it
         // acked for another site.
@@ -75,9 +79,14 @@ impl NtNode {
     /// majority (a falsely suspected minority) never creates a second token.
     pub(super) fn maybe_finish_regeneration(&mut self, now: Instant) {
         let Recovery::Regen { waiting, .. } = &self.recovery else { return };
-        let majority_only = self.cfg.mutations.regen_with_majority_only
-            && self.promise.promisers().is_some_and(|p| p.len() >= self.promise.config().majority());
-        if !waiting.is_empty() && !majority_only {
+        let waits = !waiting.is_empty();
+        ftcore::mutant! {
+            // The mutation: a majority's acks are enough.
+            let waits = waits
+                && !(self.cfg.rules.off(NtRule::RegenAcksFromEveryLiveSite)
+                    && self.promise.promisers().is_some_and(|p| p.len() >= self.promise.config().majority()));
+        }
+        if waits {
             return;
         }
         match self.promise.use_proposal(self.ack_clock(now)) {
@@ -115,21 +124,24 @@ impl NtNode {
     /// `Regenerate` (the promise component abandons the proposal after
     /// that): a promiser's window, `lease_ms·(1+ρ)` from its ack, still
     /// binds it when the token is used, so no higher epoch has completed
-    /// meanwhile. The `late_regen_acks` mutation reads every answer as if
-    /// it came just before the deadline.
+    /// meanwhile. With `NtRule::RegenAcksWithinDeadline` off (the
+    /// `late_regen_acks` mutation) every answer is read as if it came just
+    /// before the deadline.
     fn ack_clock(&self, now: Instant) -> Instant {
-        match self.promise.proposal() {
-            Some((_, deadline)) if self.cfg.mutations.late_regen_acks && now >= deadline => {
-                Instant::from_micros(deadline.as_micros().saturating_sub(1))
+        ftcore::mutant! {
+            if let Some((_, deadline)) = self.promise.proposal() {
+                if self.cfg.rules.off(NtRule::RegenAcksWithinDeadline) && now >= deadline {
+                    return Instant::from_micros(deadline.as_micros().saturating_sub(1));
+                }
             }
-            _ => now,
         }
+        now
     }
 
     /// A proposal from `from`. A holder refuses it; otherwise the promise
     /// component decides, and a promise is stored before the ack leaves.
     pub(super) fn on_regenerate(&mut self, now: Instant, from: NodeId, epoch: u64) {
-        if self.token.is_some() && !self.cfg.mutations.no_holder_nack {
+        if self.token.is_some() && self.cfg.rules.on(NtRule::HolderNacksRegeneration) {
             // (safety) A token exists: abort that regeneration.
             self.send(from, Body::RegenerateNack { epoch, why: Nack::Holder });
             return;
@@ -141,13 +153,19 @@ impl NtNode {
         }
         match self.promise.on_proposal(from, epoch, now) {
             Ok(p) => {
-                if !self.cfg.mutations.ack_before_store {
+                if self.cfg.rules.on(NtRule::PromiseStoredBeforeAck) {
                     self.persist();
                 }
                 if p.abandoned_own.is_some() {
                     // A higher concurrent proposal wins; wait for its token.
                     self.retry_regeneration_at(now + self.commit_timeout());
                 }
+                ftcore::invariant!(
+                    self.cfg.rules,
+                    !self.promise.is_dirty(),
+                    "{}: promise of {epoch:#x} acked unstored",
+                    self.me
+                );
                 self.send(from, Body::RegenerateAck { epoch });
             }
             Err(refusal) => {
@@ -226,7 +244,7 @@ impl NtNode {
         self.next = None;
         self.out.event(NtEvent::TokenSuperseded { epoch: t.epoch });
         self.out.event(NtEvent::HasToken(false));
-        if !self.cfg.mutations.no_lock_lost {
+        if self.cfg.rules.on(NtRule::HolderToldLockLost) {
             self.lose_lock(now, why);
         }
     }

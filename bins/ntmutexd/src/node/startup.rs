@@ -16,17 +16,21 @@ impl NtNode {
             Phase::Running => Vec::new(),
         };
         self.timers.cancel(Timer::Join);
-        let mut local_token = false;
+        ftcore::mutant! {
+            let mut local_token = false;
+        }
         if bootstrap {
             // (safety) No site starts holding a token: the root searches
             // and, finding none, regenerates it with a majority's promises.
             let root = *self.members.iter().min().expect("at least one member");
             if root == self.me {
                 self.last = Last::Root;
-                if self.cfg.mutations.root_starts_with_token {
-                    local_token = true;
-                } else {
-                    self.bootstrap_search = true;
+                self.bootstrap_search = true;
+                ftcore::mutant! {
+                    if self.cfg.rules.off(NtRule::NoSiteStartsWithToken) {
+                        self.bootstrap_search = false;
+                        local_token = true;
+                    }
                 }
             } else {
                 self.last = Last::Parent(root);
@@ -35,42 +39,50 @@ impl NtNode {
             // (safety) A new life of a running cluster knows nothing: it
             // answers DeadEnd and makes its first request through M3.
             self.last = Last::Unknown;
-            if self.cfg.mutations.restart_knows_last {
-                let root = *self.members.iter().min().expect("at least one member");
-                self.last = if root == self.me { Last::Root } else { Last::Parent(root) };
+            ftcore::mutant! {
+                // The mutation: a new life assumes the configured root.
+                if self.cfg.rules.off(NtRule::RestartedLastUnknown) {
+                    let root = *self.members.iter().min().expect("at least one member");
+                    self.last = if root == self.me { Last::Root } else { Last::Parent(root) };
+                }
             }
         }
         self.out.event(NtEvent::Joined { bootstrap });
-        if local_token {
-            self.start_with_local_token(now);
+        ftcore::mutant! {
+            if local_token {
+                self.start_with_local_token(now);
+            }
         }
         for (from, inc, msg) in deferred {
             self.handle_message(now, from, inc, msg);
         }
     }
 
-    /// The mutation `root_starts_with_token`: the bootstrap root chooses
-    /// the first token's epoch itself, "stored + 1" (the next round above
-    /// its own floor, in its slot), stores it as in use and holds the token
-    /// at once, without a search or a promise round (foundation.md: such
-    /// an epoch is only a proposal).
-    fn start_with_local_token(&mut self, now: Instant) {
-        let above = self.promise.stored().floor();
-        let next = promise::round_of(above).checked_add(1).and_then(|r| promise::encode(r, self.promise.slot()));
-        let Some(epoch) = next else { return };
-        if self.promise.on_in_use(epoch, now).is_err() {
-            return;
+    ftcore::mutant! {
+        /// With `NtRule::NoSiteStartsWithToken` off (the mutation
+        /// `root_starts_with_token`): the bootstrap root chooses the first
+        /// token's epoch itself, "stored + 1" (the next round above its own
+        /// floor, in its slot), stores it as in use and holds the token at
+        /// once, without a search or a promise round (foundation.md: such an
+        /// epoch is only a proposal).
+        fn start_with_local_token(&mut self, now: Instant) {
+            let above = self.promise.stored().floor();
+            let next = promise::round_of(above).checked_add(1).and_then(|r| promise::encode(r, self.promise.slot()));
+            let Some(epoch) = next else { return };
+            if self.promise.on_in_use(epoch, now).is_err() {
+                return;
+            }
+            self.persist();
+            self.out.event(NtEvent::Epoch(epoch));
+            self.install_token(now, Token { epoch, counter: 0 }, 0);
         }
-        self.persist();
-        self.out.event(NtEvent::Epoch(epoch));
-        self.install_token(now, Token { epoch, counter: 0 }, 0);
     }
 
     pub(super) fn on_join_timer(&mut self, now: Instant) {
         let Phase::Joining { fresh, running_seen, .. } = &self.phase else { return };
         if *running_seen {
             self.finish_join(now, false);
-        } else if fresh.len() > self.members.len() / 2 || self.cfg.mutations.minority_bootstrap {
+        } else if fresh.len() > self.members.len() / 2 || self.cfg.rules.off(NtRule::NoMinorityBootstrap) {
             self.finish_join(now, true);
         } else {
             // No majority heard from yet: keep asking (a minority must not

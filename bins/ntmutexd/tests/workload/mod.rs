@@ -6,9 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use ftcore::rules::{Rule, Rules};
 use ftcore::{ClientId, NodeId};
 use lockservice::{LockEvent, LockReply, LockRequest, LocksConfig};
-use ntmutexd::{Mech, NtConfig, NtEvent, NtMutations, NtNode};
+use ntmutexd::{Mech, NtConfig, NtEvent, NtNode, NtRule};
 use sim::{Action, FaultPlan, NetConfig, Sim, SimError, World};
 use timer::Instant;
 
@@ -24,7 +25,7 @@ pub fn cfg(k: usize) -> NtConfig {
         drift_ppm: 1_000,
         locks: LocksConfig { max_queue: 64, max_hold: None, try_window: Duration::ZERO },
         liveness_every: None,
-        mutations: Default::default(),
+        rules: Default::default(),
     }
 }
 
@@ -32,9 +33,9 @@ pub fn cfg(k: usize) -> NtConfig {
 /// 20 ms, k = 3, heartbeat 50 ms, suspect_after 250 ms, lease 100 ms), the
 /// settings performance.md's targets are stated at, with the rules in `m`
 /// switched off.
-pub fn defaults_with(m: NtMutations) -> NtConfig {
+pub fn defaults_with(m: Rules<NtRule>) -> NtConfig {
     let core = ntmutexd::NtmutexdConfig::default().core(&runtime::config::CommonConfig::default());
-    NtConfig { mutations: m, ..core }
+    NtConfig { rules: m, ..core }
 }
 
 pub fn net() -> NetConfig {
@@ -58,11 +59,11 @@ pub fn sites(seed: u64, n: u32, k: usize) -> Sim<NtNode> {
 
 /// `sites` on another network.
 pub fn sites_on(seed: u64, n: u32, k: usize, net: NetConfig) -> Sim<NtNode> {
-    sites_with(seed, n, k, net, NtMutations::default())
+    sites_with(seed, n, k, net, Rules::ALL_ON)
 }
 
 /// `sites_on` with the rules in `m` switched off (tests/safety.rs).
-pub fn sites_with(seed: u64, n: u32, k: usize, net: NetConfig, m: NtMutations) -> Sim<NtNode> {
+pub fn sites_with(seed: u64, n: u32, k: usize, net: NetConfig, m: Rules<NtRule>) -> Sim<NtNode> {
     Sim::new(seed, n, net, cfg_with(k, m))
 }
 
@@ -70,9 +71,9 @@ pub fn sites_with(seed: u64, n: u32, k: usize, net: NetConfig, m: NtMutations) -
 /// (`no_leases`) it is the setting of the stage before leases: W = 50 ms,
 /// as before the lease bound (`lease·(1+ρ) + lease/3 ≤ suspect_after·(1−ρ)`)
 /// shortened it, so that the seeds found then replay exactly.
-pub fn cfg_with(k: usize, m: NtMutations) -> NtConfig {
-    let lease = if m.no_leases { Duration::from_millis(50) } else { cfg(k).lease };
-    NtConfig { mutations: m, lease, ..cfg(k) }
+pub fn cfg_with(k: usize, m: Rules<NtRule>) -> NtConfig {
+    let lease = if m.off(NtRule::GrantsUnderLeases) { Duration::from_millis(50) } else { cfg(k).lease };
+    NtConfig { rules: m, lease, ..cfg(k) }
 }
 
 pub fn cluster(seed: u64, n: u32, k: usize, load: Load) -> Sim<NtNode> {
@@ -81,11 +82,11 @@ pub fn cluster(seed: u64, n: u32, k: usize, load: Load) -> Sim<NtNode> {
 
 /// `cluster` on another network.
 pub fn cluster_on(seed: u64, n: u32, k: usize, load: Load, net: NetConfig) -> Sim<NtNode> {
-    cluster_with(seed, n, k, load, net, NtMutations::default())
+    cluster_with(seed, n, k, load, net, Rules::ALL_ON)
 }
 
 /// `cluster_on` with the rules in `m` switched off (tests/safety.rs).
-pub fn cluster_with(seed: u64, n: u32, k: usize, load: Load, net: NetConfig, m: NtMutations) -> Sim<NtNode> {
+pub fn cluster_with(seed: u64, n: u32, k: usize, load: Load, net: NetConfig, m: Rules<NtRule>) -> Sim<NtNode> {
     cluster_cfg(seed, n, load, net, cfg_with(k, m))
 }
 
@@ -180,13 +181,19 @@ pub fn one_token(w: &World<NtNode>) -> Result<(), String> {
 /// The random run: `plan`'s faults under heavy load with the staged
 /// invariants checked after every step, then `converge`; every live site
 /// served again and one token left. `m`: rules switched off.
-pub fn run_faulty_with(seed: u64, n: u32, k: usize, plan: FaultPlan, m: NtMutations) -> Result<Sim<NtNode>, SimError> {
+pub fn run_faulty_with(
+    seed: u64,
+    n: u32,
+    k: usize,
+    plan: FaultPlan,
+    m: Rules<NtRule>,
+) -> Result<Sim<NtNode>, SimError> {
     run_faulty_cfg(seed, n, plan, cfg_with(k, m))
 }
 
 /// `run_faulty_with` with settings `config`.
 pub fn run_faulty_cfg(seed: u64, n: u32, plan: FaultPlan, config: NtConfig) -> Result<Sim<NtNode>, SimError> {
-    let leases = !config.mutations.no_leases;
+    let leases = config.rules.on(NtRule::GrantsUnderLeases);
     let mut sim = cluster_cfg(seed, n, HEAVY, net(), config);
     sim.check(staged_safety(Some(accurate_after())));
     if leases {
@@ -207,7 +214,7 @@ pub fn run_faulty_cfg(seed: u64, n: u32, plan: FaultPlan, config: NtConfig) -> R
 
 /// `run_faulty_with`, every rule on.
 pub fn run_faulty(seed: u64, n: u32, k: usize, plan: FaultPlan) -> Result<Sim<NtNode>, SimError> {
-    run_faulty_with(seed, n, k, plan, NtMutations::default())
+    run_faulty_with(seed, n, k, plan, Rules::ALL_ON)
 }
 
 /// Steps (0.1 ms at a time, at most `steps`) until some live site holds
@@ -455,9 +462,9 @@ pub fn messages_per_cs(n: u32) -> (usize, u64, f64, f64) {
 }
 
 /// Every rule switch on its own, by name.
-pub fn all_single() -> Vec<(&'static str, NtMutations)> {
+pub fn all_single() -> Vec<(&'static str, Rules<NtRule>)> {
     macro_rules! one {
-        ($($f:ident),*) => { vec![$((stringify!($f), NtMutations { $f: true, ..NtMutations::default() })),*] };
+        ($($f:ident),*) => { vec![$((stringify!($f), Rules::all_but(&[NtRule::by_switch(stringify!($f)).expect("a switch")]))),*] };
     }
     one!(
         no_lock_lost,

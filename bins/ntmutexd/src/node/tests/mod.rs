@@ -57,7 +57,7 @@ fn cfg(k: usize) -> NtConfig {
         drift_ppm: 0,
         locks: LocksConfig { max_queue: 8, max_hold: None, try_window: Duration::ZERO },
         liveness_every: None,
-        mutations: Default::default(),
+        rules: Default::default(),
     }
 }
 
