@@ -11,7 +11,7 @@ fn main() -> ExitCode {
         "Ring leader election (relay or alive-list) with durable terms, pre-votes and a quorum \
          lease, and a FIFO coordinator that grants fenced leases. `ftctl leader` shows the \
          coordinator; clients use `ftctl lock -- CMD` against client_listen.",
-        env!("CARGO_PKG_VERSION"),
+        env!("FTCOORD_VERSION"),
         DaemonSpec {
             metrics_prefix: "electd",
             transport: TransportKind::Tcp,

@@ -18,11 +18,15 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// The client tool for ftcoord daemons.
 #[derive(Parser, Debug)]
-#[command(name = "ftctl", version, after_help = "Each command's --help lists its exit statuses.")]
+#[command(
+    name = "ftctl",
+    version = env!("FTCOORD_VERSION"),
+    after_help = "Each command's --help lists its exit statuses."
+)]
 struct Cli {
     /// The daemon's client address (its `client_listen`), HOST:PORT.
     #[arg(long, global = true, env = "FTCTL_ADDR", default_value = "127.0.0.1:7201", value_name = "ADDR")]
@@ -112,10 +116,60 @@ enum Cmd {
         )]
         service: Vec<String>,
     },
+    /// Print a shell completion script for ftctl.
+    ///
+    /// bash: `ftctl completions bash > /etc/bash_completion.d/ftctl`;
+    /// zsh: `ftctl completions zsh > "${fpath[1]}/_ftctl"`;
+    /// fish: `ftctl completions fish > ~/.config/fish/completions/ftctl.fish`.
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print ftctl's man page (roff): `ftctl man > /usr/local/share/man/man1/ftctl.1`.
+    Man,
+}
+
+/// Writes the completion script for `shell` to `out`.
+fn completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
+    clap_complete::generate(shell, &mut Cli::command(), "ftctl", out);
+}
+
+/// Writes the man page to `out`: ftctl's, then each command's section.
+fn man(out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let cmd = Cli::command();
+    clap_mangen::Man::new(cmd.clone()).render(out)?;
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        // clap takes a command name as &'static str (its `string` feature
+        // is off): leaked, once per command, in a process about to exit.
+        let name: &'static str = Box::leak(format!("ftctl-{}", sub.get_name()).into_boxed_str());
+        let sub = sub.clone().name(name).display_name(name);
+        writeln!(out)?;
+        clap_mangen::Man::new(sub).render(out)?;
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    match cli.command {
+        Cmd::Completions { shell } => {
+            completions(shell, &mut std::io::stdout());
+            return ExitCode::from(exit::OK);
+        }
+        Cmd::Man => {
+            return match man(&mut std::io::stdout()) {
+                // `ftctl man | head` is fine.
+                Ok(()) => ExitCode::from(exit::OK),
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::from(exit::OK),
+                Err(e) => {
+                    eprintln!("ftctl: cannot write the man page: {e}");
+                    ExitCode::from(exit::ERROR)
+                }
+            };
+        }
+        _ => {}
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -136,6 +190,7 @@ fn main() -> ExitCode {
                 let service = service.pop().unwrap_or_default();
                 ring::run_exec(&cli.addr, cli.json, &ring::ExecArgs { on, timeout, request_id, service, args }).await
             }
+            Cmd::Completions { .. } | Cmd::Man => Ok(exit::OK),
         }
     });
     match result {
@@ -144,5 +199,45 @@ fn main() -> ExitCode {
             eprintln!("ftctl: {e:#}");
             ExitCode::from(ring::exit_of_error(&e))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn completions_cover_every_command() {
+        for shell in [clap_complete::Shell::Bash, clap_complete::Shell::Zsh, clap_complete::Shell::Fish] {
+            let mut out = Vec::new();
+            completions(shell, &mut out);
+            let text = String::from_utf8(out).unwrap();
+            for word in ["status", "leader", "lock", "lookup", "exec", "addr", "timeout", "kill-grace"] {
+                assert!(text.contains(word), "{shell}: {word} missing");
+            }
+        }
+    }
+
+    #[test]
+    fn the_man_page_has_every_command_and_the_exit_statuses() {
+        let mut out = Vec::new();
+        man(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with(".ie") || text.contains(".TH ftctl"), "{}", &text[..200.min(text.len())]);
+        for page in ["ftctl\\-lock", "ftctl\\-status", "ftctl\\-exec"] {
+            assert!(text.contains(page), "{page} missing");
+        }
+        assert!(text.contains("EX_TEMPFAIL"), "the lock exit statuses are missing");
+    }
+
+    #[test]
+    fn the_version_names_the_package_version() {
+        let v = Cli::command().render_version();
+        assert!(v.starts_with(&format!("ftctl {}", env!("CARGO_PKG_VERSION"))), "{v}");
     }
 }

@@ -48,7 +48,7 @@ fn main() -> ExitCode {
     daemon::main::<HbringdConfig, HbNode>(
         "The heartbeat ring failure detector: every node heartbeats its live successor; \
          silence marks a neighbour dead and the ring repairs around it.",
-        env!("CARGO_PKG_VERSION"),
+        env!("FTCOORD_VERSION"),
         DaemonSpec {
             metrics_prefix: "hbring",
             transport: TransportKind::Tcp,

@@ -10,7 +10,7 @@ fn main() -> ExitCode {
     daemon::main::<NtmutexdConfig, NtNode>(
         "A cluster-wide mutex: Naimi-Trehel with COMMIT and M1/M2/M3 recovery. \
          Clients use `ftctl lock -- CMD` against client_listen.",
-        env!("CARGO_PKG_VERSION"),
+        env!("FTCOORD_VERSION"),
         DaemonSpec {
             metrics_prefix: "ntmutex",
             transport: TransportKind::Tcp,

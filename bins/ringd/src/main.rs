@@ -13,7 +13,7 @@ fn main() -> ExitCode {
          census a majority promised, least-loaded lookup, and services (token services under a \
          majority lease and a fence). Clients use `ftctl lookup` and `ftctl exec SERVICE ARGS` \
          against client_listen.",
-        env!("CARGO_PKG_VERSION"),
+        env!("FTCOORD_VERSION"),
         DaemonSpec {
             metrics_prefix: "ringd",
             transport: TransportKind::Tcp,

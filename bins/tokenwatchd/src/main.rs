@@ -11,7 +11,7 @@ fn main() -> ExitCode {
         "A token ring over lossy UDP whose token is never lost or duplicated: token passing \
          counter, ACK with TTL, bypass and regeneration by a majority-promised Claim. Clients \
          use `ftctl lock -- CMD` against client_listen.",
-        env!("CARGO_PKG_VERSION"),
+        env!("FTCOORD_VERSION"),
         DaemonSpec {
             metrics_prefix: "tokenwatch",
             transport: TransportKind::Udp,
