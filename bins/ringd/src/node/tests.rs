@@ -10,7 +10,7 @@ use ftcore::Output;
 use membership::{Member, Membership};
 
 use super::*;
-use crate::msg::CensusAnswer;
+use crate::msg::{CensusAnswer, NewNext};
 
 const T0: Instant = Instant::from_millis(10_000);
 
@@ -548,4 +548,230 @@ fn a_newer_token_kills_the_running_token_service_unless_switched_off() {
         let killed = outs.contains(&Output::Job(JobCommand::Kill { id }));
         assert_eq!(killed, !keep, "keep_job_when_superseded {keep}: {outs:?}");
     }
+}
+
+#[test]
+fn a_hello_is_answered_with_the_stored_values() {
+    let mut r = owner();
+    let values = r.promises().values();
+    assert!(values.is_some());
+    assert_eq!(
+        proto(deliver(&mut r, T0, n(2), Incarnation(1), Msg::Hello { nonce: 9 })),
+        vec![send(2, Msg::HelloAck { nonce: 9, values })]
+    );
+}
+
+#[test]
+fn a_fresh_replica_asks_every_peer_and_recovers_once_both_answered() {
+    // Nothing stored: after its restart window it sends Hello to both
+    // peers; it recovers once both answered (a majority of the others
+    // with values), stores that first, then reports it.
+    let start = Instant::from_millis(T0.as_micros() / 1000 - 200);
+    let mut r = RdNode::start(Context::new(n(1), Incarnation(1), ring3(), start, cfg())).expect("valid config");
+    let _ = drain(&mut r);
+    let at = r.hello_deadline().expect("it waits out its restart window");
+    let outs = proto(timeout(&mut r, at));
+    let nonce = outs
+        .iter()
+        .find_map(|o| match o {
+            Output::Send { msg: Msg::Hello { nonce }, .. } => Some(*nonce),
+            _ => None,
+        })
+        .expect("a Hello");
+    assert_eq!(outs, vec![send(2, Msg::Hello { nonce }), send(3, Msg::Hello { nonce })]);
+    let values = owner().promises().values();
+    let ack = |values| Msg::HelloAck { nonce, values };
+    assert_eq!(proto(deliver(&mut r, at, n(2), Incarnation(1), ack(values))), vec![]);
+    let outs = proto(deliver(&mut r, at, n(3), Incarnation(1), ack(values)));
+    let max = r.promises().stored().recovered_max();
+    assert_eq!(outs, vec![stored(&r), Output::Event(RdEvent::StateRecovered { max })]);
+    assert!(r.promises().stored().recovered() && max >= 1025);
+    assert_eq!(r.hello_deadline(), None);
+}
+
+#[test]
+fn a_holder_alive_is_acked_once_its_epoch_is_stored_and_a_lower_one_answered_stale() {
+    let mut r = replica(3);
+    let alive = |epoch, nonce| Msg::HolderAlive { epoch, nonce };
+    let outs = proto(deliver(&mut r, T0, n(1), Incarnation(1), alive(1025, 1)));
+    assert_eq!(outs, vec![stored(&r), send(1, Msg::HolderAliveAck { epoch: 1025, nonce: 1 })]);
+    assert_eq!(r.epoch(), 1025);
+    assert_eq!(
+        proto(deliver(&mut r, T0, n(1), Incarnation(1), alive(2, 2))),
+        vec![send(1, Msg::Stale { epoch: 1025 }), Output::Event(RdEvent::StaleAnswered)]
+    );
+}
+
+/// An `IAmNewNext` from detector 3 about 2 (life 1), which replica 1
+/// points at.
+fn new_next_about_2(seen: (u64, u64)) -> Msg {
+    Msg::IAmNewNext(NewNext { failed: n(2), failed_inc: Incarnation(1), origin: n(3), recovery: 77, seen, hops: 0 })
+}
+
+#[test]
+fn an_i_am_new_next_is_answered_by_whoever_pointed_at_the_failed_life_with_its_copy_if_newer() {
+    let previous = Msg::IAmNewPrevious { recovery: 77, members: vec![n(2), n(3), n(1)] };
+    // Nothing sent to 2: no copy.
+    let mut r = replica(1);
+    assert_eq!(
+        proto(deliver(&mut r, T0, n(3), Incarnation(1), new_next_about_2((0, 0)))),
+        vec![send(3, previous.clone())]
+    );
+    // Passing (1025, 6) to 2, unacked: the copy goes first, if newer than
+    // what the detector has seen.
+    let passing = || {
+        let mut r = owner();
+        let _ = proto(timeout(&mut r, T0 + Duration::from_millis(5)));
+        assert!(r.is_passing());
+        r
+    };
+    let t = T0 + Duration::from_millis(6);
+    let mut r = passing();
+    let copy = Token { quiet: IDLE + 1, ..token(1025, 6, 1) };
+    assert_eq!(
+        proto(deliver(&mut r, t, n(3), Incarnation(1), new_next_about_2((1025, 5)))),
+        vec![send(3, Msg::Copy { recovery: 77, token: Box::new(copy) }), send(3, previous.clone())]
+    );
+    let mut r = passing();
+    assert_eq!(proto(deliver(&mut r, t, n(3), Incarnation(1), new_next_about_2((1025, 6)))), vec![send(3, previous)]);
+}
+
+#[test]
+fn an_i_am_new_next_about_another_replica_is_forwarded_one_hop_further_and_dropped_after_n() {
+    let mut r = replica(1);
+    let about_3 = |hops| {
+        Msg::IAmNewNext(NewNext {
+            failed: n(3),
+            failed_inc: Incarnation(1),
+            origin: n(2),
+            recovery: 78,
+            seen: (0, 0),
+            hops,
+        })
+    };
+    let forwarded =
+        NewNext { failed: n(3), failed_inc: Incarnation(1), origin: n(2), recovery: 78, seen: (0, 0), hops: 1 };
+    assert_eq!(proto(deliver(&mut r, T0, n(3), Incarnation(1), about_3(0))), vec![send(2, Msg::IAmNewNext(forwarded))]);
+    assert_eq!(
+        proto(deliver(&mut r, T0, n(3), Incarnation(1), about_3(2))),
+        vec![Output::Event(RdEvent::Refused { from: n(2), reason: "hops" })]
+    );
+}
+
+/// Replica 1 with its predecessor 3 reported unreachable: it starts a
+/// recovery (`IAmNewNext` to its successor 2); returns the recovery id.
+fn recovering() -> (RdNode, u64) {
+    let mut r = replica(1);
+    r.handle_peer_unreachable(T0, n(3));
+    let outs = proto(drain(&mut r));
+    let id = outs
+        .iter()
+        .find_map(|o| match o {
+            Output::Send { msg: Msg::IAmNewNext(m), .. } => Some(m.recovery),
+            _ => None,
+        })
+        .expect("an IAmNewNext");
+    let m = NewNext { failed: n(3), failed_inc: Incarnation(1), origin: n(1), recovery: id, seen: (0, 0), hops: 0 };
+    assert_eq!(outs, vec![Output::Event(RdEvent::RecoveryStarted { failed: n(3) }), send(2, Msg::IAmNewNext(m))]);
+    (r, id)
+}
+
+#[test]
+fn a_predecessor_reported_unreachable_starts_a_recovery() {
+    let _ = recovering();
+}
+
+#[test]
+fn an_i_am_new_previous_ends_only_the_pending_recovery() {
+    let (mut r, id) = recovering();
+    let t = T0 + Duration::from_millis(3);
+    let previous = |recovery| Msg::IAmNewPrevious { recovery, members: vec![n(1)] };
+    assert_eq!(proto(deliver(&mut r, t, n(2), Incarnation(1), previous(id + 1))), vec![]);
+    assert_eq!(
+        proto(deliver(&mut r, t, n(2), Incarnation(1), previous(id))),
+        vec![Output::Event(RdEvent::Recovered { took: Duration::from_millis(3) })]
+    );
+    assert_eq!(proto(deliver(&mut r, t, n(2), Incarnation(1), previous(id))), vec![]);
+}
+
+#[test]
+fn a_copy_for_the_pending_recovery_starts_a_census_and_one_for_another_is_dropped() {
+    let (mut r, id) = recovering();
+    let copy = |recovery, seq| Msg::Copy { recovery, token: Box::new(token(1025, seq, 2)) };
+    assert_eq!(proto(deliver(&mut r, T0, n(2), Incarnation(1), copy(id + 1, 6))), vec![]);
+    assert!(r.promises().proposal().is_none());
+    let outs = proto(deliver(&mut r, T0, n(2), Incarnation(1), copy(id, 6)));
+    let proposed = r.promises().proposal().expect("a census is out").0;
+    assert_eq!(outs, census_started(&r, proposed));
+    assert!(!r.owns_token(), "the copy only supplies the census's state");
+}
+
+#[test]
+fn a_lookup_sends_a_find_round_the_ring_and_answers_its_best_when_it_returns() {
+    let mut r = replica(1);
+    let outs = proto(request(&mut r, T0, ClientId(5), RingRequest::LookUp { request_id: 4 }));
+    let key = outs
+        .iter()
+        .find_map(|o| match o {
+            Output::Send { msg: Msg::Find { request_id, .. }, .. } => Some(*request_id),
+            _ => None,
+        })
+        .expect("a Find");
+    let find = |hops, best: u32, best_addr: &str| Msg::Find {
+        request_id: key,
+        lap: 1,
+        hops,
+        origin: n(1),
+        best: n(best),
+        best_load: 0,
+        best_addr: best_addr.into(),
+    };
+    assert_eq!(outs, vec![send(2, find(0, 1, "127.0.0.1:7801"))]);
+    let t = T0 + Duration::from_millis(2);
+    assert_eq!(
+        proto(deliver(&mut r, t, n(3), Incarnation(1), find(2, 2, "b"))),
+        vec![
+            Output::Event(RdEvent::LookedUp { took: Duration::from_millis(2) }),
+            Output::Reply {
+                client: ClientId(5),
+                reply: RingReply::LookedUp { request_id: 4, replica: n(2), address: "b".into(), load: 0 }
+            },
+        ]
+    );
+    // Answered once.
+    assert_eq!(proto(deliver(&mut r, t, n(3), Incarnation(1), find(2, 2, "b"))), vec![]);
+}
+
+#[test]
+fn a_broken_link_resends_the_unacked_token_to_that_successor_only() {
+    let mut r = owner();
+    let _ = proto(timeout(&mut r, T0 + Duration::from_millis(5)));
+    let t = T0 + Duration::from_millis(6);
+    r.handle_link_lost(t, n(3));
+    assert_eq!(proto(drain(&mut r)), vec![]);
+    r.handle_link_lost(t, n(2));
+    let passed = Token { quiet: IDLE + 1, ..token(1025, 6, 1) };
+    assert_eq!(proto(drain(&mut r)), vec![send(2, Msg::Token(Box::new(passed)))]);
+}
+
+#[test]
+fn a_shutdown_answers_queued_token_services_leaving_and_a_gone_clients_are_dropped() {
+    let incr = |id| RingRequest::Execute { request_id: id, service: "counter.incr".into(), args: vec!["c".into()] };
+    let mut r = replica(2);
+    let _ = request(&mut r, T0, ClientId(1), incr(1));
+    let _ = request(&mut r, T0, ClientId(2), incr(2));
+    r.handle_client_gone(T0, ClientId(1));
+    assert_eq!(proto(drain(&mut r)), vec![]);
+    r.handle_shutdown(T0);
+    assert_eq!(
+        proto(drain(&mut r)),
+        vec![
+            Output::Event(RdEvent::Executed { service: "counter.incr".into(), outcome: "leaving" }),
+            Output::Reply {
+                client: ClientId(2),
+                reply: RingReply::Executed { request_id: 2, outcome: Err(ExecError::Leaving) }
+            },
+        ]
+    );
+    assert!(r.is_left());
 }
