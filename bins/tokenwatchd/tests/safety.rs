@@ -1117,3 +1117,20 @@ fn restart_window_over_a_promise_masked_by_epoch_slot_and_tie_refusal() {
         w * 85 / 100,
     );
 }
+
+/// The rule table (`TwRule`) agrees with these scenarios, with
+/// docs/safety-rules.md and with the design sections it cites.
+#[test]
+fn the_rule_table_matches_the_scenarios_and_the_docs() {
+    let wrong = ftcore::rules::audit::<TwRule>(
+        include_str!("safety.rs"),
+        include_str!("../../../docs/safety-rules.md"),
+        "tokenwatchd",
+        &[
+            ("docs/tokenwatchd.md", include_str!("../../../docs/tokenwatchd.md")),
+            ("docs/foundation.md", include_str!("../../../docs/foundation.md")),
+            ("docs/reliability.md", include_str!("../../../docs/reliability.md")),
+        ],
+    );
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}

@@ -555,6 +555,22 @@ impl TwNode {
             self.serve(now);
         }
         self.persist_first();
+        // The core's own invariants, whatever its input (a forged frame
+        // included): the simulator runs debug builds, so every seeded run
+        // checks them after every input.
+        let rules = self.cfg.rules;
+        ftcore::invariant!(
+            rules,
+            self.visit.as_ref().is_none_or(|v| v.epoch <= self.promise.threshold()),
+            "{}: the token's epoch is above every epoch promised or in use here",
+            self.me
+        );
+        ftcore::invariant!(
+            rules,
+            self.stored_tpc >= self.tpc,
+            "{}: the counter in use is above the stored one",
+            self.me
+        );
     }
 
     /// Puts one `Persist` of the current state in front of the outputs
