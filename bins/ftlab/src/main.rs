@@ -30,8 +30,9 @@ enum Cmd {
     /// results present). Exit status 0 only when every check passed.
     Demo(demo::DemoArgs),
     /// Write configs for N nodes of DAEMON (each its own state_dir under
-    /// DIR/state), start them, print their endpoints, PIDs and a Prometheus
-    /// file_sd targets file. Ctrl-C, SIGTERM or SIGHUP stop them all, and
+    /// DIR/state), start them, print their endpoints, PIDs, a Prometheus
+    /// file_sd targets file and the command that runs Prometheus on it
+    /// (with DIR/prometheus.yml, which ftlab writes). Ctrl-C, SIGTERM or SIGHUP stop them all, and
     /// they die with ftlab. The first start of a new DIR passes
     /// --new-cluster; starting again on the same DIR does not, and keeps
     /// the ports that its node configs record (new nodes get free ones),

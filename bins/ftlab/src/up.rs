@@ -142,7 +142,14 @@ pub fn run(a: UpArgs) -> Result<ExitCode> {
         let pid = cluster.pid(id).map_or_else(|| "-".to_string(), |p| p.to_string());
         println!("{:<5} {:<8} {:<22} {:<22} http://{}/metrics", id, pid, e.peer, e.client, e.metrics);
     }
+    let prom = write_prometheus_config(&dir, &sd)?;
     println!("Prometheus file_sd targets: {}", sd.display());
+    println!(
+        "Prometheus for this cluster: prometheus --config.file={} --storage.tsdb.path={}",
+        shell_quote(&prom.to_string_lossy()),
+        shell_quote(&dir.join("prometheus").to_string_lossy())
+    );
+    println!("  (or list `- {}` under file_sd_configs' files in config/prometheus.yml)", sd.display());
     let exe = std::env::current_exe().map_or_else(|_| "ftlab".to_string(), |p| shell_quote(&p.to_string_lossy()));
     let qdir = shell_quote(&dir.to_string_lossy());
     println!("SIGKILL a node:  {exe} kill <node> --dir {qdir}");
@@ -507,6 +514,29 @@ fn runs_config(pid: u32, config: &[u8]) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.split(|&b| b == 0).any(|arg| arg == config))
 }
 
+/// Writes `DIR/prometheus.yml`: config/prometheus.yml's settings (5 s
+/// scrapes, job label from the targets file) reading this cluster's
+/// targets file `sd`, so that the command `ftlab up` prints scrapes it
+/// whatever DIR is. Returns its path.
+fn write_prometheus_config(dir: &Path, sd: &Path) -> Result<PathBuf> {
+    let path = dir.join("prometheus.yml");
+    std::fs::write(&path, prometheus_config(sd)).with_context(|| format!("write {}", path.display()))?;
+    Ok(path)
+}
+
+/// The text of [`write_prometheus_config`]'s file.
+fn prometheus_config(sd: &Path) -> String {
+    // A JSON string is a YAML double-quoted scalar.
+    let file = crate::json::J::s(sd.to_string_lossy());
+    format!(
+        "# Written by `ftlab up`: Prometheus scraping this cluster's nodes, as\n\
+         # config/prometheus.yml does for /tmp/ftcoord/DAEMON (same settings).\n\
+         global:\n  scrape_interval: 5s\n  evaluation_interval: 5s\n\n\
+         scrape_configs:\n  # The job label is the daemon's name, from the targets file.\n  \
+         - job_name: ftcoord\n    file_sd_configs:\n      - files:\n          - {file}\n        refresh_interval: 30s\n"
+    )
+}
+
 /// `s` quoted for a POSIX shell where it needs to be.
 fn shell_quote(s: &str) -> String {
     if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c)) {
@@ -529,6 +559,23 @@ mod tests {
         assert!(parse_request(b"kill 2 3\n").is_err());
         assert!(parse_request(b"stop 2\n").is_err());
         assert!(parse_request(b"\xff\n").is_err());
+    }
+
+    #[test]
+    fn the_prometheus_config_reads_the_clusters_targets_file() {
+        let yml = prometheus_config(Path::new("/tmp/nt/targets.json"));
+        assert!(yml.contains("\n          - \"/tmp/nt/targets.json\"\n"), "{yml}");
+        // The repository's example has the same settings.
+        let example =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/prometheus.yml"));
+        let example = example.unwrap();
+        for line in
+            ["  scrape_interval: 5s", "  evaluation_interval: 5s", "  - job_name: ftcoord", "    file_sd_configs:"]
+        {
+            assert!(yml.contains(line) && example.contains(line), "{line:?}:\n{yml}\n{example}");
+        }
+        let odd = prometheus_config(Path::new("/tmp/a \"b\"\\c"));
+        assert!(odd.contains(r#"- "/tmp/a \"b\"\\c""#), "{odd}");
     }
 
     #[test]

@@ -15,9 +15,10 @@ fn up_starts_a_cluster_prints_endpoints_and_stops_on_sigint() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut metrics = Vec::new();
+    let (mut metrics, mut printed) = (Vec::new(), Vec::new());
     for line in lines.by_ref() {
         let line = line.unwrap();
+        printed.push(line.clone());
         if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
             metrics.push(url.trim_start_matches("http://").trim_end_matches("/metrics").to_string());
         }
@@ -32,6 +33,23 @@ fn up_starts_a_cluster_prints_endpoints_and_stops_on_sigint() {
     }
     let sd = std::fs::read_to_string(dir.path().join("targets.json")).unwrap();
     assert!(sd.contains(&metrics[0]) && sd.contains("\"job\": \"hbringd\""), "{sd}");
+    // The Prometheus command it printed runs a config that reads this
+    // directory's targets file.
+    let canon = dir.path().canonicalize().unwrap();
+    let prom = canon.join("prometheus.yml");
+    let want = format!(
+        "prometheus --config.file={} --storage.tsdb.path={}",
+        prom.display(),
+        canon.join("prometheus").display()
+    );
+    assert!(printed.iter().any(|l| l.contains(&want)), "no `{want}` in:\n{}", printed.join("\n"));
+    let yml = std::fs::read_to_string(&prom).unwrap();
+    assert!(yml.contains(&format!("- \"{}\"", canon.join("targets.json").display())), "{yml}");
+    if let Ok(check) = Command::new("promtool").arg("check").arg("config").arg(&prom).output() {
+        assert!(check.status.success(), "promtool: {}{}", text(&check.stdout), text(&check.stderr));
+        let said = text(&check.stdout) + &text(&check.stderr);
+        assert!(!said.contains("does not exist"), "{said}");
+    }
     assert!(dir.path().join("node1.toml").exists());
 
     Command::new("kill").arg("-INT").arg(child.id().to_string()).status().unwrap();
