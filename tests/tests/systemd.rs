@@ -16,7 +16,7 @@ use ftcoord_tests::{bin, run_once};
 const DAEMONS: [&str; 5] = ["ringd", "ntmutexd", "tokenwatchd", "electd", "hbringd"];
 
 /// Highest accepted `systemd-analyze security` exposure (0 best, 10 worst);
-/// the units score 1.2 with systemd 252 (README, "Installing on a host").
+/// the units score 1.2 with systemd 252 (docs/operations.md, "Exposure").
 const MAX_EXPOSURE: f64 = 2.0;
 
 fn repo() -> PathBuf {
