@@ -1,5 +1,7 @@
 //! The core's events as `electd_` metrics and log lines (electd.md, Metrics).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use runtime::metrics::Metrics;
 
 use crate::node::{Algorithm, ElEvent, PreVoteOutcome};
@@ -11,6 +13,18 @@ const ELECTION_KINDS: [&str; 4] = ["relay", "elected", "election", "coordinator"
 /// `recoveries_total` and `recovery_duration_seconds`): a failover, the
 /// same observation as `failover_duration_seconds`.
 const FAILOVER: &str = "failover";
+
+/// Whether this process has known a coordinator: set by `CoordinatorKnown`
+/// and `TookOffice`.
+static COORDINATOR_KNOWN: AtomicBool = AtomicBool::new(false);
+/// Whether one was known before the latest of those events: the core
+/// reports the first coordinator a starting node learns of as a `Failover`
+/// too (from no coordinator to one), which is no failure.
+static KNOWN_BEFORE: AtomicBool = AtomicBool::new(false);
+
+fn coordinator_known() {
+    KNOWN_BEFORE.store(COORDINATOR_KNOWN.swap(true, Ordering::Relaxed), Ordering::Relaxed);
+}
 
 /// Declares the counters once at start (at 0).
 pub fn declare(m: &Metrics) {
@@ -64,18 +78,34 @@ pub fn record(e: &ElEvent, m: &Metrics) {
         ElEvent::ElectionMessage { kind } => {
             metrics::counter!(m.name("election_messages_total"), "type" => *kind).increment(1)
         }
-        ElEvent::CoordinatorKnown { term, id } => tracing::info!(term, coordinator = id.0, "coordinator known"),
+        ElEvent::CoordinatorKnown { term, id } => {
+            coordinator_known();
+            tracing::info!(term, coordinator = id.0, "coordinator known");
+        }
         ElEvent::Failover { took } => {
-            tracing::warn!(took_ms = took.as_millis() as u64, "failover: a new coordinator is known");
+            let took_ms = took.as_millis() as u64;
+            if KNOWN_BEFORE.load(Ordering::Relaxed) {
+                tracing::warn!(took_ms, "failover: a new coordinator is known");
+            } else {
+                tracing::info!(took_ms, "the first coordinator is known (start-up)");
+            }
             metrics::histogram!(m.name("failover_duration_seconds")).record(took.as_secs_f64());
             m.recovery_counted(FAILOVER);
             m.recovery(FAILOVER, *took);
         }
         // Normal at every start and after each election (a failover is
         // logged as such at WARN).
-        ElEvent::TookOffice { term } => tracing::info!(term, "took office as coordinator"),
+        ElEvent::TookOffice { term } => {
+            coordinator_known();
+            tracing::info!(term, "took office as coordinator");
+        }
         ElEvent::SteppedDown { term, why } => {
-            tracing::warn!(term, "stepped down: {why}");
+            // A graceful stop (the core's reason for it) is no problem.
+            if *why == "shutting down" {
+                tracing::info!(term, "stepped down: {why}");
+            } else {
+                tracing::warn!(term, "stepped down: {why}");
+            }
             metrics::counter!(m.name("step_downs_total")).increment(1);
         }
         ElEvent::PastDeadline { term } => {
