@@ -7,7 +7,12 @@
 # with every rule on and with the rule off (a test whose name says a rule
 # is needed passes when the scenario fails without it; an ignored one is a
 # rule not shown necessary, and fails here; one named `…unreachable…`
-# shows that the rule's precondition never arises).
+# shows that the rule's precondition never arises). The rules are each
+# daemon's rule table (NtRule, TwRule, ElRule, RdRule: `ftcore::rules!`),
+# switched off through ftcore's `mutations` feature, which the safety tests
+# enable. `the_rule_table_matches_the_scenarios_and_the_docs` (the table
+# check, in each safety.rs) is not a rule: it runs, but no pattern below
+# counts it.
 #
 # Usage: scripts/safety-audit.sh            (from any directory)
 set -euo pipefail
