@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         drift_ppm: 1_000,
         locks: LocksConfig { max_queue: 8, max_hold: Some(Duration::from_millis(500)), try_window: Duration::ZERO },
         liveness_every: Some(Duration::from_millis(100)),
-        mutations: Default::default(),
+        rules: Default::default(),
     };
     sim::bytes::drive(config, data, &sim::wire_decoders!(NtNode));
 });

@@ -931,58 +931,16 @@ fn masked_rules_survey() {
 
 // ------------------------------------------------------------- the table
 
-/// `ElRule`'s table agrees with this file and the docs: every rule's
-/// scenario is a test here (a `…_is_needed` / `…_are_needed` one not
-/// ignored), its switch is named in docs/safety-rules.md and its spec
-/// section heads a section of the design it cites; and every
-/// `…_is_needed` / `…_are_needed` test here is some rule's scenario.
+/// The rule table (`ElRule`) agrees with its scenarios, with
+/// docs/safety-rules.md and with the design sections it cites
+/// (`ftcore::rules::audit`).
 #[test]
 fn the_rule_table_matches_the_scenarios_and_the_docs() {
-    const SAFETY: &str = include_str!("safety.rs");
-    const RULES_DOC: &str = include_str!("../../../docs/safety-rules.md");
-    const DESIGN: &str = include_str!("../../../docs/electd.md");
-    let needed = |name: &str| name.ends_with("_is_needed") || name.ends_with("_are_needed");
-    let mut wrong = Vec::new();
-    for &rule in ElRule::ALL {
-        let (name, scenario) = (rule.name(), rule.scenario());
-        let head = format!("\nfn {scenario}(");
-        match SAFETY.find(&head) {
-            None => wrong.push(format!("{name}: no test `fn {scenario}(` in tests/safety.rs")),
-            Some(at) => {
-                // The attributes and doc lines right above it.
-                let above: Vec<&str> =
-                    SAFETY[..at].lines().rev().take_while(|l| l.starts_with("#[") || l.starts_with("///")).collect();
-                if !above.contains(&"#[test]") {
-                    wrong.push(format!("{name}: `{scenario}` is not a #[test]"));
-                }
-                if needed(scenario) && above.iter().any(|l| l.starts_with("#[ignore")) {
-                    wrong.push(format!("{name}: `{scenario}` is ignored"));
-                }
-            }
-        }
-        if !RULES_DOC.contains(&format!("`{}`", rule.switch())) {
-            wrong.push(format!("{name}: switch `{}` not in docs/safety-rules.md", rule.switch()));
-        }
-        match rule.spec().split_once(", ") {
-            Some(("docs/electd.md", section)) if DESIGN.contains(&format!("# {section}\n")) => {}
-            _ => wrong.push(format!("{name}: spec `{}` is no section of docs/electd.md", rule.spec())),
-        }
-        if rule.doc().is_empty() {
-            wrong.push(format!("{name}: no statement"));
-        }
-    }
-    for line in SAFETY.lines() {
-        let Some(rest) = line.strip_prefix("fn ") else { continue };
-        let Some((test, _)) = rest.split_once('(') else { continue };
-        if needed(test) && !ElRule::ALL.iter().any(|r| r.scenario() == test) {
-            wrong.push(format!("`{test}` is no rule's scenario"));
-        }
-    }
-    let mut switches: Vec<&str> = ElRule::ALL.iter().map(|r| r.switch()).collect();
-    switches.sort_unstable();
-    switches.dedup();
-    if switches.len() != ElRule::ALL.len() {
-        wrong.push("two rules share a switch".to_string());
-    }
+    let wrong = ftcore::rules::audit::<ElRule>(
+        &[include_str!("safety.rs")],
+        include_str!("../../../docs/safety-rules.md"),
+        "electd",
+        &[("docs/electd.md", include_str!("../../../docs/electd.md"))],
+    );
     assert!(wrong.is_empty(), "{wrong:#?}");
 }

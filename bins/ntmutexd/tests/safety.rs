@@ -2382,101 +2382,20 @@ fn link_keeps_live_successor_is_needed() {
 
 // ------------------------------------------------------------ the table
 
-/// The attributes and doc lines above `fn {name}(` in this file (`None`:
-/// no such fn).
-fn attributes_of<'a>(file: &'a str, name: &str) -> Option<Vec<&'a str>> {
-    let at = file.find(&format!("\nfn {name}("))?;
-    let above: Vec<&str> = file[..at]
-        .lines()
-        .rev()
-        .take_while(|l| {
-            let l = l.trim();
-            !l.is_empty() && l != "}" && !l.ends_with(';') && !l.ends_with('{')
-        })
-        .collect();
-    Some(above)
-}
-
-/// The rules' `_is_needed` tests: `fn <rule>_is_needed(` and the
-/// `not_shown!` lines (`<rule>_holds, <rule>_is_needed, <switch>;`), with
-/// whether each is ignored.
-fn is_needed_tests(file: &str) -> Vec<(String, bool)> {
-    let mut found = Vec::new();
-    for line in file.lines() {
-        if let Some(name) = line.strip_prefix("fn ").and_then(|l| l.split_once('(')).map(|(n, _)| n) {
-            if name.ends_with("_is_needed") {
-                let ignored = attributes_of(file, name).unwrap_or_default().iter().any(|l| l.contains("#[ignore"));
-                found.push((name.to_string(), ignored));
-            }
-        }
-        let parts: Vec<&str> = line.trim().split(", ").collect();
-        if let [holds, needed, _] = parts[..] {
-            if holds.ends_with("_holds") && needed.ends_with("_is_needed") {
-                // not_shown! tests are ignored.
-                found.push((needed.to_string(), true));
-            }
-        }
-    }
-    found
-}
-
-/// Every rule has a scenario in this file (a test, not ignored), a switch
-/// docs/safety-rules.md names, and a spec section that exists; every
-/// `_is_needed` test belongs to a rule (its scenario, or, ignored, the
-/// rule of a `…masked…` scenario whose name holds the test's rule, as
-/// scripts/safety-audit.sh reads them).
+/// The rule table (`NtRule`) agrees with its scenarios, with
+/// docs/safety-rules.md and with the design sections it cites
+/// (`ftcore::rules::audit`).
 #[test]
 fn the_rule_table_matches_the_scenarios_and_the_docs() {
-    let file = include_str!("safety.rs");
-    let docs = include_str!("../../../docs/safety-rules.md");
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let mut wrong = Vec::new();
-    for &rule in NtRule::ALL {
-        let (scenario, switch) = (rule.scenario(), rule.switch());
-        match attributes_of(file, scenario) {
-            None => wrong.push(format!("{rule:?}: no `fn {scenario}(` in tests/safety.rs")),
-            Some(attrs) => {
-                if !attrs.iter().any(|l| l.trim() == "#[test]") {
-                    wrong.push(format!("{rule:?}: {scenario} is not a #[test]"));
-                }
-                if attrs.iter().any(|l| l.contains("#[ignore")) {
-                    wrong.push(format!("{rule:?}: its scenario {scenario} is ignored"));
-                }
-            }
-        }
-        if !scenario.ends_with("_is_needed") && !scenario.contains("_masked_") {
-            wrong.push(format!("{rule:?}: {scenario} is neither an `_is_needed` nor a `…masked…` test"));
-        }
-        if !docs.contains(&format!("`{switch}`")) {
-            wrong.push(format!("{rule:?}: docs/safety-rules.md does not name `{switch}`"));
-        }
-        if rule.doc().is_empty() {
-            wrong.push(format!("{rule:?}: no doc"));
-        }
-        let spec_found = rule.spec().split_once(", ").is_some_and(|(path, section)| {
-            std::fs::read_to_string(format!("{root}/{path}")).is_ok_and(|text| {
-                text.lines().any(|l| l.starts_with('#') && l.trim_start_matches('#').trim() == section)
-            })
-        });
-        if !spec_found {
-            wrong.push(format!("{rule:?}: no section {:?}", rule.spec()));
-        }
-        if NtRule::by_switch(switch) != Some(rule) {
-            wrong.push(format!("{rule:?}: its switch {switch} is not unique"));
-        }
-    }
-    let tests = is_needed_tests(file);
-    assert!(tests.len() >= NtRule::ALL.len() - 1, "only {} `_is_needed` tests found", tests.len());
-    for (test, ignored) in tests {
-        let rule = test.trim_end_matches("_is_needed");
-        let own = NtRule::ALL.iter().any(|r| r.scenario() == test);
-        let masked = NtRule::ALL.iter().any(|r| r.scenario().contains("_masked_") && r.scenario().contains(rule));
-        match (own, masked, ignored) {
-            (true, _, false) | (false, true, true) => {}
-            (true, _, true) => wrong.push(format!("{test} is a rule's scenario but ignored")),
-            (false, true, false) => wrong.push(format!("{test} is not ignored, but no rule names it as its scenario")),
-            (false, false, _) => wrong.push(format!("{test}: no rule names it or a mask of it")),
-        }
-    }
-    assert!(wrong.is_empty(), "the rule table is out of step:\n{}", wrong.join("\n"));
+    let wrong = ftcore::rules::audit::<NtRule>(
+        &[include_str!("safety.rs")],
+        include_str!("../../../docs/safety-rules.md"),
+        "ntmutexd",
+        &[
+            ("docs/ntmutexd.md", include_str!("../../../docs/ntmutexd.md")),
+            ("docs/foundation.md", include_str!("../../../docs/foundation.md")),
+            ("docs/reliability.md", include_str!("../../../docs/reliability.md")),
+        ],
+    );
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }

@@ -1061,71 +1061,16 @@ fn superseded_kill_unreachable_while_leases_and_census_busy_hold() {
     }
 }
 
-/// The rule table ([`RdRule`]) against this file, `tests/sim.rs` and the
-/// docs: every rule's scenario is a test here or in sim.rs (one named
-/// `…_needed` is not ignored: no rule of ringd's is only masked under such
-/// a name), its switch is named in ringd's part of docs/safety-rules.md and
-/// its spec is a section of docs/ringd.md; and every `…_needed` test here
-/// is some rule's scenario, or switches a rule of the table off by name (a
-/// second scenario of that rule).
+/// The rule table (`RdRule`) agrees with its scenarios, with
+/// docs/safety-rules.md and with the design sections it cites
+/// (`ftcore::rules::audit`).
 #[test]
 fn the_rule_table_matches_the_scenarios_and_the_docs() {
-    use ftcore::rules::Rule;
-    let files = [("tests/safety.rs", include_str!("safety.rs")), ("tests/sim.rs", include_str!("sim.rs"))];
-    let all_doc = include_str!("../../../docs/safety-rules.md");
-    let from = all_doc.find("\n# ringd:").expect("docs/safety-rules.md has ringd's part");
-    let doc = &all_doc[from + 1..];
-    let doc = doc[1..].find("\n# ").map_or(doc, |end| &doc[..end + 1]);
-    let design = include_str!("../../../docs/ringd.md");
-    // The attributes and doc lines just above `fn name(` in `text`.
-    let attributes = |text: &str, at: usize| -> Vec<String> {
-        text[..at].lines().rev().take_while(|l| l.starts_with("#[") || l.starts_with("///")).map(String::from).collect()
-    };
-    let mut problems = Vec::new();
-    let mut switches = std::collections::BTreeSet::new();
-    for &rule in RdRule::ALL {
-        let (name, scenario, switch) = (rule.name(), rule.scenario(), rule.switch());
-        if !switches.insert(switch) {
-            problems.push(format!("{name}: switch `{switch}` named twice"));
-        }
-        let def = format!("\nfn {scenario}(");
-        match files.iter().find_map(|(f, text)| text.find(&def).map(|at| (f, text, at + 1))) {
-            None => problems.push(format!("{name}: no scenario `fn {scenario}(` in {:?}", files.map(|f| f.0))),
-            Some((f, text, at)) => {
-                let attrs = attributes(text, at);
-                if !attrs.iter().any(|a| a == "#[test]") {
-                    problems.push(format!("{name}: `{scenario}` ({f}) is not a test"));
-                }
-                if scenario.ends_with("_needed") && attrs.iter().any(|a| a.starts_with("#[ignore")) {
-                    problems.push(format!("{name}: `{scenario}` ({f}) is ignored"));
-                }
-            }
-        }
-        if !doc.contains(&format!("`{switch}`")) {
-            problems.push(format!("{name}: switch `{switch}` is not in ringd's part of docs/safety-rules.md"));
-        }
-        match rule.spec().strip_prefix("docs/ringd.md, ") {
-            Some(section) if design.lines().any(|l| l.trim_start_matches('#') == format!(" {section}")) => {}
-            _ => problems.push(format!("{name}: spec `{}` is no section of docs/ringd.md", rule.spec())),
-        }
-    }
-    // Conversely: every `…_needed` test of this file.
-    let text = files[0].1;
-    for (at, _) in text.match_indices("\nfn ") {
-        let head = &text[at + 4..];
-        let Some(fn_name) = head.split('(').next().filter(|n| n.ends_with("_needed")) else { continue };
-        if !attributes(text, at + 1).iter().any(|a| a == "#[test]") {
-            continue;
-        }
-        let body = head.split("\n}\n").next().unwrap_or(head);
-        let named = RdRule::ALL.iter().any(|r| r.scenario() == fn_name);
-        let switched = RdRule::ALL.iter().any(|r| {
-            let path = format!("RdRule::{}", r.name());
-            body.match_indices(&path).any(|(i, _)| !body[i + path.len()..].starts_with(char::is_alphanumeric))
-        });
-        if !named && !switched {
-            problems.push(format!("`{fn_name}` is no rule's scenario and switches no rule of RdRule off"));
-        }
-    }
-    assert!(problems.is_empty(), "the rule table does not match:\n{}", problems.join("\n"));
+    let wrong = ftcore::rules::audit::<RdRule>(
+        &[include_str!("safety.rs"), include_str!("sim.rs")],
+        include_str!("../../../docs/safety-rules.md"),
+        "ringd",
+        &[("docs/ringd.md", include_str!("../../../docs/ringd.md"))],
+    );
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }

@@ -1118,12 +1118,13 @@ fn restart_window_over_a_promise_masked_by_epoch_slot_and_tie_refusal() {
     );
 }
 
-/// The rule table (`TwRule`) agrees with these scenarios, with
-/// docs/safety-rules.md and with the design sections it cites.
+/// The rule table (`TwRule`) agrees with its scenarios, with
+/// docs/safety-rules.md and with the design sections it cites
+/// (`ftcore::rules::audit`).
 #[test]
 fn the_rule_table_matches_the_scenarios_and_the_docs() {
     let wrong = ftcore::rules::audit::<TwRule>(
-        include_str!("safety.rs"),
+        &[include_str!("safety.rs")],
         include_str!("../../../docs/safety-rules.md"),
         "tokenwatchd",
         &[

@@ -280,42 +280,48 @@ macro_rules! invariant {
 }
 
 /// Checks a rule table against the texts that describe it, for a daemon's
-/// `tests/safety.rs`: every rule's scenario is a `#[test]` of `tests`
-/// (not ignored when it is named `…_is_needed`/`…_are_needed`), every
-/// `…_is_needed` test is a rule's scenario or an ignored test that names
-/// (in its ignore reason) another test that is; every switch appears in
+/// `tests/safety.rs`: every rule's scenario is a `#[test]` of one of
+/// `tests` (the test files' texts; not ignored when it is named
+/// `…_is_needed`/`…_are_needed`), every `…_is_needed` test is a rule's
+/// scenario, a second scenario of a rule (its body names `Table::Rule`),
+/// or an ignored test that names (in its ignore reason) a test that is; every switch appears in
 /// `rules_doc` (docs/safety-rules.md), and every switch of a table row of
 /// `rules_doc`'s section `# {daemon}…` (its `Switch` column) is a rule's;
 /// every rule's `spec` is `docs/<file>.md, <heading>` for one of `docs`
 /// (path, text) with a heading that starts with `<heading>`. Returns what
 /// is wrong, empty when the table and the texts agree.
 #[cfg(feature = "testing")]
-pub fn audit<R: Rule>(tests: &str, rules_doc: &str, daemon: &str, docs: &[(&str, &str)]) -> Vec<String> {
+pub fn audit<R: Rule>(tests: &[&str], rules_doc: &str, daemon: &str, docs: &[(&str, &str)]) -> Vec<String> {
     let needed = |name: &str| name.ends_with("_is_needed") || name.ends_with("_are_needed");
-    // Each test fn of `tests`: its name, whether #[test], its #[ignore] line.
-    let mut fns: Vec<(&str, bool, Option<&str>)> = Vec::new();
-    let lines: Vec<&str> = tests.lines().collect();
-    for (i, line) in lines.iter().enumerate() {
-        let Some(rest) = line.strip_prefix("fn ") else { continue };
-        let Some((name, _)) = rest.split_once(['(', '<']) else { continue };
-        let above = lines[..i].iter().rev().take_while(|l| l.starts_with("#[") || l.starts_with("///"));
-        let (mut is_test, mut ignore) = (false, None);
-        for l in above {
-            is_test |= *l == "#[test]";
-            if l.starts_with("#[ignore") {
-                ignore = Some(*l);
+    // Each top-level fn of `tests`: its name, whether #[test], its
+    // #[ignore] line, and whether its body names a rule of the table.
+    let mut fns: Vec<(&str, bool, Option<&str>, bool)> = Vec::new();
+    for text in tests {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let Some(rest) = line.strip_prefix("fn ") else { continue };
+            let Some((name, _)) = rest.split_once(['(', '<']) else { continue };
+            let above = lines[..i].iter().rev().take_while(|l| l.starts_with("#[") || l.starts_with("///"));
+            let (mut is_test, mut ignore) = (false, None);
+            for l in above {
+                is_test |= *l == "#[test]";
+                if l.starts_with("#[ignore") {
+                    ignore = Some(*l);
+                }
             }
+            let body = lines[i + 1..].iter().take_while(|l| !l.starts_with('}'));
+            let names_a_rule = body.into_iter().any(|l| l.contains(&format!("{}::", R::TABLE)));
+            fns.push((name, is_test, ignore, names_a_rule));
         }
-        fns.push((name, is_test, ignore));
     }
     let mut wrong = Vec::new();
     let scenario_of = |test: &str| R::ALL.iter().any(|r| r.scenario() == test);
     for &rule in R::ALL {
         let (name, scenario) = (rule.name(), rule.scenario());
-        match fns.iter().find(|(f, _, _)| *f == scenario) {
+        match fns.iter().find(|(f, ..)| *f == scenario) {
             None => wrong.push(format!("{name}: no `fn {scenario}(` in the tests")),
-            Some((_, false, _)) => wrong.push(format!("{name}: `{scenario}` is not a #[test]")),
-            Some((_, true, Some(_))) if needed(scenario) => wrong.push(format!("{name}: `{scenario}` is ignored")),
+            Some((_, false, ..)) => wrong.push(format!("{name}: `{scenario}` is not a #[test]")),
+            Some((_, true, Some(_), _)) if needed(scenario) => wrong.push(format!("{name}: `{scenario}` is ignored")),
             Some(_) => {}
         }
         if !rules_doc.contains(&format!("`{}`", rule.switch())) {
@@ -334,12 +340,12 @@ pub fn audit<R: Rule>(tests: &str, rules_doc: &str, daemon: &str, docs: &[(&str,
             wrong.push(format!("{name}: no statement"));
         }
     }
-    for (test, _, ignore) in &fns {
-        if !needed(test) || scenario_of(test) {
+    for (test, _, ignore, names_a_rule) in &fns {
+        if !needed(test) || scenario_of(test) || (ignore.is_none() && *names_a_rule) {
             continue;
         }
         let masked_by_a_scenario =
-            ignore.is_some_and(|reason| fns.iter().any(|(other, _, _)| scenario_of(other) && reason.contains(other)));
+            ignore.is_some_and(|reason| fns.iter().any(|(other, ..)| scenario_of(other) && reason.contains(other)));
         if !masked_by_a_scenario {
             wrong.push(format!("`{test}` is no rule's scenario (nor ignored naming one)"));
         }
@@ -410,26 +416,29 @@ mod tests {
         let tests = "#[test]\nfn sa() {}\n#[test]\nfn sb() {}\n";
         let doc = "# toy: rules\n| Rule | Switch |\n|---|---|\n| A | `a_off` |\n| B | `b_off` |\n";
         let docs = [("docs/t.md", "# A\n## B and more\n")];
-        assert_eq!(audit::<T>(tests, doc, "toy", &docs), Vec::<String>::new());
-        let no_scenario = audit::<T>("#[test]\nfn sa() {}\n", doc, "toy", &docs);
+        assert_eq!(audit::<T>(&[tests], doc, "toy", &docs), Vec::<String>::new());
+        let no_scenario = audit::<T>(&["#[test]\nfn sa() {}\n"], doc, "toy", &docs);
         assert_eq!(no_scenario, vec!["B: no `fn sb(` in the tests"]);
-        let stray = audit::<T>(&format!("{tests}#[test]\nfn c_is_needed() {{}}\n"), doc, "toy", &docs);
+        let stray = audit::<T>(&[&format!("{tests}#[test]\nfn c_is_needed() {{}}\n")], doc, "toy", &docs);
         assert_eq!(stray, vec!["`c_is_needed` is no rule's scenario (nor ignored naming one)"]);
         let masked = format!("{tests}#[test]\n#[ignore = \"masked: see sb\"]\nfn c_is_needed() {{}}\n");
-        assert!(audit::<T>(&masked, doc, "toy", &docs).is_empty());
+        assert!(audit::<T>(&[&masked], doc, "toy", &docs).is_empty());
+        let second = format!("{tests}#[test]\nfn b_again_is_needed() {{\n    off(T::B);\n}}\n");
+        assert!(audit::<T>(&[&second], doc, "toy", &docs).is_empty());
+        assert!(audit::<T>(&[tests, "#[test]\nfn sb2() {}\n"], doc, "toy", &docs).is_empty());
         let old_doc = format!("{doc}| C | `c_off` |\n");
         assert_eq!(
-            audit::<T>(tests, &old_doc, "toy", &docs),
+            audit::<T>(&[tests], &old_doc, "toy", &docs),
             vec!["docs/safety-rules.md names switch `c_off`, which is no rule of T"]
         );
         let no_switch = doc.replace("`b_off`", "b");
         assert_eq!(
-            audit::<T>(tests, &no_switch, "toy", &docs),
+            audit::<T>(&[tests], &no_switch, "toy", &docs),
             vec!["B: switch `b_off` is not in docs/safety-rules.md"]
         );
         let moved = [("docs/t.md", "# A\n")];
         assert_eq!(
-            audit::<T>(tests, doc, "toy", &moved),
+            audit::<T>(&[tests], doc, "toy", &moved),
             vec!["B: spec `docs/t.md, B` is no heading of the docs given"]
         );
     }
