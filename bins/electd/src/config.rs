@@ -5,7 +5,7 @@ use std::time::Duration;
 use runtime::config::{check_range, AliasLayer, CommonConfig, ConfigError, DaemonConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::node::{Algorithm, ElConfig, ElError};
+use crate::node::{Algorithm, ElConfig};
 
 /// Keys of `electd.toml` beyond the common ones (electd.md).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -66,19 +66,7 @@ impl DaemonConfig for ElectdConfig {
         ] {
             check_range(key, v, 0, 86_400_000)?;
         }
-        if let Err(e) = self.core(common).validate(common.peers.len()) {
-            let key = match e {
-                ElError::Heartbeat => "timing.heartbeat_ms",
-                ElError::LeaseTooLong { .. } => "timing.lease_ms",
-                ElError::ZeroHopTimeout => "hop_timeout_ms",
-                ElError::ZeroRequestTimeout => "request_timeout_ms",
-                ElError::ElectionTimeoutTooShort { .. } => "election_timeout_ms",
-                ElError::GrantTtlTooShort { .. } => "grant_ttl_ms",
-                ElError::ZeroQueue => "coordinator_max_queue",
-                ElError::Promise(_) => "peers",
-            };
-            return Err(ConfigError::new(key, e.to_string()));
-        }
+        self.core(common).validate(common.peers.len()).map_err(|e| ConfigError::new(e.key(), e.to_string()))?;
         Ok(())
     }
 }

@@ -6,7 +6,7 @@ use lockservice::LocksConfig;
 use runtime::config::{CommonConfig, ConfigError, DaemonConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::node::{NtConfig, NtError};
+use crate::node::NtConfig;
 
 /// Keys of `ntmutexd.toml` beyond the common ones.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -37,14 +37,7 @@ impl DaemonConfig for NtmutexdConfig {
 
     fn validate(&self, common: &CommonConfig) -> Result<(), ConfigError> {
         // The core's own checks, named by the key they concern.
-        if let Err(e) = self.core(common).validate(common.peers.len()) {
-            let key = match e {
-                NtError::ZeroK => "k",
-                NtError::WindowTooShort { .. } | NtError::LeaseTooLong(_) => "timing.lease_ms",
-                NtError::TooManySites { .. } | NtError::Membership(_) | NtError::Promise(_) => "peers",
-            };
-            return Err(ConfigError::new(key, e.to_string()));
-        }
+        self.core(common).validate(common.peers.len()).map_err(|e| ConfigError::new(e.key(), e.to_string()))?;
         if self.t_msg_ms == 0 {
             return Err(ConfigError::new("t_msg_ms", "must be at least 1"));
         }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use runtime::config::{check_range, CommonConfig, ConfigError, DaemonConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::node::{RdConfig, RdError, ServiceSpec};
+use crate::node::{RdConfig, ServiceSpec};
 
 /// Keys of `ringd.toml` beyond the common ones (ringd.md).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -94,18 +94,7 @@ impl DaemonConfig for RingdConfig {
                 return Err(ConfigError::new(format!("services.{name}"), "is a built-in service's name"));
             }
         }
-        if let Err(e) = self.core(common).validate(common.peers.len()) {
-            let key = match e {
-                RdError::Heartbeat => "timing.heartbeat_ms",
-                RdError::LeaseTooShort => "timing.lease_ms",
-                RdError::LostTooSoon { .. } => "token_lost_after_ms",
-                RdError::ZeroLookupTimeout => "lookup_timeout_ms",
-                RdError::ZeroQueue => "max_queue",
-                RdError::BadService(_) => "services",
-                RdError::Promise(_) | RdError::Membership(_) => "peers",
-            };
-            return Err(ConfigError::new(key, e.to_string()));
-        }
+        self.core(common).validate(common.peers.len()).map_err(|e| ConfigError::new(e.key(), e.to_string()))?;
         Ok(())
     }
 }

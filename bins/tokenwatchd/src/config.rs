@@ -5,7 +5,7 @@ use std::time::Duration;
 use runtime::config::{check_range, CommonConfig, ConfigError, DaemonConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::node::{TwConfig, TwError};
+use crate::node::TwConfig;
 
 /// Keys of `tokenwatchd.toml` beyond the common ones (tokenwatchd.md).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -106,19 +106,7 @@ impl DaemonConfig for TokenwatchdConfig {
             ));
         }
         check_range("max_retransmits", u64::from(self.max_retransmits), 0, 100)?;
-        if let Err(e) = self.core(common).validate(common.peers.len()) {
-            let key = match e {
-                TwError::ZeroMaxHold => "max_hold_ms",
-                TwError::ZeroRingTimeout => "ring_timeout_ms",
-                TwError::BypassTooSoon { .. } => "bypass_after_ms",
-                TwError::LostTooSoon { .. } => "token_lost_after_ms",
-                TwError::ZeroQueue => "max_queue",
-                TwError::Reserve(_) => "tpc_reserve",
-                TwError::LeaseTooLong(_) => "timing.lease_ms",
-                TwError::Promise(_) => "peers",
-            };
-            return Err(ConfigError::new(key, e.to_string()));
-        }
+        self.core(common).validate(common.peers.len()).map_err(|e| ConfigError::new(e.key(), e.to_string()))?;
         Ok(())
     }
 }

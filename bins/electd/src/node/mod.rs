@@ -239,6 +239,22 @@ pub enum ElError {
     Promise(#[from] promise::ConfigError),
 }
 
+impl ElError {
+    /// The config key this error is about (`--check-config` names it).
+    pub fn key(&self) -> &'static str {
+        match self {
+            ElError::Heartbeat => "timing.heartbeat_ms",
+            ElError::LeaseTooLong { .. } => "timing.lease_ms",
+            ElError::ZeroHopTimeout => "hop_timeout_ms",
+            ElError::ZeroRequestTimeout => "request_timeout_ms",
+            ElError::ElectionTimeoutTooShort { .. } => "election_timeout_ms",
+            ElError::GrantTtlTooShort { .. } => "grant_ttl_ms",
+            ElError::ZeroQueue => "coordinator_max_queue",
+            ElError::Promise(_) => "peers",
+        }
+    }
+}
+
 /// What a process keeps on disk, stored before anything that depends on it
 /// is sent: its promises (votes, terms acked in use; fresh-node recovery),
 /// the highest term it joined and whom it follows there.

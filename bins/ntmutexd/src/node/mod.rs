@@ -141,6 +141,17 @@ pub enum NtError {
     Promise(#[from] promise::ConfigError),
 }
 
+impl NtError {
+    /// The config key this error is about (`--check-config` names it).
+    pub fn key(&self) -> &'static str {
+        match self {
+            NtError::ZeroK => "k",
+            NtError::WindowTooShort { .. } | NtError::LeaseTooLong(_) => "timing.lease_ms",
+            NtError::TooManySites { .. } | NtError::Membership(_) | NtError::Promise(_) => "peers",
+        }
+    }
+}
+
 /// What a site keeps on disk: its promises (threshold, floor, the highest
 /// epoch in use, fresh-node recovery), stored before anything that depends
 /// on them is sent.

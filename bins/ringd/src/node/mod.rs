@@ -211,6 +211,21 @@ pub enum RdError {
     Membership(#[from] MembershipError),
 }
 
+impl RdError {
+    /// The config key this error is about (`--check-config` names it).
+    pub fn key(&self) -> &'static str {
+        match self {
+            RdError::Heartbeat => "timing.heartbeat_ms",
+            RdError::LeaseTooShort => "timing.lease_ms",
+            RdError::LostTooSoon { .. } => "token_lost_after_ms",
+            RdError::ZeroLookupTimeout => "lookup_timeout_ms",
+            RdError::ZeroQueue => "max_queue",
+            RdError::BadService(_) => "services",
+            RdError::Promise(_) | RdError::Membership(_) => "peers",
+        }
+    }
+}
+
 /// What a replica keeps on disk: its promises (epochs in use, promised,
 /// proposed; fresh-node recovery). Token state lives only in copies.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

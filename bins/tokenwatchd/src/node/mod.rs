@@ -206,6 +206,22 @@ pub enum TwError {
     Promise(#[from] promise::ConfigError),
 }
 
+impl TwError {
+    /// The config key this error is about (`--check-config` names it).
+    pub fn key(&self) -> &'static str {
+        match self {
+            TwError::ZeroMaxHold => "max_hold_ms",
+            TwError::ZeroRingTimeout => "ring_timeout_ms",
+            TwError::BypassTooSoon { .. } => "bypass_after_ms",
+            TwError::LostTooSoon { .. } => "token_lost_after_ms",
+            TwError::ZeroQueue => "max_queue",
+            TwError::Reserve(_) => "tpc_reserve",
+            TwError::LeaseTooLong(_) => "timing.lease_ms",
+            TwError::Promise(_) => "peers",
+        }
+    }
+}
+
 /// What a process keeps on disk, stored before anything that depends on it
 /// is sent: its promises (epochs in use, promised, proposed; fresh-node
 /// recovery) and its token passing counter.
