@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use runtime::config::{check_range, AliasLayer, CommonConfig, ConfigError, DaemonConfig};
+use runtime::config::{check_range, AliasLayer, CommonConfig, ConfigError, DaemonConfig, Timing};
 use serde::{Deserialize, Serialize};
 
 use crate::node::{Algorithm, ElConfig};
@@ -74,8 +74,13 @@ impl DaemonConfig for ElectdConfig {
 impl ElectdConfig {
     /// The core's settings (0 for `election_timeout_ms`: derived).
     pub fn core(&self, common: &CommonConfig) -> ElConfig {
+        self.core_with(&common.timing, common.peers.len())
+    }
+
+    /// The core's settings from these keys and `[timing]` on a cluster of
+    /// `n`; [`ElConfig::default`] is this for the defaults.
+    pub fn core_with(&self, t: &Timing, n: usize) -> ElConfig {
         let ms = Duration::from_millis;
-        let t = &common.timing;
         let mut c = ElConfig {
             algorithm: self.algorithm,
             heartbeat: ms(t.heartbeat_ms),
@@ -93,8 +98,23 @@ impl ElectdConfig {
             first_counter: 0,
         };
         if self.election_timeout_ms == 0 {
-            c.election_timeout = c.derived_election_timeout(common.peers.len());
+            c.election_timeout = c.derived_election_timeout(n);
         }
         c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use runtime::config::{load_minimal, DEFAULT_CLUSTER_SIZE};
+
+    use super::*;
+
+    /// Each default is written once: the core's `Default` is what a
+    /// config file setting none of the keys with a default gives.
+    #[test]
+    fn the_cores_default_is_an_empty_config_files() {
+        let cfg = load_minimal::<ElectdConfig>(DEFAULT_CLUSTER_SIZE).expect("a minimal config loads");
+        assert_eq!(cfg.daemon.core(&cfg.common), ElConfig::default());
     }
 }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use lockservice::LocksConfig;
-use runtime::config::{CommonConfig, ConfigError, DaemonConfig};
+use runtime::config::{CommonConfig, ConfigError, DaemonConfig, Timing};
 use serde::{Deserialize, Serialize};
 
 use crate::node::NtConfig;
@@ -60,13 +60,19 @@ impl DaemonConfig for NtmutexdConfig {
 impl NtmutexdConfig {
     /// The core's settings.
     pub fn core(&self, common: &CommonConfig) -> NtConfig {
+        self.core_with(&common.timing)
+    }
+
+    /// The core's settings from these keys and `[timing]` (none depends on
+    /// the cluster's size); [`NtConfig::default`] is this for the defaults.
+    pub fn core_with(&self, timing: &Timing) -> NtConfig {
         NtConfig {
             k: self.k,
             t_msg: Duration::from_millis(self.t_msg_ms),
-            heartbeat: common.timing.heartbeat(),
-            suspect_after: common.timing.suspect_after(),
-            lease: common.timing.lease(),
-            drift_ppm: common.timing.drift_ppm,
+            heartbeat: timing.heartbeat(),
+            suspect_after: timing.suspect_after(),
+            lease: timing.lease(),
+            drift_ppm: timing.drift_ppm,
             locks: LocksConfig {
                 max_queue: self.max_queue,
                 max_hold: (self.max_hold_ms > 0).then(|| Duration::from_millis(self.max_hold_ms)),
@@ -75,8 +81,23 @@ impl NtmutexdConfig {
             },
             // One peer in turn per heartbeat: a silent peer shows down in
             // status within (N − 1)·heartbeat + suspect_after.
-            liveness_every: Some(common.timing.heartbeat()),
+            liveness_every: Some(timing.heartbeat()),
             rules: Default::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use runtime::config::{load_minimal, DEFAULT_CLUSTER_SIZE};
+
+    use super::*;
+
+    /// Each default is written once: the core's `Default` is what a
+    /// config file setting none of the keys with a default gives.
+    #[test]
+    fn the_cores_default_is_an_empty_config_files() {
+        let cfg = load_minimal::<NtmutexdConfig>(DEFAULT_CLUSTER_SIZE).expect("a minimal config loads");
+        assert_eq!(cfg.daemon.core(&cfg.common), NtConfig::default());
     }
 }

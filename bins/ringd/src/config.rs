@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use runtime::config::{check_range, CommonConfig, ConfigError, DaemonConfig};
+use runtime::config::{check_range, CommonConfig, ConfigError, DaemonConfig, Timing};
 use serde::{Deserialize, Serialize};
 
 use crate::node::{RdConfig, ServiceSpec};
@@ -102,8 +102,14 @@ impl DaemonConfig for RingdConfig {
 impl RingdConfig {
     /// The core's settings (0 for `token_lost_after_ms`: derived).
     pub fn core(&self, common: &CommonConfig) -> RdConfig {
+        RdConfig { client_addr: common.client_addr().to_string(), ..self.core_with(&common.timing, common.peers.len()) }
+    }
+
+    /// The core's settings from these keys and `[timing]` on a cluster of
+    /// `n`, `client_addr` left empty; [`RdConfig::default`] is this for the
+    /// defaults.
+    pub fn core_with(&self, t: &Timing, n: usize) -> RdConfig {
         let ms = Duration::from_millis;
-        let t = &common.timing;
         let mut c = RdConfig {
             heartbeat: ms(t.heartbeat_ms),
             suspect_after: ms(t.suspect_after_ms),
@@ -127,13 +133,28 @@ impl RingdConfig {
                     (name.clone(), spec)
                 })
                 .collect(),
-            client_addr: common.client_addr().to_string(),
+            client_addr: String::new(),
             rules: Default::default(),
             first_seq: 0,
         };
         if self.token_lost_after_ms == 0 {
-            c.token_lost_after = c.derived_token_lost_after(common.peers.len());
+            c.token_lost_after = c.derived_token_lost_after(n);
         }
         c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use runtime::config::{load_minimal, DEFAULT_CLUSTER_SIZE};
+
+    use super::*;
+
+    /// Each default is written once: the core's `Default` is what a
+    /// config file setting none of the keys with a default gives.
+    #[test]
+    fn the_cores_default_is_an_empty_config_files() {
+        let cfg = load_minimal::<RingdConfig>(DEFAULT_CLUSTER_SIZE).expect("a minimal config loads");
+        assert_eq!(RdConfig { client_addr: String::new(), ..cfg.daemon.core(&cfg.common) }, RdConfig::default());
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use runtime::config::{check_range, CommonConfig, ConfigError, DaemonConfig};
+use runtime::config::{check_range, CommonConfig, ConfigError, DaemonConfig, Timing};
 use serde::{Deserialize, Serialize};
 
 use crate::node::TwConfig;
@@ -115,6 +115,12 @@ impl TokenwatchdConfig {
     /// The core's settings (0 for `bypass_after_ms` / `token_lost_after_ms`
     /// means: derived from the others).
     pub fn core(&self, common: &CommonConfig) -> TwConfig {
+        self.core_with(&common.timing, common.peers.len())
+    }
+
+    /// The core's settings from these keys and `[timing]` on a cluster of
+    /// `n`; [`TwConfig::default`] is this for the defaults.
+    pub fn core_with(&self, timing: &Timing, n: usize) -> TwConfig {
         let ms = Duration::from_millis;
         let mut c = TwConfig {
             ring_timeout: ms(self.ring_timeout_ms),
@@ -124,9 +130,9 @@ impl TokenwatchdConfig {
             max_delay: ms(self.max_datagram_delay_ms),
             bypass_after: ms(self.bypass_after_ms),
             token_lost_after: ms(self.token_lost_after_ms),
-            drift_ppm: common.timing.drift_ppm,
-            lease: common.timing.lease(),
-            suspect_after: common.timing.suspect_after(),
+            drift_ppm: timing.drift_ppm,
+            lease: timing.lease(),
+            suspect_after: timing.suspect_after(),
             allow_minority: self.allow_minority,
             max_queue: self.max_queue,
             tpc_reserve: self.tpc_reserve,
@@ -137,7 +143,7 @@ impl TokenwatchdConfig {
             c.bypass_after = c.max_hold + c.ring_timeout + c.max_delay;
         }
         if self.token_lost_after_ms == 0 {
-            let bound = c.token_lost_bound(common.peers.len());
+            let bound = c.token_lost_bound(n);
             c.token_lost_after = bound + bound / 4;
         }
         c
@@ -146,9 +152,17 @@ impl TokenwatchdConfig {
 
 #[cfg(test)]
 mod tests {
-    use runtime::config::{PeerConfig, Timing};
+    use runtime::config::{load_minimal, PeerConfig, DEFAULT_CLUSTER_SIZE};
 
     use super::*;
+
+    /// Each default is written once: the core's `Default` is what a
+    /// config file setting none of the keys with a default gives.
+    #[test]
+    fn the_cores_default_is_an_empty_config_files() {
+        let cfg = load_minimal::<TokenwatchdConfig>(DEFAULT_CLUSTER_SIZE).expect("a minimal config loads");
+        assert_eq!(cfg.daemon.core(&cfg.common), TwConfig::default());
+    }
 
     fn common(lease_ms: u64, suspect_after_ms: u64) -> CommonConfig {
         let peers = (1..=3)

@@ -33,6 +33,11 @@ pub use crate::logging::LogFormat;
 /// Exit status for a bad configuration or bad arguments (clap uses 2 too).
 pub const EXIT_CONFIG: i32 = 2;
 
+/// The cluster size the protocol cores' `Default` settings are for
+/// (`ftlab`'s default): their size-dependent timeouts are what a config
+/// file leaving them at 0 (derived) gives on a cluster of this many nodes.
+pub const DEFAULT_CLUSTER_SIZE: usize = 5;
+
 /// Metadata name of the command-line layer, used to recognise it in errors.
 const CLI_SOURCE: &str = "command-line flags";
 
@@ -683,6 +688,17 @@ pub fn check_log_level(level: &str) -> Result<(), String> {
 /// environment and flags.
 pub fn load<D: DaemonConfig>(args: &CommonArgs) -> Result<Config<D>, ConfigError> {
     load_from(&layers::<D>(args)?)
+}
+
+/// The configuration of a file that sets only what has no default:
+/// `node_id` 1, a `state_dir` and `n` peers on loopback (ports 7001 on).
+/// Each daemon's tests check with it that its core's `Default` is what
+/// the config defaults give.
+pub fn load_minimal<D: DaemonConfig>(n: usize) -> Result<Config<D>, ConfigError> {
+    let peers: String =
+        (1..=n).map(|id| format!("[[peers]]\nid = {id}\naddr = \"127.0.0.1:{}\"\n", 7000 + id)).collect();
+    let file = format!("node_id = 1\nstate_dir = \"/var/lib/ftcoord/{}\"\n{peers}", D::NAME);
+    load_from(&Figment::from(Toml::string(&file)))
 }
 
 /// Extracts and validates a [`Config`] from any figment (tests build one

@@ -109,24 +109,14 @@ pub struct ElConfig {
     pub first_counter: u64,
 }
 
+/// What a config file that sets none of these keys gives on a cluster of
+/// [`runtime::config::DEFAULT_CLUSTER_SIZE`] (`election_timeout` derived):
+/// each default is written once, in [`crate::config::ElectdConfig`] and
+/// [`runtime::config::Timing`].
 impl Default for ElConfig {
     fn default() -> Self {
-        ElConfig {
-            algorithm: Algorithm::Relay,
-            heartbeat: Duration::from_millis(50),
-            suspect_after: Duration::from_millis(250),
-            lease: Duration::from_millis(100),
-            drift_ppm: 1_000,
-            hop_timeout: Duration::from_millis(100),
-            election_timeout: Duration::from_millis(3_000),
-            request_timeout: Duration::from_millis(500),
-            grant_ttl: Duration::from_millis(3_000),
-            coordinator_max_queue: 1_024,
-            election_jitter: Duration::from_millis(100),
-            max_queue: 1_024,
-            rules: Rules::ALL_ON,
-            first_counter: 0,
-        }
+        crate::config::ElectdConfig::default()
+            .core_with(&runtime::config::Timing::default(), runtime::config::DEFAULT_CLUSTER_SIZE)
     }
 }
 

@@ -77,6 +77,15 @@ pub struct NtConfig {
     pub rules: Rules<NtRule>,
 }
 
+/// What a config file that sets none of these keys gives: each default
+/// is written once, in [`crate::config::NtmutexdConfig`] and
+/// [`runtime::config::Timing`].
+impl Default for NtConfig {
+    fn default() -> Self {
+        crate::config::NtmutexdConfig::default().core_with(&runtime::config::Timing::default())
+    }
+}
+
 impl NtConfig {
     /// The lease settings for a cluster of `sites`.
     pub fn lease_config(&self, sites: usize) -> LeaseConfig {

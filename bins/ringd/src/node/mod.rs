@@ -104,24 +104,14 @@ pub struct ServiceSpec {
     pub timeout: Duration,
 }
 
+/// What a config file that sets none of these keys gives on a cluster of
+/// [`runtime::config::DEFAULT_CLUSTER_SIZE`] (`token_lost_after` derived;
+/// `client_addr` empty): each default is written once, in
+/// [`crate::config::RingdConfig`] and [`runtime::config::Timing`].
 impl Default for RdConfig {
     fn default() -> Self {
-        RdConfig {
-            heartbeat: Duration::from_millis(50),
-            suspect_after: Duration::from_millis(250),
-            lease: Duration::from_millis(100),
-            drift_ppm: 1_000,
-            token_min_hold: Duration::from_millis(30),
-            token_lost_after: Duration::ZERO,
-            lookup_timeout: Duration::from_millis(500),
-            allow_minority: false,
-            max_queue: 1_024,
-            workers: 16,
-            services: BTreeMap::new(),
-            client_addr: String::new(),
-            rules: Rules::ALL_ON,
-            first_seq: 0,
-        }
+        crate::config::RingdConfig::default()
+            .core_with(&runtime::config::Timing::default(), runtime::config::DEFAULT_CLUSTER_SIZE)
     }
 }
 

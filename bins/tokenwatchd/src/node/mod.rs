@@ -92,25 +92,14 @@ pub struct TwConfig {
     pub first_tpc: u64,
 }
 
+/// What a config file that sets none of these keys gives on a cluster of
+/// [`runtime::config::DEFAULT_CLUSTER_SIZE`] (`bypass_after` and
+/// `token_lost_after` derived): each default is written once, in
+/// [`crate::config::TokenwatchdConfig`] and [`runtime::config::Timing`].
 impl Default for TwConfig {
     fn default() -> Self {
-        TwConfig {
-            ring_timeout: Duration::from_millis(100),
-            max_retransmits: 3,
-            max_hold: Duration::from_millis(2_000),
-            token_min_hold: Duration::from_millis(30),
-            max_delay: Duration::from_millis(50),
-            bypass_after: Duration::from_millis(2_200),
-            token_lost_after: Duration::from_millis(12_000),
-            drift_ppm: 1_000,
-            lease: Duration::from_millis(100),
-            suspect_after: Duration::from_millis(250),
-            allow_minority: false,
-            max_queue: 1_024,
-            tpc_reserve: 1,
-            rules: Rules::ALL_ON,
-            first_tpc: 0,
-        }
+        crate::config::TokenwatchdConfig::default()
+            .core_with(&runtime::config::Timing::default(), runtime::config::DEFAULT_CLUSTER_SIZE)
     }
 }
 
