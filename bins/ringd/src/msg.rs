@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use client::ring::Outcome;
+use api::ring::Outcome;
 use durable::promise::{Refusal, Values};
 use ftcore::{message_kinds, Incarnation, NodeId};
 use hbring::HbMsg;

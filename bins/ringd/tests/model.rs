@@ -10,7 +10,7 @@ mod kit;
 
 use std::time::Duration;
 
-use client::ring::{RingReply, RingRequest};
+use api::ring::{RingReply, RingRequest};
 use ftcore::{ClientId, NodeId};
 use kit::{cluster, config, every_fault_plan, RingJudge};
 use ringd::RdEvent;

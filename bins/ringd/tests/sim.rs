@@ -172,7 +172,7 @@ fn masked_rules_sweep() {
 /// token services `no_quorum`. Once the other restarts both are served.
 #[test]
 fn a_two_replica_survivor_serves_alone_only_with_allow_minority() {
-    use client::ring::{ExecError, RingReply};
+    use api::ring::{ExecError, RingReply};
     use ftcore::NodeId;
     use sim::Action;
     for_seeds(10, |seed| {
@@ -292,7 +292,7 @@ fn each_rule_of_the_heal_is_needed() {
 /// owner's HolderAlive `Stale`, and the owner gave the token up (20 of 20).
 #[test]
 fn a_job_outlives_a_pause_of_another_replica() {
-    use client::ring::RingReply;
+    use api::ring::RingReply;
     use ftcore::ClientId;
     let long = config(5).token_lost_after + Duration::from_millis(50);
     for (whom, pause) in [("successor", 100), ("predecessor", 100), ("successor", 0), ("third", 0)] {

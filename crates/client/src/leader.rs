@@ -14,6 +14,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+pub use api::leader::Never;
 use ftcore::{Message, NodeId, StatusReport};
 
 use crate::{Client, ClientError};
@@ -124,21 +125,6 @@ impl<R: Message, P: Message> LeaderWatch<R, P> {
     /// The view last returned by [`changed`](Self::changed).
     pub fn last(&self) -> Option<&Leadership> {
         self.last.as_ref()
-    }
-}
-
-/// A request or reply type with no values, for connections that only ask
-/// for status.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub enum Never {}
-
-impl Message for Never {
-    fn kind(&self) -> u16 {
-        match *self {}
-    }
-
-    fn kind_name(_: u16) -> Option<&'static str> {
-        None
     }
 }
 

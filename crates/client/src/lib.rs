@@ -7,13 +7,22 @@
 //! runtime for every daemon, [`ClientRequest::Op`] goes to the protocol
 //! core. [`Client`] is a connection from the client side.
 //!
+//! The envelopes, [`JOINING_DETAIL`], ringd's request and reply types and
+//! [`leader::Never`] are pure wire data and live in the `api` crate (which
+//! the runtime and the daemons' cores use without tokio); they are
+//! re-exported here at their old paths. This crate adds what needs a
+//! connection: [`Client`], its errors, and the guards and watches built on
+//! it.
+//!
 //! One request at a time per connection is not required: replies come back
 //! in the order the core produces them, and some (a lock's `LockLost`)
 //! arrive unasked, so callers read with [`Client::recv`].
 //!
 //! [`lock`] is the cluster-wide lock as a guard with a lease (`ftctl lock`).
 //!
-//! May depend on: `ftcore`, `wire`, `lockservice`, `timer`. Used by: `ftctl`, `ftlab`, the real-process tests.
+//! May depend on: `api`, `ftcore`, `wire`, `lockservice`, `timer`, tokio.
+//! Used by: `ftctl`, `ftlab`, the real-process tests; never by a daemon
+//! (they use `api`).
 #![forbid(unsafe_code)]
 
 pub mod duration;
@@ -24,72 +33,12 @@ pub mod ring;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-pub use ftcore::StatusReport;
+pub use api::{ClientRequest, ClientResponse, StatusReport, JOINING_DETAIL};
 use ftcore::{Message, PeerStatus};
 use futures::{SinkExt, StreamExt};
-use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 use wire::{ClientCodec, RejectReason, StreamError};
-
-/// The status detail a daemon still joining its cluster reports, e.g.
-/// `("joining", "1 of 4 answered")`; absent once it has joined (it grants
-/// nothing until then: `ftctl lock` says so).
-pub const JOINING_DETAIL: &str = "joining";
-
-/// What a local client sends to a daemon.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ClientRequest<R> {
-    /// Every daemon's status (`ftctl status`).
-    Status,
-    /// A request for the daemon's protocol core.
-    Op(R),
-}
-
-impl<R: Message> Message for ClientRequest<R> {
-    fn kind(&self) -> u16 {
-        match self {
-            ClientRequest::Status => 0,
-            ClientRequest::Op(r) => r.kind().saturating_add(1),
-        }
-    }
-
-    fn kind_name(kind: u16) -> Option<&'static str> {
-        match kind {
-            0 => Some("status"),
-            k => R::kind_name(k - 1),
-        }
-    }
-}
-
-/// What a daemon sends to a local client.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ClientResponse<P> {
-    /// Answer to [`ClientRequest::Status`].
-    Status(StatusReport),
-    /// A reply from the protocol core (asked for or not).
-    Op(P),
-    /// The request was refused (it changed nothing).
-    Error(String),
-}
-
-impl<P: Message> Message for ClientResponse<P> {
-    fn kind(&self) -> u16 {
-        match self {
-            ClientResponse::Status(_) => 0,
-            ClientResponse::Error(_) => 1,
-            ClientResponse::Op(p) => p.kind().saturating_add(2),
-        }
-    }
-
-    fn kind_name(kind: u16) -> Option<&'static str> {
-        match kind {
-            0 => Some("status"),
-            1 => Some("error"),
-            k => P::kind_name(k - 2),
-        }
-    }
-}
 
 /// Why a client call failed.
 #[derive(Debug, thiserror::Error)]
@@ -219,6 +168,7 @@ pub fn render_status(s: &StatusReport) -> String {
 mod tests {
     use super::*;
     use ftcore::{message_kinds, Incarnation, NodeId};
+    use serde::{Deserialize, Serialize};
 
     #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
     enum Req {
@@ -226,19 +176,6 @@ mod tests {
         Echo(String),
     }
     message_kinds!(Req { Ping => "ping", Echo => "echo" });
-
-    #[test]
-    fn envelope_kinds_nest_the_inner_kinds() {
-        assert_eq!(ClientRequest::<Req>::Status.kind(), 0);
-        assert_eq!(ClientRequest::Op(Req::Ping).kind(), 1);
-        assert_eq!(ClientRequest::Op(Req::Echo("x".into())).kind(), 2);
-        assert_eq!(ClientRequest::<Req>::kind_name(2), Some("echo"));
-        assert_eq!(ClientRequest::<Req>::kind_name(3), None);
-        assert_eq!(ClientResponse::<Req>::Error("e".into()).kind(), 1);
-        assert_eq!(ClientResponse::Op(Req::Echo("x".into())).kind(), 3);
-        assert_eq!(ClientResponse::<Req>::kind_name(2), Some("ping"));
-        assert_eq!(ClientResponse::<Req>::kind_name(4), None);
-    }
 
     /// A server that answers every connection with `reply`, then closes.
     async fn answering(reply: &'static [u8]) -> SocketAddr {

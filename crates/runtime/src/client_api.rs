@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{ClientRequest, ClientResponse};
+use api::{ClientRequest, ClientResponse};
 use ftcore::{ClientId, Message};
 use futures::{SinkExt, StreamExt};
 use tokio::net::{TcpListener, TcpStream};

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{ClientRequest, ClientResponse};
+use api::{ClientRequest, ClientResponse};
 use ftcore::{ClientId, Incarnation, JobCommand, JobEnd, JoinState, Message, NodeId, Output, Protocol};
 use timer::{Clock, RealClock};
 use tokio::sync::mpsc;
@@ -37,12 +37,12 @@ const REFRESH: Duration = Duration::from_millis(500);
 /// How often a node still joining says so in its log.
 const JOIN_LOG_EVERY: Duration = Duration::from_secs(3);
 
-/// Adds [`client::JOINING_DETAIL`] to `report` while `state` is still
+/// Adds [`api::JOINING_DETAIL`] to `report` while `state` is still
 /// joining: `("joining", "1 of 4 answered")` (`ftctl status`; `ftctl lock`
 /// says why it got no lock with it). A node that has joined adds nothing.
 pub fn add_join_state(report: &mut ftcore::StatusReport, state: JoinState) {
     if let JoinState::Joining { answered, of } = state {
-        report.details.push((client::JOINING_DETAIL.to_string(), format!("{answered} of {of} answered")));
+        report.details.push((api::JOINING_DETAIL.to_string(), format!("{answered} of {of} answered")));
     }
 }
 
@@ -514,7 +514,7 @@ mod tests {
         };
         let mut r = report();
         add_join_state(&mut r, JoinState::Joining { answered: 1, of: 4 });
-        assert_eq!(r.details.last(), Some(&(client::JOINING_DETAIL.to_string(), "1 of 4 answered".to_string())));
+        assert_eq!(r.details.last(), Some(&(api::JOINING_DETAIL.to_string(), "1 of 4 answered".to_string())));
         let mut r = report();
         add_join_state(&mut r, JoinState::Joined);
         assert_eq!(r.details, report().details);

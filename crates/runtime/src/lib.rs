@@ -6,10 +6,11 @@
 //! the whole daemon's life from arguments to exit status ([`daemon`]).
 //!
 //! Daemon crates depend on this; it depends on the protocol-agnostic crates
-//! (`wire`, `timer`, `membership`, `ftcore`, `client`, `durable`,
-//! `lockservice` for the lock metrics every lock daemon exports, `hbring` for
-//! the heartbeat ring's metrics that hbringd and ringd export) and never
-//! on a daemon. No protocol core depends on it.
+//! (`wire`, `timer`, `membership`, `ftcore`, `api` for the client envelopes
+//! it serves, `durable`, `lockservice` for the lock metrics every lock daemon
+//! exports, `hbring` for the heartbeat ring's metrics that hbringd and ringd
+//! export) and never on a daemon, nor on the tokio `client` crate (the
+//! client side). No protocol core depends on it.
 #![forbid(unsafe_code)]
 
 pub mod client_api;

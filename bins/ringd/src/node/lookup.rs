@@ -10,7 +10,7 @@ use timer::Instant;
 
 use super::{RdEvent, RdNode};
 use crate::msg::Msg;
-use client::ring::RingReply;
+use api::ring::RingReply;
 
 /// A lookup started here.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

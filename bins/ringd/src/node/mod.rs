@@ -35,7 +35,7 @@ mod token;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use client::ring::{Outcome, RingReply, RingRequest};
+use api::ring::{Outcome, RingReply, RingRequest};
 use durable::promise::{self, PromiseNode, Promises};
 use ftcore::rules::Rules;
 use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
@@ -771,7 +771,7 @@ impl Protocol for RdNode {
     fn handle_shutdown(&mut self, now: Instant) {
         self.leaving = true;
         for job in std::mem::take(&mut self.token_queue) {
-            self.answer(job.client, job.request_id, &job.service, Err(client::ring::ExecError::Leaving));
+            self.answer(job.client, job.request_id, &job.service, Err(api::ring::ExecError::Leaving));
         }
         self.after_input(now);
     }

@@ -7,12 +7,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use client::ring::{ExecError, Outcome, ServiceResult};
+use api::ring::{ExecError, Outcome, ServiceResult};
 use ftcore::{ClientId, JobCommand, JobEnd};
 use timer::Instant;
 
 use super::{Job, Pending, RdEvent, RdNode, RdRule, Role};
-use client::ring::RingReply;
+use api::ring::RingReply;
 
 /// Longest `sleep`.
 const MAX_SLEEP_MS: u64 = 3_600_000;

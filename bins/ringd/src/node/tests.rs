@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use client::ring::{ExecError, ServiceResult};
+use api::ring::{ExecError, ServiceResult};
 use durable::promise::Refusal;
 use ftcore::testing::{deliver, drain, request, timeout};
 use ftcore::Output;

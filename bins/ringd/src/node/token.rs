@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use client::ring::ExecError;
+use api::ring::ExecError;
 use durable::promise::{Failure, Refusal};
 use ftcore::{Incarnation, NodeId};
 use timer::Instant;

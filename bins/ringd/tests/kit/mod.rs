@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use client::ring::{ExecError, RingReply, RingRequest};
+use api::ring::{ExecError, RingReply, RingRequest};
 use ftcore::{ClientId, NodeId, Protocol};
 use ringd::{RdConfig, RdEvent, RdNode};
 use sim::{Action, FaultPlan, NetConfig, Sim, World};
