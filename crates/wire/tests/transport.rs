@@ -251,6 +251,22 @@ async fn tcp_close_flushes_what_was_queued() {
     tokio::time::timeout(WAIT, closing).await.expect("close returns once flushed").unwrap();
 }
 
+/// Shutdown beside a peer that is already gone: a link with nothing queued
+/// ends at once rather than at the grace's end (a cluster stopped as a
+/// whole exits promptly).
+#[tokio::test]
+async fn tcp_close_does_not_wait_out_the_grace_for_a_gone_peer_with_nothing_queued() {
+    let ((a, _rx_a), (b, mut rx_b)) = tcp_pair(None, None).await;
+    assert_link_works(&a, &mut rx_b, 0).await;
+    let b: Box<dyn Transport<TestMsg>> = Box::new(b);
+    b.close(WAIT).await;
+    // a's link to 2 breaks and its reconnects are refused: it backs off.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let grace = Duration::from_secs(60);
+    let a: Box<dyn Transport<TestMsg>> = Box::new(a);
+    tokio::time::timeout(grace / 2, a.close(grace)).await.expect("close returns long before its grace");
+}
+
 /// The next `Unreachable` within `within`, skipping messages.
 async fn unreachable_within(rx: &mut Rx, within: Duration) -> Option<NodeId> {
     tokio::time::timeout(within, async {

@@ -55,6 +55,9 @@ pub struct TcpTransport<M> {
     local: SocketAddr,
     peers: HashMap<NodeId, PeerQueue<M>>,
     links: Vec<tokio::task::JoinHandle<()>>,
+    /// Cancelled by `close`: a link with nothing left to write ends at
+    /// once instead of waiting out its reconnect backoff.
+    closing: CancellationToken,
     _stop: DropGuard,
 }
 
@@ -68,6 +71,7 @@ impl<M: Message> TcpTransport<M> {
         let local = listener.local_addr().map_err(|source| TransportError::Bind { addr: cfg.listen, source })?;
         let codec = Arc::new(cfg.codec::<M>());
         let stop = CancellationToken::new();
+        let closing = CancellationToken::new();
         // One waker per peer: an authenticated inbound frame from a peer
         // proves it is up, so our link to it stops backing off and
         // reconnects now (a restarted peer must not wait seconds for our
@@ -110,6 +114,7 @@ impl<M: Message> TcpTransport<M> {
                 handshake_timeout: cfg.handshake_timeout,
                 keepalive_every: cfg.idle_timeout / 3,
                 stats: cfg.stats.clone(),
+                closing: closing.clone(),
             };
             let stop = stop.clone();
             links.push(tokio::spawn(async move {
@@ -117,7 +122,7 @@ impl<M: Message> TcpTransport<M> {
             }));
             peers.insert(m.id, PeerQueue { tx, overflow });
         }
-        Ok(TcpTransport { local, peers, links, _stop: stop.drop_guard() })
+        Ok(TcpTransport { local, peers, links, closing, _stop: stop.drop_guard() })
     }
 }
 
@@ -141,9 +146,12 @@ impl<M: Message> Transport<M> for TcpTransport<M> {
     }
 
     fn close(self: Box<Self>, grace: Duration) -> futures::future::BoxFuture<'static, ()> {
-        let TcpTransport { peers, links, _stop, .. } = *self;
+        let TcpTransport { peers, links, closing, _stop, .. } = *self;
         // Closing the queues ends each link once it has written what was
-        // queued (a link still reconnecting gives up at the grace's end).
+        // queued (a link still reconnecting with messages queued gives up
+        // at the grace's end; one with nothing queued ends at once: a
+        // peer that stopped with us must not hold our exit for the grace).
+        closing.cancel();
         drop(peers);
         Box::pin(async move {
             let _ = tokio::time::timeout(grace, futures::future::join_all(links)).await;
@@ -440,6 +448,8 @@ struct PeerLink<M> {
     handshake_timeout: Duration,
     keepalive_every: Duration,
     stats: Arc<LinkStats>,
+    /// Cancelled when the transport closes.
+    closing: CancellationToken,
 }
 
 /// How one connection of a link ended.
@@ -467,6 +477,9 @@ impl<M: Message> PeerLink<M> {
         let mut broke = false;
         let mut retried_at_once = false;
         loop {
+            if self.closing.is_cancelled() && queue.is_empty() {
+                return;
+            }
             let ended = tokio::select! {
                 ended = self.session(&mut queue) => Some(ended),
                 _ = self.overflow.notified() => None,
@@ -505,6 +518,8 @@ impl<M: Message> PeerLink<M> {
             tokio::select! {
                 _ = tokio::time::sleep(self.backoff.next_delay()) => {}
                 _ = self.wake.notified() => self.backoff.reset(),
+                // Once: after that the backoff paces the last attempts.
+                _ = self.closing.cancelled(), if !self.closing.is_cancelled() => {}
             }
         }
     }
