@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use runtime::config::{check_range, AliasLayer, CommonConfig, ConfigError, DaemonConfig, Timing};
+use runtime::config::{AliasLayer, Bound, CommonConfig, ConfigError, DaemonConfig, Timing};
 use serde::{Deserialize, Serialize};
 
 use crate::node::{Algorithm, ElConfig};
@@ -49,6 +49,13 @@ impl Default for ElectdConfig {
 
 impl DaemonConfig for ElectdConfig {
     const NAME: &'static str = "electd";
+    const BOUNDS: &'static [Bound] = &[
+        ("hop_timeout_ms", 0, 86_400_000),
+        ("election_timeout_ms", 0, 86_400_000),
+        ("request_timeout_ms", 0, 86_400_000),
+        ("grant_ttl_ms", 0, 86_400_000),
+        ("election_jitter_ms", 0, 86_400_000),
+    ];
 
     /// The seed's `ELECTION_ID`, `HOSTID`, `ELECTION_DEST_IPS`,
     /// `ELECTION_DEST_PORT` and `SUCCESSOR_IP` ([`crate::seed_env`]).
@@ -57,15 +64,6 @@ impl DaemonConfig for ElectdConfig {
     }
 
     fn validate(&self, common: &CommonConfig) -> Result<(), ConfigError> {
-        for (key, v) in [
-            ("hop_timeout_ms", self.hop_timeout_ms),
-            ("election_timeout_ms", self.election_timeout_ms),
-            ("request_timeout_ms", self.request_timeout_ms),
-            ("grant_ttl_ms", self.grant_ttl_ms),
-            ("election_jitter_ms", self.election_jitter_ms),
-        ] {
-            check_range(key, v, 0, 86_400_000)?;
-        }
         self.core(common).validate(common.peers.len()).map_err(|e| ConfigError::new(e.key(), e.to_string()))?;
         Ok(())
     }

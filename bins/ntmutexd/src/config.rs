@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use lockservice::LocksConfig;
-use runtime::config::{CommonConfig, ConfigError, DaemonConfig, Timing};
+use runtime::config::{Bound, CommonConfig, ConfigError, DaemonConfig, Timing};
 use serde::{Deserialize, Serialize};
 
 use crate::node::NtConfig;
@@ -34,16 +34,11 @@ impl Default for NtmutexdConfig {
 
 impl DaemonConfig for NtmutexdConfig {
     const NAME: &'static str = "ntmutexd";
+    const BOUNDS: &'static [Bound] = &[("t_msg_ms", 1, u64::MAX), ("max_queue", 1, u64::MAX)];
 
     fn validate(&self, common: &CommonConfig) -> Result<(), ConfigError> {
         // The core's own checks, named by the key they concern.
         self.core(common).validate(common.peers.len()).map_err(|e| ConfigError::new(e.key(), e.to_string()))?;
-        if self.t_msg_ms == 0 {
-            return Err(ConfigError::new("t_msg_ms", "must be at least 1"));
-        }
-        if self.max_queue == 0 {
-            return Err(ConfigError::new("max_queue", "must be at least 1"));
-        }
         // (safety) Whatever a crashed peer sent on the same FIFO connection
         // arrives before it is suspected.
         let need = common.timing.heartbeat_ms + self.t_msg_ms;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use runtime::config::{check_range, CommonConfig, ConfigError, DaemonConfig, Timing};
+use runtime::config::{Bound, CommonConfig, ConfigError, DaemonConfig, Timing};
 use serde::{Deserialize, Serialize};
 
 use crate::node::{RdConfig, ServiceSpec};
@@ -67,15 +67,14 @@ impl Default for RingdConfig {
 
 impl DaemonConfig for RingdConfig {
     const NAME: &'static str = "ringd";
+    const BOUNDS: &'static [Bound] = &[
+        ("token_min_hold_ms", 0, 86_400_000),
+        ("token_lost_after_ms", 0, 86_400_000),
+        ("lookup_timeout_ms", 0, 86_400_000),
+        ("services.*.timeout_ms", 1, 86_400_000),
+    ];
 
     fn validate(&self, common: &CommonConfig) -> Result<(), ConfigError> {
-        for (key, v) in [
-            ("token_min_hold_ms", self.token_min_hold_ms),
-            ("token_lost_after_ms", self.token_lost_after_ms),
-            ("lookup_timeout_ms", self.lookup_timeout_ms),
-        ] {
-            check_range(key, v, 0, 86_400_000)?;
-        }
         if common.limits.max_frame_bytes < crate::node::MIN_FRAME {
             return Err(ConfigError::new(
                 "limits.max_frame_bytes",
@@ -86,7 +85,6 @@ impl DaemonConfig for RingdConfig {
             ));
         }
         for (name, svc) in &self.services {
-            check_range(&format!("services.{name}.timeout_ms"), svc.timeout_ms, 1, 86_400_000)?;
             if svc.command.is_empty() || svc.command[0].is_empty() {
                 return Err(ConfigError::new(format!("services.{name}.command"), "must name a program"));
             }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use runtime::config::{check_range, CommonConfig, ConfigError, DaemonConfig, Timing};
+use runtime::config::{Bound, CommonConfig, ConfigError, DaemonConfig, Timing};
 use serde::{Deserialize, Serialize};
 
 use crate::node::TwConfig;
@@ -73,6 +73,17 @@ impl Default for TokenwatchdConfig {
 
 impl DaemonConfig for TokenwatchdConfig {
     const NAME: &'static str = "tokenwatchd";
+    const BOUNDS: &'static [Bound] = &[
+        ("ring_timeout_ms", 0, 3_600_000),
+        ("max_hold_ms", 0, 86_400_000),
+        ("token_min_hold_ms", 0, 3_600_000),
+        ("max_datagram_delay_ms", 0, 3_600_000),
+        ("bypass_after_ms", 0, 86_400_000),
+        ("token_lost_after_ms", 0, 86_400_000),
+        ("chaos.drop_rate", 0, 1),
+        ("chaos.dup_rate", 0, 1),
+        ("max_retransmits", 0, 100),
+    ];
 
     fn chaos(&self) -> Option<wire::Chaos> {
         let c = &self.chaos;
@@ -84,28 +95,12 @@ impl DaemonConfig for TokenwatchdConfig {
     }
 
     fn validate(&self, common: &CommonConfig) -> Result<(), ConfigError> {
-        for (key, v, max) in [
-            ("ring_timeout_ms", self.ring_timeout_ms, 3_600_000),
-            ("max_hold_ms", self.max_hold_ms, 86_400_000),
-            ("token_min_hold_ms", self.token_min_hold_ms, 3_600_000),
-            ("max_datagram_delay_ms", self.max_datagram_delay_ms, 3_600_000),
-            ("bypass_after_ms", self.bypass_after_ms, 86_400_000),
-            ("token_lost_after_ms", self.token_lost_after_ms, 86_400_000),
-        ] {
-            check_range(key, v, 0, max)?;
-        }
-        for (key, rate) in [("chaos.drop_rate", self.chaos.drop_rate), ("chaos.dup_rate", self.chaos.dup_rate)] {
-            if !(0.0..=1.0).contains(&rate) {
-                return Err(ConfigError::new(key, format!("{rate} is out of range: expected 0 to 1")));
-            }
-        }
         if self.chaos.delay_ms > self.max_datagram_delay_ms {
             return Err(ConfigError::new(
                 "chaos.delay_ms",
                 format!("must be at most max_datagram_delay_ms ({}): δ bounds every delay", self.max_datagram_delay_ms),
             ));
         }
-        check_range("max_retransmits", u64::from(self.max_retransmits), 0, 100)?;
         self.core(common).validate(common.peers.len()).map_err(|e| ConfigError::new(e.key(), e.to_string()))?;
         Ok(())
     }

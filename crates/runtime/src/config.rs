@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use figment::error::Kind;
 use figment::providers::{Env, Format, Serialized, Toml};
-use figment::value::{Dict, Map, Tag, Value};
+use figment::value::{Dict, Map, Num, Tag, Value};
 use figment::{Figment, Metadata, Profile, Provider};
 use membership::{Member, Membership, MembershipError, NodeId};
 use serde::de::DeserializeOwned;
@@ -229,11 +229,18 @@ impl Default for Limits {
     }
 }
 
+/// One key's inclusive range: `(key, min, max)`. A `*` segment stands
+/// for every entry of a map (`services.*.timeout_ms`); a float key is
+/// compared as a float (`chaos.drop_rate`, 0 to 1). The one place a
+/// key's range is written: [`BOUNDS`] for the common keys,
+/// [`DaemonConfig::BOUNDS`] for a daemon's own.
+pub type Bound = (&'static str, u64, u64);
+
 /// The range of every numeric key shared by the daemons: `(key, min, max)`,
 /// inclusive. `--check-config` refuses anything outside (exit 2, naming the
 /// key); the maxima keep every value far from what would overflow a
 /// duration, a queue or a semaphore.
-pub const BOUNDS: &[(&str, u64, u64)] = &[
+pub const BOUNDS: &[Bound] = &[
     ("node_id", 1, u32::MAX as u64),
     ("timing.heartbeat_ms", 1, 3_600_000),
     ("timing.suspect_after_ms", 2, 3_600_000),
@@ -251,21 +258,69 @@ pub const BOUNDS: &[(&str, u64, u64)] = &[
     ("limits.log_burst_per_s", 0, 1_000_000),
 ];
 
-/// Checks `value` of `key` against [`BOUNDS`].
-pub fn check_bounds(key: &str, value: u64) -> Result<(), ConfigError> {
-    match BOUNDS.iter().find(|(k, _, _)| *k == key) {
-        Some((_, min, max)) => check_range(key, value, *min, *max),
-        None => Ok(()),
+/// Why a key's range is what it is, added to its out-of-range message.
+const WHY: &[(&str, &str)] = &[("node_id", "0 is reserved for clients"), ("timing.drift_ppm", "ρ < 1")];
+
+/// Checks `config`'s keys against `table` in table order: the first value
+/// outside its range is an error naming its key. A key `config` lacks is
+/// skipped.
+pub fn check_table(config: &impl Serialize, table: &[Bound]) -> Result<(), ConfigError> {
+    let value = Value::serialize(config)
+        .map_err(|e| ConfigError::general(format!("the configuration cannot be serialized: {e}")))?;
+    check_value(&value, table)
+}
+
+fn check_value<'a>(config: &Value, table: impl IntoIterator<Item = &'a Bound>) -> Result<(), ConfigError> {
+    for &(key, min, max) in table {
+        let segments: Vec<&str> = key.split('.').collect();
+        let mut found = Vec::new();
+        numbers_at(config, &segments, String::new(), &mut found);
+        for (path, n) in found {
+            check_num(&path, n, min, max)?;
+        }
+    }
+    Ok(())
+}
+
+/// The numbers at `segments` under `value` with their paths, `*` matching every key.
+fn numbers_at(value: &Value, segments: &[&str], path: String, out: &mut Vec<(String, Num)>) {
+    let Some((first, rest)) = segments.split_first() else {
+        if let Value::Num(_, n) = value {
+            out.push((path, *n));
+        }
+        return;
+    };
+    let Some(dict) = value.as_dict() else { return };
+    let join = |k: &str| if path.is_empty() { k.to_owned() } else { format!("{path}.{k}") };
+    if *first == "*" {
+        for (k, v) in dict {
+            numbers_at(v, rest, join(k), out);
+        }
+    } else if let Some(v) = dict.get(*first) {
+        numbers_at(v, rest, join(first), out);
     }
 }
 
-/// Checks that `value` of `key` lies in `min..=max` (a daemon's own keys;
-/// the common ones are in [`BOUNDS`]), with the same message.
-pub fn check_range(key: &str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
-    if value < min || value > max {
-        return Err(ConfigError::new(key, format!("{value} is out of range: expected {min} to {max}")));
+/// `n` of `key` in `min..=max`, or the out-of-range error.
+fn check_num(key: &str, n: Num, min: u64, max: u64) -> Result<(), ConfigError> {
+    let (shown, inside) = if let Some(u) = n.to_u128() {
+        (u.to_string(), (u128::from(min)..=u128::from(max)).contains(&u))
+    } else if let Some(i) = n.to_i128() {
+        (i.to_string(), (i128::from(min)..=i128::from(max)).contains(&i))
+    } else if let Some(f) = n.to_f64() {
+        // The bounds of float keys (rates) are small integers, exact in f64.
+        #[allow(clippy::cast_precision_loss)]
+        let range = min as f64..=max as f64;
+        (f.to_string(), range.contains(&f))
+    } else {
+        return Ok(());
+    };
+    if inside {
+        return Ok(());
     }
-    Ok(())
+    let expected = if max == u64::MAX { format!("at least {min}") } else { format!("{min} to {max}") };
+    let why = WHY.iter().find(|(k, _)| *k == key).map(|(_, w)| format!(" ({w})")).unwrap_or_default();
+    Err(ConfigError::new(key, format!("{shown} is out of range: expected {expected}{why}")))
 }
 
 /// A daemon's own keys, which sit at the top level of the same file as the
@@ -281,8 +336,13 @@ pub trait DaemonConfig: Serialize + DeserializeOwned + Default + Clone + Debug {
     /// Lower-case daemon name, e.g. "ntmutexd"; the env prefix is its upper-case form + "_".
     const NAME: &'static str;
 
-    /// Cross-key checks; errors name the key (the loader fills in where its
-    /// value came from).
+    /// The range of each of its numeric keys (see [`Bound`]), checked by
+    /// the loader before [`DaemonConfig::validate`]; the one place a range
+    /// is written.
+    const BOUNDS: &'static [Bound] = &[];
+
+    /// Cross-key checks (ranges are in [`DaemonConfig::BOUNDS`]); errors
+    /// name the key (the loader fills in where its value came from).
     fn validate(&self, common: &CommonConfig) -> Result<(), ConfigError> {
         let _ = common;
         Ok(())
@@ -424,35 +484,18 @@ impl CommonConfig {
             .unwrap_or_else(|e| panic!("unvalidated config: {e}"))
     }
 
-    /// Checks the shared keys: node id, peers, addresses, timing, limits,
-    /// log level and cluster key file. Errors name the key but not its origin.
+    /// Checks the shared keys: node id, peers, addresses, the ranges in
+    /// [`BOUNDS`], cross-key timing, log level and cluster key file. Errors name the key but not its origin.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.node_id == 0 {
-            return Err(ConfigError::new("node_id", "must be > 0 (0 is reserved for clients)"));
-        }
+        let values = Value::serialize(self)
+            .map_err(|e| ConfigError::general(format!("the configuration cannot be serialized: {e}")))?;
+        // node_id before the peers, whose checks name it.
+        check_value(&values, BOUNDS.iter().filter(|(k, _, _)| *k == "node_id"))?;
         self.validate_peers()?;
         self.validate_addrs()?;
-        let (t, l) = (&self.timing, &self.limits);
-        let big = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
-        for (key, value) in [
-            ("node_id", u64::from(self.node_id)),
-            ("timing.heartbeat_ms", t.heartbeat_ms),
-            ("timing.suspect_after_ms", t.suspect_after_ms),
-            ("timing.drift_ppm", u64::from(t.drift_ppm)),
-            ("timing.lease_ms", t.lease_ms),
-            ("limits.max_frame_bytes", big(l.max_frame_bytes)),
-            ("limits.send_queue_len", big(l.send_queue_len)),
-            ("limits.max_connections", big(l.max_connections)),
-            ("limits.max_clients", big(l.max_clients)),
-            ("limits.handshake_timeout_ms", l.handshake_timeout_ms),
-            ("limits.peer_idle_timeout_ms", l.peer_idle_timeout_ms),
-            ("limits.accept_backoff_ms", l.accept_backoff_ms),
-            ("limits.client_credit", big(l.client_credit)),
-            ("limits.log_burst_per_s", u64::from(l.log_burst_per_s)),
-        ] {
-            check_bounds(key, value)?;
-        }
+        check_value(&values, BOUNDS)?;
         self.validate_timing()?;
+        let (t, l) = (&self.timing, &self.limits);
         if l.peer_idle_timeout_ms <= t.suspect_after_ms.saturating_mul(3) {
             return Err(ConfigError::new(
                 "limits.peer_idle_timeout_ms",
@@ -539,9 +582,6 @@ impl CommonConfig {
 
     fn validate_timing(&self) -> Result<(), ConfigError> {
         let t = &self.timing;
-        if t.heartbeat_ms == 0 {
-            return Err(ConfigError::new("timing.heartbeat_ms", "must be > 0"));
-        }
         if t.suspect_after_ms <= t.heartbeat_ms {
             return Err(ConfigError::new(
                 "timing.suspect_after_ms",
@@ -550,12 +590,6 @@ impl CommonConfig {
                     t.suspect_after_ms, t.heartbeat_ms
                 ),
             ));
-        }
-        if t.drift_ppm >= 1_000_000 {
-            return Err(ConfigError::new("timing.drift_ppm", format!("{} must be below 1000000 (ρ < 1)", t.drift_ppm)));
-        }
-        if t.lease_ms == 0 || t.lease_ms > 3_600_000 {
-            return Err(ConfigError::new("timing.lease_ms", format!("{} must be between 1 and 3600000", t.lease_ms)));
         }
         Ok(())
     }
@@ -775,6 +809,7 @@ fn load_unnamed<D: DaemonConfig>(figment: &Figment) -> Result<Config<D>, ConfigE
             format!("missing: set state_dir (this node's own durable state directory) in the config file or {var}"),
         ));
     }
+    check_value(&known_daemon, D::BOUNDS).map_err(|e| origins.locate(&input, e))?;
     daemon.validate(&common).map_err(|e| origins.locate(&input, e))?;
     let config = Config { common, daemon };
     // --check-config must be able to print what was accepted (TOML has no u64 beyond i64::MAX).
@@ -1372,14 +1407,14 @@ command = "echo"
             assert!(e.message.contains("TESTD_NODE_ID"), "{e}");
 
             let e = load_err(jail, &format!("node_id = 0\n{PEERS}"));
-            assert_err(&e, "node_id", Some("testd.toml"), "must be > 0");
+            assert_err(&e, "node_id", Some("testd.toml"), "0 is reserved for clients");
 
             jail.set_env("TESTD_NODE_ID", 0);
             let e = load_err(jail, &file("", ""));
-            assert_err(&e, "node_id", Some("environment variable TESTD_NODE_ID"), "must be > 0");
+            assert_err(&e, "node_id", Some("environment variable TESTD_NODE_ID"), "0 is reserved for clients");
 
             let e = load::<TestD>(&CommonArgs { node_id: Some(0), ..args() }).unwrap_err();
-            assert_err(&e, "node_id", Some("command-line flag --node-id"), "must be > 0");
+            assert_err(&e, "node_id", Some("command-line flag --node-id"), "0 is reserved for clients");
             Ok(())
         });
     }
@@ -1511,6 +1546,28 @@ command = "echo"
     /// Every bounded key, just outside its range (both ends where the type
     /// allows), with a value from the file, names the key and the range;
     /// huge values (which tokio would panic on) included.
+    #[test]
+    fn a_table_checks_map_entries_and_floats() {
+        #[derive(Serialize)]
+        struct T {
+            rate: f64,
+            services: std::collections::BTreeMap<String, Svc>,
+        }
+        #[derive(Serialize)]
+        struct Svc {
+            timeout_ms: u64,
+        }
+        let table: &[Bound] = &[("rate", 0, 1), ("services.*.timeout_ms", 1, 10), ("absent", 1, 2)];
+        let svc = |ms| std::collections::BTreeMap::from([("a".to_owned(), Svc { timeout_ms: ms })]);
+        assert_eq!(check_table(&T { rate: 0.5, services: svc(10) }, table), Ok(()));
+        let e = check_table(&T { rate: 0.5, services: svc(0) }, table).unwrap_err();
+        assert_err(&e, "services.a.timeout_ms", None, "0 is out of range: expected 1 to 10");
+        for rate in [1.5, -0.1, f64::NAN] {
+            let e = check_table(&T { rate, services: svc(1) }, table).unwrap_err();
+            assert_err(&e, "rate", None, &format!("{rate} is out of range: expected 0 to 1"));
+        }
+    }
+
     #[test]
     fn every_numeric_key_is_bounded() {
         jailed(|jail| {
