@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use runtime::metrics::Metrics;
+use runtime::metrics::{Metric, Metrics, FENCES, LOCKS};
 
 use crate::node::{Algorithm, ElEvent, PreVoteOutcome};
 
@@ -26,58 +26,86 @@ fn coordinator_known() {
     KNOWN_BEFORE.store(COORDINATOR_KNOWN.swap(true, Ordering::Relaxed), Ordering::Relaxed);
 }
 
-/// Declares the counters once at start (at 0).
-pub fn declare(m: &Metrics) {
-    describe(m);
-    m.declare_recoveries(
-        &[FAILOVER],
-        "Failovers this node saw complete (kind failover: coordinator suspected, new coordinator known).",
-    );
-    m.declare_locks();
-    for c in [
-        "step_downs_total",
+/// electd's own metrics (besides the common ones, [`FENCES`] and
+/// [`LOCKS`]). The core's gauges (`is_coordinator`, `coordinator_id`,
+/// `term`, `queue_length`) come from `Protocol::gauges`.
+pub const TABLE: &[Metric] = &[
+    Metric::counter("step_downs_total", &[], "Times this node stepped down as coordinator."),
+    Metric::counter("stale_term_answers_total", &[], "Answers sent to messages of an older term."),
+    Metric::counter(
         "deadline_misses_total",
-        "stale_term_answers_total",
-        "lease_expiries_total",
+        &[],
+        "Elections whose result came too late (election_timeout·(1−ρ) after joining the term): dropped.",
+    ),
+    Metric::counter("lease_expiries_total", &[], "Grants whose lease expired."),
+    Metric::counter(
         "follow_conflicts_total",
-    ] {
-        metrics::counter!(m.name(c)).increment(0);
-    }
+        &[],
+        "Coordinator announcements of a term naming another node than the one this node follows.",
+    ),
+    Metric::counter("elections_started_total", &["algorithm"], "Elections this node started, by algorithm."),
+    Metric::counter("elections_completed_total", &["algorithm"], "Elections this node completed, by algorithm."),
+    Metric::counter("pre_votes_total", &["outcome"], "Pre-votes this node ran, by outcome (won, lost)."),
+    Metric::counter("election_messages_total", &["type"], "Election messages sent, by type."),
+    Metric::counter("grants_total", &[], "Lock grants this node issued as coordinator."),
+    Metric::counter(
+        "denials_total",
+        &["reason"],
+        "Lock requests denied, by reason (not_coordinator, queue_full, no_quorum).",
+    ),
+    Metric::counter("refused_total", &["reason"], "Peer messages refused, by reason."),
+    Metric::counter(
+        "recoveries_total",
+        &["kind"],
+        "Failovers this node saw complete (kind failover: coordinator suspected, new coordinator known).",
+    ),
+    Metric::histogram("election_duration_seconds", &[], "Time from the start of an election to its completion."),
+    Metric::histogram("failover_duration_seconds", &[], "Time from losing the coordinator to knowing a new one."),
+    Metric::histogram("grant_wait_seconds", &[], "Time a lock request waited at the coordinator before its grant."),
+    Metric::gauge("is_coordinator", &[], "1 while this node is the coordinator in office, else 0."),
+    Metric::gauge("coordinator_id", &[], "The node id of the known coordinator, 0 if none."),
+    Metric::gauge("term", &[], "The current term at this node; exact below 2^53."),
+    Metric::gauge("queue_length", &[], "Lock requests queued at the coordinator."),
+];
+
+/// Declares the metrics once at start (counters at 0).
+pub fn declare(m: &Metrics) {
+    m.declare(TABLE);
+    m.declare(FENCES);
+    m.declare(LOCKS);
+    m.declare_recoveries(&[FAILOVER]);
     for a in [Algorithm::Relay, Algorithm::Ring] {
-        metrics::counter!(m.name("elections_started_total"), "algorithm" => a.label()).increment(0);
-        metrics::counter!(m.name("elections_completed_total"), "algorithm" => a.label()).increment(0);
+        m.counter("elections_started_total", &[("algorithm", a.label())]).increment(0);
+        m.counter("elections_completed_total", &[("algorithm", a.label())]).increment(0);
     }
     for o in [PreVoteOutcome::Won, PreVoteOutcome::Lost] {
-        metrics::counter!(m.name("pre_votes_total"), "outcome" => o.label()).increment(0);
+        m.counter("pre_votes_total", &[("outcome", o.label())]).increment(0);
     }
     for k in ELECTION_KINDS {
-        metrics::counter!(m.name("election_messages_total"), "type" => k).increment(0);
+        m.counter("election_messages_total", &[("type", k)]).increment(0);
     }
-    metrics::counter!(m.name("grants_total")).increment(0);
     for r in ["not_coordinator", "queue_full", "no_quorum"] {
-        metrics::counter!(m.name("denials_total"), "reason" => r).increment(0);
+        m.counter("denials_total", &[("reason", r)]).increment(0);
     }
 }
 
 /// Records one core event.
 pub fn record(e: &ElEvent, m: &Metrics) {
     match e {
-        ElEvent::Lock(e) => m.lock_event(e),
+        ElEvent::Lock(e) => lockservice::metrics::record(e, |n| m.name(n)),
         ElEvent::Joined => tracing::info!("joined: the coordinator is known"),
         ElEvent::TermJoined { term } => tracing::debug!(term, "joined a higher term"),
         ElEvent::ElectionStarted { term, algorithm } => {
             tracing::info!(term, "election started");
-            metrics::counter!(m.name("elections_started_total"), "algorithm" => algorithm.label()).increment(1);
+            m.counter("elections_started_total", &[("algorithm", algorithm.label())]).increment(1);
         }
         ElEvent::ElectionCompleted { algorithm, term, coordinator, took } => {
             tracing::info!(term, coordinator = coordinator.0, took_ms = took.as_millis() as u64, "election completed");
-            metrics::counter!(m.name("elections_completed_total"), "algorithm" => algorithm.label()).increment(1);
-            metrics::histogram!(m.name("election_duration_seconds")).record(took.as_secs_f64());
+            m.counter("elections_completed_total", &[("algorithm", algorithm.label())]).increment(1);
+            m.histogram("election_duration_seconds", &[]).record(took.as_secs_f64());
         }
-        ElEvent::PreVote(o) => metrics::counter!(m.name("pre_votes_total"), "outcome" => o.label()).increment(1),
-        ElEvent::ElectionMessage { kind } => {
-            metrics::counter!(m.name("election_messages_total"), "type" => *kind).increment(1)
-        }
+        ElEvent::PreVote(o) => m.counter("pre_votes_total", &[("outcome", o.label())]).increment(1),
+        ElEvent::ElectionMessage { kind } => m.counter("election_messages_total", &[("type", *kind)]).increment(1),
         ElEvent::CoordinatorKnown { term, id } => {
             coordinator_known();
             tracing::info!(term, coordinator = id.0, "coordinator known");
@@ -89,7 +117,7 @@ pub fn record(e: &ElEvent, m: &Metrics) {
             } else {
                 tracing::info!(took_ms, "the first coordinator is known (start-up)");
             }
-            metrics::histogram!(m.name("failover_duration_seconds")).record(took.as_secs_f64());
+            m.histogram("failover_duration_seconds", &[]).record(took.as_secs_f64());
             m.recovery_counted(FAILOVER);
             m.recovery(FAILOVER, *took);
         }
@@ -106,77 +134,108 @@ pub fn record(e: &ElEvent, m: &Metrics) {
             } else {
                 tracing::warn!(term, "stepped down: {why}");
             }
-            metrics::counter!(m.name("step_downs_total")).increment(1);
+            m.counter("step_downs_total", &[]).increment(1);
         }
         ElEvent::PastDeadline { term } => {
             tracing::warn!(term, "the election missed its deadline (election_timeout): term + 1 follows");
-            metrics::counter!(m.name("deadline_misses_total")).increment(1);
+            m.counter("deadline_misses_total", &[]).increment(1);
         }
-        ElEvent::StaleAnswered => metrics::counter!(m.name("stale_term_answers_total")).increment(1),
+        ElEvent::StaleAnswered => m.counter("stale_term_answers_total", &[]).increment(1),
         ElEvent::Granted { waited, .. } => {
-            metrics::counter!(m.name("grants_total")).increment(1);
-            metrics::histogram!(m.name("grant_wait_seconds")).record(waited.as_secs_f64());
+            m.counter("grants_total", &[]).increment(1);
+            m.histogram("grant_wait_seconds", &[]).record(waited.as_secs_f64());
         }
-        ElEvent::Denied { reason } => metrics::counter!(m.name("denials_total"), "reason" => *reason).increment(1),
+        ElEvent::Denied { reason } => m.counter("denials_total", &[("reason", *reason)]).increment(1),
         ElEvent::LeaseExpired => {
             tracing::warn!("a grant's lease expired");
-            metrics::counter!(m.name("lease_expiries_total")).increment(1);
+            m.counter("lease_expiries_total", &[]).increment(1);
         }
-        ElEvent::FollowConflict => metrics::counter!(m.name("follow_conflicts_total")).increment(1),
+        ElEvent::FollowConflict => m.counter("follow_conflicts_total", &[]).increment(1),
         ElEvent::StateRecovered { max } => {
             // A fresh node's normal start (a first start, or a new disk).
             tracing::info!(recovered_max = max, "fresh state recovered from the peers' answers")
         }
         ElEvent::Refused { from, reason } => {
             tracing::debug!(peer = from.0, reason, "message refused");
-            metrics::counter!(m.name("refused_total"), "reason" => *reason).increment(1);
+            m.counter("refused_total", &[("reason", *reason)]).increment(1);
         }
-        ElEvent::QueueLength(n) => metrics::gauge!(m.name("queue_length")).set(*n as f64),
+        ElEvent::QueueLength(n) => m.gauge("queue_length", &[]).set(*n as f64),
     }
 }
 
-/// The HELP text of electd's own metrics (the common and lock service ones
-/// are described by `runtime`).
-fn describe(m: &Metrics) {
-    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-    describe_counter!(m.name("step_downs_total"), "Times this node stepped down as coordinator.");
-    describe_counter!(m.name("stale_term_answers_total"), "Answers sent to messages of an older term.");
-    describe_counter!(
-        m.name("deadline_misses_total"),
-        "Elections whose result came too late (election_timeout·(1−ρ) after joining the term): dropped."
-    );
-    describe_counter!(m.name("lease_expiries_total"), "Grants whose lease expired.");
-    describe_counter!(
-        m.name("follow_conflicts_total"),
-        "Coordinator announcements of a term naming another node than the one this node follows."
-    );
-    describe_counter!(m.name("elections_started_total"), "Elections this node started, by algorithm.");
-    describe_counter!(m.name("elections_completed_total"), "Elections this node completed, by algorithm.");
-    describe_counter!(m.name("pre_votes_total"), "Pre-votes this node ran, by outcome (won, lost).");
-    describe_counter!(m.name("election_messages_total"), "Election messages sent, by type.");
-    describe_counter!(m.name("grants_total"), "Lock grants this node issued as coordinator.");
-    describe_counter!(
-        m.name("denials_total"),
-        "Lock requests denied, by reason (not_coordinator, queue_full, no_quorum)."
-    );
-    describe_counter!(m.name("refused_total"), "Peer messages refused, by reason.");
-    describe_histogram!(
-        m.name("election_duration_seconds"),
-        Unit::Seconds,
-        "Time from the start of an election to its completion."
-    );
-    describe_histogram!(
-        m.name("failover_duration_seconds"),
-        Unit::Seconds,
-        "Time from losing the coordinator to knowing a new one."
-    );
-    describe_histogram!(
-        m.name("grant_wait_seconds"),
-        Unit::Seconds,
-        "Time a lock request waited at the coordinator before its grant."
-    );
-    describe_gauge!(m.name("is_coordinator"), "1 while this node is the coordinator in office, else 0.");
-    describe_gauge!(m.name("coordinator_id"), "The node id of the known coordinator, 0 if none.");
-    describe_gauge!(m.name("term"), "The current term at this node; exact below 2^53.");
-    describe_gauge!(m.name("queue_length"), "Lock requests queued at the coordinator.");
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ftcore::{Context, Incarnation, NodeId, Protocol};
+    use membership::Membership;
+    use timer::Instant;
+
+    use runtime::metrics::capture;
+
+    use super::*;
+    use crate::node::{ElConfig, ElNode};
+
+    /// One event of each kind.
+    fn every_event() -> Vec<ElEvent> {
+        let mut v: Vec<ElEvent> = lockservice::metrics::examples().into_iter().map(ElEvent::Lock).collect();
+        for algorithm in [Algorithm::Relay, Algorithm::Ring] {
+            v.push(ElEvent::ElectionStarted { term: 2, algorithm });
+            v.push(ElEvent::ElectionCompleted {
+                algorithm,
+                term: 2,
+                coordinator: NodeId(1),
+                took: Duration::from_millis(30),
+            });
+        }
+        for o in [PreVoteOutcome::Won, PreVoteOutcome::Lost] {
+            v.push(ElEvent::PreVote(o));
+        }
+        for kind in ELECTION_KINDS {
+            v.push(ElEvent::ElectionMessage { kind });
+        }
+        v.extend([
+            ElEvent::Joined,
+            ElEvent::TermJoined { term: 2 },
+            ElEvent::CoordinatorKnown { term: 2, id: NodeId(1) },
+            ElEvent::Failover { took: Duration::from_millis(200) },
+            ElEvent::TookOffice { term: 2 },
+            ElEvent::SteppedDown { term: 2, why: "shutting down" },
+            ElEvent::SteppedDown { term: 2, why: "lost quorum" },
+            ElEvent::PastDeadline { term: 2 },
+            ElEvent::StaleAnswered,
+            ElEvent::Granted { fence: lockservice::fence(2, 1), waited: Duration::from_millis(4) },
+            ElEvent::Denied { reason: "queue_full" },
+            ElEvent::LeaseExpired,
+            ElEvent::FollowConflict,
+            ElEvent::StateRecovered { max: 3 },
+            ElEvent::Refused { from: NodeId(2), reason: "term" },
+            ElEvent::QueueLength(2),
+        ]);
+        v
+    }
+
+    /// The core's gauges (the driver records them).
+    fn gauges() -> Vec<(&'static str, f64)> {
+        let ctx = Context::new(NodeId(1), Incarnation(1), Membership::of_size(3), Instant::ZERO, ElConfig::default());
+        ElNode::start(ctx).expect("valid config").gauges()
+    }
+
+    /// Every metric `declare` and the event mapping record (and the
+    /// driver, from the core's gauges) is in a declared table, with its kind
+    /// and labels; every one declared is recorded by some event.
+    #[test]
+    fn every_metric_recorded_is_declared_and_every_declared_one_recorded() {
+        let m = Metrics::detached("electd");
+        let at_start = capture::recorded(|| declare(&m));
+        let by_events = capture::recorded(|| {
+            for e in every_event() {
+                record(&e, &m);
+            }
+            for (name, value) in gauges() {
+                m.gauge(name, &[]).set(value);
+            }
+        });
+        capture::assert_declared_and_recorded(&m, &at_start, &by_events);
+    }
 }

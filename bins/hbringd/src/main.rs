@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use hbring::{HbConfig, HbEvent, HbNode};
 use runtime::config::DaemonConfig;
 use runtime::daemon::{self, DaemonSpec, TransportKind};
-use runtime::metrics::Metrics;
+use runtime::metrics::{Metric, Metrics, RING as HB_RING};
 use serde::{Deserialize, Serialize};
 
 /// hbringd has only the common keys (timing.heartbeat_ms and
@@ -29,6 +29,14 @@ impl DaemonConfig for HbringdConfig {
 /// predecessor.
 const RING: &str = "ring";
 
+/// hbringd's own metric (besides the common ones and the heartbeat
+/// ring's).
+const TABLE: &[Metric] = &[Metric::counter(
+    "recoveries_total",
+    &["kind"],
+    "Ring repairs this node completed (kind ring: a failed predecessor bypassed).",
+)];
+
 /// The ring's events as `hbring_` metrics; a repair is this daemon's
 /// recovery.
 fn on_event(e: &HbEvent, m: &Metrics) {
@@ -36,12 +44,13 @@ fn on_event(e: &HbEvent, m: &Metrics) {
         m.recovery_counted(RING);
         m.recovery(RING, *took);
     }
-    m.ring_event(e);
+    hbring::metrics::record(e, |n| m.name(n));
 }
 
 fn declare(m: &Metrics) {
-    m.declare_recoveries(&[RING], "Ring repairs this node completed (kind ring: a failed predecessor bypassed).");
-    m.declare_ring();
+    m.declare(TABLE);
+    m.declare(HB_RING);
+    m.declare_recoveries(&[RING]);
 }
 
 fn main() -> ExitCode {
@@ -57,4 +66,26 @@ fn main() -> ExitCode {
             declare,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use runtime::metrics::capture;
+
+    use super::*;
+
+    /// Every metric `declare` and the event mapping record (and the
+    /// driver, from the core's gauges) is in a declared table, with its kind
+    /// and labels; every one declared is recorded by some event.
+    #[test]
+    fn every_metric_recorded_is_declared_and_every_declared_one_recorded() {
+        let m = Metrics::detached("hbring");
+        let at_start = capture::recorded(|| declare(&m));
+        let by_events = capture::recorded(|| {
+            for e in hbring::metrics::examples() {
+                on_event(&e, &m);
+            }
+        });
+        capture::assert_declared_and_recorded(&m, &at_start, &by_events);
+    }
 }

@@ -1,6 +1,6 @@
 //! The core's events as `ntmutex_` metrics and log lines.
 
-use runtime::metrics::{FirstToken, Metrics};
+use runtime::metrics::{FirstToken, Metric, Metrics, FENCES, LOCKS};
 
 use crate::node::NtEvent;
 
@@ -8,29 +8,49 @@ use crate::node::NtEvent;
 /// regenerated (WARN): the core reports both as `Regenerated`.
 static FIRST_TOKEN: FirstToken = FirstToken::new();
 
-/// Declares the counters once at start (at 0), so dashboards and alerts see
-/// them before the first event. The core's gauges (`queue_position`,
-/// `local_waiting`) come from `Protocol::gauges`.
+/// ntmutexd's own metrics (besides the common ones, [`FENCES`] and
+/// [`LOCKS`]). The core's gauges (`queue_position`, `local_waiting`) come
+/// from `Protocol::gauges`.
+pub const TABLE: &[Metric] = &[
+    Metric::counter(
+        "token_regenerations_total",
+        &[],
+        "Tokens this node made in a regeneration round (the cluster's first token included).",
+    ),
+    Metric::counter("stale_tokens_total", &[], "Tokens of an older epoch received and discarded."),
+    Metric::counter(
+        "messages_refused_total",
+        &["reason"],
+        "Peer messages dropped for a value that cannot be accepted, by reason.",
+    ),
+    Metric::counter(
+        "recoveries_total",
+        &["kind"],
+        "Recoveries this node started, by kind (m1: farther predecessors, m2: broadcast, m3: queue search).",
+    ),
+    Metric::gauge("has_token", &[], "1 while this node holds the token, else 0."),
+    Metric::gauge("epoch", &[], "The highest token epoch in use at this node; exact below 2^53."),
+    Metric::gauge("queue_position", &[], "This node's position in the distributed queue, -1 if none."),
+    Metric::gauge("local_waiting", &[], "Local clients waiting for the lock."),
+];
+
+/// Declares the metrics once at start (counters at 0), so dashboards and
+/// alerts see them before the first event.
 pub fn declare(m: &Metrics) {
     FIRST_TOKEN.starting();
-    describe(m);
-    m.declare_locks();
-    for c in ["token_regenerations_total", "stale_tokens_total"] {
-        metrics::counter!(m.name(c)).increment(0);
-    }
+    m.declare(TABLE);
+    m.declare(FENCES);
+    m.declare(LOCKS);
     for reason in ["non_member", "epoch", "value", "joining_buffer_full"] {
-        metrics::counter!(m.name("messages_refused_total"), "reason" => reason).increment(0);
+        m.counter("messages_refused_total", &[("reason", reason)]).increment(0);
     }
-    m.declare_recoveries(
-        &["m1", "m2", "m3"],
-        "Recoveries this node started, by kind (m1: farther predecessors, m2: broadcast, m3: queue search).",
-    );
+    m.declare_recoveries(&["m1", "m2", "m3"]);
 }
 
 /// Records one core event.
 pub fn record(e: &NtEvent, m: &Metrics) {
     match e {
-        NtEvent::Lock(e) => m.lock_event(e),
+        NtEvent::Lock(e) => lockservice::metrics::record(e, |n| m.name(n)),
         NtEvent::Joined { bootstrap } => {
             tracing::info!(bootstrap, "joined the cluster");
             // Bootstrap: every node is starting, one of them makes the
@@ -55,12 +75,12 @@ pub fn record(e: &NtEvent, m: &Metrics) {
             } else {
                 tracing::warn!(epoch, "token regenerated");
             }
-            metrics::counter!(m.name("token_regenerations_total")).increment(1);
+            m.counter("token_regenerations_total", &[]).increment(1);
         }
         NtEvent::StaleToken { epoch } => {
             FIRST_TOKEN.token_seen();
             tracing::info!(epoch, "stale token discarded");
-            metrics::counter!(m.name("stale_tokens_total")).increment(1);
+            m.counter("stale_tokens_total", &[]).increment(1);
         }
         NtEvent::TokenSuperseded { epoch } => {
             tracing::warn!(epoch, "token superseded by a regeneration elsewhere; local holder told LockLost");
@@ -70,11 +90,11 @@ pub fn record(e: &NtEvent, m: &Metrics) {
             if *has {
                 FIRST_TOKEN.token_seen();
             }
-            metrics::gauge!(m.name("has_token")).set(if *has { 1.0 } else { 0.0 });
+            m.gauge("has_token", &[]).set(if *has { 1.0 } else { 0.0 });
         }
         // Exact below 2^53 (interfaces.md); `ftctl status --json` has the
         // exact value.
-        NtEvent::Epoch(e) => metrics::gauge!(m.name("epoch")).set(*e as f64),
+        NtEvent::Epoch(e) => m.gauge("epoch", &[]).set(*e as f64),
         NtEvent::Entered { .. } => {}
         NtEvent::NewLife { inc } => {
             tracing::warn!(incarnation = inc.0, "a peer knew a newer life of this node (clock behind?): moved past it");
@@ -88,26 +108,72 @@ pub fn record(e: &NtEvent, m: &Metrics) {
         }
         NtEvent::Refused { from, reason } => {
             tracing::warn!(peer = from.0, reason, "peer message with an unacceptable value dropped");
-            metrics::counter!(m.name("messages_refused_total"), "reason" => *reason).increment(1);
+            m.counter("messages_refused_total", &[("reason", reason)]).increment(1);
         }
     }
 }
 
-/// The HELP text of ntmutexd's own metrics (the common and lock service
-/// ones are described by `runtime`).
-fn describe(m: &Metrics) {
-    use metrics::{describe_counter, describe_gauge};
-    describe_counter!(
-        m.name("token_regenerations_total"),
-        "Tokens this node made in a regeneration round (the cluster's first token included)."
-    );
-    describe_counter!(m.name("stale_tokens_total"), "Tokens of an older epoch received and discarded.");
-    describe_counter!(
-        m.name("messages_refused_total"),
-        "Peer messages dropped for a value that cannot be accepted, by reason."
-    );
-    describe_gauge!(m.name("has_token"), "1 while this node holds the token, else 0.");
-    describe_gauge!(m.name("epoch"), "The highest token epoch in use at this node; exact below 2^53.");
-    describe_gauge!(m.name("queue_position"), "This node's position in the distributed queue, -1 if none.");
-    describe_gauge!(m.name("local_waiting"), "Local clients waiting for the lock.");
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ftcore::{Context, Incarnation, NodeId, Protocol};
+    use membership::Membership;
+    use runtime::config::CommonConfig;
+    use timer::Instant;
+
+    use runtime::metrics::capture;
+
+    use super::*;
+    use crate::node::{Mech, NtNode};
+    use crate::NtmutexdConfig;
+
+    /// One event of each kind.
+    fn every_event() -> Vec<NtEvent> {
+        let mut v: Vec<NtEvent> = lockservice::metrics::examples().into_iter().map(NtEvent::Lock).collect();
+        for mech in [Mech::M1, Mech::M2, Mech::M3] {
+            v.push(NtEvent::RecoveryStarted { mech });
+            v.push(NtEvent::Recovered { mech, took: Duration::from_millis(20) });
+        }
+        v.extend([
+            NtEvent::Joined { bootstrap: true },
+            NtEvent::Joined { bootstrap: false },
+            NtEvent::Regenerated { epoch: 2 },
+            NtEvent::StaleToken { epoch: 1 },
+            NtEvent::TokenSuperseded { epoch: 1 },
+            NtEvent::NewLife { inc: Incarnation(4) },
+            NtEvent::StateRecovered { max: 3 },
+            NtEvent::Refused { from: NodeId(2), reason: "epoch" },
+            NtEvent::Suspected { node: NodeId(2) },
+            NtEvent::HasToken(true),
+            NtEvent::Epoch(2),
+            NtEvent::Entered { fence: lockservice::fence(2, 1) },
+        ]);
+        v
+    }
+
+    /// The core's gauges (the driver records them).
+    fn gauges() -> Vec<(&'static str, f64)> {
+        let cfg = NtmutexdConfig::default().core(&CommonConfig::default());
+        let ctx = Context::new(NodeId(1), Incarnation(1), Membership::of_size(3), Instant::ZERO, cfg);
+        NtNode::start(ctx).expect("valid config").gauges()
+    }
+
+    /// Every metric `declare` and the event mapping record (and the
+    /// driver, from the core's gauges) is in a declared table, with its kind
+    /// and labels; every one declared is recorded by some event.
+    #[test]
+    fn every_metric_recorded_is_declared_and_every_declared_one_recorded() {
+        let m = Metrics::detached("ntmutex");
+        let at_start = capture::recorded(|| declare(&m));
+        let by_events = capture::recorded(|| {
+            for e in every_event() {
+                record(&e, &m);
+            }
+            for (name, value) in gauges() {
+                m.gauge(name, &[]).set(value);
+            }
+        });
+        capture::assert_declared_and_recorded(&m, &at_start, &by_events);
+    }
 }

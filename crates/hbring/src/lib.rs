@@ -17,6 +17,7 @@
 //! the daemon that embeds the ring (ringd).
 #![forbid(unsafe_code)]
 
+pub mod metrics;
 mod msg;
 mod node;
 mod ring;

@@ -20,6 +20,7 @@ mod api;
 pub mod check;
 pub mod lease;
 mod local;
+pub mod metrics;
 
 pub use api::{fence, fence_parts, LockReply, LockRequest};
 pub use local::{LocalLocks, LockEvent, LockOut, LocksConfig, ReleaseHow};

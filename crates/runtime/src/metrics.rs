@@ -2,14 +2,24 @@
 //! `metrics_listen` and the metrics all daemons share, under the daemon's
 //! prefix (`ringd_`, `ntmutex_`, `tokenwatch_`, `electd_`, `hbring_`).
 //!
-//! Daemons record their own metrics with the `metrics` macros, naming them
-//! through [`Metrics::name`] so the prefix is written once.
+//! Each metric is declared once, in a table of [`Metric`]s: [`COMMON`]
+//! (recorded by the runtime for every daemon), [`FENCES`], [`LOCKS`] (the
+//! lock service's), [`RING`] (the heartbeat ring's) and one per daemon.
+//! [`Metrics::declare`] describes a table (the `# HELP` and `# TYPE` lines);
+//! [`Metrics::counter`], [`gauge`](Metrics::gauge),
+//! [`histogram`](Metrics::histogram) and [`name`](Metrics::name) record by
+//! the name after the prefix, checked against the declared tables in debug
+//! builds; [`capture`] lets each daemon's tests check that every metric its
+//! events record is declared, and every one declared is recorded.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use membership::NodeId;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+
+pub mod capture;
 
 /// Histogram buckets for every `*_seconds` histogram: 1 ms to 30 s.
 pub const SECONDS_BUCKETS: &[f64] =
@@ -80,16 +90,156 @@ impl Default for FirstToken {
     }
 }
 
-/// The common metrics of one daemon.
+/// How Prometheus types a metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// Only goes up (`_total`).
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// Observations in buckets (every one here is in seconds).
+    Histogram,
+}
+
+/// One metric, declared once in its daemon's table: its name after the
+/// prefix, kind, HELP text and label names. [`Metrics::declare`] describes
+/// it (the exporter's `# HELP` and `# TYPE` lines); recording it by a name
+/// no declared table has panics in debug builds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Metric {
+    /// The name after `<prefix>_`.
+    pub name: &'static str,
+    /// Counter, gauge or histogram.
+    pub kind: Kind,
+    /// The HELP text.
+    pub help: &'static str,
+    /// The names of its labels (none: one series).
+    pub labels: &'static [&'static str],
+}
+
+impl Metric {
+    /// A counter.
+    pub const fn counter(name: &'static str, labels: &'static [&'static str], help: &'static str) -> Metric {
+        Metric { name, kind: Kind::Counter, help, labels }
+    }
+
+    /// A gauge.
+    pub const fn gauge(name: &'static str, labels: &'static [&'static str], help: &'static str) -> Metric {
+        Metric { name, kind: Kind::Gauge, help, labels }
+    }
+
+    /// A histogram (in seconds: its name ends in `_seconds`).
+    pub const fn histogram(name: &'static str, labels: &'static [&'static str], help: &'static str) -> Metric {
+        Metric { name, kind: Kind::Histogram, help, labels }
+    }
+}
+
+/// The metrics every daemon has, recorded by the runtime (declared by
+/// [`Metrics::install`]).
+pub const COMMON: &[Metric] = &[
+    Metric::gauge("build_info", &["version"], "Build information; the value is always 1."),
+    Metric::gauge("peer_up", &["peer"], "1 if this node believes the peer is up, else 0."),
+    Metric::gauge("incarnation", &[], "This node's current incarnation (life)."),
+    Metric::counter("messages_sent_total", &["type"], "Peer messages sent, by type."),
+    Metric::counter("messages_received_total", &["type"], "Peer messages received, by type."),
+    Metric::counter(
+        "messages_dropped_total",
+        &["reason"],
+        "Peer messages dropped, by reason: queue_full and send_error before sending, inbox_full on receipt (a UDP sender's inbox was full), chaos (dropped on purpose by the chaos.* keys).",
+    ),
+    Metric::counter("frames_rejected_total", &["reason"], "Peer or client frames refused, by reason."),
+    Metric::counter("client_requests_total", &["type"], "Local client requests, by type."),
+    Metric::counter(
+        "connections_closed_total",
+        &["listener", "reason"],
+        "Connections refused or closed by this node, by listener (peer, client) and reason.",
+    ),
+    Metric::counter(
+        "peers_unreachable_total",
+        &[],
+        "Peers whose connection broke and whose address then refused one (their process gone, host up): a hint of failure the core acts on before `suspect_after`.",
+    ),
+    Metric::histogram(
+        "state_write_seconds",
+        &[],
+        "Durable writes of the state file (a temp file written and fsynced, renamed, the directory fsynced), by duration.",
+    ),
+    Metric::gauge("clients", &[], "Local client connections open."),
+    Metric::histogram(
+        "recovery_duration_seconds",
+        &["kind"],
+        "Time from detecting a failure to service restored, by kind of recovery.",
+    ),
+];
+
+/// The fence gauges, of every daemon that issues fences (all but
+/// hbringd); exact below 2^53.
+pub const FENCES: &[Metric] = &[
+    Metric::gauge(
+        "fence_epoch",
+        &[],
+        "Epoch (or term) of the latest fence this node issued; exact below 2^53, `ftctl status --json` gives the exact value.",
+    ),
+    Metric::gauge(
+        "fence_seq",
+        &[],
+        "Counter within its epoch of the latest fence this node issued; exact below 2^53, `ftctl status --json` gives the exact value.",
+    ),
+];
+
+/// The lock service's metrics, of every daemon that serves the lock API
+/// (ntmutexd, tokenwatchd, electd; with [`FENCES`]), recorded by
+/// `lockservice::metrics::record`.
+pub const LOCKS: &[Metric] = &[
+    Metric::counter("cs_entries_total", &[], "Locks granted to local clients (critical sections entered)."),
+    Metric::counter(
+        "lock_lost_total",
+        &[],
+        "Locks taken back from a local holder (revoked at max_hold_ms, or the token was lost or superseded).",
+    ),
+    Metric::counter("acquire_timeouts_total", &[], "Lock requests of local clients that timed out before a grant."),
+    Metric::histogram("token_wait_seconds", &[], "Time a local client waited from its lock request to the grant."),
+    Metric::histogram("hold_seconds", &[], "Time a local client held a lock."),
+];
+
+/// The heartbeat ring's metrics (hbringd, and ringd, which embeds the
+/// ring), recorded by `hbring::metrics::record`.
+pub const RING: &[Metric] = &[
+    Metric::counter("suspicions_total", &[], "Ring neighbours this node suspected of having failed."),
+    Metric::counter(
+        "rejoins_seen_total",
+        &[],
+        "Peers seen alive in a new life (restart, rejoin, or back from a partition).",
+    ),
+    Metric::counter(
+        "self_rejoins_total",
+        &[],
+        "Times this node learnt it had been excluded from the ring and rejoined as a new life.",
+    ),
+    Metric::counter("stale_messages_total", &[], "Ring messages from an older life of their sender, ignored."),
+    Metric::counter(
+        "excluded_replies_total",
+        &[],
+        "Messages from an excluded life of a peer, answered Excluded (so it rejoins).",
+    ),
+    Metric::counter(
+        "minority_yields_total",
+        &[],
+        "Messages from a life this node held dead while its own view held a minority alive: it rejoined (presuming everyone alive) instead of excluding that peer.",
+    ),
+];
+
+/// The metrics of one daemon: its prefix and the tables it declared.
 #[derive(Clone, Debug)]
 pub struct Metrics {
     prefix: &'static str,
+    tables: Arc<RwLock<Vec<&'static [Metric]>>>,
 }
 
 impl Metrics {
     /// Installs the global recorder with an HTTP exporter on `addr`
-    /// (serving `/metrics`) and publishes build info. Must run inside a
-    /// tokio runtime. Call once per process.
+    /// (serving `/metrics`), declares [`COMMON`] and publishes build info.
+    /// Must run inside a tokio runtime. Call once per process.
     pub fn install(prefix: &'static str, addr: SocketAddr) -> Result<Metrics, MetricsError> {
         let err = |message: String| MetricsError { addr, message };
         // Bind first so a port clash is reported as such, not as a
@@ -104,308 +254,214 @@ impl Metrics {
             .map_err(|e| err(e.to_string()))?
             .install()
             .map_err(|e| err(e.to_string()))?;
-        let m = Metrics { prefix };
-        m.describe();
-        metrics::gauge!(m.name("build_info"), "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+        let m = Metrics::detached(prefix);
+        m.gauge("build_info", &[("version", env!("CARGO_PKG_VERSION"))]).set(1.0);
         Ok(m)
     }
 
-    /// Declares the lock service's counters at 0 (daemons that serve the
-    /// lock API: ntmutexd, tokenwatchd, electd).
-    pub fn declare_locks(&self) {
-        use metrics::{describe_counter, describe_histogram, Unit};
-        self.describe_fences();
-        describe_counter!(self.name("cs_entries_total"), "Locks granted to local clients (critical sections entered).");
-        describe_counter!(
-            self.name("lock_lost_total"),
-            "Locks taken back from a local holder (revoked at max_hold_ms, or the token was lost or superseded)."
-        );
-        describe_counter!(
-            self.name("acquire_timeouts_total"),
-            "Lock requests of local clients that timed out before a grant."
-        );
-        describe_histogram!(
-            self.name("token_wait_seconds"),
-            Unit::Seconds,
-            "Time a local client waited from its lock request to the grant."
-        );
-        describe_histogram!(self.name("hold_seconds"), Unit::Seconds, "Time a local client held a lock.");
-        for c in ["cs_entries_total", "lock_lost_total", "acquire_timeouts_total"] {
-            metrics::counter!(self.name(c)).increment(0);
+    /// Metrics that record into whatever recorder is installed (none: a
+    /// no-op), for tests and tools; [`COMMON`] is declared.
+    pub fn detached(prefix: &'static str) -> Metrics {
+        let m = Metrics { prefix, tables: Arc::default() };
+        m.declare(COMMON);
+        for reason in wire::RejectReason::ALL {
+            m.counter("frames_rejected_total", &[("reason", reason.label())]).absolute(0);
         }
+        m
     }
 
-    /// Describes the fence gauges (every daemon that issues fences: all
-    /// but hbringd). The daemon sets them; they are exact below 2^53.
-    pub fn describe_fences(&self) {
-        use metrics::describe_gauge;
-        describe_gauge!(
-            self.name("fence_epoch"),
-            "Epoch (or term) of the latest fence this node issued; exact below 2^53, `ftctl status --json` gives the exact value."
-        );
-        describe_gauge!(
-            self.name("fence_seq"),
-            "Counter within its epoch of the latest fence this node issued; exact below 2^53, `ftctl status --json` gives the exact value."
-        );
-    }
-
-    /// Records one event of the lock service ([`lockservice::LocalLocks`]):
-    /// grants (`cs_entries_total`, `token_wait_seconds`, the fence
-    /// gauges), holds (`hold_seconds`), lost locks and timed-out waits.
-    pub fn lock_event(&self, e: &lockservice::LockEvent) {
-        use lockservice::{LockEvent, ReleaseHow};
-        match e {
-            LockEvent::Granted { fence, waited, .. } => {
-                metrics::counter!(self.name("cs_entries_total")).increment(1);
-                metrics::histogram!(self.name("token_wait_seconds")).record(waited.as_secs_f64());
-                // Exact below 2^53 (interfaces.md); `ftctl status --json`
-                // has the exact value.
-                let (epoch, counter) = lockservice::fence_parts(*fence);
-                metrics::gauge!(self.name("fence_epoch")).set(epoch as f64);
-                metrics::gauge!(self.name("fence_seq")).set(counter as f64);
-            }
-            LockEvent::Released { client, held, how, .. } => {
-                metrics::histogram!(self.name("hold_seconds")).record(held.as_secs_f64());
-                // A revocation was already counted when its LockLost went out.
-                match how {
-                    ReleaseHow::Lost => metrics::counter!(self.name("lock_lost_total")).increment(1),
-                    ReleaseHow::Expired => {
-                        tracing::warn!(%client, "a hold's lease ran out without a renewal");
-                        metrics::counter!(self.name("lock_lost_total")).increment(1);
-                    }
-                    ReleaseHow::Released | ReleaseHow::Disconnected | ReleaseHow::Revoked => {}
+    /// Declares the metrics of `table`: describes each (HELP and TYPE) and
+    /// sets each counter without labels at 0, so dashboards and alerts see
+    /// it before its first event. A name already declared panics in debug
+    /// builds: each metric is declared once.
+    pub fn declare(&self, table: &'static [Metric]) {
+        use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+        {
+            let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
+            if cfg!(debug_assertions) {
+                for (i, m) in table.iter().enumerate() {
+                    let again = table[..i].iter().chain(tables.iter().flat_map(|t| t.iter())).any(|d| d.name == m.name);
+                    assert!(!again, "metric {}_{} declared twice", self.prefix, m.name);
                 }
             }
-            // The client got the new deadline; nothing to count.
-            LockEvent::Renewed { .. } => {}
-            LockEvent::TimedOut { .. } => metrics::counter!(self.name("acquire_timeouts_total")).increment(1),
-            LockEvent::Revoking { client, .. } => {
-                tracing::warn!(%client, "hold exceeded max_hold_ms: revoking");
-                metrics::counter!(self.name("lock_lost_total")).increment(1);
+            tables.push(table);
+        }
+        for m in table {
+            let name = self.full(m.name);
+            match m.kind {
+                Kind::Counter => {
+                    describe_counter!(name.clone(), m.help);
+                    if m.labels.is_empty() {
+                        metrics::counter!(name).increment(0);
+                    }
+                }
+                Kind::Gauge => describe_gauge!(name, m.help),
+                Kind::Histogram => describe_histogram!(name, Unit::Seconds, m.help),
             }
         }
     }
 
-    /// Declares the heartbeat ring's counters at 0 (hbringd, and ringd,
-    /// which embeds the ring).
-    pub fn declare_ring(&self) {
-        use metrics::describe_counter;
-        describe_counter!(self.name("suspicions_total"), "Ring neighbours this node suspected of having failed.");
-        describe_counter!(
-            self.name("rejoins_seen_total"),
-            "Peers seen alive in a new life (restart, rejoin, or back from a partition)."
-        );
-        describe_counter!(
-            self.name("self_rejoins_total"),
-            "Times this node learnt it had been excluded from the ring and rejoined as a new life."
-        );
-        describe_counter!(
-            self.name("stale_messages_total"),
-            "Ring messages from an older life of their sender, ignored."
-        );
-        describe_counter!(
-            self.name("excluded_replies_total"),
-            "Messages from an excluded life of a peer, answered Excluded (so it rejoins)."
-        );
-        describe_counter!(
-            self.name("minority_yields_total"),
-            "Messages from a life this node held dead while its own view held a minority alive: it rejoined (presuming everyone alive) instead of excluding that peer."
-        );
-        for c in [
-            "suspicions_total",
-            "rejoins_seen_total",
-            "self_rejoins_total",
-            "stale_messages_total",
-            "excluded_replies_total",
-            "minority_yields_total",
-        ] {
-            metrics::counter!(self.name(c)).increment(0);
-        }
+    /// The declared metric named `suffix`, if any.
+    pub fn declared(&self, suffix: &str) -> Option<Metric> {
+        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
+        tables.iter().flat_map(|t| t.iter()).find(|m| m.name == suffix).copied()
     }
 
-    /// Records one event of the heartbeat ring ([`hbring::HbRing`]) as
-    /// counters and log lines. A repair (`Repaired`) is only logged: what
-    /// counts as a daemon's recovery is its own business (hbringd: the
-    /// repair; ringd: its IAmNewNext recovery).
-    pub fn ring_event(&self, e: &hbring::HbEvent) {
-        use hbring::HbEvent;
-        match e {
-            HbEvent::Suspected { node, inc } => {
-                tracing::warn!(peer = node.0, incarnation = inc.0, "suspected failed");
-                metrics::counter!(self.name("suspicions_total")).increment(1);
-            }
-            HbEvent::Down { node, inc } => {
-                tracing::info!(peer = node.0, incarnation = inc.0, "reported down");
-            }
-            HbEvent::Up { node, inc } => {
-                tracing::info!(peer = node.0, incarnation = inc.0, "up in a new life");
-                metrics::counter!(self.name("rejoins_seen_total")).increment(1);
-            }
-            HbEvent::Rejoined { inc } => {
-                tracing::warn!(incarnation = inc.0, "this node had been excluded; rejoined as a new life");
-                metrics::counter!(self.name("self_rejoins_total")).increment(1);
-            }
-            HbEvent::Repaired { new_predecessor, took } => {
-                tracing::info!(predecessor = new_predecessor.0, took_ms = took.as_millis() as u64, "ring repaired");
-            }
-            HbEvent::StaleMessage { .. } => metrics::counter!(self.name("stale_messages_total")).increment(1),
-            HbEvent::ExcludedPeer { .. } => metrics::counter!(self.name("excluded_replies_total")).increment(1),
-            HbEvent::YieldedTo { node, inc } => {
-                tracing::warn!(
-                    peer = node.0,
-                    incarnation = inc.0,
-                    "heard from a life held dead while this node's ring was a minority: rejoining instead of excluding it"
-                );
-                metrics::counter!(self.name("minority_yields_total")).increment(1);
-            }
-            HbEvent::PredecessorChanged { to, .. } => {
-                tracing::info!(predecessor = to.map(|n| n.0), "predecessor changed");
-            }
-            HbEvent::SuccessorChanged { to, .. } => {
-                tracing::info!(successor = to.map(|n| n.0), "successor changed");
-            }
-        }
+    /// Every metric declared, table by table.
+    pub fn tables(&self) -> Vec<&'static [Metric]> {
+        self.tables.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Metrics that record into whatever recorder is installed (none: a
-    /// no-op), for tests and tools.
-    pub fn detached(prefix: &'static str) -> Metrics {
-        Metrics { prefix }
-    }
-
-    /// `<prefix>_<suffix>`.
+    /// `<prefix>_<suffix>`, for recording with the `metrics` macros; in
+    /// debug builds, panics unless `suffix` is declared.
+    #[track_caller]
     pub fn name(&self, suffix: &str) -> String {
+        if cfg!(debug_assertions) {
+            self.check(suffix, None, None);
+        }
+        self.full(suffix)
+    }
+
+    /// The counter `suffix` with `labels`; in debug builds, panics unless
+    /// it is declared as a counter with those label names.
+    #[track_caller]
+    pub fn counter(&self, suffix: &str, labels: &[(&'static str, &str)]) -> metrics::Counter {
+        if cfg!(debug_assertions) {
+            self.check(suffix, Some(Kind::Counter), Some(labels));
+        }
+        metrics::counter!(self.full(suffix), Self::labels(labels))
+    }
+
+    /// The gauge `suffix` with `labels` (checked as [`counter`](Self::counter)'s).
+    #[track_caller]
+    pub fn gauge(&self, suffix: &str, labels: &[(&'static str, &str)]) -> metrics::Gauge {
+        if cfg!(debug_assertions) {
+            self.check(suffix, Some(Kind::Gauge), Some(labels));
+        }
+        metrics::gauge!(self.full(suffix), Self::labels(labels))
+    }
+
+    /// The histogram `suffix` with `labels` (checked as [`counter`](Self::counter)'s).
+    #[track_caller]
+    pub fn histogram(&self, suffix: &str, labels: &[(&'static str, &str)]) -> metrics::Histogram {
+        if cfg!(debug_assertions) {
+            self.check(suffix, Some(Kind::Histogram), Some(labels));
+        }
+        metrics::histogram!(self.full(suffix), Self::labels(labels))
+    }
+
+    fn full(&self, suffix: &str) -> String {
         format!("{}_{suffix}", self.prefix)
     }
 
-    fn describe(&self) {
-        use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-        describe_gauge!(self.name("build_info"), "Build information; the value is always 1.");
-        describe_gauge!(self.name("peer_up"), "1 if this node believes the peer is up, else 0.");
-        describe_gauge!(self.name("incarnation"), "This node's current incarnation (life).");
-        describe_counter!(self.name("messages_sent_total"), "Peer messages sent, by type.");
-        describe_counter!(self.name("messages_received_total"), "Peer messages received, by type.");
-        describe_counter!(
-            self.name("messages_dropped_total"),
-            "Peer messages dropped, by reason: queue_full and send_error before sending, inbox_full on receipt (a UDP sender's inbox was full), chaos (dropped on purpose by the chaos.* keys)."
-        );
-        describe_counter!(self.name("frames_rejected_total"), "Peer or client frames refused, by reason.");
-        describe_counter!(self.name("client_requests_total"), "Local client requests, by type.");
-        describe_counter!(
-            self.name("connections_closed_total"),
-            "Connections refused or closed by this node, by listener (peer, client) and reason."
-        );
-        describe_counter!(
-            self.name("peers_unreachable_total"),
-            "Peers whose connection broke and whose address then refused one (their process gone, host up): a hint of failure the core acts on before `suspect_after`."
-        );
-        metrics::counter!(self.name("peers_unreachable_total")).absolute(0);
-        describe_histogram!(
-            self.name("state_write_seconds"),
-            Unit::Seconds,
-            "Durable writes of the state file (a temp file written and fsynced, renamed, the directory fsynced), by duration."
-        );
-        describe_gauge!(self.name("clients"), "Local client connections open.");
-        describe_histogram!(
-            self.name("recovery_duration_seconds"),
-            Unit::Seconds,
-            "Time from detecting a failure to service restored, by kind of recovery."
-        );
-        for reason in wire::RejectReason::ALL {
-            metrics::counter!(self.name("frames_rejected_total"), "reason" => reason.label()).absolute(0);
+    fn labels(labels: &[(&'static str, &str)]) -> Vec<metrics::Label> {
+        labels.iter().map(|(k, v)| metrics::Label::new(*k, v.to_string())).collect()
+    }
+
+    #[track_caller]
+    fn check(&self, suffix: &str, kind: Option<Kind>, labels: Option<&[(&'static str, &str)]>) {
+        let name = self.full(suffix);
+        let Some(m) = self.declared(suffix) else {
+            panic!("metric {name} is recorded but not declared: add it to its daemon's table");
+        };
+        if let Some(kind) = kind {
+            assert_eq!(m.kind, kind, "metric {name} is declared a {:?}, recorded as a {kind:?}", m.kind);
+        }
+        if let Some(labels) = labels {
+            let keys: Vec<&str> = labels.iter().map(|(k, _)| *k).collect();
+            assert_eq!(keys, m.labels, "metric {name} is recorded with other labels than declared");
+        }
+    }
+
+    /// Declares `recoveries_total{kind}` at 0 for each of the daemon's
+    /// kinds of recovery (interfaces.md: every daemon labels its
+    /// recoveries by `kind`; its table declares `recoveries_total` with its
+    /// own HELP text, saying which it counts).
+    pub fn declare_recoveries(&self, kinds: &[&'static str]) {
+        for kind in kinds {
+            self.counter("recoveries_total", &[("kind", kind)]).increment(0);
         }
     }
 
     /// The state file was written (and fsynced) once, taking `d`:
     /// `state_write_seconds` (its `_count` is the number of writes).
     pub fn state_written(&self, d: Duration) {
-        metrics::histogram!(self.name("state_write_seconds")).record(d.as_secs_f64());
+        self.histogram("state_write_seconds", &[]).record(d.as_secs_f64());
     }
 
     /// A peer message was sent.
     pub fn sent(&self, kind: &'static str) {
-        metrics::counter!(self.name("messages_sent_total"), "type" => kind).increment(1);
+        self.counter("messages_sent_total", &[("type", kind)]).increment(1);
     }
 
     /// A peer message arrived and passed every check.
     pub fn received(&self, kind: &'static str) {
-        metrics::counter!(self.name("messages_received_total"), "type" => kind).increment(1);
+        self.counter("messages_received_total", &[("type", kind)]).increment(1);
     }
 
     /// A peer's process was found gone ([`wire::Incoming::Unreachable`]).
     pub fn peer_unreachable(&self) {
-        metrics::counter!(self.name("peers_unreachable_total")).increment(1);
+        self.counter("peers_unreachable_total", &[]).increment(1);
     }
 
     /// A peer message could not be queued.
     pub fn dropped(&self, reason: &'static str) {
-        metrics::counter!(self.name("messages_dropped_total"), "reason" => reason).increment(1);
+        self.counter("messages_dropped_total", &[("reason", reason)]).increment(1);
     }
 
     /// Sets the total of received datagrams dropped for `reason`.
     pub fn dropped_total(&self, reason: &'static str, total: u64) {
-        metrics::counter!(self.name("messages_dropped_total"), "reason" => reason).absolute(total);
+        self.counter("messages_dropped_total", &[("reason", reason)]).absolute(total);
     }
 
     /// A frame was refused.
     pub fn rejected(&self, reason: wire::RejectReason) {
-        metrics::counter!(self.name("frames_rejected_total"), "reason" => reason.label()).increment(1);
+        self.counter("frames_rejected_total", &[("reason", reason.label())]).increment(1);
     }
 
     /// Adds `n` rejected frames (those the transport could not report one
     /// by one).
     pub fn rejected_n(&self, reason: wire::RejectReason, n: u64) {
         if n > 0 {
-            metrics::counter!(self.name("frames_rejected_total"), "reason" => reason.label()).increment(n);
+            self.counter("frames_rejected_total", &[("reason", reason.label())]).increment(n);
         }
     }
 
     /// Sets the total of connections `listener` closed for `why`.
     pub fn connections_closed(&self, listener: &'static str, why: wire::Closed, total: u64) {
-        metrics::counter!(self.name("connections_closed_total"), "listener" => listener, "reason" => why.label())
-            .absolute(total);
+        self.counter("connections_closed_total", &[("listener", listener), ("reason", why.label())]).absolute(total);
     }
 
     /// A local client request arrived.
     pub fn client_request(&self, kind: &'static str) {
-        metrics::counter!(self.name("client_requests_total"), "type" => kind).increment(1);
+        self.counter("client_requests_total", &[("type", kind)]).increment(1);
     }
 
     /// Number of client connections open.
     pub fn clients(&self, n: usize) {
-        metrics::gauge!(self.name("clients")).set(n as f64);
+        self.gauge("clients", &[]).set(n as f64);
     }
 
     /// Whether `peer` is believed up.
     pub fn peer_up(&self, peer: NodeId, up: bool) {
-        metrics::gauge!(self.name("peer_up"), "peer" => peer.0.to_string()).set(if up { 1.0 } else { 0.0 });
+        self.gauge("peer_up", &[("peer", &peer.0.to_string())]).set(if up { 1.0 } else { 0.0 });
     }
 
     /// This node's incarnation.
     pub fn incarnation(&self, inc: u64) {
-        metrics::gauge!(self.name("incarnation")).set(inc as f64);
-    }
-
-    /// Declares `recoveries_total{kind}` at 0 for each of the daemon's
-    /// kinds of recovery (interfaces.md: every daemon labels its
-    /// recoveries by `kind`), with `help` as its HELP text.
-    pub fn declare_recoveries(&self, kinds: &[&'static str], help: &'static str) {
-        metrics::describe_counter!(self.name("recoveries_total"), help);
-        for kind in kinds {
-            metrics::counter!(self.name("recoveries_total"), "kind" => *kind).increment(0);
-        }
+        self.gauge("incarnation", &[]).set(inc as f64);
     }
 
     /// A recovery of `kind` started or completed: `recoveries_total{kind}`
     /// (each daemon's HELP says which it counts).
     pub fn recovery_counted(&self, kind: &'static str) {
-        metrics::counter!(self.name("recoveries_total"), "kind" => kind).increment(1);
+        self.counter("recoveries_total", &[("kind", kind)]).increment(1);
     }
 
     /// A recovery of `kind` took `d`, from detection to service restored:
     /// `recovery_duration_seconds{kind}`.
     pub fn recovery(&self, kind: &'static str, d: Duration) {
-        metrics::histogram!(self.name("recovery_duration_seconds"), "kind" => kind).record(d.as_secs_f64());
+        self.histogram("recovery_duration_seconds", &[("kind", kind)]).record(d.as_secs_f64());
     }
 }
 
@@ -426,5 +482,57 @@ mod first_token_tests {
         f.starting_at(t0);
         f.token_seen();
         assert!(!f.made_at(t0 + Duration::from_secs(1)), "a token was in use");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every common metric is recorded by a method of [`Metrics`], as
+    /// declared; the shared tables name no metric twice.
+    #[test]
+    fn every_common_metric_is_recorded_as_declared() {
+        let m = Metrics::detached("x");
+        let seen = capture::recorded(|| {
+            m.gauge("build_info", &[("version", env!("CARGO_PKG_VERSION"))]).set(1.0);
+            m.state_written(Duration::from_millis(1));
+            m.sent("a");
+            m.received("a");
+            m.peer_unreachable();
+            m.dropped("queue_full");
+            m.dropped_total("chaos", 3);
+            m.rejected(wire::RejectReason::ALL[0]);
+            m.rejected_n(wire::RejectReason::ALL[1], 2);
+            m.connections_closed("peer", wire::Closed::NoSlot, 4);
+            m.client_request("Lock");
+            m.clients(2);
+            m.peer_up(NodeId(2), true);
+            m.incarnation(5);
+            m.recovery("ring", Duration::from_millis(30));
+        });
+        for d in COMMON {
+            let name = format!("x_{}", d.name);
+            let labels: Vec<String> = d.labels.iter().map(|l| l.to_string()).collect();
+            assert!(seen.contains(&(name.clone(), d.kind, labels)), "{name} is never recorded as declared");
+        }
+        assert_eq!(seen.len(), COMMON.len(), "{seen:?}");
+        m.declare(FENCES);
+        m.declare(LOCKS);
+        m.declare(RING);
+    }
+
+    #[test]
+    #[should_panic(expected = "x_nonesuch_total is recorded but not declared")]
+    fn recording_an_undeclared_metric_panics_in_debug_builds() {
+        Metrics::detached("x").counter("nonesuch_total", &[]).increment(1);
+    }
+
+    #[test]
+    #[should_panic(expected = "declared twice")]
+    fn declaring_a_metric_twice_panics_in_debug_builds() {
+        let m = Metrics::detached("x");
+        m.declare(LOCKS);
+        m.declare(LOCKS);
     }
 }
