@@ -7,10 +7,11 @@
 //!
 //! Daemon crates depend on this; it depends on the protocol-agnostic crates
 //! (`wire`, `timer`, `membership`, `ftcore`, `api` for the client envelopes
-//! it serves, `durable`, `lockservice` for the lock metrics every lock daemon
-//! exports, `hbring` for the heartbeat ring's metrics that hbringd and ringd
-//! export) and never on a daemon, nor on the tokio `client` crate (the
-//! client side). No protocol core depends on it.
+//! it serves, `durable` for the state file) and never on a protocol crate
+//! (the lock service's and the heartbeat ring's metrics are recorded by
+//! `lockservice::metrics` and `hbring::metrics` against the tables declared
+//! in [`metrics`]), a daemon, or the tokio `client` crate (the client
+//! side). No protocol core depends on it.
 #![forbid(unsafe_code)]
 
 pub mod client_api;
