@@ -1,9 +1,11 @@
 //! The lease a lock-granting site keeps on its lock, both halves
 //! (reliability.md, Pauses and leases). Sans-IO; the embedding core
-//! (ntmutexd, tokenwatchd) owns the messages and its own refusal rules
-//! (a renewal of an epoch below the receiver's threshold is answered with
-//! that value, never acked: the core checks that before calling
-//! [`Acker::on_renew`]).
+//! (ntmutexd, tokenwatchd) owns the messages, its promises (the threshold
+//! a renewal is checked against, whether a fresh node has recovered) and
+//! its rule table; [`Acker::judge_renewal`] is the acker's whole decision on
+//! a renewal (refuse it with the threshold, ignore it, or ack it), and
+//! [`Acker::busy_under`] the promise an ack made, each under the
+//! [`LeaseRules`] the core reads from its table.
 //!
 //! **Renewer** (a site with local clients holding or waiting):
 //! - [`Renewer::poll`] says when to send `LeaseRenew{round, epoch, holding}`
@@ -38,6 +40,89 @@ use std::time::Duration;
 
 use ftcore::NodeId;
 use timer::{Instant, Lease, SeededRng};
+
+/// A lease that never ends: what a grant carries when a mutation test
+/// switches leases off (`no_leases`).
+pub const FOREVER: Instant = Instant::from_micros(u64::MAX);
+
+/// The lease rules a core enforces, read from its own rule table
+/// (`rules.on(…)`, see `ftcore::rules`): in a release build each is the
+/// constant `true`, so each guard compiles to the rule alone; only a
+/// mutation test switches one off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LeaseRules {
+    /// (safety) Grants are leases (the core grants only within
+    /// `lease·(1−ρ)` of a renewal a majority acked). Off: no renewals are
+    /// sent, and no ack binds ([`Acker::busy_under`]).
+    pub leases: bool,
+    /// (safety) A lease ack binds the acker: it takes part in no
+    /// regeneration (adopts no claim) of another proposer for `lease·(1+ρ)`
+    /// after its ack ([`Acker::busy_under`]).
+    pub ack_binds: bool,
+    /// (safety) A renewal of an epoch below what this site stored or
+    /// promised (its own proposal included) is refused with that threshold,
+    /// never acked: a holder of an older token may have been replaced.
+    pub refuse_stale: bool,
+    /// (safety) An unrecovered fresh node acks no renewal: it knows no
+    /// threshold to check it against.
+    pub unrecovered_ack_none: bool,
+    /// (safety) A waiting site's renewal is acked only within `lease·(1+ρ)`
+    /// of acking a holding site's (or seeing the token here), so the
+    /// waiters of a lost token hold off its regeneration by one window at
+    /// most. Off: every renewal is acked as a holder's.
+    pub waiters_behind_holder: bool,
+}
+
+impl LeaseRules {
+    /// Every rule on: what a release build always has.
+    pub const ALL_ON: LeaseRules = LeaseRules {
+        leases: true,
+        ack_binds: true,
+        refuse_stale: true,
+        unrecovered_ack_none: true,
+        waiters_behind_holder: true,
+    };
+}
+
+/// What a site stored or promised, that a renewal is checked against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Promised {
+    /// The lowest epoch it may still ack (the highest it stored or
+    /// promised, its own proposal included).
+    pub threshold: u64,
+    /// Whether it knows that threshold: false for a fresh node (a wiped
+    /// disk) that has not recovered it from a majority yet.
+    pub recovered: bool,
+}
+
+/// The acker's decision on a renewal ([`Acker::judge_renewal`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RenewVerdict {
+    /// Answer `LeaseRefused { threshold }` (for the site's own renewal:
+    /// act on the refusal at once).
+    Refuse {
+        /// What this site stored or promised.
+        threshold: u64,
+    },
+    /// Not judged: this site is an unrecovered fresh node. Nothing is
+    /// sent and nothing is promised.
+    Ignore,
+    /// Judged and not acked: a waiting site's renewal with no holder acked
+    /// (or seen) within the window. Nothing is sent.
+    Unacked,
+    /// Ack it (`LeaseAck`, or the site's own ack): the ack binds this site
+    /// ([`Acker::busy_under`]).
+    Ack,
+}
+
+impl RenewVerdict {
+    /// Whether the renewal passed the threshold and recovery checks and
+    /// reached the acker ([`Unacked`](Self::Unacked) or
+    /// [`Ack`](Self::Ack)).
+    pub fn judged(self) -> bool {
+        matches!(self, RenewVerdict::Unacked | RenewVerdict::Ack)
+    }
+}
 
 /// Lease settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -320,6 +405,47 @@ impl Acker {
             self.holding_until = None;
         }
     }
+
+    /// (safety) A `renewal` from `from` (this site included) reaches a
+    /// site that stored or promised `promised`. Refused with the threshold
+    /// if its epoch is below it; ignored by a fresh node that has not
+    /// recovered (it knows no threshold); otherwise the windows that ended
+    /// are dropped and the renewal is acked as [`on_renew`](Self::on_renew)
+    /// decides (a waiting site's only behind a holder), and the ack binds
+    /// this site's promises ([`busy_under`](Self::busy_under)). Each check
+    /// applies only while its rule of `rules` is on.
+    pub fn judge_renewal(
+        &mut self,
+        cfg: &LeaseConfig,
+        now: Instant,
+        from: NodeId,
+        renewal: Renewal,
+        promised: Promised,
+        rules: LeaseRules,
+    ) -> RenewVerdict {
+        if renewal.epoch < promised.threshold && rules.refuse_stale {
+            return RenewVerdict::Refuse { threshold: promised.threshold };
+        }
+        if !promised.recovered && rules.unrecovered_ack_none {
+            return RenewVerdict::Ignore;
+        }
+        self.forget_expired(now);
+        let holding = renewal.holding || !rules.waiters_behind_holder;
+        if self.on_renew(cfg, now, from, holding) {
+            RenewVerdict::Ack
+        } else {
+            RenewVerdict::Unacked
+        }
+    }
+
+    /// (safety) [`busy_for`](Self::busy_for) while acks bind (`rules`'
+    /// `ack_binds` and `leases`); `None` when either is off.
+    pub fn busy_under(&self, rules: LeaseRules, now: Instant, proposer: NodeId) -> Option<Duration> {
+        if !rules.ack_binds || !rules.leases {
+            return None;
+        }
+        self.busy_for(now, proposer)
+    }
 }
 
 #[cfg(test)]
@@ -525,5 +651,89 @@ mod tests {
         assert_eq!(a.busy_for(at(20), n(2)), None);
         assert_eq!(a.busy_for(at(20), n(3)), Some(Duration::from_micros(90_900)));
         assert!(!a.on_renew(&CFG, Instant::from_micros(100_900), n(3), false));
+    }
+
+    const ON: LeaseRules = LeaseRules::ALL_ON;
+    const KNOWS_7: Promised = Promised { threshold: 7, recovered: true };
+
+    fn renewal(epoch: u64, holding: bool) -> Renewal {
+        Renewal { round: 1, epoch, holding }
+    }
+
+    #[test]
+    fn a_renewal_below_the_threshold_is_refused_with_it_and_binds_nothing() {
+        let mut a = Acker::new();
+        assert!(a.on_renew(&CFG, at(0), n(1), true));
+        let before = a.clone();
+        // Refused even when the site has not recovered (the threshold comes
+        // first), and the expired window of node 1 is not even dropped.
+        for promised in [KNOWS_7, Promised { threshold: 7, recovered: false }] {
+            let v = a.judge_renewal(&CFG, at(200), n(2), renewal(6, true), promised, ON);
+            assert_eq!(v, RenewVerdict::Refuse { threshold: 7 });
+            assert!(!v.judged());
+        }
+        assert_eq!(a, before);
+        // At the threshold: acked.
+        assert_eq!(a.judge_renewal(&CFG, at(200), n(2), renewal(7, true), KNOWS_7, ON), RenewVerdict::Ack);
+        // The rule off: a stale holder's renewal is acked, and binds.
+        let mut a = Acker::new();
+        let off = LeaseRules { refuse_stale: false, ..ON };
+        assert_eq!(a.judge_renewal(&CFG, at(10), n(2), renewal(6, true), KNOWS_7, off), RenewVerdict::Ack);
+        assert_eq!(a.busy_for(at(10), n(3)), Some(Duration::from_micros(90_900)));
+    }
+
+    #[test]
+    fn an_unrecovered_node_ignores_renewals_and_binds_nothing() {
+        let fresh = Promised { threshold: 0, recovered: false };
+        let mut a = Acker::new();
+        assert!(a.on_renew(&CFG, at(0), n(1), true));
+        let before = a.clone();
+        let v = a.judge_renewal(&CFG, at(200), n(2), renewal(7, true), fresh, ON);
+        assert_eq!(v, RenewVerdict::Ignore);
+        assert!(!v.judged());
+        assert_eq!(a, before, "not even the expired windows are dropped");
+        // The rule off: acked, and it binds.
+        let off = LeaseRules { unrecovered_ack_none: false, ..ON };
+        assert_eq!(a.judge_renewal(&CFG, at(200), n(2), renewal(7, true), fresh, off), RenewVerdict::Ack);
+        assert_eq!(a.busy_for(at(200), n(3)), Some(Duration::from_micros(90_900)));
+        assert_eq!(a.busy_for(at(200), n(2)), None, "node 1's window was dropped, node 2 binds only others");
+    }
+
+    #[test]
+    fn a_waiting_renewal_is_acked_only_behind_a_holder() {
+        let mut a = Acker::new();
+        let v = a.judge_renewal(&CFG, at(0), n(2), renewal(7, false), KNOWS_7, ON);
+        assert_eq!(v, RenewVerdict::Unacked);
+        assert!(v.judged());
+        assert_eq!(a, Acker::new(), "an unacked renewal binds nothing");
+        assert_eq!(a.judge_renewal(&CFG, at(10), n(1), renewal(7, true), KNOWS_7, ON), RenewVerdict::Ack);
+        assert!(RenewVerdict::Ack.judged());
+        assert_eq!(a.judge_renewal(&CFG, at(20), n(2), renewal(7, false), KNOWS_7, ON), RenewVerdict::Ack);
+        // One window after the holder's ack (10 + 90.9 ms): unacked again,
+        // and the ended windows are dropped first.
+        let end = Instant::from_micros(100_900);
+        assert_eq!(a.judge_renewal(&CFG, end, n(3), renewal(7, false), KNOWS_7, ON), RenewVerdict::Unacked);
+        assert_eq!(a.busy_for(end, n(4)), Some(Duration::from_millis(10)), "node 2's ack at 20 still binds");
+        let mut b = a.clone();
+        b.forget_expired(end);
+        assert_eq!(a, b);
+        // The rule off: a waiter's renewal is acked as a holder's, and opens
+        // the window for the next waiter.
+        let off = LeaseRules { waiters_behind_holder: false, ..ON };
+        let mut a = Acker::new();
+        assert_eq!(a.judge_renewal(&CFG, at(0), n(2), renewal(7, false), KNOWS_7, off), RenewVerdict::Ack);
+        assert_eq!(a.judge_renewal(&CFG, at(1), n(3), renewal(7, false), KNOWS_7, ON), RenewVerdict::Ack);
+    }
+
+    #[test]
+    fn an_ack_binds_only_while_its_rules_are_on() {
+        let mut a = Acker::new();
+        assert_eq!(a.judge_renewal(&CFG, at(10), n(1), renewal(7, true), KNOWS_7, ON), RenewVerdict::Ack);
+        assert_eq!(a.busy_under(ON, at(50), n(2)), Some(Duration::from_micros(50_900)));
+        assert_eq!(a.busy_under(ON, at(50), n(1)), None, "the renewer itself is not bound");
+        assert_eq!(a.busy_under(LeaseRules { ack_binds: false, ..ON }, at(50), n(2)), None);
+        assert_eq!(a.busy_under(LeaseRules { leases: false, ..ON }, at(50), n(2)), None);
+        assert_eq!(a.busy_under(ON, Instant::from_micros(100_900), n(2)), None);
+        assert_eq!(FOREVER, Instant::from_micros(u64::MAX));
     }
 }

@@ -5,10 +5,12 @@
 //! client that deadline. A site that acked a renewal refuses every other
 //! proposer's regeneration for `lease_ms·(1+ρ)` (`Nack{busy}`), so no new
 //! token can exist while a lease is live, whatever pauses and partitions
-//! do. The arithmetic and the two halves are `lockservice::lease`; this
-//! file adds ntmutexd's refusal rules (the threshold, fresh nodes).
+//! do. The arithmetic, the two halves and the acker's decision on a
+//! renewal (the threshold, fresh nodes, waiters behind a holder) are
+//! `lockservice::lease`; this file reads its rules from `NtRule` and owns
+//! the messages.
 
-use lockservice::lease::Renewal;
+use lockservice::lease::{LeaseRules, Promised, RenewVerdict, Renewal};
 
 use super::*;
 
@@ -19,7 +21,7 @@ impl NtNode {
         ftcore::mutant! {
             // Grants are not leases: the lease never ends.
             if self.cfg.rules.off(NtRule::GrantsUnderLeases) {
-                return Some(Instant::from_micros(u64::MAX));
+                return Some(lockservice::lease::FOREVER);
             }
         }
         self.lease.live_until(now, token.epoch)
@@ -53,35 +55,33 @@ impl NtNode {
         }
     }
 
-    /// (safety) A renewal from `from` (this site included). Refused with
-    /// the threshold if its epoch is below what this site stored or
-    /// promised (its proposal included); not acked by a fresh node that
-    /// has not recovered (it knows no threshold); otherwise acked as the
-    /// `Acker` decides, and the ack binds this site's promises.
-    pub(super) fn on_lease_renew(&mut self, now: Instant, from: NodeId, round: u64, epoch: u64, holding: bool) {
+    /// The lease rules of this site's table, for `lockservice::lease`.
+    fn lease_rules(&self) -> LeaseRules {
         let r = self.cfg.rules;
-        let threshold = self.promise.threshold();
-        if epoch < threshold && r.on(NtRule::StaleRenewalsRefused) {
-            if from == self.me {
-                self.on_lease_refused(now, round, threshold);
-            } else {
-                self.send(from, Body::LeaseRefused { round, threshold });
-            }
-            return;
+        LeaseRules {
+            leases: r.on(NtRule::GrantsUnderLeases),
+            ack_binds: r.on(NtRule::LeaseAckBinds),
+            refuse_stale: r.on(NtRule::StaleRenewalsRefused),
+            unrecovered_ack_none: r.on(NtRule::UnrecoveredAcksNoRenewal),
+            waiters_behind_holder: r.on(NtRule::WaiterAckedBehindAHolder),
         }
-        if !self.promise.stored().recovered() && r.on(NtRule::UnrecoveredAcksNoRenewal) {
-            return;
-        }
-        self.acker.forget_expired(now);
+    }
+
+    /// (safety) A renewal from `from` (this site included), judged by
+    /// `Acker::judge_renewal` against what this site stored or promised
+    /// (its proposal included): refused with the threshold, ignored by an
+    /// unrecovered fresh node, or acked (and the ack binds this site's
+    /// promises).
+    pub(super) fn on_lease_renew(&mut self, now: Instant, from: NodeId, round: u64, epoch: u64, holding: bool) {
+        let promised = Promised { threshold: self.promise.threshold(), recovered: self.promise.stored().recovered() };
+        let renewal = Renewal { round, epoch, holding };
         let cfg = self.lease.config();
-        let holding = holding || r.off(NtRule::WaiterAckedBehindAHolder);
-        if !self.acker.on_renew(cfg, now, from, holding) {
-            return;
-        }
-        if from == self.me {
-            self.on_lease_ack(now, from, round);
-        } else {
-            self.send(from, Body::LeaseAck { round });
+        match self.acker.judge_renewal(cfg, now, from, renewal, promised, self.lease_rules()) {
+            RenewVerdict::Refuse { threshold } if from == self.me => self.on_lease_refused(now, round, threshold),
+            RenewVerdict::Refuse { threshold } => self.send(from, Body::LeaseRefused { round, threshold }),
+            RenewVerdict::Ignore | RenewVerdict::Unacked => {}
+            RenewVerdict::Ack if from == self.me => self.on_lease_ack(now, from, round),
+            RenewVerdict::Ack => self.send(from, Body::LeaseAck { round }),
         }
     }
 
@@ -119,9 +119,6 @@ impl NtNode {
     /// (safety) Whether an ack this site gave still forbids promising
     /// `proposer`'s regeneration, and for how long.
     pub(super) fn lease_busy_for(&self, now: Instant, proposer: NodeId) -> Option<Duration> {
-        if self.cfg.rules.off(NtRule::LeaseAckBinds) || self.cfg.rules.off(NtRule::GrantsUnderLeases) {
-            return None;
-        }
-        self.acker.busy_for(now, proposer)
+        self.acker.busy_under(self.lease_rules(), now, proposer)
     }
 }

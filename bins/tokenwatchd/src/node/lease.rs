@@ -9,17 +9,16 @@
 //! (`Busy`), so no new token can exist while a lease is live, whatever
 //! pauses, partitions and late datagrams do; a renewal of an epoch below
 //! the receiver's threshold is refused with it, and a holder told so drops
-//! its token. The arithmetic and the two halves are `lockservice::lease`;
-//! this file adds tokenwatchd's refusal rules (the threshold, fresh nodes)
-//! and the visit's end.
+//! its token. The arithmetic, the two halves and the acker's decision on
+//! a renewal (the threshold, fresh nodes, waiters behind a holder) are
+//! `lockservice::lease`; this file reads its rules from `TwRule`, and adds
+//! the sanity check of a renewal's epoch, the `Join` to a newer holder and
+//! the visit's end.
 
 use durable::promise;
-use lockservice::lease::Renewal;
+use lockservice::lease::{LeaseRules, Promised, RenewVerdict, Renewal, FOREVER};
 
 use super::*;
-
-/// A lease that never ends (the `no_leases` mutation only).
-const FOREVER: Instant = Instant::from_micros(u64::MAX);
 
 impl TwNode {
     /// The deadline a grant made now carries, if this process may grant:
@@ -79,31 +78,37 @@ impl TwNode {
         }
     }
 
-    /// (safety) A renewal from `from` (this process included). Refused
-    /// with the threshold if its epoch is below what this process stored
-    /// or promised (its own proposal included); not acked by a fresh node
-    /// that has not recovered (it knows no threshold); otherwise acked as
-    /// the `Acker` decides, and the ack binds this process's promises.
-    /// Returns whether an own renewal's ack extended the lease.
-    pub(super) fn on_lease_renew(&mut self, now: Instant, from: NodeId, round: u64, epoch: u64, holding: bool) -> bool {
+    /// The lease rules of this process's table, for `lockservice::lease`.
+    fn lease_rules(&self) -> LeaseRules {
         let rules = self.cfg.rules;
+        LeaseRules {
+            leases: rules.on(TwRule::GrantsUnderLeases),
+            ack_binds: rules.on(TwRule::LeaseAckBindsTheAcker),
+            refuse_stale: rules.on(TwRule::StaleRenewalsRefused),
+            unrecovered_ack_none: rules.on(TwRule::UnrecoveredNodesAckNoRenewal),
+            waiters_behind_holder: rules.on(TwRule::WaitersAckedOnlyBehindAHolder),
+        }
+    }
+
+    /// (safety) A renewal from `from` (this process included), judged by
+    /// `Acker::judge_renewal` against what this process stored or promised
+    /// (its own proposal included): refused with the threshold, ignored by
+    /// an unrecovered fresh node, or acked (and the ack binds this
+    /// process's promises). An insane epoch is refused first. Returns
+    /// whether an own renewal's ack extended the lease.
+    pub(super) fn on_lease_renew(&mut self, now: Instant, from: NodeId, round: u64, epoch: u64, holding: bool) -> bool {
         if !promise::is_sane(epoch) {
             self.out.event(TwEvent::Refused { from, reason: "epoch" });
             return false;
         }
-        let threshold = self.promise.threshold();
-        if epoch < threshold && rules.on(TwRule::StaleRenewalsRefused) {
-            if from == self.me {
-                self.on_lease_refused(now, from, round, threshold);
-            } else {
-                self.out.send(from, Msg::LeaseRefused { round, threshold });
-            }
-            return false;
-        }
-        if !self.promise.stored().recovered() && rules.on(TwRule::UnrecoveredNodesAckNoRenewal) {
-            return false;
-        }
-        if from != self.me && holding && epoch > self.epoch() && self.visit.is_none() {
+        let promised = Promised { threshold: self.promise.threshold(), recovered: self.promise.stored().recovered() };
+        let renewal = Renewal { round, epoch, holding };
+        let cfg = self.lease.config();
+        let verdict = self.acker.judge_renewal(cfg, now, from, renewal, promised, self.lease_rules());
+        // The acker touches only its own windows (no output, not the nonce
+        // counter), so the Join goes out where it always did: after the
+        // threshold and recovery checks, before the ack.
+        if verdict.judged() && from != self.me && holding && epoch > self.epoch() && self.visit.is_none() {
             // The sender holds a token newer than any accepted here: this
             // process may have been bypassed (a bypassed process sees no
             // more tokens). It joins the holder, whose answer re-admits it
@@ -113,16 +118,21 @@ impl TwNode {
             let nonce = self.fresh_nonce();
             self.out.send(from, Msg::Join { nonce });
         }
-        self.acker.forget_expired(now);
-        let holding = holding || rules.off(TwRule::WaitersAckedOnlyBehindAHolder);
-        if !self.acker.on_renew(self.lease.config(), now, from, holding) {
-            return false;
-        }
-        if from == self.me {
-            self.on_lease_ack(now, from, round)
-        } else {
-            self.out.send(from, Msg::LeaseAck { round });
-            false
+        match verdict {
+            RenewVerdict::Refuse { threshold } if from == self.me => {
+                self.on_lease_refused(now, from, round, threshold);
+                false
+            }
+            RenewVerdict::Refuse { threshold } => {
+                self.out.send(from, Msg::LeaseRefused { round, threshold });
+                false
+            }
+            RenewVerdict::Ignore | RenewVerdict::Unacked => false,
+            RenewVerdict::Ack if from == self.me => self.on_lease_ack(now, from, round),
+            RenewVerdict::Ack => {
+                self.out.send(from, Msg::LeaseAck { round });
+                false
+            }
         }
     }
 
@@ -163,10 +173,6 @@ impl TwNode {
     /// (safety) Whether an ack this process gave still forbids adopting
     /// `claimant`'s Claim (or proposing its own), and for how long.
     pub(super) fn lease_busy_for(&self, now: Instant, claimant: NodeId) -> Option<Duration> {
-        let rules = self.cfg.rules;
-        if rules.off(TwRule::LeaseAckBindsTheAcker) || rules.off(TwRule::GrantsUnderLeases) {
-            return None;
-        }
-        self.acker.busy_for(now, claimant)
+        self.acker.busy_under(self.lease_rules(), now, claimant)
     }
 }
