@@ -445,21 +445,29 @@ fn restarted_node_does_not_suspect_live_peers() {
     check_exclusion_and_fences(&holds, &format!("tokens seen at {tokens:?}\n{all}"));
 
     let log5 = c.log(5);
-    let new_life = log5.rsplit_once("ntmutexd ready").map_or("", |(_, after)| after);
+    // The new life: from the last start line on (a marker that exists; the
+    // one this split on before, "ntmutexd ready", is logged nowhere, which
+    // left the check below vacuous).
+    let (_, new_life) = log5.rsplit_once("ntmutexd listening; joining").expect("node 5 logged its start");
     let suspected: Vec<&str> = new_life.lines().filter(|l| l.contains("peer suspected")).collect();
     assert!(suspected.is_empty(), "the new life of node 5 suspected live peers: {suspected:#?}\n{all}");
     let regenerations = sum_metric(&c, &[1, 2, 3, 4, 5], "ntmutex_token_regenerations_total");
     // The first token is made by a regeneration round (never chosen
     // locally); a live idle token is not regenerated because a node
-    // restarted. One exception, by design (foundation.md, Fresh nodes): node
-    // 5 started after the first token was made, so its first start, as a
-    // fresh node, recovered `recovered_max` = that token's epoch, and it
-    // accepts no token at or below it, across restarts too; its new life
+    // restarted. One exception per node, by design (docs/foundation.md,
+    // Fresh nodes): a node whose process started after the first token was
+    // made recovered, as a fresh node, `recovered_max` = that token's
+    // epoch, and accepts no token at or below it, across restarts too; it
     // discards the live token as stale and a regeneration above it
-    // replaces the token (seen in CI about 1 run in 40, when node 5's
-    // process was slow to start).
-    let recovered_late = log5.contains("fresh state recovered") && new_life.contains("stale token discarded");
-    let expected = if recovered_late { 2.0 } else { 1.0 };
+    // replaces the token. Seen in CI about 1 run in 40 with node 5 slow to
+    // start (its new life discards the token), and once with node 3 slow
+    // to start (at the cluster's start, before the kill).
+    let recovered_late = |log: &str| {
+        log.lines().any(|l| l.contains("fresh state recovered") && !l.contains("recovered_max=0"))
+            && log.contains("stale token discarded")
+    };
+    let late = (1..=5).filter(|&id| recovered_late(&c.log(id))).count();
+    let expected = 1.0 + late as f64;
     assert_eq!(regenerations, expected, "a live idle token was regenerated\n{all}");
     assert!(!all.contains("token superseded"), "a live holder lost its token\n{all}");
 }
