@@ -115,6 +115,15 @@ pub fn run(a: UpArgs) -> Result<ExitCode> {
     let sock = dir.join(SOCKET);
     let pids = dir.join(PIDS);
     let _remove = RemoveOnDrop(vec![sock.clone(), pids.clone(), pids_tmp(&pids)]);
+    // The stop signals are ours from here on: one that arrives while the
+    // nodes start (or the instant after "Ctrl-C … stops the cluster." is
+    // printed) stops the cluster as main_loop does, instead of killing
+    // ftlab with its default action and leaving the guard to SIGKILL.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let stops = {
+        let _in = rt.enter();
+        StopSignals::new()?
+    };
     println!("starting {n} × {daemon} in {} (configs, logs and state; kept)", dir.display());
 
     // A cluster started again in its directory keeps its nodes' addresses.
@@ -159,8 +168,7 @@ pub fn run(a: UpArgs) -> Result<ExitCode> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Request>(8);
     std::thread::Builder::new().name("ftlab-control".into()).spawn(move || serve(listener, tx))?;
 
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let why = rt.block_on(main_loop(&mut cluster, rx, &pids, &mut guard))?;
+    let why = rt.block_on(main_loop(&mut cluster, rx, &pids, &mut guard, stops))?;
     drop(rt); // cancels restarts still waiting for their node; their callers hear so
 
     println!("stopping ({why})…");
@@ -186,6 +194,24 @@ pub fn run(a: UpArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// SIGINT, SIGTERM and SIGHUP, caught from the moment this is built.
+struct StopSignals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Must run inside a tokio runtime's context.
+    fn new() -> std::io::Result<StopSignals> {
+        Ok(StopSignals {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
 /// Runs until SIGINT, SIGTERM or SIGHUP (and returns its name), carrying
 /// out control commands and reporting nodes that exit by themselves.
 async fn main_loop(
@@ -193,10 +219,9 @@ async fn main_loop(
     mut rx: tokio::sync::mpsc::Receiver<Request>,
     pids: &Path,
     guard: &mut Child,
+    stops: StopSignals,
 ) -> Result<&'static str> {
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut term = signal(SignalKind::terminate())?;
-    let mut hup = signal(SignalKind::hangup())?;
+    let StopSignals { mut int, mut term, mut hup } = stops;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut reported = vec![false; cluster.len()];
     let mut guard_reported = false;

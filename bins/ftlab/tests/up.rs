@@ -370,3 +370,27 @@ fn unknown_daemons_and_absent_clusters_fail_clearly() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("left from one that died"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn sigint_while_the_nodes_start_stops_the_cluster_cleanly() {
+    // Ctrl-C the instant `up` says it starts: before the fix the signal's
+    // default action killed ftlab (the guard then SIGKILLed the nodes) when
+    // it came before the loop that handles it; now it is caught from the
+    // start, the cluster comes up, and stops as on any Ctrl-C.
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ftlab"))
+        .args(["up", "hbringd", "-n", "3", "--dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("starting "), "{first}");
+    assert!(Command::new("kill").arg("-INT").arg(child.id().to_string()).status().unwrap().success());
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}; it printed:\n{first}\n{}", rest.join("\n"));
+    assert!(rest.iter().any(|l| l == "stopping (SIGINT)…"), "{}", rest.join("\n"));
+}
