@@ -2,13 +2,20 @@
 //! and votes stored before use, the coordinator's quorum lease, and its FIFO
 //! access service with fenced, leased grants.
 //!
-//! Reading guide: this file holds the settings, the state, the `Protocol`
-//! impl and the dispatch (every message's term is handled here: a higher
-//! term is joined, a lower one answered `StaleTerm`). Each mechanism of
-//! electd.md is one file, an `impl ElNode` block:
+//! Files: `config.rs` the core's settings and their validation; `events.rs`
+//! what the core reports; `durable.rs` what it stores; `state.rs` the
+//! in-memory state it keeps; `join.rs` the join handshake and fresh-node
+//! recovery; one file per mechanism; `rules.rs` the safety rules; `tests`
+//! the per-handler tests.
 //!
-//! - [`terms`]: joining terms, `StaleTerm`, the start-up handshake and
-//!   fresh-node recovery, pre-votes, starting a term, per-hop acks;
+//! Reading guide: this file holds the node, the `Protocol` impl and the
+//! dispatch (every message's term is handled here: a higher term is
+//! joined, a lower one answered `StaleTerm`). Each mechanism of electd.md
+//! is one file, an `impl ElNode` block:
+//!
+//! - [`join`]: the start-up handshake and fresh-node recovery;
+//! - [`terms`]: joining terms, `StaleTerm`, pre-votes, starting a term,
+//!   per-hop acks;
 //! - [`relay`]: the relay election (Dolev-Klawe-Rodeh / Peterson);
 //! - [`ring`]: the alive-list ring election (seed 004);
 //! - [`office`]: heartbeats, their acks, the quorum lease, taking office,
@@ -23,11 +30,16 @@
 //! ahead of the outputs it guards) and serves.
 
 mod access;
+mod config;
 mod consumer;
+mod durable;
+mod events;
+mod join;
 mod office;
 mod relay;
 mod ring;
 mod rules;
+mod state;
 mod terms;
 #[cfg(test)]
 mod tests;
@@ -35,406 +47,19 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use durable::promise::{self, PromiseNode, Promises};
-use ftcore::rules::Rules;
+use ::durable::promise::{self, PromiseNode};
 use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
-use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
-use serde::{Deserialize, Serialize};
-use timer::{Instant, Lease, SeededRng, TimerTable};
+use lockservice::{LocalLocks, LockReply, LockRequest, LocksConfig};
+use timer::{Instant, SeededRng, TimerTable};
 
 use crate::msg::{Denial, Msg};
 
+pub use self::durable::ElDurable;
 pub use access::QueueEntry;
+pub use config::{Algorithm, ElConfig, ElError};
+pub use events::{ElEvent, PreVoteOutcome};
 pub use rules::ElRule;
-
-/// Which election algorithm runs (`algorithm` in the config).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Algorithm {
-    /// Dolev-Klawe-Rodeh / Peterson relay election (seed 003).
-    #[default]
-    Relay,
-    /// Alive-list ring election (seed 004).
-    Ring,
-}
-
-impl Algorithm {
-    /// Metric label.
-    pub fn label(self) -> &'static str {
-        match self {
-            Algorithm::Relay => "relay",
-            Algorithm::Ring => "ring",
-        }
-    }
-}
-
-/// Protocol settings (from the daemon's config; checked by
-/// [`ElConfig::validate`]).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ElConfig {
-    /// `algorithm`.
-    pub algorithm: Algorithm,
-    /// `timing.heartbeat_ms`: the coordinator's heartbeat period.
-    pub heartbeat: Duration,
-    /// `timing.suspect_after_ms`: a coordinator silent this long is suspected.
-    pub suspect_after: Duration,
-    /// `timing.lease_ms`: the quorum lease.
-    pub lease: Duration,
-    /// ρ in parts per million.
-    pub drift_ppm: u32,
-    /// `hop_timeout_ms`: an election hop unacked this long skips (ring) or
-    /// aborts (relay) the successor.
-    pub hop_timeout: Duration,
-    /// `election_timeout_ms` (0 in the config: derived,
-    /// [`ElConfig::derived_election_timeout`]).
-    pub election_timeout: Duration,
-    /// `request_timeout_ms`: the immediate answer to a request.
-    pub request_timeout: Duration,
-    /// `grant_ttl_ms`.
-    pub grant_ttl: Duration,
-    /// `coordinator_max_queue`.
-    pub coordinator_max_queue: usize,
-    /// `election_jitter_ms`: a consumer's election start is delayed up to this.
-    pub election_jitter: Duration,
-    /// Most local clients waiting at once.
-    pub max_queue: usize,
-    /// The (safety) rules: all on, except in a mutation test
-    /// (`ftcore/mutations`: `tests/safety.rs` switches each off in the
-    /// scenario that shows it needed; no config key sets them).
-    pub rules: Rules<ElRule>,
-    /// The grant counter a new term's grants count up from (0; scenarios
-    /// set it near `u64::MAX` to reach the overflow rule; no config key
-    /// sets it).
-    #[doc(hidden)]
-    pub first_counter: u64,
-}
-
-/// What a config file that sets none of these keys gives on a cluster of
-/// [`runtime::config::DEFAULT_CLUSTER_SIZE`] (`election_timeout` derived):
-/// each default is written once, in [`crate::config::ElectdConfig`] and
-/// [`runtime::config::Timing`].
-impl Default for ElConfig {
-    fn default() -> Self {
-        crate::config::ElectdConfig::default()
-            .core_with(&runtime::config::Timing::default(), runtime::config::DEFAULT_CLUSTER_SIZE)
-    }
-}
-
-impl ElConfig {
-    /// `election_timeout` for `n` processes: relay `(2⌊log2 n⌋ + 2)` laps,
-    /// ring three laps, plus `suspect_after` (a lap: `n × hop_timeout`).
-    pub fn derived_election_timeout(&self, n: usize) -> Duration {
-        let n32 = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
-        let lap = self.hop_timeout.saturating_mul(n32);
-        let laps = match self.algorithm {
-            Algorithm::Relay => 2 * n32.ilog2() + 2,
-            Algorithm::Ring => 3,
-        };
-        lap.saturating_mul(laps).saturating_add(self.suspect_after)
-    }
-
-    /// The least `grant_ttl`: `3·(lease + suspect_after)`.
-    pub fn min_grant_ttl(&self) -> Duration {
-        (self.lease + self.suspect_after) * 3
-    }
-
-    /// Checks the settings for `n` processes: the one place they are
-    /// validated (the daemon's `--check-config` calls it too).
-    pub fn validate(&self, n: usize) -> Result<(), ElError> {
-        if self.heartbeat.is_zero() || self.heartbeat >= self.lease {
-            return Err(ElError::Heartbeat);
-        }
-        // reliability.md (Pauses and leases), heartbeats in the part of
-        // renew_ms (electd.md): lease·(1+ρ) + heartbeat ≤ suspect_after·(1−ρ).
-        let need = self.stretched(self.lease) + self.heartbeat;
-        let room = self.shrunk(self.suspect_after);
-        if need > room {
-            return Err(ElError::LeaseTooLong { need, room });
-        }
-        if self.hop_timeout.is_zero() {
-            return Err(ElError::ZeroHopTimeout);
-        }
-        if self.request_timeout.is_zero() {
-            return Err(ElError::ZeroRequestTimeout);
-        }
-        let need = self.derived_election_timeout(n);
-        if self.election_timeout < need {
-            return Err(ElError::ElectionTimeoutTooShort { need });
-        }
-        if self.grant_ttl < self.min_grant_ttl() && self.rules.on(ElRule::GrantTtlBound) {
-            return Err(ElError::GrantTtlTooShort { need: self.min_grant_ttl() });
-        }
-        if self.coordinator_max_queue == 0 || self.max_queue == 0 {
-            return Err(ElError::ZeroQueue);
-        }
-        Ok(())
-    }
-
-    /// A quorum lease or grant taken at `at` for `ttl`, with this drift.
-    fn lease_at(&self, at: Instant, ttl: Duration) -> Lease {
-        Lease::new(at, ttl, self.drift_ppm)
-    }
-
-    /// `d·(1+ρ)`, rounded up.
-    fn stretched(&self, d: Duration) -> Duration {
-        Lease::new(Instant::ZERO, d, self.drift_ppm).grantor_honours_until().saturating_since(Instant::ZERO)
-    }
-
-    /// `d·(1−ρ)`, rounded down.
-    fn shrunk(&self, d: Duration) -> Duration {
-        Lease::new(Instant::ZERO, d, self.drift_ppm).holder_valid_until().saturating_since(Instant::ZERO)
-    }
-}
-
-/// Why a process cannot start.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ElError {
-    /// `heartbeat_ms` is 0 or not below `lease_ms`.
-    #[error(
-        "timing.heartbeat_ms must be above 0 and below timing.lease_ms (the quorum lease is renewed by heartbeats)"
-    )]
-    Heartbeat,
-    /// `hop_timeout_ms` is 0.
-    #[error(
-        "timing.lease_ms·(1+ρ) + timing.heartbeat_ms = {need:?} must not exceed timing.suspect_after_ms·(1−ρ) = {room:?}"
-    )]
-    LeaseTooLong {
-        /// The left side.
-        need: Duration,
-        /// The right side.
-        room: Duration,
-    },
-    #[error("hop_timeout_ms must be above 0")]
-    ZeroHopTimeout,
-    /// `request_timeout_ms` is 0.
-    #[error("request_timeout_ms must be above 0")]
-    ZeroRequestTimeout,
-    /// `election_timeout_ms` below its bound.
-    #[error("election_timeout_ms must be at least laps × N × hop_timeout_ms + suspect_after_ms = {need:?} (0: exactly that)")]
-    ElectionTimeoutTooShort {
-        /// The bound.
-        need: Duration,
-    },
-    /// `grant_ttl_ms` below `3·(lease_ms + suspect_after_ms)`.
-    #[error("grant_ttl_ms must be at least 3·(lease_ms + suspect_after_ms) = {need:?}")]
-    GrantTtlTooShort {
-        /// The bound.
-        need: Duration,
-    },
-    /// A queue bound is 0.
-    #[error("coordinator_max_queue and max_queue must be at least 1")]
-    ZeroQueue,
-    /// The promise component refused the settings.
-    #[error(transparent)]
-    Promise(#[from] promise::ConfigError),
-}
-
-impl ElError {
-    /// The config key this error is about (`--check-config` names it).
-    pub fn key(&self) -> &'static str {
-        match self {
-            ElError::Heartbeat => "timing.heartbeat_ms",
-            ElError::LeaseTooLong { .. } => "timing.lease_ms",
-            ElError::ZeroHopTimeout => "hop_timeout_ms",
-            ElError::ZeroRequestTimeout => "request_timeout_ms",
-            ElError::ElectionTimeoutTooShort { .. } => "election_timeout_ms",
-            ElError::GrantTtlTooShort { .. } => "grant_ttl_ms",
-            ElError::ZeroQueue => "coordinator_max_queue",
-            ElError::Promise(_) => "peers",
-        }
-    }
-}
-
-/// What a process keeps on disk, stored before anything that depends on it
-/// is sent: its promises (votes, terms acked in use; fresh-node recovery),
-/// the highest term it joined and whom it follows there.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ElDurable {
-    /// The promise component's stored part (`None`: never written).
-    pub promises: Option<Promises>,
-    /// The highest term joined.
-    pub term: u64,
-    /// The coordinator followed in `term` (never changes within it).
-    pub follows: Option<NodeId>,
-}
-
-/// How a pre-vote ended, for the metric.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PreVoteOutcome {
-    /// A majority said yes: the term started.
-    Won,
-    /// Not enough yes answers in time.
-    Lost,
-}
-
-impl PreVoteOutcome {
-    /// Metric label.
-    pub fn label(self) -> &'static str {
-        match self {
-            PreVoteOutcome::Won => "won",
-            PreVoteOutcome::Lost => "lost",
-        }
-    }
-}
-
-/// What the core reports to metrics, logs and checkers.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum ElEvent {
-    /// The local lock service did something.
-    Lock(LockEvent),
-    /// The process may serve: it knows the coordinator (or is it).
-    Joined,
-    /// A higher term was joined (stored).
-    TermJoined {
-        /// The term.
-        term: u64,
-    },
-    /// This process started an election in `term`.
-    ElectionStarted {
-        /// The term.
-        term: u64,
-        /// The algorithm.
-        algorithm: Algorithm,
-    },
-    /// An election this process started or decided completed.
-    ElectionCompleted {
-        /// The algorithm.
-        algorithm: Algorithm,
-        /// The term.
-        term: u64,
-        /// Its coordinator.
-        coordinator: NodeId,
-        /// From the start of the term here.
-        took: Duration,
-    },
-    /// A pre-vote ended.
-    PreVote(PreVoteOutcome),
-    /// An election message was sent (counted by kind).
-    ElectionMessage {
-        /// The message kind.
-        kind: &'static str,
-    },
-    /// This process learnt the coordinator of its term.
-    CoordinatorKnown {
-        /// The term.
-        term: u64,
-        /// The coordinator.
-        id: NodeId,
-    },
-    /// Coordinator suspected (or deposed) → a new coordinator known.
-    Failover {
-        /// How long it took.
-        took: Duration,
-    },
-    /// This process took office as coordinator.
-    TookOffice {
-        /// The term.
-        term: u64,
-    },
-    /// This process stopped being (or becoming) coordinator.
-    SteppedDown {
-        /// The term it left.
-        term: u64,
-        /// Why (log).
-        why: &'static str,
-    },
-    /// The proposal deadline passed (`election_timeout·(1−ρ)` from joining
-    /// the term) before this process's election came back or a majority
-    /// acked it as coordinator: the result is dropped, term + 1 follows.
-    PastDeadline {
-        /// The term.
-        term: u64,
-    },
-    /// A lower-term message was answered `StaleTerm`.
-    StaleAnswered,
-    /// A grant was issued (coordinator).
-    Granted {
-        /// Its fence.
-        fence: u128,
-        /// Time the request waited in the queue.
-        waited: Duration,
-    },
-    /// A request was denied (coordinator, or a process that is not one).
-    Denied {
-        /// Why (metric label).
-        reason: &'static str,
-    },
-    /// A grant's lease ran out (coordinator: the holder went silent;
-    /// holder: its renewals were not acked in time).
-    LeaseExpired,
-    /// A later Coordinator of a term named another than the one followed.
-    FollowConflict,
-    /// A fresh node recovered what its peers stored.
-    StateRecovered {
-        /// Terms at or below it are never voted in.
-        max: u64,
-    },
-    /// A message this process cannot accept was dropped.
-    Refused {
-        /// Its sender.
-        from: NodeId,
-        /// What was wrong (metric label).
-        reason: &'static str,
-    },
-    /// The coordinator's queue length changed (gauge).
-    QueueLength(usize),
-}
-
-impl From<LockEvent> for ElEvent {
-    fn from(e: LockEvent) -> Self {
-        ElEvent::Lock(e)
-    }
-}
-
-/// Timers of the core.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-enum Timer {
-    /// Resend `Hello` (handshake, fresh-node recovery rounds).
-    Hello,
-    /// Start a pre-vote (a randomized election timer, a retry, a jittered
-    /// consumer start).
-    Elect,
-    /// A pre-vote's answers are due.
-    PreVoteDue,
-    /// The current term's election is due (`election_timeout`).
-    ElectionDue,
-    /// An election hop's ack is due.
-    Hop(u64),
-    /// The coordinator's next heartbeat.
-    Heartbeat,
-    /// Check the coordinator's heartbeats (consumer) or the quorum
-    /// (coordinator).
-    Check,
-    /// The immediate answer to the pending request is due; once it was
-    /// answered `Queued`, the time to confirm its place again.
-    RequestDue,
-    /// The holder's next renewal.
-    Renew,
-    /// The holder's grant lease ends.
-    GrantExpiry,
-    /// The coordinator stops honouring the current grant.
-    HolderExpiry,
-    /// The coordinator's failover gap ends.
-    GapEnds,
-}
-
-/// This process's part in elections.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Role {
-    /// An election is under way.
-    Electing,
-    /// It won (elected in its term); it takes office at its first quorum.
-    Coordinator(Box<access::Office>),
-    /// It follows the coordinator of its term.
-    Consumer,
-}
-
-/// An unacked election hop.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Hop {
-    to: NodeId,
-    msg: Msg,
-}
+use state::{not_coordinator, Hop, Role, Timer};
 
 /// One electd process.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -917,9 +542,4 @@ impl Protocol for ElNode {
             ("queue_length", queue),
         ]
     }
-}
-
-/// Denial for a request that reached a process that is not the coordinator.
-fn not_coordinator(known: Option<NodeId>) -> Denial {
-    Denial::NotCoordinator(known)
 }

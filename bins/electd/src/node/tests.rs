@@ -4,8 +4,11 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
+use ::durable::promise::Promises;
+use ftcore::rules::Rules;
 use ftcore::testing::{deliver, drain};
 use ftcore::Output;
+use lockservice::LockEvent;
 use membership::{Member, Membership};
 
 use super::*;
