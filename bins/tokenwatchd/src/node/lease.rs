@@ -15,7 +15,7 @@
 //! the sanity check of a renewal's epoch, the `Join` to a newer holder and
 //! the visit's end.
 
-use durable::promise;
+use ::durable::promise;
 use lockservice::lease::{LeaseRules, Promised, RenewVerdict, Renewal, FOREVER};
 
 use super::*;

@@ -2,9 +2,15 @@
 //! TTL over a lossy ring, bypass and regeneration by a Claim a majority
 //! promised, and the local lock service on top.
 //!
-//! Reading guide: this file holds the settings, the state, the `Protocol`
-//! impl and the dispatch; each mechanism of tokenwatchd.md is one file, an
-//! `impl TwNode` block readable against one section of the spec:
+//! Files: `config.rs` the core's settings and their validation; `events.rs`
+//! what the core reports; `durable.rs` what it stores; `state.rs` the
+//! in-memory state it keeps; `join.rs` the join handshake and fresh-node
+//! recovery; one file per mechanism; `rules.rs` the safety rules; `tests`
+//! the per-handler tests.
+//!
+//! Reading guide: this file holds the node, the `Protocol` impl and the
+//! dispatch; each mechanism of tokenwatchd.md is one file, an `impl TwNode`
+//! block readable against one section of the spec:
 //!
 //! - [`join`]: `Join` / `JoinAck`, re-admission, fresh-node recovery;
 //! - [`pass`]: `Token(m)` and `Ack(ttl, m)`, retransmission, bypass, the
@@ -20,382 +26,32 @@
 //! the visit.
 
 mod claim;
+mod config;
+mod durable;
+mod events;
 mod join;
 mod lease;
 mod pass;
 mod rules;
+mod state;
 #[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use durable::promise::{self, PromiseNode, Promises};
-use ftcore::rules::Rules;
+use ::durable::promise::{self, PromiseNode, Promises};
 use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
-use lockservice::lease::{Acker, LeaseConfig, Renewer};
-use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
-use serde::{Deserialize, Serialize};
+use lockservice::lease::{Acker, Renewer};
+use lockservice::{LocalLocks, LockReply, LockRequest, LocksConfig};
 use timer::{Instant, SeededRng};
 
-use crate::msg::{Claim, Msg};
+use crate::msg::Msg;
+pub use config::{TwConfig, TwError, MAX_TPC_RESERVE};
+pub use durable::TwDurable;
+pub use events::{ClaimOutcome, TwEvent};
 pub use rules::TwRule;
-
-/// Protocol settings (derived from the daemon's config; checked by
-/// [`TwConfig::validate`]).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct TwConfig {
-    /// `ring_timeout_ms`: a hand-off unconfirmed this long is retransmitted.
-    pub ring_timeout: Duration,
-    /// `max_retransmits` (r).
-    pub max_retransmits: u32,
-    /// `max_hold_ms`: every visit ends this long after the token arrived.
-    pub max_hold: Duration,
-    /// `token_min_hold_ms`: an idle process holds the token this long.
-    pub token_min_hold: Duration,
-    /// δ, `max_datagram_delay_ms`.
-    pub max_delay: Duration,
-    /// `bypass_after_ms`: a successor silent this long after the last
-    /// transmission to it is bypassed.
-    pub bypass_after: Duration,
-    /// W, `token_lost_after_ms`: no token seen this long starts a Claim;
-    /// also the promise window and a Claim's deadline.
-    pub token_lost_after: Duration,
-    /// ρ in parts per million.
-    pub drift_ppm: u32,
-    /// `timing.lease_ms`: a grant's lease (reliability.md, Pauses and
-    /// leases); renewed every third of it.
-    pub lease: Duration,
-    /// `timing.suspect_after_ms`: only checked against the lease
-    /// (`lease·(1+ρ) + lease/3 ≤ suspect_after·(1−ρ)`); tokenwatchd's own
-    /// suspicion (`bypass_after`, `token_lost_after`) is the token's.
-    pub suspect_after: Duration,
-    /// A process whose Claim found no other live process may keep the
-    /// token alone.
-    pub allow_minority: bool,
-    /// The local queue.
-    pub max_queue: usize,
-    /// `tpc_reserve`: how far ahead of the counter in use the stored one
-    /// is set (1: exactly the one in use, a state write per pass; K: a
-    /// write every K counts). A restarted process cannot tell a token of
-    /// its stored epoch with a count in the last reserved block from a
-    /// stale one, and answers it `Stale`: the ring regenerates once.
-    pub tpc_reserve: u64,
-    /// The (safety) rules: all on, except in a mutation test
-    /// (`ftcore/mutations`; `tests/safety.rs`).
-    pub rules: Rules<TwRule>,
-    /// The least count a regenerated token counts on from: its tpc is
-    /// `max(max_tpc, first_tpc) + 1`, or 1 when that would overflow (0 in
-    /// production; scenarios set it near `u64::MAX` to reach the overflow
-    /// rule; no config key sets it).
-    #[doc(hidden)]
-    pub first_tpc: u64,
-}
-
-/// What a config file that sets none of these keys gives on a cluster of
-/// [`runtime::config::DEFAULT_CLUSTER_SIZE`] (`bypass_after` and
-/// `token_lost_after` derived): each default is written once, in
-/// [`crate::config::TokenwatchdConfig`] and [`runtime::config::Timing`].
-impl Default for TwConfig {
-    fn default() -> Self {
-        crate::config::TokenwatchdConfig::default()
-            .core_with(&runtime::config::Timing::default(), runtime::config::DEFAULT_CLUSTER_SIZE)
-    }
-}
-
-impl TwConfig {
-    /// The least `token_lost_after` for `n` processes: `max_hold +
-    /// N·(token_min_hold + hop) + r·ring_timeout + ⌈N/2⌉·bypass_after`,
-    /// hop = δ + 1 ms (tokenwatchd.md).
-    pub fn token_lost_bound(&self, n: usize) -> Duration {
-        let n32 = u32::try_from(n).unwrap_or(u32::MAX);
-        let hop = self.max_delay + Duration::from_millis(1);
-        self.max_hold
-            .saturating_add((self.token_min_hold + hop).saturating_mul(n32))
-            .saturating_add(self.ring_timeout.saturating_mul(self.max_retransmits))
-            .saturating_add(self.bypass_after.saturating_mul(n32.div_ceil(2)))
-    }
-
-    /// The lease settings for `n` processes.
-    pub fn lease_config(&self, n: usize) -> LeaseConfig {
-        LeaseConfig { lease: self.lease, drift_ppm: self.drift_ppm, sites: n }
-    }
-
-    /// Checks the settings for `n` processes: the one place they are
-    /// validated (the daemon's `--check-config` calls it too).
-    pub fn validate(&self, n: usize) -> Result<(), TwError> {
-        if self.max_hold.is_zero() {
-            return Err(TwError::ZeroMaxHold);
-        }
-        if self.ring_timeout.is_zero() {
-            return Err(TwError::ZeroRingTimeout);
-        }
-        let need = self.max_hold + self.ring_timeout + self.max_delay;
-        if self.bypass_after < need {
-            return Err(TwError::BypassTooSoon { need });
-        }
-        let need = self.token_lost_bound(n);
-        if self.token_lost_after <= need {
-            return Err(TwError::LostTooSoon { need });
-        }
-        if self.max_queue == 0 {
-            return Err(TwError::ZeroQueue);
-        }
-        if !(1..=MAX_TPC_RESERVE).contains(&self.tpc_reserve) {
-            return Err(TwError::Reserve(self.tpc_reserve));
-        }
-        if self.lease.is_zero() {
-            return Err(TwError::LeaseTooLong("lease_ms must be above 0".into()));
-        }
-        // reliability.md: a lease and one renewal period end before any
-        // peer could suspect the process.
-        self.lease_config(n).check_against(self.suspect_after).map_err(TwError::LeaseTooLong)?;
-        Ok(())
-    }
-}
-
-/// The largest `tpc_reserve`.
-pub const MAX_TPC_RESERVE: u64 = 1_000_000;
-
-/// Why a process cannot start.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum TwError {
-    /// `max_hold_ms` is 0.
-    #[error("max_hold_ms must be above 0 (every visit ends)")]
-    ZeroMaxHold,
-    /// `ring_timeout_ms` is 0.
-    #[error("ring_timeout_ms must be above 0")]
-    ZeroRingTimeout,
-    /// `bypass_after_ms` below `max_hold + ring_timeout + δ`.
-    #[error("bypass_after_ms must be at least max_hold_ms + ring_timeout_ms + max_datagram_delay_ms = {need:?}")]
-    BypassTooSoon {
-        /// The bound.
-        need: Duration,
-    },
-    /// `token_lost_after_ms` not above its bound.
-    #[error(
-        "token_lost_after_ms must be above max_hold + N·(token_min_hold + δ + 1 ms) + r·ring_timeout + ⌈N/2⌉·bypass_after = {need:?}"
-    )]
-    LostTooSoon {
-        /// The bound.
-        need: Duration,
-    },
-    /// `max_queue` is 0.
-    #[error("max_queue must be at least 1")]
-    ZeroQueue,
-    /// `tpc_reserve` outside 1..=[`MAX_TPC_RESERVE`].
-    #[error("tpc_reserve must be 1 to 1000000, not {0}")]
-    Reserve(u64),
-    /// `lease_ms` is 0 or does not fit in `suspect_after_ms`
-    /// (reliability.md, Pauses and leases).
-    #[error("timing: {0}")]
-    LeaseTooLong(String),
-    /// The promise component refused the settings.
-    #[error(transparent)]
-    Promise(#[from] promise::ConfigError),
-}
-
-impl TwError {
-    /// The config key this error is about (`--check-config` names it).
-    pub fn key(&self) -> &'static str {
-        match self {
-            TwError::ZeroMaxHold => "max_hold_ms",
-            TwError::ZeroRingTimeout => "ring_timeout_ms",
-            TwError::BypassTooSoon { .. } => "bypass_after_ms",
-            TwError::LostTooSoon { .. } => "token_lost_after_ms",
-            TwError::ZeroQueue => "max_queue",
-            TwError::Reserve(_) => "tpc_reserve",
-            TwError::LeaseTooLong(_) => "timing.lease_ms",
-            TwError::Promise(_) => "peers",
-        }
-    }
-}
-
-/// What a process keeps on disk, stored before anything that depends on it
-/// is sent: its promises (epochs in use, promised, proposed; fresh-node
-/// recovery) and its token passing counter.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct TwDurable {
-    /// The promise component's stored part (`None`: never written).
-    pub promises: Option<Promises>,
-    /// The token passing counter.
-    pub tpc: u64,
-    /// With a reserve (`tpc_reserve` > 1): the counter in use when `tpc`
-    /// was stored ahead of it, the least count the process may have
-    /// reached. A restart is unsure of the counts from here to `tpc`.
-    /// `None` (also in files written before the reserve existed): `tpc`
-    /// is exactly the counter in use.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tpc_from: Option<u64>,
-}
-
-impl From<LockEvent> for TwEvent {
-    fn from(e: LockEvent) -> Self {
-        TwEvent::Lock(e)
-    }
-}
-
-/// How a Claim ended, for the metric.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ClaimOutcome {
-    /// It made a token.
-    Won,
-    /// A process answered `Busy`.
-    Busy,
-    /// A process refused for another reason (`Stale` among them).
-    Refused,
-    /// It was not back in time, or came back without a majority.
-    Lapsed,
-}
-
-impl ClaimOutcome {
-    /// Metric label.
-    pub fn label(self) -> &'static str {
-        match self {
-            ClaimOutcome::Won => "won",
-            ClaimOutcome::Busy => "busy",
-            ClaimOutcome::Refused => "refused",
-            ClaimOutcome::Lapsed => "lapsed",
-        }
-    }
-}
-
-/// What the core reports to metrics, logs and checkers.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum TwEvent {
-    /// The local lock service did something (grant, release, …).
-    Lock(LockEvent),
-    /// The process may serve (a Join answered, or a token seen).
-    Joined,
-    /// A new token was accepted (the process holds it now).
-    Accepted {
-        /// Its epoch.
-        epoch: u64,
-        /// The tpc it set.
-        tpc: u64,
-    },
-    /// The token was handed to `to` (first transmission).
-    Passed {
-        /// The successor.
-        to: NodeId,
-    },
-    /// A hand-off was confirmed.
-    Confirmed {
-        /// Time from the first transmission.
-        took: Duration,
-    },
-    /// The token was sent again.
-    Retransmitted,
-    /// A stale token was dropped.
-    StaleDropped,
-    /// A retransmitted hand-off was acked again.
-    ReAcked,
-    /// An ACK was sent (issued here) or forwarded.
-    AckSent {
-        /// True when forwarded.
-        forwarded: bool,
-    },
-    /// A silent successor was bypassed.
-    Bypassed {
-        /// The successor.
-        peer: NodeId,
-    },
-    /// A token was refused with `Stale`.
-    StaleAnswered,
-    /// This process dropped its copy because a `Stale` came back.
-    Superseded,
-    /// A Claim was started.
-    ClaimStarted {
-        /// Its epoch.
-        epoch: u64,
-    },
-    /// An own Claim ended.
-    ClaimEnded {
-        /// How.
-        outcome: ClaimOutcome,
-    },
-    /// This process made a new token.
-    Regenerated {
-        /// The new epoch.
-        epoch: u64,
-        /// Its first tpc.
-        tpc: u64,
-        /// Token lost (no token seen) to the new token.
-        took: Duration,
-    },
-    /// A Join was answered.
-    JoinAnswered,
-    /// A fresh node recovered what its peers stored.
-    StateRecovered {
-        /// Tokens at or below it are refused for ever.
-        max: u64,
-    },
-    /// A message with a value the protocol cannot accept was dropped.
-    Refused {
-        /// Its sender.
-        from: NodeId,
-        /// What was wrong (metric label).
-        reason: &'static str,
-    },
-    /// The token arrived or left (gauge).
-    HasToken(bool),
-    /// The token came back to this process in the same epoch: one lap.
-    Rotated {
-        /// Time since it last arrived here.
-        took: Duration,
-    },
-    /// No live successor and no majority: the copy was dropped (no
-    /// minority holder) and a Claim started.
-    MinorityDropped,
-}
-
-/// The token while it is here.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Visit {
-    epoch: u64,
-    since: Instant,
-    /// Grants made in this visit.
-    grants: u64,
-    /// The token's hops without service when it arrived (`Msg::Token`).
-    quiet: u32,
-}
-
-/// A hand-off awaiting its confirmation.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Awaiting {
-    to: NodeId,
-    epoch: u64,
-    /// The count handed off (`Token(m)`).
-    m: u64,
-    /// The live view it carried.
-    bypassed: Vec<NodeId>,
-    /// Its hops without service.
-    quiet: u32,
-    first_sent: Instant,
-    last_sent: Instant,
-    retransmits: u32,
-}
-
-/// One hop of a Claim sent here (as claimant or adopter), resent until
-/// its successor acks.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Hop {
-    claim: Claim,
-    to: NodeId,
-    first_sent: Instant,
-    last_sent: Instant,
-}
-
-/// How far the start-up handshake is.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Phase {
-    /// Sending `Join` every ring timeout; a fresh node also recovers.
-    Joining {
-        nonce: u64,
-        next_join: Instant,
-    },
-    Joined,
-}
+use state::{Awaiting, Hop, Phase, Visit};
 
 /// One tokenwatchd process.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -8,13 +8,14 @@
 
 use std::time::Duration;
 
-use durable::promise::{Promises, Refusal};
+use ::durable::promise::{Promises, Refusal};
 use ftcore::testing::{deliver, drain, request, timeout};
 use ftcore::Output;
-use lockservice::fence;
+use lockservice::{fence, LockEvent};
 use membership::Membership;
 
 use super::*;
+use crate::msg::Claim;
 
 const INC: Incarnation = Incarnation(1);
 const T0: Instant = Instant::from_millis(1_000);
@@ -22,7 +23,7 @@ const N1: NodeId = NodeId(1);
 const N2: NodeId = NodeId(2);
 const N3: NodeId = NodeId(3);
 /// An epoch in use (round 1, slot 0).
-const E: u64 = 1 << durable::promise::SLOT_BITS;
+const E: u64 = 1 << ::durable::promise::SLOT_BITS;
 
 type Out = Output<Msg, LockReply, TwEvent, TwDurable>;
 
