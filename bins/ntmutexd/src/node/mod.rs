@@ -2,11 +2,17 @@
 //! recovery mechanisms M1/M2/M3, two-phase regeneration, and the local lock
 //! service on top.
 //!
-//! Reading guide: this file holds the state, the `Protocol` impl and the
-//! message dispatch; each mechanism of the spec (ntmutexd.md) is one
+//! `config.rs` the core's settings and their validation; `events.rs` what
+//! the core reports; `durable.rs` what it stores; `state.rs` the in-memory
+//! state it keeps; `join.rs` the join handshake and fresh-node recovery;
+//! one file per mechanism; `rules.rs` the safety rules; `tests` the
+//! per-handler tests.
+//!
+//! Reading guide: this file holds the node struct, the `Protocol` impl and
+//! the message dispatch; each mechanism of the spec (ntmutexd.md) is one
 //! file, an `impl NtNode` block readable against one section of the spec:
 //!
-//! - [`startup`]: the Hello handshake and the first token;
+//! - [`join`]: the Hello handshake and the first token;
 //! - [`queue`]: requests, the token, COMMIT, linking, local grants;
 //! - [`detect`]: liveness checks, suspicion, probes, peers' lives;
 //! - [`recovery`]: M1, M2, M3 (with the M3.b election and rules I-III);
@@ -21,378 +27,37 @@
 //! for (grant to a local client, pass the token, make a request). Rules
 //! marked (safety) in the spec are cited where they are implemented.
 
+mod config;
 mod detect;
+mod durable;
+mod events;
+mod join;
 mod lease;
 mod leave;
 mod queue;
 mod recovery;
 mod regen;
 mod rules;
-mod startup;
+mod state;
 mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use durable::promise::{self, PromiseNode, Promises};
+use ::durable::promise::{self, PromiseNode};
 use ftcore::rules::Rules;
 use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
-use lockservice::lease::{Acker, LeaseConfig, Renewer};
-use lockservice::{LocalLocks, LockEvent, LockReply, LockRequest, LocksConfig};
-use serde::{Deserialize, Serialize};
+use lockservice::lease::{Acker, Renewer};
+use lockservice::{LocalLocks, LockReply, LockRequest};
 use timer::{Instant, SeededRng, TimerTable};
 
+pub use self::config::{NtConfig, NtError, MAX_SITES};
+pub use self::durable::NtDurable;
+pub use self::events::{Mech, NtEvent};
+use self::state::{beats, Answer, Last, LinkKind, Phase, Recovery, Timer, Token, DEFERRED_MAX};
 use crate::msg::{Body, Msg, Nack};
 use detect::Liveness;
 pub use rules::NtRule;
-
-/// Protocol settings (derived from the daemon's config).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct NtConfig {
-    /// How many predecessors a COMMIT names (M1 recovers fewer than k
-    /// consecutive failures without a broadcast).
-    pub k: usize,
-    /// Upper bound on one-way delay plus processing.
-    pub t_msg: Duration,
-    /// Interval between liveness checks of the closest predecessor.
-    pub heartbeat: Duration,
-    /// Silence of the closest predecessor after which it is suspected.
-    pub suspect_after: Duration,
-    /// W: the promise window, and the deadline of a regeneration
-    /// (`timing.lease_ms`).
-    pub lease: Duration,
-    /// ρ, the clock-drift bound, in parts per million.
-    pub drift_ppm: u32,
-    /// The local lock service.
-    pub locks: LocksConfig,
-    /// Every this often one peer, in turn, is asked `AreYouAlive`, so
-    /// that `ftctl status` and `peer_up` show a peer that stopped
-    /// answering even while no lock traffic reaches it (the protocol's own
-    /// detector watches only the token's path). Status only: a silent peer
-    /// is shown down, not suspected. `None`: no such probes (the
-    /// simulator's message counts).
-    pub liveness_every: Option<Duration>,
-    /// The (safety) rules: all on, except in a mutation test
-    /// (`ftcore/mutations`; `tests/safety.rs`, docs/safety-rules.md).
-    pub rules: Rules<NtRule>,
-}
-
-/// What a config file that sets none of these keys gives: each default
-/// is written once, in [`crate::config::NtmutexdConfig`] and
-/// [`runtime::config::Timing`].
-impl Default for NtConfig {
-    fn default() -> Self {
-        crate::config::NtmutexdConfig::default().core_with(&runtime::config::Timing::default())
-    }
-}
-
-impl NtConfig {
-    /// The lease settings for a cluster of `sites`.
-    pub fn lease_config(&self, sites: usize) -> LeaseConfig {
-        LeaseConfig { lease: self.lease, drift_ppm: self.drift_ppm, sites }
-    }
-
-    /// Checks the settings for a cluster of `sites`: the one place they
-    /// are validated (the daemon's config check calls it too).
-    pub fn validate(&self, sites: usize) -> Result<(), NtError> {
-        if sites > MAX_SITES {
-            return Err(NtError::TooManySites { max: MAX_SITES, configured: sites });
-        }
-        if self.k == 0 {
-            return Err(NtError::ZeroK);
-        }
-        // reliability.md: a lease and one renewal period end before any
-        // peer could suspect the site.
-        // (Without leases, a mutation test's setting, the bound is moot.)
-        if self.rules.on(NtRule::GrantsUnderLeases) {
-            self.lease_config(sites).check_against(self.suspect_after).map_err(NtError::LeaseTooLong)?;
-        }
-        // A regeneration's search and ack windows (2 t_msg) fit in the
-        // promise window's proposal deadline W·(1−ρ).
-        let deadline = timer::Lease::new(Instant::ZERO, self.lease, self.drift_ppm).holder_valid_until();
-        if Instant::ZERO + self.t_msg * 2 > deadline {
-            return Err(NtError::WindowTooShort { t_msg: self.t_msg, lease: self.lease });
-        }
-        Ok(())
-    }
-}
-
-/// Why a site cannot start.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum NtError {
-    /// This node is not one of the configured members.
-    #[error(transparent)]
-    Membership(#[from] membership::MembershipError),
-    /// Epochs carry a 10-bit slot: at most 1024 sites.
-    #[error("at most {max} sites are supported, {configured} configured")]
-    TooManySites {
-        /// The limit.
-        max: usize,
-        /// How many are configured.
-        configured: usize,
-    },
-    /// A COMMIT must name at least one predecessor.
-    #[error("k must be at least 1")]
-    ZeroK,
-    /// Regeneration windows do not fit in the promise window.
-    #[error("2 × t_msg ({t_msg:?}) must fit in lease_ms·(1−ρ) (lease_ms = {lease:?})")]
-    WindowTooShort {
-        /// The configured t_msg.
-        t_msg: Duration,
-        /// The configured lease.
-        lease: Duration,
-    },
-    /// `lease_ms` does not fit in `suspect_after_ms` (reliability.md).
-    #[error("timing: {0}")]
-    LeaseTooLong(String),
-    /// The promise component refused the settings.
-    #[error(transparent)]
-    Promise(#[from] promise::ConfigError),
-}
-
-impl NtError {
-    /// The config key this error is about (`--check-config` names it).
-    pub fn key(&self) -> &'static str {
-        match self {
-            NtError::ZeroK => "k",
-            NtError::WindowTooShort { .. } | NtError::LeaseTooLong(_) => "timing.lease_ms",
-            NtError::TooManySites { .. } | NtError::Membership(_) | NtError::Promise(_) => "peers",
-        }
-    }
-}
-
-/// What a site keeps on disk: its promises (threshold, floor, the highest
-/// epoch in use, fresh-node recovery), stored before anything that depends
-/// on them is sent.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct NtDurable {
-    /// The promise component's stored part (`None`: never written).
-    pub promises: Option<Promises>,
-}
-
-/// Recovery mechanisms of the seed (section 5).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Mech {
-    /// Ask the predecessors, closest first.
-    M1,
-    /// Broadcast SearchPrev.
-    M2,
-    /// No position: broadcast SearchQueue (with election).
-    M3,
-}
-
-impl Mech {
-    /// Metric label.
-    pub fn label(self) -> &'static str {
-        match self {
-            Mech::M1 => "m1",
-            Mech::M2 => "m2",
-            Mech::M3 => "m3",
-        }
-    }
-}
-
-impl From<LockEvent> for NtEvent {
-    fn from(e: LockEvent) -> Self {
-        NtEvent::Lock(e)
-    }
-}
-
-/// What the core reports to metrics, logs and checkers.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum NtEvent {
-    /// The local lock service did something (grant, release, …).
-    Lock(LockEvent),
-    /// The start-up handshake finished.
-    Joined {
-        /// True if this start created the cluster's first token state.
-        bootstrap: bool,
-    },
-    /// A failure was detected and a recovery started.
-    RecoveryStarted {
-        /// Which mechanism.
-        mech: Mech,
-    },
-    /// The token path is restored (Commit or token received).
-    Recovered {
-        /// The mechanism that started the recovery.
-        mech: Mech,
-        /// Detection to restoration.
-        took: Duration,
-    },
-    /// This site regenerated the token.
-    Regenerated {
-        /// The new epoch.
-        epoch: u64,
-    },
-    /// A token of an old epoch arrived and was discarded.
-    StaleToken {
-        /// Its epoch.
-        epoch: u64,
-    },
-    /// The token held here was superseded by a newer epoch.
-    TokenSuperseded {
-        /// The old epoch.
-        epoch: u64,
-    },
-    /// This site moved to a new life (a peer knew a newer one of it).
-    NewLife {
-        /// The new life.
-        inc: Incarnation,
-    },
-    /// A fresh node (new disk) recovered what its peers stored.
-    StateRecovered {
-        /// The highest value answered; tokens at or below it are refused.
-        max: u64,
-    },
-    /// A message with a value the protocol cannot accept (a non-member id,
-    /// an absurd epoch) was dropped.
-    Refused {
-        /// Its sender.
-        from: NodeId,
-        /// What was wrong (metric label).
-        reason: &'static str,
-    },
-    /// A peer is suspected to have failed.
-    Suspected {
-        /// The peer.
-        node: NodeId,
-    },
-    /// The token arrived or left (for the has-token gauge).
-    HasToken(bool),
-    /// The known epoch changed.
-    Epoch(u64),
-    /// A token-holding site entered or left a critical section (granted).
-    Entered {
-        /// The fence of the grant.
-        fence: u128,
-    },
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-enum Timer {
-    Join,
-    /// A fresh node's next recovery round.
-    Recover,
-    CommitWait,
-    AliveCheck,
-    Window,
-    Provisional,
-    Probe,
-    /// The next liveness probe ([`NtConfig::liveness_every`]).
-    Liveness,
-    /// While holding the token: a wake-up every `suspect_after` that
-    /// notices when this site was stalled (paused, starved) long enough to
-    /// have been suspected.
-    HolderCheck,
-    /// The next lease renewal (or the end of a holder's backoff).
-    Renew,
-}
-
-/// Where requests go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Last {
-    /// This site is a root of the last tree.
-    Root,
-    /// Requests are forwarded to this site.
-    Parent(NodeId),
-    /// A new life that does not know the tree yet: requests get DeadEnd.
-    Unknown,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Token {
-    epoch: u64,
-    counter: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Answer {
-    position: Option<u64>,
-    has_next: bool,
-    has_token: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Recovery {
-    Idle,
-    /// M1: asking `asking`; `rest` are the farther predecessors.
-    M1 {
-        started: Instant,
-        asking: NodeId,
-        rest: Vec<NodeId>,
-    },
-    /// M2 or M3 search window.
-    Search {
-        mech: Mech,
-        started: Instant,
-        waiting: BTreeSet<NodeId>,
-        answers: BTreeMap<NodeId, Answer>,
-    },
-    /// Two-phase regeneration, phase one: the promises for `proposal` are
-    /// counted by the promise component; `waiting` are the live sites that
-    /// have not answered yet (every one of them must ack).
-    Regen {
-        mech: Mech,
-        started: Instant,
-        proposal: u64,
-        waiting: BTreeSet<NodeId>,
-    },
-    /// Connection or direct request sent to `to`; waiting for a Commit or
-    /// the token.
-    Linking {
-        mech: Mech,
-        started: Instant,
-        to: NodeId,
-    },
-}
-
-impl Recovery {
-    /// The mechanism in progress and when it started (`None` when idle).
-    fn progress(&self) -> Option<(Mech, Instant)> {
-        match self {
-            Recovery::Idle => None,
-            Recovery::M1 { started, .. } => Some((Mech::M1, *started)),
-            Recovery::Search { mech, started, .. }
-            | Recovery::Regen { mech, started, .. }
-            | Recovery::Linking { mech, started, .. } => Some((*mech, *started)),
-        }
-    }
-
-    /// When the recovery in progress started.
-    fn started(&self) -> Option<Instant> {
-        self.progress().map(|(_, started)| started)
-    }
-
-    /// Its name in `ftctl status`.
-    fn label(&self) -> &'static str {
-        self.progress().map_or("none", |(mech, _)| mech.label())
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Phase {
-    Joining { fresh: BTreeSet<NodeId>, running_seen: bool, deferred: Vec<(NodeId, Incarnation, Msg)> },
-    Running,
-}
-
-/// How a site asks to be linked behind a queue member.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum LinkKind {
-    /// `Connection`, naming the predecessors the requester found dead.
-    Connection { failed: Vec<NodeId> },
-    /// `DirectRequest`: a request sent to a chosen site, not along `last`.
-    Direct,
-}
-
-/// M3.b: candidate 1 beats candidate 2 with fewer accesses, or as many and
-/// a higher id.
-fn beats(a1: u64, id1: NodeId, a2: u64, id2: NodeId) -> bool {
-    a1 < a2 || (a1 == a2 && id1 > id2)
-}
-
-/// Most configured sites (epochs are `round·2¹⁰ + slot`).
-pub const MAX_SITES: usize = promise::SLOTS as usize;
 
 /// One ntmutexd site.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -623,9 +288,6 @@ impl NtNode {
         self.others().into_iter().filter(|m| !self.suspected.contains(m)).collect()
     }
 }
-
-/// Most messages kept while joining (a join lasts a few `t_msg`).
-const DEFERRED_MAX: usize = 1024;
 
 impl Protocol for NtNode {
     type Msg = Msg;

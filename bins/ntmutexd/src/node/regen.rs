@@ -2,7 +2,7 @@
 //! never creates a second token"; foundation.md, Durable state).
 //!
 //! The epoch of a new token is promised by a majority before it is used:
-//! the shared promise component ([`durable::promise`]) keeps the threshold
+//! the shared promise component ([`durable::promise`](::durable::promise)) keeps the threshold
 //! and the floor on disk, refuses lower and equal proposals, refuses other
 //! proposers for the promise window after a promise, and abandons a
 //! proposal not complete within `lease·(1−ρ)`. This file adds ntmutexd's
@@ -10,7 +10,7 @@
 //! (`Nack::Holder`, and the proposer asks it for the token), and the
 //! proposer also needs the ack of every site it does not suspect.
 
-use durable::promise::{self, Failure, InUse, Refusal, Step, UseError};
+use ::durable::promise::{self, Failure, InUse, Refusal, Step, UseError};
 
 use super::*;
 

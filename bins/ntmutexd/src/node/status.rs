@@ -97,7 +97,7 @@ impl NtNode {
     }
 
     /// What this site has stored (its promises).
-    pub fn stored(&self) -> &durable::promise::Promises {
+    pub fn stored(&self) -> &::durable::promise::Promises {
         self.promise.stored()
     }
 }

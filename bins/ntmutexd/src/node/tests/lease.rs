@@ -1,7 +1,7 @@
 //! Leases: renewals, acks, refusals, and the windows acks open
 //! (reliability.md, Pauses and leases; ntmutexd.md, Durability and leases).
 
-use durable::promise::Refusal;
+use ::durable::promise::Refusal;
 
 use super::*;
 

@@ -15,8 +15,9 @@
 
 use std::time::Duration;
 
+use ::durable::promise::Promises;
 use ftcore::Output;
-use lockservice::ReleaseHow;
+use lockservice::{LockEvent, LocksConfig, ReleaseHow};
 use membership::Membership;
 
 use super::*;
@@ -278,7 +279,7 @@ fn see_epoch(s: &mut NtNode, e: u64) {
     let _ = s.promise.take_dirty();
 }
 
-fn nack(epoch: u64, r: durable::promise::Refusal) -> Body {
+fn nack(epoch: u64, r: ::durable::promise::Refusal) -> Body {
     Body::RegenerateNack { epoch, why: Nack::Refused(r) }
 }
 

@@ -1,6 +1,6 @@
 //! Regeneration (promised by a majority, stored before acks) and epochs.
 
-use durable::promise::Refusal;
+use ::durable::promise::Refusal;
 
 use super::*;
 
@@ -265,7 +265,7 @@ fn regeneration_proposals_encode_the_proposer_slot_and_a_new_round() {
     let mut s = site(4, 3, 2);
     see_epoch(&mut s, proposal(5, 4));
     let p = proposed(&mut s);
-    assert_eq!((p, durable::promise::slot_of(p)), (proposal(6, 3), 2));
+    assert_eq!((p, ::durable::promise::slot_of(p)), (proposal(6, 3), 2));
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Start-up: the Hello handshake, the first token, fresh-node recovery.
 
-use durable::promise::Values;
+use ::durable::promise::Values;
 
 use super::*;
 

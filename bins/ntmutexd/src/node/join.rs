@@ -1,11 +1,11 @@
-//! Start-up: the Hello handshake that tells a new life whether the cluster
+//! Join: the Hello handshake that tells a new life whether the cluster
 //! is running (then it knows nothing and rebuilds through M3) or starting
 //! (then the configured root searches and regenerates the first token: it
 //! is never chosen locally), and a fresh node's recovery rounds
 //! (foundation.md, Fresh nodes). ntmutexd.md, "Base algorithm" and
 //! "Durability and leases".
 
-use durable::promise::{AckStep, RoundStep, Values};
+use ::durable::promise::{AckStep, RoundStep, Values};
 
 use super::*;
 
