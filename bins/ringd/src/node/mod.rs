@@ -2,13 +2,21 @@
 //! repair with `IAmNewNext`, the token with its majority lease, regeneration
 //! by a census a majority promised, the least-loaded lookup, and services.
 //!
-//! Reading guide: this file holds the settings, the state, the `Protocol`
-//! impl and the dispatch; each mechanism of ringd.md is one file, an `impl
-//! RdNode` block readable against one section of the spec:
+//! Files: `config.rs` the core's settings and their validation; `events.rs`
+//! what the core reports; `durable.rs` what it stores; `state.rs` the
+//! in-memory state it keeps; `join.rs` the join handshake and fresh-node
+//! recovery; one file per mechanism; `rules.rs` the safety rules; `tests`
+//! the per-handler tests.
 //!
+//! Reading guide: this file holds the node, the `Protocol` impl and the
+//! dispatch; each mechanism of ringd.md is one file, an `impl RdNode` block
+//! readable against one section of the spec:
+//!
+//! - [`join`]: fresh-node recovery (`Hello` / `HelloAck` rounds through the
+//!   promise component);
 //! - [`repair`]: reactions to the heartbeat ring (a dead predecessor starts
 //!   a recovery, a dead successor is remembered, a new life drops the
-//!   token), `IAmNewNext` / `IAmNewPrevious` / `Copy`, fresh-node recovery;
+//!   token), `IAmNewNext` / `IAmNewPrevious` / `Copy`;
 //! - [`token`]: accepting, acknowledging, passing, resending, freezing and
 //!   releasing the token; `Stale` and superseded owners;
 //! - [`lease`]: `HolderAlive` to every replica and the owner's lease;
@@ -23,11 +31,16 @@
 //! `Persist` ahead of the outputs it guards).
 
 mod census;
+mod config;
+mod durable;
+mod events;
+mod join;
 mod lease;
 mod lookup;
 mod repair;
 mod rules;
 mod services;
+mod state;
 #[cfg(test)]
 mod tests;
 mod token;
@@ -35,366 +48,25 @@ mod token;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use api::ring::{Outcome, RingReply, RingRequest};
-use durable::promise::{self, PromiseNode, Promises};
-use ftcore::rules::Rules;
+// `Promises` is named only by `start`'s mutant code (ftcore's `mutations`).
+#[allow(unused_imports)]
+use ::durable::promise::Promises;
+use ::durable::promise::{self, PromiseNode};
+use api::ring::{RingReply, RingRequest};
 use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
-use hbring::{HbConfig, HbEvent, HbRing};
-use membership::{MembershipError, Status};
-use serde::{Deserialize, Serialize};
-use timer::{Instant, Lease, SeededRng};
+use hbring::{HbConfig, HbRing};
+use membership::Status;
+use timer::{Instant, SeededRng};
 
 use crate::msg::{Msg, Token};
 
 pub use census::CensusOutcome;
+pub use config::{RdConfig, RdError, ServiceSpec};
+pub use durable::RdDurable;
+pub use events::RdEvent;
 pub use rules::RdRule;
 pub use services::{is_builtin, MAX_OUTPUT, MIN_FRAME};
-
-/// Protocol settings (derived from the daemon's config; checked by
-/// [`RdConfig::validate`]).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct RdConfig {
-    /// `timing.heartbeat_ms`: heartbeats to the successor, and the
-    /// owner's `HolderAlive` period while it has token services.
-    pub heartbeat: Duration,
-    /// `timing.suspect_after_ms`: silence before a neighbour is suspected;
-    /// the resend period of an unacknowledged token; the census wait W.
-    pub suspect_after: Duration,
-    /// `timing.lease_ms`: the owner's majority lease.
-    pub lease: Duration,
-    /// ρ in parts per million.
-    pub drift_ppm: u32,
-    /// `token_min_hold_ms`: an idle owner holds the token this long.
-    pub token_min_hold: Duration,
-    /// `token_lost_after_ms`: no token or HolderAlive seen this long starts
-    /// a census.
-    pub token_lost_after: Duration,
-    /// `lookup_timeout_ms`: a Find not back this long starts one more lap.
-    pub lookup_timeout: Duration,
-    /// Serve alone (a two-replica ring's survivor) — a partition then
-    /// yields two tokens.
-    pub allow_minority: bool,
-    /// Most token services queued here.
-    pub max_queue: usize,
-    /// Most command services (and `sleep`s) running here at once (the
-    /// worker pool); more are answered `busy`.
-    pub workers: usize,
-    /// Configured command services by name.
-    pub services: BTreeMap<String, ServiceSpec>,
-    /// This replica's client address (lookups answer it).
-    pub client_addr: String,
-    /// The (safety) rules: all on, except in a mutation test
-    /// (`ftcore/mutations`).
-    pub rules: Rules<RdRule>,
-    /// The seq a regenerated token starts at (tests of seq overflow only;
-    /// 0 in production).
-    #[doc(hidden)]
-    pub first_seq: u64,
-}
-
-/// A configured command service (`[services.NAME]`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ServiceSpec {
-    /// The program and its first arguments (never a shell); the request's
-    /// arguments follow.
-    pub command: Vec<String>,
-    /// Runs under the token (one at a time in the ring, with a fence).
-    pub needs_token: bool,
-    /// Killed this long after it started (and at its token lease's end).
-    pub timeout: Duration,
-}
-
-/// What a config file that sets none of these keys gives on a cluster of
-/// [`runtime::config::DEFAULT_CLUSTER_SIZE`] (`token_lost_after` derived;
-/// `client_addr` empty): each default is written once, in
-/// [`crate::config::RingdConfig`] and [`runtime::config::Timing`].
-impl Default for RdConfig {
-    fn default() -> Self {
-        crate::config::RingdConfig::default()
-            .core_with(&runtime::config::Timing::default(), runtime::config::DEFAULT_CLUSTER_SIZE)
-    }
-}
-
-impl RdConfig {
-    /// The least `token_lost_after` for `n` replicas: `suspect_after + 2
-    /// laps + lease·(1+ρ)`, a lap being N·(token_min_hold + heartbeat)
-    /// (ringd.md, Regeneration).
-    pub fn token_lost_bound(&self, n: usize) -> Duration {
-        let n32 = u32::try_from(n).unwrap_or(u32::MAX);
-        let lap = (self.token_min_hold + self.heartbeat).saturating_mul(n32);
-        self.suspect_after.saturating_add(lap.saturating_mul(2)).saturating_add(
-            Lease::new(Instant::ZERO, self.lease, self.drift_ppm)
-                .grantor_honours_until()
-                .saturating_since(Instant::ZERO),
-        )
-    }
-
-    /// The default `token_lost_after` for `n` replicas: the bound plus one
-    /// `suspect_after` of margin.
-    pub fn derived_token_lost_after(&self, n: usize) -> Duration {
-        self.token_lost_bound(n).saturating_add(self.suspect_after)
-    }
-
-    /// Checks the settings for `n` replicas: the one place they are
-    /// validated (the daemon's `--check-config` calls it too).
-    pub fn validate(&self, n: usize) -> Result<(), RdError> {
-        if self.heartbeat.is_zero() || self.heartbeat >= self.suspect_after {
-            return Err(RdError::Heartbeat);
-        }
-        // A renewal every heartbeat keeps the lease alive (renew_ms part).
-        if self.heartbeat.saturating_mul(2) > self.lease {
-            return Err(RdError::LeaseTooShort);
-        }
-        let need = self.token_lost_bound(n);
-        if self.token_lost_after <= need {
-            return Err(RdError::LostTooSoon { need });
-        }
-        if self.lookup_timeout.is_zero() {
-            return Err(RdError::ZeroLookupTimeout);
-        }
-
-        if self.max_queue == 0 || self.workers == 0 {
-            return Err(RdError::ZeroQueue);
-        }
-        for (name, spec) in &self.services {
-            if spec.command.is_empty() || spec.timeout.is_zero() || services::is_builtin(name) {
-                return Err(RdError::BadService(name.clone()));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Why a replica cannot start.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum RdError {
-    /// `heartbeat_ms` is 0 or not below `suspect_after_ms`.
-    #[error("timing.heartbeat_ms must be above 0 and below timing.suspect_after_ms")]
-    Heartbeat,
-    /// `lease_ms` below two heartbeats.
-    #[error("timing.lease_ms must be at least 2 × timing.heartbeat_ms (the owner renews its lease every heartbeat)")]
-    LeaseTooShort,
-    /// `token_lost_after_ms` not above its bound.
-    #[error(
-        "token_lost_after_ms must be above suspect_after + 2·N·(token_min_hold + heartbeat) + lease·(1+ρ) = {need:?}"
-    )]
-    LostTooSoon {
-        /// The bound.
-        need: Duration,
-    },
-    /// `lookup_timeout_ms` is 0.
-    #[error("lookup_timeout_ms must be above 0")]
-    ZeroLookupTimeout,
-
-    /// `max_queue` or `workers` is 0.
-    #[error("max_queue and workers must be at least 1")]
-    ZeroQueue,
-    /// A command service without a command or a timeout, or named as a
-    /// built-in.
-    #[error("services.{0}: needs a non-empty command, timeout_ms above 0, and a name that is not a built-in")]
-    BadService(String),
-    /// The promise component refused the settings.
-    #[error(transparent)]
-    Promise(#[from] promise::ConfigError),
-    /// The membership is unusable.
-    #[error(transparent)]
-    Membership(#[from] MembershipError),
-}
-
-impl RdError {
-    /// The config key this error is about (`--check-config` names it).
-    pub fn key(&self) -> &'static str {
-        match self {
-            RdError::Heartbeat => "timing.heartbeat_ms",
-            RdError::LeaseTooShort => "timing.lease_ms",
-            RdError::LostTooSoon { .. } => "token_lost_after_ms",
-            RdError::ZeroLookupTimeout => "lookup_timeout_ms",
-            RdError::ZeroQueue => "max_queue",
-            RdError::BadService(_) => "services",
-            RdError::Promise(_) | RdError::Membership(_) => "peers",
-        }
-    }
-}
-
-/// What a replica keeps on disk: its promises (epochs in use, promised,
-/// proposed; fresh-node recovery). Token state lives only in copies.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct RdDurable {
-    /// The promise component's stored part (`None`: never written).
-    pub promises: Option<Promises>,
-}
-
-/// What the core reports to metrics, logs and checkers.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum RdEvent {
-    /// The heartbeat ring did something.
-    Hb(HbEvent),
-    /// A token was accepted and is owned here.
-    Accepted {
-        /// Its (epoch, seq).
-        id: (u64, u64),
-    },
-    /// The token was passed to the successor (first transmission).
-    Passed {
-        /// The successor.
-        to: NodeId,
-    },
-    /// A token service ran here under fence (epoch, seq) (checkers: one
-    /// executor at a time, fences rising).
-    Ran {
-        /// (epoch, seq).
-        fence: (u64, u64),
-        /// The service.
-        service: String,
-        /// The client's request id.
-        request_id: u64,
-        /// The lease it ran under ends then (the owner's clock).
-        lease_until: Instant,
-    },
-    /// A service's outcome was answered (metric by name and outcome).
-    Executed {
-        /// The service.
-        service: String,
-        /// `ok` or the error's label.
-        outcome: &'static str,
-    },
-    /// The token came back here in the same epoch: one lap.
-    Rotated {
-        /// Since it last arrived.
-        took: Duration,
-    },
-    /// A stale token was discarded.
-    StaleDiscarded,
-    /// A `Stale` was answered.
-    StaleAnswered,
-    /// A `Stale` reached this replica while it owned (or was handing on)
-    /// a token of an epoch at or below the one named: it stops owning.
-    StaleHeeded {
-        /// It owned the token (else it was handing it on, unacked).
-        owned: bool,
-    },
-    /// This replica stopped owning (a newer token, `Stale`, exclusion,
-    /// overflow): its running token services were killed.
-    Superseded,
-    /// A newer token was accepted here while a token service of the
-    /// owned one still ran (ringd.md, Superseded: it is killed, its client
-    /// answered `token_lost`). Not expected with every (safety) rule on:
-    /// a newer token comes from a census that every member of its origin's
-    /// view answered without `Busy`, so this owner's lease, and with it
-    /// its command's supervisor deadline, had ended first. The simulator's
-    /// checkers treat it as a violation.
-    SupersededWhileRunning {
-        /// The running service's fence (the owned token's id).
-        fence: (u64, u64),
-        /// The newer token's (epoch, seq).
-        by: (u64, u64),
-    },
-    /// The owner's lease ran out with token services waiting.
-    LeaseExpired,
-    /// A command service's supervisor killed it at its deadline (its
-    /// timeout, or its token lease's end).
-    SupervisorKilled {
-        /// The service.
-        service: String,
-    },
-    /// A census was started.
-    CensusStarted {
-        /// Its epoch.
-        epoch: u64,
-    },
-    /// An own census ended.
-    CensusEnded {
-        /// How.
-        outcome: CensusOutcome,
-    },
-    /// This replica made a new token.
-    Regenerated {
-        /// Its epoch.
-        epoch: u64,
-    },
-    /// A ring recovery started here (the predecessor died).
-    RecoveryStarted {
-        /// The failed predecessor.
-        failed: NodeId,
-    },
-    /// The recovery ended: IAmNewPrevious received (or the message came
-    /// back, or this replica is alone).
-    Recovered {
-        /// Detection to end.
-        took: Duration,
-    },
-    /// A fresh node recovered its peers' stored values.
-    StateRecovered {
-        /// Tokens at or below it are refused for ever.
-        max: u64,
-    },
-    /// A lookup was answered.
-    LookedUp {
-        /// Request to answer.
-        took: Duration,
-    },
-    /// A message with a value the protocol cannot accept was dropped.
-    Refused {
-        /// Its sender.
-        from: NodeId,
-        /// What was wrong (metric label).
-        reason: &'static str,
-    },
-}
-
-impl From<HbEvent> for RdEvent {
-    fn from(e: HbEvent) -> Self {
-        RdEvent::Hb(e)
-    }
-}
-
-/// What this replica is doing with the newest token it knows.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Role {
-    /// Installed here: token services run under the lease.
-    Owned {
-        /// When it arrived (or was made).
-        since: Instant,
-        /// Whether a token service has run in this visit (the next one
-        /// raises seq first).
-        ran: bool,
-    },
-    /// Sent to `to` (that life), not yet acked: resent every
-    /// `suspect_after` and after a broken link.
-    Unacked { to: NodeId, inc: Incarnation, last_sent: Instant },
-    /// Acked by `to`; kept until its TokenRelease (or a newer token).
-    Frozen { to: NodeId, inc: Incarnation },
-    /// Released: kept only for censuses.
-    Released,
-    /// Not owned any more (superseded, excluded, overflow): a copy for
-    /// censuses only.
-    CopyOnly,
-}
-
-/// The newest token this replica knows, and its role here.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Held {
-    token: Token,
-    role: Role,
-}
-
-/// A token service waiting for the token here.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Job {
-    client: ClientId,
-    request_id: u64,
-    service: String,
-    args: Vec<String>,
-}
-
-/// A result waiting for the successor's TokenAck of the token carrying it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Pending {
-    client: ClientId,
-    request_id: u64,
-    service: String,
-    outcome: Outcome,
-}
+use state::{Held, Job, Pending, Role};
 
 /// One ringd replica.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -448,7 +120,7 @@ pub struct RdNode {
     forwarded: Option<(NodeId, u64)>,
     /// Ring neighbours and life as of the last input (to see changes).
     last_ring: repair::RingSnapshot,
-    hello: repair::HelloState,
+    hello: join::HelloState,
     token_queue: VecDeque<Job>,
     awaiting_ack: Vec<Pending>,
     /// Running non-token services (`sleep`): when each ends.
@@ -670,7 +342,7 @@ impl Protocol for RdNode {
             recovery_counter: 0,
             lost_next: None,
             forwarded: None,
-            hello: repair::HelloState::default(),
+            hello: join::HelloState::default(),
             token_queue: VecDeque::new(),
             awaiting_ack: Vec::new(),
             sleeping: BTreeMap::new(),

@@ -1,5 +1,5 @@
 //! Ring repair on top of the heartbeat ring (ringd.md, Liveness and ring
-//! repair), and fresh-node recovery (foundation.md, Fresh nodes).
+//! repair). Fresh-node recovery is in `join.rs`.
 //!
 //! The embedded `hbring` owns the topology: its view decides the successor
 //! and predecessor, `Excluded` and rejoin. What ringd adds here is the
@@ -9,9 +9,6 @@
 //! unacknowledged copy if D has not seen it — D then starts a census at
 //! once, the copy supplying the state.
 
-use std::time::Duration;
-
-use durable::promise::{AckStep, RoundStep, Values};
 use ftcore::{Incarnation, NodeId};
 use hbring::HbRing;
 use timer::Instant;
@@ -41,12 +38,6 @@ pub(super) struct Recovery {
     pub(super) id: u64,
     pub(super) failed: NodeId,
     pub(super) since: Instant,
-}
-
-/// Fresh-node recovery rounds.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub(super) struct HelloState {
-    next: Option<Instant>,
 }
 
 impl RdNode {
@@ -217,45 +208,5 @@ impl RdNode {
             }
         }
         self.start_census(now, Some(token));
-    }
-
-    // ---- fresh-node recovery ----
-
-    pub(super) fn start_hello(&mut self, now: Instant) {
-        let nonce = self.fresh_id();
-        self.hello.next = match self.promise.recovery_round(nonce, now) {
-            RoundStep::NotNeeded => None,
-            RoundStep::Wait { until } => Some(until),
-            RoundStep::Send => {
-                self.send_to_every_peer(Msg::Hello { nonce });
-                Some(now + self.cfg.suspect_after.max(Duration::from_millis(1)))
-            }
-            RoundStep::Recovered { max } => {
-                self.out.event(RdEvent::StateRecovered { max });
-                None
-            }
-        };
-    }
-
-    pub(super) fn hello_deadline(&self) -> Option<Instant> {
-        self.hello.next
-    }
-
-    pub(super) fn hello_timeout(&mut self, now: Instant) {
-        if self.hello.next.is_some_and(|t| now >= t) {
-            self.start_hello(now);
-        }
-    }
-
-    pub(super) fn on_hello(&mut self, from: NodeId, nonce: u64) {
-        let values = self.promise.values();
-        self.out.send(from, Msg::HelloAck { nonce, values });
-    }
-
-    pub(super) fn on_hello_ack(&mut self, _now: Instant, from: NodeId, nonce: u64, values: Option<Values>) {
-        if let AckStep::Recovered { max } = self.promise.on_hello_ack(from, nonce, values, _now) {
-            self.out.event(RdEvent::StateRecovered { max });
-            self.hello.next = None;
-        }
     }
 }

@@ -3,11 +3,12 @@
 
 use std::net::SocketAddr;
 
+use ::durable::promise::Refusal;
 use api::ring::{ExecError, ServiceResult};
-use durable::promise::Refusal;
 use ftcore::testing::{deliver, drain, request, timeout};
 use ftcore::Output;
 use membership::{Member, Membership};
+use timer::Lease;
 
 use super::*;
 use crate::msg::{CensusAnswer, NewNext};

@@ -1,0 +1,62 @@
+//! Fresh-node recovery (foundation.md, Fresh nodes): while the promise
+//! component says this replica has not recovered, it runs rounds of
+//! `Hello` with a fresh nonce to every peer, a new round every
+//! `suspect_after` (after its restart window, if any); each peer answers
+//! `HelloAck` with its stored values, and once enough answered the replica
+//! reports `StateRecovered`. Joining the ring itself is the heartbeat
+//! ring's (`hbring`).
+
+use std::time::Duration;
+
+use durable::promise::{AckStep, RoundStep, Values};
+use ftcore::NodeId;
+use timer::Instant;
+
+use super::{RdEvent, RdNode};
+use crate::msg::Msg;
+
+/// Fresh-node recovery rounds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct HelloState {
+    next: Option<Instant>,
+}
+
+impl RdNode {
+    pub(super) fn start_hello(&mut self, now: Instant) {
+        let nonce = self.fresh_id();
+        self.hello.next = match self.promise.recovery_round(nonce, now) {
+            RoundStep::NotNeeded => None,
+            RoundStep::Wait { until } => Some(until),
+            RoundStep::Send => {
+                self.send_to_every_peer(Msg::Hello { nonce });
+                Some(now + self.cfg.suspect_after.max(Duration::from_millis(1)))
+            }
+            RoundStep::Recovered { max } => {
+                self.out.event(RdEvent::StateRecovered { max });
+                None
+            }
+        };
+    }
+
+    pub(super) fn hello_deadline(&self) -> Option<Instant> {
+        self.hello.next
+    }
+
+    pub(super) fn hello_timeout(&mut self, now: Instant) {
+        if self.hello.next.is_some_and(|t| now >= t) {
+            self.start_hello(now);
+        }
+    }
+
+    pub(super) fn on_hello(&mut self, from: NodeId, nonce: u64) {
+        let values = self.promise.values();
+        self.out.send(from, Msg::HelloAck { nonce, values });
+    }
+
+    pub(super) fn on_hello_ack(&mut self, _now: Instant, from: NodeId, nonce: u64, values: Option<Values>) {
+        if let AckStep::Recovered { max } = self.promise.on_hello_ack(from, nonce, values, _now) {
+            self.out.event(RdEvent::StateRecovered { max });
+            self.hello.next = None;
+        }
+    }
+}
