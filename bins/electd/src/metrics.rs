@@ -226,16 +226,6 @@ mod tests {
     /// and labels; every one declared is recorded by some event.
     #[test]
     fn every_metric_recorded_is_declared_and_every_declared_one_recorded() {
-        let m = Metrics::detached("electd");
-        let at_start = capture::recorded(|| declare(&m));
-        let by_events = capture::recorded(|| {
-            for e in every_event() {
-                record(&e, &m);
-            }
-            for (name, value) in gauges() {
-                m.gauge(name, &[]).set(value);
-            }
-        });
-        capture::assert_declared_and_recorded(&m, &at_start, &by_events);
+        capture::assert_daemon_tables("electd", declare, record, &every_event(), &gauges());
     }
 }

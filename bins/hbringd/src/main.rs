@@ -79,13 +79,6 @@ mod tests {
     /// and labels; every one declared is recorded by some event.
     #[test]
     fn every_metric_recorded_is_declared_and_every_declared_one_recorded() {
-        let m = Metrics::detached("hbring");
-        let at_start = capture::recorded(|| declare(&m));
-        let by_events = capture::recorded(|| {
-            for e in hbring::metrics::examples() {
-                on_event(&e, &m);
-            }
-        });
-        capture::assert_declared_and_recorded(&m, &at_start, &by_events);
+        capture::assert_daemon_tables("hbring", declare, on_event, &hbring::metrics::examples(), &[]);
     }
 }

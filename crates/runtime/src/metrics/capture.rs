@@ -52,6 +52,31 @@ pub fn recorded(f: impl FnOnce()) -> BTreeSet<Recorded> {
     capture.0.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A daemon's whole check: `declare` registers what it registers at
+/// start; then every event of `events` goes through `record`, and the
+/// core's `gauges` are set as the driver sets them; panics as
+/// [`assert_declared_and_recorded`] does.
+#[track_caller]
+pub fn assert_daemon_tables<E>(
+    prefix: &'static str,
+    declare: impl FnOnce(&Metrics),
+    record: impl Fn(&E, &Metrics),
+    events: &[E],
+    gauges: &[(&'static str, f64)],
+) {
+    let m = Metrics::detached(prefix);
+    let at_start = recorded(|| declare(&m));
+    let by_events = recorded(|| {
+        for e in events {
+            record(e, &m);
+        }
+        for &(name, value) in gauges {
+            m.gauge(name, &[]).set(value);
+        }
+    });
+    assert_declared_and_recorded(&m, &at_start, &by_events);
+}
+
 /// Panics unless every metric in `at_start` (what the daemon's `declare`
 /// registered) and in `by_events` (what its event mapping and the core's
 /// gauges registered) is declared by `m`, by name, kind and label names;
