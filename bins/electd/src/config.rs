@@ -93,7 +93,7 @@ impl ElectdConfig {
             election_jitter: ms(self.election_jitter_ms),
             max_queue: self.max_queue,
             rules: Default::default(),
-            first_counter: 0,
+            first_counter: Default::default(),
         };
         if self.election_timeout_ms == 0 {
             c.election_timeout = c.derived_election_timeout(n);

@@ -16,7 +16,7 @@ mod kit;
 use std::time::Duration;
 
 use electd::{Algorithm, ElConfig, ElEvent, ElNode, ElRule};
-use ftcore::rules::{Rule, Rules};
+use ftcore::rules::{Rule, Rules, TestStart};
 use ftcore::{ClientId, NodeId};
 use kit::{acquire, cluster_with, config};
 use lockservice::LockReply;
@@ -613,7 +613,7 @@ fn no_office_at_the_loaded_term_is_needed() {
 /// `u64::MAX`; 1's client is granted five times in a row. The fences must
 /// keep rising: past `u64::MAX` the coordinator starts a new term.
 fn counter_overflow(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
-    let c = ElConfig { rules: m, first_counter: u64::MAX - 2, ..config(alg, 3) };
+    let c = ElConfig { rules: m, first_counter: TestStart::at(u64::MAX - 2), ..config(alg, 3) };
     let mut sim = cluster_with(seed, 3, c, Duration::from_millis(5));
     elect(&mut sim, 3)?;
     granted_in_turn(&mut sim, 1, 5, Duration::from_millis(3_000))?;

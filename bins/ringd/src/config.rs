@@ -133,7 +133,7 @@ impl RingdConfig {
                 .collect(),
             client_addr: String::new(),
             rules: Default::default(),
-            first_seq: 0,
+            first_seq: Default::default(),
         };
         if self.token_lost_after_ms == 0 {
             c.token_lost_after = c.derived_token_lost_after(n);

@@ -14,7 +14,7 @@ mod kit;
 
 use std::time::Duration;
 
-use ftcore::rules::Rules;
+use ftcore::rules::{Rules, TestStart};
 use ftcore::{ClientId, NodeId};
 use kit::{cluster, config, job, safety, with_job};
 use ringd::{RdConfig, RdEvent, RdNode, RdRule};
@@ -118,7 +118,7 @@ fn cold_restart(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
 /// Seq overflow (ringd.md, Fence): tokens start near u64::MAX; an owner
 /// whose next seq would pass it censuses instead of wrapping.
 fn seq_overflow(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
-    let cfg = RdConfig { first_seq: u64::MAX - 40, ..with(3, m) };
+    let cfg = RdConfig { first_seq: TestStart::at(u64::MAX - 40), ..with(3, m) };
     let mut sim = cluster(seed, 3, cfg);
     sim.check(safety(false));
     sim.run_for(Duration::from_millis(1_500))
@@ -130,7 +130,7 @@ fn seq_overflow(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
 /// the third would need seq u64::MAX + 1. It must run nothing more (keep
 /// the token as a copy and census: the next token is (e', ·)).
 fn seq_overflow_in_a_visit(seed: u64, m: Rules<RdRule>) -> Result<(), SimError> {
-    let cfg = RdConfig { first_seq: u64::MAX - 1, ..with(3, m) };
+    let cfg = RdConfig { first_seq: TestStart::at(u64::MAX - 1), ..with(3, m) };
     let mut sim = cluster(seed, 3, cfg);
     sim.check(safety(false));
     for i in 1..=3u32 {

@@ -132,7 +132,7 @@ impl TokenwatchdConfig {
             max_queue: self.max_queue,
             tpc_reserve: self.tpc_reserve,
             rules: Default::default(),
-            first_tpc: 0,
+            first_tpc: Default::default(),
         };
         if self.bypass_after_ms == 0 {
             c.bypass_after = c.max_hold + c.ring_timeout + c.max_delay;

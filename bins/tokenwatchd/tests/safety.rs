@@ -11,7 +11,7 @@ mod workload;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use ftcore::rules::Rules;
+use ftcore::rules::{Rules, TestStart};
 use ftcore::{ClientId, NodeId};
 use lockservice::LockRequest;
 use sim::{Action, NetConfig, Sim, SimError};
@@ -205,7 +205,7 @@ fn durable_epoch_is_needed() {
 /// twice, and the count may also pass it at a grant (`serve`).
 fn tpc_overflow(seed: u64, m: Rules<TwRule>, clients: u64) -> Result<(), SimError> {
     let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.1, 0.05);
-    let config = TwConfig { rules: m, first_tpc: u64::MAX - 40, ..cfg() };
+    let config = TwConfig { rules: m, first_tpc: TestStart::at(u64::MAX - 40), ..cfg() };
     let mut sim = cluster_cfg(seed, 5, net, config);
     for i in (1..=5).filter(|_| clients > 1) {
         sim.at(Instant::from_millis(20 + u64::from(i)), acquire(NodeId(i), ClientId(100 + u64::from(i))));

@@ -186,6 +186,46 @@ impl<R: Rule> fmt::Debug for Rules<R> {
     }
 }
 
+/// A starting value that only a test may choose: a counter started near
+/// its wrap, say, to reach in a short run a state a real cluster reaches
+/// after years. Built like [`Rules`]: without this crate's `mutations`
+/// feature it is zero-sized, [`TestStart::at`] does not exist, and
+/// [`TestStart::get`] is the constant `T::default()`; a release build's
+/// config cannot carry one.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct TestStart<T: Copy + Default> {
+    #[cfg(feature = "mutations")]
+    value: T,
+    _value: PhantomData<T>,
+}
+
+impl<T: Copy + Default> TestStart<T> {
+    /// A test's starting value.
+    #[cfg(feature = "mutations")]
+    pub fn at(value: T) -> Self {
+        TestStart { value, _value: PhantomData }
+    }
+
+    /// The starting value: `T::default()` unless a test chose another.
+    #[inline]
+    pub fn get(self) -> T {
+        #[cfg(feature = "mutations")]
+        {
+            self.value
+        }
+        #[cfg(not(feature = "mutations"))]
+        {
+            T::default()
+        }
+    }
+}
+
+impl<T: Copy + Default + fmt::Debug> fmt::Debug for TestStart<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.get())
+    }
+}
+
 /// Declares a table of (safety) rules and its [`Rule`] impl.
 ///
 /// ```
@@ -463,5 +503,17 @@ mod tests {
         assert_eq!(Rules::all_but(&[T::A, T::B]).with(T::A), r);
         let carried = r.carry_into(Rules::<T>::ALL_ON, |x| (x == T::B).then_some(T::A));
         assert_eq!(carried.switched_off().collect::<Vec<_>>(), vec![T::A]);
+    }
+
+    #[test]
+    fn a_test_start_is_the_default_unless_a_test_sets_it() {
+        assert_eq!(TestStart::<u64>::default().get(), 0);
+        #[cfg(not(feature = "mutations"))]
+        assert_eq!(std::mem::size_of::<TestStart<u64>>(), 0);
+        #[cfg(feature = "mutations")]
+        assert_eq!(
+            (TestStart::at(u64::MAX - 3).get(), format!("{:?}", TestStart::at(7u64))),
+            (u64::MAX - 3, "7".into())
+        );
     }
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use durable::promise;
-use ftcore::rules::Rules;
+use ftcore::rules::{Rules, TestStart};
 use serde::{Deserialize, Serialize};
 use timer::{Instant, Lease};
 
@@ -66,11 +66,10 @@ pub struct ElConfig {
     /// (`ftcore/mutations`: `tests/safety.rs` switches each off in the
     /// scenario that shows it needed; no config key sets them).
     pub rules: Rules<ElRule>,
-    /// The grant counter a new term's grants count up from (0; scenarios
-    /// set it near `u64::MAX` to reach the overflow rule; no config key
-    /// sets it).
-    #[doc(hidden)]
-    pub first_counter: u64,
+    /// The grant counter a new term's grants count up from: 0, unless a
+    /// scenario starts it near `u64::MAX` to reach the overflow rule (a
+    /// [`TestStart`]: only test builds can set it).
+    pub first_counter: TestStart<u64>,
 }
 
 /// What a config file that sets none of these keys gives on a cluster of

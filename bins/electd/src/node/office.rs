@@ -23,7 +23,7 @@ impl ElNode {
             self.elect_within(now, self.cfg.hop_timeout);
             return;
         }
-        self.role = Role::Coordinator(Box::new(access::Office::new(self.term, now, self.cfg.first_counter)));
+        self.role = Role::Coordinator(Box::new(access::Office::new(self.term, now, self.cfg.first_counter.get())));
         self.on_heartbeat_timer(now);
         if self.coordinator != Some(self.me) {
             // Known again after stepping down in this term: the local

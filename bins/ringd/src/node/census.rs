@@ -244,7 +244,7 @@ impl RdNode {
     /// newest copy's state is here.
     fn regenerate(&mut self, now: Instant, epoch: u64, best: Option<Token>) {
         let mut t = Token::regenerated(epoch, self.me, best.as_ref());
-        t.seq = self.cfg.first_seq;
+        t.seq = self.cfg.first_seq.get();
         self.came_from = None;
         self.census_wanted = false;
         self.out.event(RdEvent::Regenerated { epoch });

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ::durable::promise;
-use ftcore::rules::Rules;
+use ftcore::rules::{Rules, TestStart};
 use membership::MembershipError;
 use timer::{Instant, Lease};
 
@@ -48,10 +48,10 @@ pub struct RdConfig {
     /// The (safety) rules: all on, except in a mutation test
     /// (`ftcore/mutations`).
     pub rules: Rules<RdRule>,
-    /// The seq a regenerated token starts at (tests of seq overflow only;
-    /// 0 in production).
-    #[doc(hidden)]
-    pub first_seq: u64,
+    /// The seq a regenerated token starts at: 0, unless a scenario starts
+    /// it near `u64::MAX` to reach the overflow rule (a [`TestStart`]: only
+    /// test builds can set it).
+    pub first_seq: TestStart<u64>,
 }
 
 /// A configured command service (`[services.NAME]`).

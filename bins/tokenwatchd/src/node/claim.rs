@@ -217,7 +217,7 @@ impl TwNode {
         self.claim = None;
         let took = now.saturating_since(self.token_at);
         // The new token restarts at 1 when max_tpc + 1 would overflow.
-        self.tpc = claim.max_tpc.max(self.cfg.first_tpc).checked_add(1).unwrap_or(1);
+        self.tpc = claim.max_tpc.max(self.cfg.first_tpc.get()).checked_add(1).unwrap_or(1);
         self.unsure_from = None;
         self.seen = (epoch, self.tpc);
         self.last_handoff = None;

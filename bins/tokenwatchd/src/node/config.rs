@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use durable::promise;
-use ftcore::rules::Rules;
+use ftcore::rules::{Rules, TestStart};
 use lockservice::lease::LeaseConfig;
 
 use super::TwRule;
@@ -53,11 +53,10 @@ pub struct TwConfig {
     /// (`ftcore/mutations`; `tests/safety.rs`).
     pub rules: Rules<TwRule>,
     /// The least count a regenerated token counts on from: its tpc is
-    /// `max(max_tpc, first_tpc) + 1`, or 1 when that would overflow (0 in
-    /// production; scenarios set it near `u64::MAX` to reach the overflow
-    /// rule; no config key sets it).
-    #[doc(hidden)]
-    pub first_tpc: u64,
+    /// `max(max_tpc, first_tpc) + 1`, or 1 when that would overflow: 0,
+    /// unless a scenario starts it near `u64::MAX` to reach the overflow
+    /// rule (a [`TestStart`]: only test builds can set it).
+    pub first_tpc: TestStart<u64>,
 }
 
 /// What a config file that sets none of these keys gives on a cluster of

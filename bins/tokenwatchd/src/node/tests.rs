@@ -47,7 +47,7 @@ fn cfg() -> TwConfig {
         max_queue: 8,
         tpc_reserve: 1,
         rules: ftcore::rules::Rules::ALL_ON,
-        first_tpc: 0,
+        first_tpc: Default::default(),
     }
 }
 

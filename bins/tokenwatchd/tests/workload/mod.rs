@@ -38,7 +38,7 @@ pub fn cfg_with_retransmits(r: u32) -> TwConfig {
         max_queue: 64,
         tpc_reserve: 1,
         rules: Rules::ALL_ON,
-        first_tpc: 0,
+        first_tpc: Default::default(),
     };
     c.token_lost_after = c.token_lost_bound(5) + Duration::from_millis(50);
     c
