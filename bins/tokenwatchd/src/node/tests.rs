@@ -8,10 +8,10 @@
 
 use std::time::Duration;
 
-use ::durable::promise::{Promises, Refusal};
+use ::durable::promise::{encode, Promises, Refusal, Values};
 use ftcore::testing::{deliver, drain, request, timeout};
 use ftcore::Output;
-use lockservice::{fence, LockEvent};
+use lockservice::{fence, LockEvent, ReleaseHow};
 use membership::Membership;
 
 use super::*;
@@ -976,4 +976,754 @@ fn a_reserve_of_zero_or_above_a_million_is_refused() {
         assert_eq!(TwConfig { tpc_reserve: r, ..cfg() }.validate(3), Err(TwError::Reserve(r)));
     }
     assert_eq!(TwConfig { tpc_reserve: MAX_TPC_RESERVE, ..cfg() }.validate(3), Ok(()));
+}
+
+// ---- every input handler (issue 37, item 2) ----
+
+/// n2 started from its stored state (recovered, tpc 5), no `JoinAck` yet;
+/// and what `start` sent.
+fn unjoined() -> (TwNode, Vec<Out>) {
+    let mut ctx = Context::new(N2, INC, Membership::of_size(3), T0, cfg());
+    ctx.stored = Some(TwDurable { promises: Some(Promises::recovered_with(0)), tpc: 5, tpc_from: None });
+    let mut n = TwNode::start(ctx).unwrap();
+    let out = drain(&mut n);
+    (n, out)
+}
+
+/// n2 on a fresh disk (no state file): unrecovered; and what `start` sent.
+fn fresh() -> (TwNode, Vec<Out>) {
+    let mut n = TwNode::start(Context::new(N2, INC, Membership::of_size(3), T0, cfg())).unwrap();
+    let out = drain(&mut n);
+    (n, out)
+}
+
+/// The nonce of the first `Join` in `out`.
+fn join_nonce(out: &[Out]) -> u64 {
+    out.iter()
+        .find_map(|o| match o {
+            Output::Send { msg: Msg::Join { nonce }, .. } => Some(*nonce),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no Join: {out:?}"))
+}
+
+/// The epoch of the Claim started in `out`.
+fn claim_started(out: &[Out]) -> u64 {
+    out.iter()
+        .find_map(|o| match o {
+            Output::Event(TwEvent::ClaimStarted { epoch }) => Some(*epoch),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no Claim started: {out:?}"))
+}
+
+fn gone(n: &mut TwNode, now: Instant, client: ClientId) -> Vec<Out> {
+    n.handle_client_gone(now, client);
+    drain(n)
+}
+
+fn acquire() -> LockRequest {
+    LockRequest::Acquire { timeout_ms: 10_000 }
+}
+
+fn refused(client: ClientId, reason: &str) -> Out {
+    reply(client, LockReply::Refused { reason: reason.into() })
+}
+
+/// n2 holding the token of epoch E (tpc 6) that arrived at +1 ms, its
+/// client `ClientId(1)` granted at +2 ms (lease until +31 ms).
+fn granting() -> TwNode {
+    let mut n = node();
+    request(&mut n, T0, ClientId(1), acquire());
+    deliver(&mut n, at(1), N1, INC, token(E, 5));
+    let out = deliver(&mut n, at(2), N3, INC, Msg::LeaseAck { round: 2 });
+    assert_eq!(out, granted(ClientId(1), fence(E, 6), Duration::from_millis(2), at(31)));
+    n
+}
+
+// -- on_message: who may speak --
+
+/// tokenwatchd.md, Model: only configured processes take part. A message
+/// from outside the configuration, or one that names this process as its
+/// sender, is refused and counted (`not_a_member`) and changes nothing
+/// (here a token, which from n1 would be accepted).
+#[test]
+fn a_message_from_a_non_member_or_from_itself_is_refused_and_counted() {
+    let mut n = node();
+    let n9 = NodeId(9);
+    assert_eq!(
+        deliver(&mut n, T0, n9, INC, token(E, 5)),
+        vec![ev(TwEvent::Refused { from: n9, reason: "not_a_member" })]
+    );
+    assert_eq!(
+        deliver(&mut n, T0, N2, INC, token(E, 5)),
+        vec![ev(TwEvent::Refused { from: N2, reason: "not_a_member" })]
+    );
+    assert!(!n.has_token());
+    assert_eq!(n.tpc, 5);
+}
+
+/// A peer's lives only go forward (`membership::Lives`): once a newer life
+/// of n1 was heard, a message from its older life is ignored without a
+/// trace. Here its `Wanted`, which from the current life ends the idle
+/// hold at once.
+#[test]
+fn a_message_from_an_older_life_of_a_peer_is_ignored() {
+    let mut n = node();
+    deliver(&mut n, T0, N1, Incarnation(2), token(E, 5));
+    assert!(n.has_token());
+    assert_eq!(deliver(&mut n, at(1), N1, INC, Msg::Wanted), vec![]);
+    assert!(n.has_token());
+    assert_eq!(n.poll_timeout(), Some(at(2)), "still held for the idle hold");
+}
+
+// -- Token --
+
+/// tokenwatchd.md, Algorithm (On Token); foundation.md, Fresh nodes: an
+/// unrecovered fresh node takes no token: no ACK, no `Stale`, nothing
+/// stored (its sender retransmits, then bypasses it).
+#[test]
+fn an_unrecovered_fresh_node_takes_no_token() {
+    let (mut n, _) = fresh();
+    assert_eq!(deliver(&mut n, at(1), N1, INC, token(E, 5)), vec![]);
+    assert!(!n.has_token());
+    assert_eq!(n.tpc, 0);
+}
+
+/// tokenwatchd.md, Algorithm (On Token); foundation.md, Fresh nodes: a node
+/// that recovered `recovered_max` accepts no token at or below it, in any
+/// later life too (it cannot know which counts it granted before): it
+/// answers `Stale { recovered_max }`. A token above it is accepted.
+#[test]
+fn a_token_at_or_below_the_recovered_max_is_answered_stale_with_it() {
+    let mut ctx = Context::new(N2, INC, Membership::of_size(3), T0, cfg());
+    ctx.stored = Some(TwDurable { promises: Some(Promises::recovered_with(2 * E)), tpc: 0, tpc_from: None });
+    let mut n = TwNode::start(ctx).unwrap();
+    drain(&mut n);
+    deliver(&mut n, T0, N1, INC, Msg::JoinAck { nonce: 1, values: None });
+    let stale = vec![send(N1, Msg::Stale { epoch: 2 * E }), ev(TwEvent::StaleAnswered)];
+    assert_eq!(deliver(&mut n, at(1), N1, INC, token(2 * E, 40)), stale);
+    assert_eq!(deliver(&mut n, at(1), N1, INC, token(E, 40)), stale);
+    assert!(!n.has_token());
+    let out = deliver(&mut n, at(2), N1, INC, token(3 * E, 40));
+    assert_eq!(
+        out,
+        vec![
+            stored(&n),
+            send(N3, Msg::Ack { epoch: 3 * E, ttl: 2, m: 41 }),
+            ev(TwEvent::AckSent { forwarded: false }),
+            ev(TwEvent::HasToken(true)),
+            ev(TwEvent::Accepted { epoch: 3 * E, tpc: 41 }),
+        ]
+    );
+}
+
+/// tokenwatchd.md, Algorithm (On Token): a second token of the epoch held
+/// here is never installed, even with a higher count: refused and counted
+/// (`second_token`); the visit, its count and its idle hold go on.
+#[test]
+fn a_second_token_of_the_epoch_held_here_is_refused_and_counted() {
+    let mut n = holding();
+    let out = deliver(&mut n, at(1), N3, INC, token(E, 9));
+    assert_eq!(out, vec![ev(TwEvent::Refused { from: N3, reason: "second_token" })]);
+    assert_eq!(n.tpc, 6);
+    assert!(n.has_token());
+    assert_eq!(n.poll_timeout(), Some(at(2)));
+}
+
+/// tokenwatchd.md, Algorithm (On Token) and Additions for users (Leases):
+/// a token of a newer epoch replaces the one held here. The old visit ends
+/// (its client gets `LockLost` and keeps its hold until its lease ends, so
+/// nothing is granted meanwhile); the new epoch and count are stored
+/// before the ACK; the new visit renews its lease at once (a lease is per
+/// epoch). Once the old lease ends, the idle token moves on.
+#[test]
+fn a_token_of_a_newer_epoch_ends_the_visit_held_here_and_its_client_loses_the_lock() {
+    let mut n = granting();
+    let c = ClientId(1);
+    let out = deliver(&mut n, at(3), N1, INC, token(2 * E, 1));
+    assert_eq!(n.tpc, 2);
+    assert_eq!(
+        out,
+        vec![
+            stored(&n),
+            reply(c, LockReply::LockLost { reason: "the token was superseded by a newer epoch".into() }),
+            send(N3, Msg::Ack { epoch: 2 * E, ttl: 2, m: 2 }),
+            ev(TwEvent::AckSent { forwarded: false }),
+            ev(TwEvent::HasToken(true)),
+            ev(TwEvent::Accepted { epoch: 2 * E, tpc: 2 }),
+            send(N1, renew(3, 2 * E, 2, true)),
+            send(N3, renew(3, 2 * E, 2, true)),
+        ]
+    );
+    let out = timeout(&mut n, at(31));
+    assert_eq!(
+        out,
+        vec![
+            ev(TwEvent::Lock(LockEvent::Released {
+                client: c,
+                fence: fence(E, 6),
+                held: Duration::from_millis(29),
+                how: ReleaseHow::Lost
+            })),
+            ev(TwEvent::HasToken(false)),
+            send(N3, Msg::Token { epoch: 2 * E, m: 2, bypassed: vec![], quiet: IDLE + 1 }),
+            ev(TwEvent::Passed { to: N3 }),
+        ]
+    );
+}
+
+/// tokenwatchd.md, Crashes (Start-up): a process has joined once a live
+/// process answered its `Join` or it saw a token: a token accepted before
+/// any `JoinAck` joins it (ahead of its ACK), and the `Join`s stop.
+#[test]
+fn a_token_accepted_before_any_join_ack_joins() {
+    let (mut n, _) = unjoined();
+    let out = deliver(&mut n, at(1), N1, INC, token(E, 5));
+    assert_eq!(
+        out,
+        vec![
+            stored(&n),
+            ev(TwEvent::Joined),
+            send(N3, Msg::Ack { epoch: E, ttl: 2, m: 6 }),
+            ev(TwEvent::AckSent { forwarded: false }),
+            ev(TwEvent::HasToken(true)),
+            ev(TwEvent::Accepted { epoch: E, tpc: 6 }),
+        ]
+    );
+    timeout(&mut n, at(3));
+    assert_eq!(n.poll_timeout(), Some(at(13)), "the retransmission; no Join due at +10 ms");
+}
+
+// -- Stale --
+
+/// tokenwatchd.md, Algorithm (On Token): a `Stale` from the successor
+/// awaited drops the hand-off (so no live process is bypassed), raises the
+/// floor to the epoch it names (stored first) and starts a Claim above it
+/// at once. A `Stale` with no hand-off awaited, or from another process,
+/// changes nothing.
+#[test]
+fn a_stale_from_the_awaited_successor_drops_the_copy_and_claims_above_its_epoch() {
+    let mut n = node();
+    assert_eq!(deliver(&mut n, at(440), N3, INC, Msg::Stale { epoch: 2 * E }), vec![]);
+    deliver(&mut n, at(450), N1, INC, token(E, 5));
+    timeout(&mut n, at(452));
+    assert!(n.is_awaiting());
+    assert_eq!(deliver(&mut n, at(453), N1, INC, Msg::Stale { epoch: 2 * E }), vec![]);
+    assert!(n.is_awaiting());
+    assert_eq!(n.promise.stored().floor(), E);
+    let out = deliver(&mut n, at(454), N3, INC, Msg::Stale { epoch: 2 * E });
+    // The first value of n2's slot (1) above 2E: round 2, slot 1.
+    let epoch = encode(2, 1).unwrap();
+    assert_eq!(
+        out,
+        vec![
+            stored(&n),
+            ev(TwEvent::Superseded),
+            ev(TwEvent::ClaimStarted { epoch }),
+            send(
+                N3,
+                Msg::Claim(Claim {
+                    epoch,
+                    claimant: N2,
+                    seen: (E, 5),
+                    max_tpc: 6,
+                    adopters: vec![N2],
+                    skipped: vec![]
+                })
+            ),
+        ]
+    );
+    assert!(!n.is_awaiting());
+}
+
+// -- Join / JoinAck --
+
+/// tokenwatchd.md, Crashes (Start-up, Re-admission): a `Join` is answered
+/// `JoinAck` with this process's stored values, and the joiner is dropped
+/// from `bypassed` in the next token forwarded here: the token goes to it
+/// again, and lists nobody.
+#[test]
+fn a_join_is_answered_with_the_stored_values_and_readmits_the_joiner_in_the_next_token() {
+    let mut n = node();
+    deliver(&mut n, T0, N1, INC, Msg::Token { epoch: E, m: 5, bypassed: vec![N3], quiet: IDLE });
+    let out = deliver(&mut n, at(1), N3, INC, Msg::Join { nonce: 77 });
+    let values = Values { in_use: E, threshold: E, floor: E };
+    assert_eq!(out, vec![send(N3, Msg::JoinAck { nonce: 77, values: Some(values) }), ev(TwEvent::JoinAnswered)]);
+    assert_eq!(
+        timeout(&mut n, at(2)),
+        vec![
+            ev(TwEvent::HasToken(false)),
+            send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![], quiet: IDLE + 1 }),
+            ev(TwEvent::Passed { to: N3 }),
+        ]
+    );
+    assert!(n.bypassed().is_empty());
+}
+
+/// tokenwatchd.md, Crashes (Start-up): at start a process sends `Join` to
+/// every configured peer, and again every ring timeout with a fresh nonce
+/// until one answers; the first `JoinAck` joins it (`Joined`, once) and
+/// the `Join`s stop.
+#[test]
+fn start_sends_join_to_every_peer_every_ring_timeout_until_one_answers() {
+    let (mut n, out) = unjoined();
+    let first = join_nonce(&out);
+    assert_eq!(out, vec![send(N1, Msg::Join { nonce: first }), send(N3, Msg::Join { nonce: first })]);
+    assert_eq!(n.poll_timeout(), Some(at(10)));
+    let out = timeout(&mut n, at(10));
+    let again = join_nonce(&out);
+    assert_ne!(again, first);
+    assert_eq!(out, vec![send(N1, Msg::Join { nonce: again }), send(N3, Msg::Join { nonce: again })]);
+    let values = Some(Values { in_use: E, threshold: E, floor: E });
+    assert_eq!(deliver(&mut n, at(12), N3, INC, Msg::JoinAck { nonce: again, values }), vec![ev(TwEvent::Joined)]);
+    assert_eq!(deliver(&mut n, at(13), N1, INC, Msg::JoinAck { nonce: again, values }), vec![]);
+    assert_eq!(timeout(&mut n, at(20)), vec![]);
+    assert!(n.poll_timeout().is_some_and(|t| t >= at(400)), "only the token-lost deadline is left");
+}
+
+/// foundation.md, Fresh nodes: a fresh node sends no `Join` in its restart
+/// window; after it, each `Join` is a recovery round, and the node
+/// recovers (stores the highest value answered as `recovered_max`, then
+/// joins) only on enough answers to a post-window nonce: here both other
+/// processes, one of them unrecovered (`values: None`). An answer to
+/// another nonce is not counted.
+#[test]
+fn a_fresh_node_recovers_from_its_peers_answers_and_only_then_joins() {
+    let (mut n, out) = fresh();
+    assert_eq!(out, vec![stored(&n)], "its first write: unrecovered, no Join");
+    assert!(!n.promise.stored().recovered());
+    assert_eq!(n.poll_timeout(), Some(at(400)));
+    let out = timeout(&mut n, at(400));
+    let nonce = join_nonce(&out);
+    assert_eq!(out, vec![send(N1, Msg::Join { nonce }), send(N3, Msg::Join { nonce })]);
+    let values = Values { in_use: E, threshold: 2 * E, floor: 2 * E };
+    assert_eq!(deliver(&mut n, at(401), N1, INC, Msg::JoinAck { nonce, values: Some(values) }), vec![]);
+    let other = nonce.wrapping_add(1);
+    assert_eq!(deliver(&mut n, at(402), N3, INC, Msg::JoinAck { nonce: other, values: None }), vec![]);
+    assert!(!n.promise.stored().recovered());
+    let out = deliver(&mut n, at(403), N3, INC, Msg::JoinAck { nonce, values: None });
+    assert_eq!(out, vec![stored(&n), ev(TwEvent::StateRecovered { max: 2 * E }), ev(TwEvent::Joined)]);
+    assert_eq!(n.promise.stored().recovered_max(), 2 * E);
+}
+
+// -- Claim / ClaimAck / ClaimRefused --
+
+/// A Claim whose claimant is not a configured process is acked (the hop
+/// arrived) but refused and counted (`claimant`): nothing adopted, nothing
+/// forwarded, nobody answered.
+#[test]
+fn a_claim_of_a_claimant_outside_the_configuration_is_acked_and_refused() {
+    let mut n = node();
+    let n9 = NodeId(9);
+    let out = deliver(&mut n, at(500), N1, INC, Msg::Claim(fresh_claim(2 * E, n9)));
+    assert_eq!(
+        out,
+        vec![
+            send(N1, Msg::ClaimAck { epoch: 2 * E, claimant: n9 }),
+            ev(TwEvent::Refused { from: N1, reason: "claimant" })
+        ]
+    );
+    assert_eq!(n.promise.threshold(), 0);
+}
+
+/// tokenwatchd.md, Regeneration (Refusals): while a hand-off awaits its
+/// confirmation the token may be alive one hop on: a Claim is acked and
+/// refused `Busy { bypass_after }`, adopting nothing.
+#[test]
+fn a_process_awaiting_a_confirmation_refuses_a_claim_busy_for_bypass_after() {
+    let mut n = holding();
+    timeout(&mut n, at(2));
+    assert!(n.is_awaiting());
+    let out = deliver(&mut n, at(3), N1, INC, Msg::Claim(fresh_claim(2 * E, N1)));
+    assert_eq!(
+        out,
+        vec![
+            send(N1, Msg::ClaimAck { epoch: 2 * E, claimant: N1 }),
+            send(N1, Msg::ClaimRefused { epoch: 2 * E, refusal: Refusal::Busy { remaining: cfg().bypass_after } }),
+        ]
+    );
+    assert_eq!(n.promise.threshold(), E, "nothing adopted");
+}
+
+/// foundation.md, Fresh nodes: an unrecovered fresh node promises nothing:
+/// a Claim through it (after its restart window) is acked and refused
+/// `Unrecovered`, adopting and forwarding nothing.
+#[test]
+fn an_unrecovered_fresh_node_refuses_a_claim() {
+    let (mut n, _) = fresh();
+    let out = deliver(&mut n, at(500), N1, INC, Msg::Claim(fresh_claim(2 * E, N1)));
+    assert_eq!(
+        out,
+        vec![
+            send(N1, Msg::ClaimAck { epoch: 2 * E, claimant: N1 }),
+            send(N1, Msg::ClaimRefused { epoch: 2 * E, refusal: Refusal::Unrecovered }),
+        ]
+    );
+    assert_eq!(n.promise.threshold(), 0);
+}
+
+/// tokenwatchd.md, Regeneration (Transport): each hop of a Claim is resent
+/// every ring_timeout / N until its successor acks it; a `ClaimAck` from
+/// another process, or for another Claim, stops nothing.
+#[test]
+fn a_claim_hop_is_resent_every_ring_timeout_over_n_until_its_successor_acks_it() {
+    let mut n = node();
+    let claim = Claim { epoch: 2 * E, claimant: N1, seen: (0, 0), max_tpc: 9, adopters: vec![N1], skipped: vec![] };
+    deliver(&mut n, at(500), N1, INC, Msg::Claim(claim.clone()));
+    let fwd = send(N3, Msg::Claim(Claim { adopters: vec![N1, N2], ..claim }));
+    let every = cfg().ring_timeout / 3;
+    let due = at(500) + every;
+    assert_eq!(n.poll_timeout(), Some(due));
+    assert_eq!(timeout(&mut n, due), vec![fwd.clone()]);
+    assert_eq!(deliver(&mut n, at(504), N1, INC, Msg::ClaimAck { epoch: 2 * E, claimant: N1 }), vec![]);
+    assert_eq!(deliver(&mut n, at(504), N3, INC, Msg::ClaimAck { epoch: 3 * E, claimant: N1 }), vec![]);
+    assert_eq!(deliver(&mut n, at(504), N3, INC, Msg::ClaimAck { epoch: 2 * E, claimant: N3 }), vec![]);
+    assert_eq!(n.poll_timeout(), Some(due + every));
+    assert_eq!(timeout(&mut n, due + every), vec![fwd]);
+    // Acked by n3: nothing more before the token-lost deadline (W after
+    // adopting, at least).
+    assert_eq!(deliver(&mut n, at(508), N3, INC, Msg::ClaimAck { epoch: 2 * E, claimant: N1 }), vec![]);
+    assert!(n.poll_timeout().is_some_and(|t| t >= at(900)), "{:?}", n.poll_timeout());
+}
+
+/// tokenwatchd.md, Regeneration (Transport): a successor that leaves a
+/// Claim hop unacked for bypass_after is skipped: the Claim goes on to
+/// the next process with it in `skipped` (its token will bypass it).
+#[test]
+fn a_claim_hop_unacked_for_bypass_after_skips_its_silent_successor() {
+    let mut n = node();
+    let claim = Claim { epoch: 2 * E, claimant: N1, seen: (0, 0), max_tpc: 9, adopters: vec![N1], skipped: vec![] };
+    deliver(&mut n, at(500), N1, INC, Msg::Claim(claim.clone()));
+    let fwd = Claim { adopters: vec![N1, N2], ..claim };
+    let skip_at = at(620);
+    while let Some(due) = n.poll_timeout().filter(|d| *d < skip_at) {
+        assert_eq!(timeout(&mut n, due), vec![send(N3, Msg::Claim(fwd.clone()))]);
+    }
+    assert_eq!(n.poll_timeout(), Some(skip_at));
+    let out = timeout(&mut n, skip_at);
+    assert_eq!(out, vec![send(N1, Msg::Claim(Claim { skipped: vec![N3], ..fwd }))]);
+}
+
+/// tokenwatchd.md, Regeneration (Back at the claimant); foundation.md,
+/// Retries: a `Promised { value }` refusal of the own Claim ends it
+/// (`Refused`) and raises the floor to its value, stored; the retry, after
+/// W to 2W, proposes above it. A refusal of another epoch changes nothing.
+#[test]
+fn a_claim_refused_as_promised_ends_the_own_claim_and_the_retry_goes_above_its_value() {
+    let mut n = node();
+    let t = 10_000;
+    let epoch = claim_started(&timeout(&mut n, at(t)));
+    assert_eq!(deliver(&mut n, at(t + 1), N3, INC, Msg::ClaimAck { epoch, claimant: N2 }), vec![]);
+    let promised = Refusal::Promised { value: 5 * E };
+    let other = Msg::ClaimRefused { epoch: epoch + E, refusal: promised };
+    assert_eq!(deliver(&mut n, at(t + 2), N3, INC, other), vec![]);
+    let out = deliver(&mut n, at(t + 3), N3, INC, Msg::ClaimRefused { epoch, refusal: promised });
+    assert_eq!(out, vec![stored(&n), ev(TwEvent::ClaimEnded { outcome: ClaimOutcome::Refused })]);
+    assert_eq!(n.promise.stored().floor(), 5 * E);
+    let retry = n.poll_timeout().expect("a retry");
+    assert!(retry >= at(t + 403) && retry <= at(t + 803), "{retry:?}");
+    let out = timeout(&mut n, retry);
+    // The first value of n2's slot (1) above 5E: round 5, slot 1.
+    let next = encode(5, 1).unwrap();
+    assert_eq!(
+        out,
+        vec![
+            stored(&n),
+            ev(TwEvent::ClaimStarted { epoch: next }),
+            send(
+                N3,
+                Msg::Claim(Claim {
+                    epoch: next,
+                    claimant: N2,
+                    seen: (0, 0),
+                    max_tpc: 5,
+                    adopters: vec![N2],
+                    skipped: vec![]
+                })
+            ),
+        ]
+    );
+}
+
+/// tokenwatchd.md, Regeneration (Back at the claimant): an own Claim not
+/// back within token_lost_after·(1−ρ) of sending it is abandoned
+/// (`Lapsed`: its adopters' promise windows may be ending), and tried again
+/// after a random delay between W·(1+ρ)/(1−ρ) and twice that.
+#[test]
+fn an_own_claim_not_back_by_its_deadline_lapses_and_is_retried_after_w_to_2w() {
+    let mut n = node();
+    let t = 10_000;
+    let epoch = claim_started(&timeout(&mut n, at(t)));
+    deliver(&mut n, at(t + 1), N3, INC, Msg::ClaimAck { epoch, claimant: N2 });
+    assert_eq!(n.promise.proposal(), Some((epoch, at(t + 400))));
+    assert_eq!(n.poll_timeout(), Some(at(t + 400)));
+    assert_eq!(timeout(&mut n, at(t + 400)), vec![ev(TwEvent::ClaimEnded { outcome: ClaimOutcome::Lapsed })]);
+    assert_eq!(n.promise.proposal(), None);
+    let retry = n.poll_timeout().expect("a retry");
+    assert!(retry >= at(t + 800) && retry <= at(t + 1_200), "{retry:?}");
+}
+
+/// tokenwatchd.md, Regeneration: with no token seen for token_lost_after
+/// (its restart window over), a process proposes the first epoch of its
+/// slot above its floor, stores it, then sends the Claim to its successor
+/// (`seen` the newest token it accepted, none; `max_tpc` its own count).
+#[test]
+fn a_process_that_sees_no_token_for_w_claims_storing_its_proposal_first() {
+    let mut n = node();
+    let due = n.poll_timeout().expect("the token-lost deadline");
+    assert!(due >= at(400) && due <= at(800), "{due:?}");
+    let out = timeout(&mut n, due);
+    let epoch = encode(0, 1).unwrap();
+    assert_eq!(n.promise.proposal().map(|(v, _)| v), Some(epoch));
+    assert_eq!(
+        out,
+        vec![
+            stored(&n),
+            ev(TwEvent::ClaimStarted { epoch }),
+            send(
+                N3,
+                Msg::Claim(Claim {
+                    epoch,
+                    claimant: N2,
+                    seen: (0, 0),
+                    max_tpc: 5,
+                    adopters: vec![N2],
+                    skipped: vec![]
+                })
+            ),
+        ]
+    );
+}
+
+// -- client requests, client gone, link lost --
+
+/// A second `Acquire` from a waiting client is refused and changes
+/// nothing; a `Release` ends a wait (`Released`); a `Release` from a client
+/// that neither holds nor waits is refused. With nobody waiting, the token
+/// passes by without waiting for a lease.
+#[test]
+fn a_second_acquire_is_refused_a_release_ends_a_wait_and_a_stray_release_is_refused() {
+    let mut n = node();
+    let c = ClientId(1);
+    request(&mut n, T0, c, acquire());
+    assert_eq!(request(&mut n, at(1), c, acquire()), vec![refused(c, "already waiting for the lock")]);
+    assert_eq!(request(&mut n, at(2), c, LockRequest::Release), vec![reply(c, LockReply::Released)]);
+    assert_eq!(request(&mut n, at(3), c, LockRequest::Release), vec![refused(c, "not holding the lock")]);
+    let out = deliver(&mut n, at(4), N1, INC, Msg::Token { epoch: E, m: 5, bypassed: vec![], quiet: 0 });
+    assert_eq!(
+        out,
+        vec![
+            stored(&n),
+            send(N3, Msg::Ack { epoch: E, ttl: 2, m: 6 }),
+            ev(TwEvent::AckSent { forwarded: false }),
+            ev(TwEvent::HasToken(true)),
+            ev(TwEvent::Accepted { epoch: E, tpc: 6 }),
+            ev(TwEvent::HasToken(false)),
+            send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![], quiet: 1 }),
+            ev(TwEvent::Passed { to: N3 }),
+        ]
+    );
+}
+
+/// tokenwatchd.md, Configuration (`max_queue`): an `Acquire` beyond
+/// `max_queue` waiting clients is refused (`queue full`).
+#[test]
+fn an_acquire_beyond_max_queue_waiting_clients_is_refused() {
+    let mut n = node();
+    for i in 1..=8 {
+        request(&mut n, T0, ClientId(i), acquire());
+    }
+    assert_eq!(request(&mut n, at(1), ClientId(9), acquire()), vec![refused(ClientId(9), "queue full")]);
+}
+
+/// tokenwatchd.md, The visit: a holder's `Release` ends its hold
+/// (`Released`, reply then event); with nobody else waiting the token,
+/// which served, leaves at once marked as serving (`quiet` 0).
+#[test]
+fn a_holders_release_ends_the_hold_and_the_token_leaves_at_once() {
+    let mut n = granting();
+    let c = ClientId(1);
+    let out = request(&mut n, at(5), c, LockRequest::Release);
+    assert_eq!(
+        out,
+        vec![
+            reply(c, LockReply::Released),
+            ev(TwEvent::Lock(LockEvent::Released {
+                client: c,
+                fence: fence(E, 6),
+                held: Duration::from_millis(3),
+                how: ReleaseHow::Released
+            })),
+            ev(TwEvent::HasToken(false)),
+            send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![], quiet: 0 }),
+            ev(TwEvent::Passed { to: N3 }),
+        ]
+    );
+}
+
+/// A client whose connection closes: a waiter leaves the queue without a
+/// reply (a client never seen changes nothing); the holder's hold ends
+/// (`Disconnected`, no reply) and, nobody else waiting, the token moves on
+/// at once as after a `Release`.
+#[test]
+fn a_gone_waiter_just_leaves_the_queue_and_a_gone_holder_frees_the_lock_and_the_token() {
+    let mut n = granting();
+    let (c1, c2) = (ClientId(1), ClientId(2));
+    assert_eq!(request(&mut n, at(3), c2, acquire()), vec![]);
+    assert_eq!(gone(&mut n, at(4), c2), vec![]);
+    assert_eq!(gone(&mut n, at(4), ClientId(7)), vec![]);
+    let out = gone(&mut n, at(5), c1);
+    assert_eq!(
+        out,
+        vec![
+            ev(TwEvent::Lock(LockEvent::Released {
+                client: c1,
+                fence: fence(E, 6),
+                held: Duration::from_millis(3),
+                how: ReleaseHow::Disconnected
+            })),
+            ev(TwEvent::HasToken(false)),
+            send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![], quiet: 0 }),
+            ev(TwEvent::Passed { to: N3 }),
+        ]
+    );
+}
+
+/// tokenwatchd.md, Model: the channels are lossy datagrams, and loss is
+/// handled by retransmission and bypass: a lost link changes nothing, not
+/// even a hand-off to that very peer awaiting its confirmation.
+#[test]
+fn a_lost_link_changes_nothing() {
+    let mut n = holding();
+    timeout(&mut n, at(2));
+    let before = n.clone();
+    n.handle_link_lost(at(3), N3);
+    assert_eq!(drain(&mut n), vec![]);
+    assert_eq!(n, before);
+}
+
+// -- timeouts: the visit's end, lock deadlines --
+
+/// tokenwatchd.md, The visit: every visit ends max_hold after the token
+/// arrived, held or not. The lease renewed meanwhile never runs past that
+/// instant; then the client still holding gets `LockLost`, its hold ends
+/// with its lease, and the token moves on.
+#[test]
+fn a_hold_still_running_at_the_visits_end_is_revoked_and_the_token_moves_on() {
+    let mut n = granting();
+    let c = ClientId(1);
+    // Renewed every 10 ms, each acked: the lease follows, cut at +101 ms.
+    for k in 1..=9 {
+        let now = at(1 + 10 * k);
+        let round = renewal_round(&timeout(&mut n, now)).expect("a renewal");
+        deliver(&mut n, now, N3, INC, Msg::LeaseAck { round });
+    }
+    assert_eq!(n.locks.lease_until(), Some(at(101)));
+    assert_eq!(n.poll_timeout(), Some(at(101)));
+    let out = timeout(&mut n, at(101));
+    assert_eq!(
+        out,
+        vec![
+            reply(c, LockReply::LockLost { reason: "held longer than max_hold_ms".into() }),
+            ev(TwEvent::Lock(LockEvent::Released {
+                client: c,
+                fence: fence(E, 6),
+                held: Duration::from_millis(99),
+                how: ReleaseHow::Lost
+            })),
+            ev(TwEvent::HasToken(false)),
+            send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![], quiet: 0 }),
+            ev(TwEvent::Passed { to: N3 }),
+        ]
+    );
+}
+
+/// A waiter whose deadline (its `Acquire`'s timeout) passes without a
+/// grant gets `TimedOut` (reply, then event); nobody waiting, no more
+/// renewals are due.
+#[test]
+fn a_waiter_times_out_at_its_deadline() {
+    let mut n = node();
+    let c = ClientId(1);
+    request(&mut n, T0, c, LockRequest::Acquire { timeout_ms: 5 });
+    assert_eq!(n.poll_timeout(), Some(at(5)));
+    assert_eq!(
+        timeout(&mut n, at(5)),
+        vec![
+            reply(c, LockReply::TimedOut),
+            ev(TwEvent::Lock(LockEvent::TimedOut { client: c, waited: Duration::from_millis(5) })),
+        ]
+    );
+    assert_eq!(n.lease_deadline(), None);
+}
+
+/// tokenwatchd.md, Additions for users: a try-lock (`timeout_ms` 0) waits
+/// one lap, N·(token_min_hold + δ) = 3 × 7 ms, then times out.
+#[test]
+fn a_try_lock_waits_one_lap_of_the_ring() {
+    let mut n = node();
+    let c = ClientId(1);
+    request(&mut n, T0, c, LockRequest::Acquire { timeout_ms: 0 });
+    let out = timeout(&mut n, at(20));
+    assert!(!out.iter().any(|o| matches!(o, Output::Reply { .. })), "{out:?}");
+    assert_eq!(
+        timeout(&mut n, at(21)),
+        vec![
+            reply(c, LockReply::TimedOut),
+            ev(TwEvent::Lock(LockEvent::TimedOut { client: c, waited: Duration::from_millis(21) })),
+        ]
+    );
+}
+
+// -- shutdown --
+
+/// foundation.md, the runtime (graceful leave: hand the token on): a
+/// holder told to leave hands the token on at once, without its idle
+/// hold, and has left once that hand-off is confirmed.
+#[test]
+fn a_leaving_holder_hands_the_token_on_at_once_and_has_left_once_confirmed() {
+    let mut n = holding();
+    n.handle_shutdown(at(1));
+    assert_eq!(
+        drain(&mut n),
+        vec![
+            ev(TwEvent::HasToken(false)),
+            send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![], quiet: IDLE + 1 }),
+            ev(TwEvent::Passed { to: N3 }),
+        ]
+    );
+    assert!(!n.is_left());
+    let out = deliver(&mut n, at(3), N1, INC, Msg::Ack { epoch: E, ttl: 1, m: 7 });
+    assert_eq!(out, vec![ev(TwEvent::Confirmed { took: Duration::from_millis(2) })]);
+    assert!(n.is_left());
+}
+
+/// foundation.md, the runtime (graceful leave): a leaving process refuses
+/// its waiters and every later `Acquire` (`daemon is shutting down`),
+/// starts no Claim, and passes on at once a token that still reaches it.
+#[test]
+fn a_leaving_process_refuses_every_acquire_claims_nothing_and_holds_no_token() {
+    let mut n = node();
+    let c = ClientId(1);
+    request(&mut n, T0, c, acquire());
+    n.handle_shutdown(at(1));
+    assert_eq!(drain(&mut n), vec![refused(c, "daemon is shutting down")]);
+    assert!(n.is_left());
+    assert_eq!(request(&mut n, at(2), ClientId(2), acquire()), vec![refused(ClientId(2), "daemon is shutting down")]);
+    assert_eq!(n.poll_timeout(), None, "no Claim, no renewal, no Join");
+    let out = deliver(&mut n, at(3), N1, INC, token(E, 5));
+    assert_eq!(
+        out,
+        vec![
+            stored(&n),
+            send(N3, Msg::Ack { epoch: E, ttl: 2, m: 6 }),
+            ev(TwEvent::AckSent { forwarded: false }),
+            ev(TwEvent::HasToken(true)),
+            ev(TwEvent::Accepted { epoch: E, tpc: 6 }),
+            ev(TwEvent::HasToken(false)),
+            send(N3, Msg::Token { epoch: E, m: 6, bypassed: vec![], quiet: IDLE + 1 }),
+            ev(TwEvent::Passed { to: N3 }),
+        ]
+    );
 }
