@@ -485,23 +485,32 @@ fn coordinator_in_office() -> (ElNode, Instant) {
     let ring = ring_of(&[1, 2, 3]);
     let mut p = process(&ring, 3, Algorithm::Relay, 4);
     let elected = Msg::Elected { term: 5, d: n(3), decider: n(1), accepted: false, hop: 1 };
-    let mut outs = deliver(&mut p, T0, n(2), Incarnation(1), elected);
+    let outs = deliver(&mut p, T0, n(2), Incarnation(1), elected);
+    let now = acked_until(&mut p, outs, at(T0, 600));
+    assert!(p.in_office() && p.may_grant(now), "in office under its lease at {now:?}");
+    (p, now)
+}
+
+/// Runs coordinator `p` of ring {1, 2, 3} from T0 (`outs`: what its
+/// election put out) until `end`: its timers fire every 20 ms, and 1 acks
+/// each heartbeat at once (not those of the last round, at `end`). Returns
+/// the time reached.
+fn acked_until(p: &mut ElNode, mut outs: Vec<OutputOf<ElNode>>, end: Instant) -> Instant {
     let mut now = T0;
-    while now < at(T0, 600) {
+    while now < end {
         for o in &outs {
             if let Output::Send { to, msg: Msg::Heartbeat { term, seq } } = o {
                 if *to == n(1) {
                     let ack = Msg::HeartbeatAck { term: *term, seq: *seq };
-                    deliver(&mut p, now, n(1), Incarnation(1), ack);
+                    deliver(p, now, n(1), Incarnation(1), ack);
                 }
             }
         }
         now = at(now, 20);
         p.handle_timeout(now);
-        outs = drain(&mut p);
+        outs = drain(p);
     }
-    assert!(p.in_office() && p.may_grant(now), "in office under its lease at {now:?}");
-    (p, now)
+    now
 }
 
 fn request(req: u64) -> Msg {
@@ -1044,4 +1053,891 @@ fn a_coordinator_shutting_down_steps_down_and_leaves() {
         ]
     );
     assert!(!p.is_coordinator() && p.is_left());
+}
+
+// ------------------------------------------------ message guards and terms
+
+/// Only configured peers are heard (`refused_total{reason="not_a_member"}`):
+/// a message from outside the ring, or one claiming to come from this
+/// process itself, is refused before its term is looked at.
+#[test]
+fn a_message_from_outside_the_ring_or_from_itself_is_refused() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    for from in [9, 2] {
+        let outs = deliver(&mut p, T0, n(from), Incarnation(1), Msg::Heartbeat { term: 9, seq: 1 });
+        assert_eq!(outs, vec![Output::Event(ElEvent::Refused { from: n(from), reason: "not_a_member" })]);
+    }
+    assert_eq!((p.term, p.follows, p.coordinator), (4, None, None), "the higher term is not joined");
+}
+
+/// (foundation.md, Incarnations) A message from an older life of its
+/// sender than one already heard is dropped unanswered (the transport refuses those; the core never acts
+/// on one), while the newer life is still heard.
+#[test]
+fn a_message_of_an_older_life_of_its_sender_is_dropped() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    deliver(&mut p, T0, n(3), Incarnation(2), Msg::Heartbeat { term: 4, seq: 1 });
+    assert_eq!(deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 2 }), vec![]);
+    assert_eq!(
+        deliver(&mut p, at(T0, 2), n(3), Incarnation(2), Msg::Heartbeat { term: 4, seq: 3 }),
+        vec![Output::Send { to: n(3), msg: Msg::HeartbeatAck { term: 4, seq: 3 } }]
+    );
+}
+
+/// Fresh process 2 of ring {1, 2, 3} (no state file: unrecovered), started
+/// at 0 (its restart window is over at T0), start-up timers cancelled.
+fn fresh_process() -> ElNode {
+    let ring = ring_of(&[1, 2, 3]);
+    let ctx = Context::new(n(2), Incarnation(1), ring, Instant::ZERO, cfg(Algorithm::Relay));
+    let mut p = ElNode::start(ctx).expect("valid config");
+    drain(&mut p);
+    quiet(&mut p);
+    p
+}
+
+/// (foundation.md, Fresh nodes) An unrecovered process joins no higher
+/// term — it would vote, ack and follow nothing anyway — and answers
+/// nothing: the message is counted `refused_total{reason="unrecovered"}`.
+#[test]
+fn an_unrecovered_process_refuses_a_higher_term_and_joins_nothing() {
+    let mut p = fresh_process();
+    assert!(!p.promise.stored().recovered());
+    for msg in [Msg::Heartbeat { term: 4, seq: 1 }, Msg::Relay { term: 4, round: 0, phase: 1, value: n(1), hop: 1 }] {
+        let outs = deliver(&mut p, T0, n(3), Incarnation(1), msg);
+        assert_eq!(outs, vec![Output::Event(ElEvent::Refused { from: n(3), reason: "unrecovered" })]);
+    }
+    assert_eq!((p.term, p.follows, p.coordinator), (0, None, None));
+}
+
+/// (foundation.md, Fresh nodes) The Hello timer of a fresh process sends a
+/// recovery round (a fresh nonce); one answer of two others is not enough;
+/// the second recovers: the values are stored (with the term they name)
+/// before anything else, and the process starts at that term without
+/// joining it as a new one.
+#[test]
+fn a_fresh_process_recovers_its_term_from_a_majority_of_hello_acks() {
+    let mut p = fresh_process();
+    p.timers.set(Timer::Hello, T0);
+    p.handle_timeout(T0);
+    let nonce = p.hello_nonce;
+    assert_eq!(
+        drain(&mut p),
+        vec![
+            Output::Send { to: n(1), msg: Msg::Hello { term: 0, nonce } },
+            Output::Send { to: n(3), msg: Msg::Hello { term: 0, nonce } },
+        ]
+    );
+    let values = Some(promise::Values { in_use: 4, threshold: 4, floor: 4 });
+    let ack = Msg::HelloAck { term: 4, nonce, values, coordinator: Some(n(3)) };
+    assert_eq!(deliver(&mut p, at(T0, 1), n(1), Incarnation(1), ack.clone()), vec![]);
+    assert_eq!(p.term, 0, "one answer of two: not recovered");
+    let outs = deliver(&mut p, at(T0, 2), n(3), Incarnation(1), ack);
+    let stored = p.promise.stored().clone();
+    assert!(stored.recovered() && stored.recovered_max() == 4 && stored.in_use() == 4, "{stored:?}");
+    assert_eq!(
+        outs,
+        vec![
+            Output::Persist(ElDurable { promises: Some(stored), term: 4, follows: None }),
+            Output::Event(ElEvent::StateRecovered { max: 4 }),
+        ]
+    );
+    assert_eq!((p.term, p.start_term), (4, 4), "it never takes office at the recovered term");
+}
+
+/// (safety, electd.md "Terms, votes and the quorum lease") A lower-term
+/// message is answered `StaleTerm`, except the acks and `StaleTerm`
+/// itself: those are dropped without an answer (answering them would only
+/// bounce between the two).
+#[test]
+fn lower_term_acks_and_stale_answers_are_dropped_unanswered() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 7);
+    for msg in [
+        Msg::StaleTerm { term: 6, coordinator: Some(n(3)) },
+        Msg::HopAck { term: 6, hop: 1 },
+        Msg::HeartbeatAck { term: 6, seq: 1 },
+        Msg::RenewAck { term: 6, fence: lockservice::fence(6, 1), seq: 1 },
+    ] {
+        assert_eq!(deliver(&mut p, T0, n(3), Incarnation(1), msg.clone()), vec![], "{msg:?}");
+    }
+    assert_eq!((p.term, p.follows, p.coordinator), (7, None, None));
+}
+
+/// (electd.md "Terms, votes and the quorum lease": `PreVote` is exempt) A
+/// pre-vote of a lower term is answered like any other, with the
+/// answerer's own term (the asker starts above it), not `StaleTerm`.
+#[test]
+fn a_lower_term_prevote_is_answered_with_the_own_term_not_stale_term() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 7);
+    let outs = deliver(&mut p, T0, n(1), Incarnation(1), Msg::PreVote { term: 5 });
+    assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::PreVoteReply { term: 7, asked: 5, yes: true } }]);
+}
+
+/// (safety, electd.md "Terms, votes and the quorum lease") A coordinator
+/// that sees a higher term steps down at once — before it acts on the
+/// message — and then follows the new term's coordinator like any process.
+#[test]
+fn a_coordinator_that_sees_a_higher_term_steps_down_before_acting_on_it() {
+    let (mut p, now) = coordinator_in_office();
+    let outs = deliver(&mut p, now, n(2), Incarnation(1), Msg::Heartbeat { term: 6, seq: 1 });
+    let stored = ElDurable { promises: Some(p.promise.stored().clone()), term: 6, follows: Some(n(2)) };
+    assert_eq!(p.promise.stored().in_use(), 6, "the term acked is stored as in use");
+    assert_eq!(
+        outs,
+        vec![
+            Output::Persist(stored),
+            Output::Event(ElEvent::SteppedDown { term: 5, why: "a higher term exists" }),
+            Output::Event(ElEvent::QueueLength(0)),
+            Output::Event(ElEvent::TermJoined { term: 6 }),
+            Output::Event(ElEvent::CoordinatorKnown { term: 6, id: n(2) }),
+            Output::Event(ElEvent::Failover { took: Duration::ZERO }),
+            Output::Send { to: n(2), msg: Msg::HeartbeatAck { term: 6, seq: 1 } },
+        ]
+    );
+    assert!(!p.is_coordinator() && !p.may_grant(now));
+}
+
+// ---------------------------------------------------------------- elections
+
+/// (safety, electd.md "Election algorithm 1 — relay") An ack of a hop not
+/// in flight clears nothing: the real hop, unacked, times out, its
+/// successor is suspected and the relay term is abandoned (term + 1
+/// within `hop_timeout`, never a patched run).
+#[test]
+fn an_ack_of_another_hop_leaves_the_real_one_to_time_out_and_abort_the_relay_term() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    quiet(&mut p);
+    p.start_election_now(T0);
+    drain(&mut p);
+    let hop = p.next_hop;
+    assert_eq!(deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::HopAck { term: 5, hop: hop + 1 }), vec![]);
+    let due = T0 + p.cfg.hop_timeout;
+    p.handle_timeout(due);
+    assert_eq!(drain(&mut p), vec![]);
+    assert!(p.suspected.contains(&n(3)) && p.relay.is_none());
+    assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= due + p.cfg.hop_timeout));
+}
+
+/// A `Relay` carrying an id outside the ring or a phase other than 1 or 2
+/// is refused (`refused_total{reason="bad_relay"}`) after its hop is
+/// acked; no run starts.
+#[test]
+fn a_relay_value_from_outside_the_ring_or_of_no_phase_is_refused() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    let outs =
+        deliver(&mut p, T0, n(1), Incarnation(1), Msg::Relay { term: 4, round: 0, phase: 1, value: n(9), hop: 1 });
+    assert_eq!(
+        outs,
+        vec![
+            Output::Send { to: n(1), msg: Msg::HopAck { term: 4, hop: 1 } },
+            Output::Event(ElEvent::Refused { from: n(9), reason: "bad_relay" }),
+        ]
+    );
+    let outs =
+        deliver(&mut p, T0, n(1), Incarnation(1), Msg::Relay { term: 4, round: 0, phase: 3, value: n(1), hop: 2 });
+    assert_eq!(
+        outs,
+        vec![
+            Output::Send { to: n(1), msg: Msg::HopAck { term: 4, hop: 2 } },
+            Output::Event(ElEvent::Refused { from: n(1), reason: "bad_relay" }),
+        ]
+    );
+    assert!(p.relay.is_none());
+}
+
+/// Process 2 of relay ring {1, 2, 3} in term 4, start-up timers
+/// cancelled, has started term 5 at T0 (active, d = 2; its hop 1 to 3).
+fn relay_active() -> ElNode {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    quiet(&mut p);
+    p.start_election_now(T0);
+    drain(&mut p);
+    p
+}
+
+/// (electd.md "Election algorithm 1 — relay", steps 1-4) An active process
+/// passes on the `e` it receives (phase 2), stays active with d := e when
+/// e beats both d and f (round + 1), and, receiving its d back, decides:
+/// it votes for d (stored first) and sends `Elected(d)` around the ring.
+#[test]
+fn a_relay_round_keeps_the_local_maximum_active_and_its_value_back_decides() {
+    let mut p = relay_active();
+    let relay = |round, phase, value: u32, hop| Msg::Relay { term: 5, round, phase, value: n(value), hop };
+    let ev = Output::Event(ElEvent::ElectionMessage { kind: "relay" });
+    // e = 3: passed on in phase 2.
+    assert_eq!(
+        deliver(&mut p, at(T0, 1), n(1), Incarnation(1), relay(0, 1, 3, 1)),
+        vec![
+            Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 1 } },
+            ev.clone(),
+            Output::Send { to: n(3), msg: relay(0, 2, 3, 2) },
+        ]
+    );
+    // f = 1: 3 > 2 and 3 > 1, active in round 1 with d = 3.
+    assert_eq!(
+        deliver(&mut p, at(T0, 2), n(1), Incarnation(1), relay(0, 2, 1, 2)),
+        vec![
+            Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 2 } },
+            ev,
+            Output::Send { to: n(3), msg: relay(1, 1, 3, 3) }
+        ]
+    );
+    // Its d back: 3 is the maximum.
+    let outs = deliver(&mut p, at(T0, 3), n(1), Incarnation(1), relay(1, 1, 3, 3));
+    assert_eq!(
+        outs,
+        vec![
+            Output::Persist(ElDurable { promises: Some(p.promise.stored().clone()), term: 5, follows: Some(n(3)) }),
+            Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 3 } },
+            Output::Event(ElEvent::CoordinatorKnown { term: 5, id: n(3) }),
+            Output::Event(ElEvent::ElectionMessage { kind: "elected" }),
+            Output::Send { to: n(3), msg: Msg::Elected { term: 5, d: n(3), decider: n(2), accepted: false, hop: 4 } },
+        ]
+    );
+    assert_eq!(p.promise.stored().threshold(), 5, "the vote in term 5 is stored");
+}
+
+/// (electd.md "Election algorithm 1 — relay") An `Elected` back at its
+/// decider unaccepted (the winner never saw it: skipped as suspected)
+/// ends the lap and leaves the winner suspected, so that term + 1 goes
+/// over the live ring without it.
+#[test]
+fn an_unaccepted_elected_back_at_its_decider_suspects_the_winner() {
+    let mut p = relay_active();
+    let relay = |round, phase, value: u32, hop| Msg::Relay { term: 5, round, phase, value: n(value), hop };
+    for (i, m) in [relay(0, 1, 3, 1), relay(0, 2, 1, 2), relay(1, 1, 3, 3)].into_iter().enumerate() {
+        deliver(&mut p, at(T0, i as u64 + 1), n(1), Incarnation(1), m);
+    }
+    let back = Msg::Elected { term: 5, d: n(3), decider: n(2), accepted: false, hop: 7 };
+    let outs = deliver(&mut p, at(T0, 5), n(1), Incarnation(1), back);
+    assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 7 } }]);
+    assert!(p.suspected.contains(&n(3)) && p.relay.is_none());
+    assert_eq!(p.successor(), Some(n(1)), "the next run skips 3");
+}
+
+/// (safety, electd.md "Election algorithm 1 — relay") A relay value of a
+/// term whose coordinator is already known here is a late run message:
+/// its hop is acked, and no run is joined.
+#[test]
+fn a_relay_after_the_terms_coordinator_is_known_is_only_acked() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 5, seq: 1 });
+    let relay = Msg::Relay { term: 5, round: 0, phase: 1, value: n(1), hop: 4 };
+    let outs = deliver(&mut p, at(T0, 1), n(1), Incarnation(1), relay);
+    assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 4 } }]);
+    assert!(p.relay.is_none());
+}
+
+/// (safety, electd.md "Terms, votes and the quorum lease": one vote per
+/// term) An `Elected` lap passing a process joins its term, stores its
+/// vote and whom it follows first, acks the hop and passes it on.
+#[test]
+fn an_elected_lap_passing_a_process_stores_its_vote_and_goes_on() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    let elected = |hop| Msg::Elected { term: 5, d: n(3), decider: n(1), accepted: false, hop };
+    let outs = deliver(&mut p, T0, n(1), Incarnation(1), elected(1));
+    assert_eq!(p.promise.stored().threshold(), 5, "the vote in term 5 is stored");
+    assert_eq!(
+        outs,
+        vec![
+            Output::Persist(ElDurable { promises: Some(p.promise.stored().clone()), term: 5, follows: Some(n(3)) }),
+            Output::Event(ElEvent::TermJoined { term: 5 }),
+            Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 1 } },
+            Output::Event(ElEvent::CoordinatorKnown { term: 5, id: n(3) }),
+            Output::Event(ElEvent::ElectionMessage { kind: "elected" }),
+            Output::Send { to: n(3), msg: elected(1) },
+        ]
+    );
+    assert_eq!((p.follows, p.coordinator), (Some(n(3)), Some(n(3))));
+}
+
+/// `Elected`, `Election` and `Coordinator` naming a process outside the
+/// ring are refused (`refused_total{reason="bad_elected" | "bad_election"
+/// | "bad_coordinator"}`) after their hop is acked; nobody is followed.
+#[test]
+fn election_messages_naming_a_process_outside_the_ring_are_refused() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Ring, 4);
+    let cases = [
+        (Msg::Elected { term: 4, d: n(9), decider: n(1), accepted: false, hop: 1 }, "bad_elected"),
+        (
+            Msg::Election { term: 4, initiator: n(1), initiator_inc: Incarnation(1), alive: vec![n(1), n(9)], hop: 2 },
+            "bad_election",
+        ),
+        (Msg::Coordinator { term: 4, id: n(9), alive: vec![n(1)], initiator: n(1), hop: 3 }, "bad_coordinator"),
+    ];
+    for (msg, reason) in cases {
+        let hop = match &msg {
+            Msg::Elected { hop, .. } | Msg::Election { hop, .. } | Msg::Coordinator { hop, .. } => *hop,
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            deliver(&mut p, T0, n(1), Incarnation(1), msg),
+            vec![
+                Output::Send { to: n(1), msg: Msg::HopAck { term: 4, hop } },
+                Output::Event(ElEvent::Refused { from: n(1), reason }),
+            ]
+        );
+    }
+    assert_eq!((p.follows, p.coordinator), (None, None));
+}
+
+/// Process 2 of alive-list ring {1, 2, 3} in term 4, start-up timers
+/// cancelled, has started term 5 at T0: its Election (hop 1) went to 3.
+fn ring_electing() -> ElNode {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Ring, 4);
+    quiet(&mut p);
+    p.start_election_now(T0);
+    drain(&mut p);
+    p
+}
+
+/// (safety, electd.md "Election algorithm 2 — alive-list ring") The own
+/// Election back with fewer voters than a majority of the configured
+/// processes has failed: nobody is named, and it is tried again within
+/// the election timeout.
+#[test]
+fn an_own_election_back_without_a_majority_fails_and_is_tried_again() {
+    let mut p = ring_electing();
+    assert_eq!(p.timers.get(Timer::Elect), None);
+    let back = Msg::Election { term: 5, initiator: n(2), initiator_inc: Incarnation(1), alive: vec![n(2)], hop: 3 };
+    let now = at(T0, 1);
+    let outs = deliver(&mut p, now, n(1), Incarnation(1), back);
+    assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 3 } }]);
+    assert_eq!((p.follows, p.coordinator), (None, None));
+    assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= now + p.cfg.election_timeout));
+}
+
+/// (electd.md "Election algorithm 2 — alive-list ring": an Election it
+/// sent in its current life) An Election of an earlier life of this
+/// process is dropped; the one in flight is still awaited and completes.
+#[test]
+fn an_election_of_an_earlier_life_of_its_initiator_is_dropped() {
+    let mut p = ring_electing();
+    let back = |inc, hop| Msg::Election {
+        term: 5,
+        initiator: n(2),
+        initiator_inc: Incarnation(inc),
+        alive: vec![n(2), n(3), n(1)],
+        hop,
+    };
+    let outs = deliver(&mut p, at(T0, 1), n(1), Incarnation(1), back(0, 3));
+    assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 3 } }]);
+    let outs = deliver(&mut p, at(T0, 2), n(1), Incarnation(1), back(1, 4));
+    assert!(
+        outs.iter().any(
+            |o| matches!(o, Output::Event(ElEvent::ElectionCompleted { coordinator, .. }) if *coordinator == n(3))
+        ),
+        "{outs:?}"
+    );
+}
+
+/// (electd.md "Election algorithm 2 — alive-list ring") A second copy of
+/// a `Coordinator` lap already passed on (a slow hop was skipped, so the
+/// lap goes on twice) goes no further, and the initiator's own lap ends
+/// when it is back: only their hops are acked.
+#[test]
+fn a_second_copy_of_a_coordinator_lap_and_the_own_lap_back_go_no_further() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Ring, 4);
+    let lap = |initiator: u32, hop| Msg::Coordinator {
+        term: 5,
+        id: n(3),
+        alive: vec![n(1), n(2), n(3)],
+        initiator: n(initiator),
+        hop,
+    };
+    deliver(&mut p, T0, n(1), Incarnation(1), lap(1, 1));
+    assert_eq!(
+        deliver(&mut p, at(T0, 1), n(1), Incarnation(1), lap(1, 2)),
+        vec![Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 2 } }]
+    );
+    assert_eq!(
+        deliver(&mut p, at(T0, 2), n(1), Incarnation(1), lap(2, 3)),
+        vec![Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 3 } }]
+    );
+}
+
+/// (safety, electd.md "Terms, votes and the quorum lease") A term that
+/// would overflow is refused and counted
+/// (`refused_total{reason="term_overflow"}`), even after a won pre-vote.
+#[test]
+fn a_prevote_won_for_a_term_that_would_overflow_starts_nothing() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, u64::MAX - 1);
+    quiet(&mut p);
+    p.timers.set(Timer::Elect, T0);
+    p.handle_timeout(T0);
+    drain(&mut p);
+    let yes = Msg::PreVoteReply { term: u64::MAX - 1, asked: u64::MAX, yes: true };
+    assert_eq!(
+        deliver(&mut p, at(T0, 1), n(1), Incarnation(1), yes),
+        vec![
+            Output::Event(ElEvent::PreVote(PreVoteOutcome::Won)),
+            Output::Event(ElEvent::Refused { from: n(2), reason: "term_overflow" }),
+        ]
+    );
+    assert_eq!(p.term, u64::MAX - 1);
+}
+
+/// (electd.md "Election algorithm 2 — alive-list ring": the timer starts
+/// an election only with no known coordinator; "Consumer": only a higher
+/// id challenges) The election timer does nothing while a live
+/// coordinator with a higher id is known: no pre-vote is asked.
+#[test]
+fn the_election_timer_does_nothing_while_a_live_higher_coordinator_is_known() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
+    quiet(&mut p);
+    p.timers.set(Timer::Elect, at(T0, 10));
+    p.handle_timeout(at(T0, 10));
+    assert_eq!(drain(&mut p), vec![]);
+    assert!(p.prevote.is_none());
+}
+
+// ------------------------------------------------ heartbeats and the office
+
+/// Process `me`, the highest id of ring `ids`, stored in term 4, start-up
+/// timers cancelled, elected in term 5 at T0 (an `Elected` lap decided by
+/// 1, from its predecessor): heartbeat 1 sent, not in office yet.
+fn elected_at_t0(ids: &[u32]) -> ElNode {
+    let ring = ring_of(ids);
+    let me = *ids.iter().max().expect("ids");
+    let i = ids.iter().position(|x| *x == me).expect("in the ring");
+    let pred = ids[(i + ids.len() - 1) % ids.len()];
+    let mut p = process(&ring, me, Algorithm::Relay, 4);
+    quiet(&mut p);
+    let elected = Msg::Elected { term: 5, d: n(me), decider: n(1), accepted: false, hop: 1 };
+    deliver(&mut p, T0, n(pred), Incarnation(1), elected);
+    assert!(p.is_coordinator() && !p.in_office());
+    p
+}
+
+/// (safety, electd.md "Heartbeats and the quorum lease") Only acks of its
+/// own heartbeats count, each acker once: an ack of a heartbeat not sent
+/// and a second ack from the same process leave a coordinator of five out
+/// of office; the third process acking makes the majority.
+#[test]
+fn an_unknown_or_repeated_heartbeat_ack_counts_for_nothing() {
+    let mut p = elected_at_t0(&[1, 2, 3, 4, 5]);
+    let ack = |seq| Msg::HeartbeatAck { term: 5, seq };
+    assert_eq!(deliver(&mut p, at(T0, 1), n(1), Incarnation(1), ack(1)), vec![]);
+    assert_eq!(deliver(&mut p, at(T0, 2), n(1), Incarnation(1), ack(1)), vec![]);
+    assert_eq!(deliver(&mut p, at(T0, 3), n(2), Incarnation(1), ack(9)), vec![]);
+    assert!(!p.in_office());
+    let outs = deliver(&mut p, at(T0, 4), n(2), Incarnation(1), ack(1));
+    let stored = ElDurable { promises: Some(p.promise.stored().clone()), term: 5, follows: Some(n(5)) };
+    assert_eq!(
+        outs,
+        vec![Output::Persist(stored), Output::Event(ElEvent::Joined), Output::Event(ElEvent::TookOffice { term: 5 })]
+    );
+    assert!(p.in_office());
+}
+
+/// (safety, electd.md "Heartbeats and the quorum lease") A first quorum
+/// after `election_timeout·(1−ρ)` from joining the term counts a deadline
+/// miss: the process does not take office, steps down and starts term + 1
+/// (within the jitter).
+#[test]
+fn a_first_quorum_after_the_proposal_deadline_steps_down_instead_of_taking_office() {
+    let mut p = elected_at_t0(&[1, 2, 3]);
+    let late = T0 + p.cfg.shrunk(p.cfg.election_timeout) + Duration::from_millis(1);
+    let outs = deliver(&mut p, late, n(1), Incarnation(1), Msg::HeartbeatAck { term: 5, seq: 1 });
+    assert_eq!(
+        outs,
+        vec![
+            Output::Event(ElEvent::PastDeadline { term: 5 }),
+            Output::Event(ElEvent::SteppedDown { term: 5, why: "no quorum within the election timeout" }),
+            Output::Event(ElEvent::QueueLength(0)),
+        ]
+    );
+    assert!(!p.is_coordinator() && !p.in_office());
+    assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= late + p.cfg.election_jitter));
+}
+
+/// (safety, electd.md "Heartbeats and the quorum lease": a process acks
+/// only the coordinator it follows) A coordinator acks no other process's
+/// heartbeat of its term: it neither follows nor acks another.
+#[test]
+fn a_coordinator_acks_no_other_heartbeat_of_its_term() {
+    let (mut p, now) = coordinator_in_office();
+    assert_eq!(deliver(&mut p, now, n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 1 }), vec![]);
+    assert!(p.in_office());
+}
+
+/// (electd.md "Heartbeats and the quorum lease") A coordinator that has
+/// lacked a quorum for `suspect_after` steps down (its heartbeats stop)
+/// and starts term + 1 within the jitter; a check before then changes
+/// nothing.
+#[test]
+fn a_coordinator_without_a_quorum_for_suspect_after_steps_down() {
+    let mut p = elected_at_t0(&[1, 2, 3]);
+    p.timers.cancel(Timer::Heartbeat);
+    let early = T0 + (p.cfg.suspect_after - Duration::from_millis(1));
+    p.timers.set(Timer::Check, early);
+    p.handle_timeout(early);
+    assert_eq!(drain(&mut p), vec![]);
+    assert!(p.is_coordinator());
+    let silent = T0 + p.cfg.suspect_after;
+    p.timers.set(Timer::Check, silent);
+    p.handle_timeout(silent);
+    assert_eq!(
+        drain(&mut p),
+        vec![Output::Event(ElEvent::SteppedDown { term: 5, why: "no quorum" }), Output::Event(ElEvent::QueueLength(0)),]
+    );
+    assert!(!p.is_coordinator() && p.timers.get(Timer::Heartbeat).is_none());
+    assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= silent + p.cfg.election_jitter));
+}
+
+/// (foundation.md, Failure hints: electd's hops to a gone process time
+/// out) An unreachable peer that has an election hop in flight: the hop
+/// times out at once (the alive-list Election skips it and goes on to the
+/// next process); an id outside the ring is ignored.
+#[test]
+fn an_unreachable_peer_with_an_unacked_ring_hop_is_skipped_at_once() {
+    let mut p = ring_electing();
+    p.handle_peer_unreachable(at(T0, 1), n(9));
+    assert_eq!(drain(&mut p), vec![]);
+    p.handle_peer_unreachable(at(T0, 1), n(3));
+    let election = Msg::Election { term: 5, initiator: n(2), initiator_inc: Incarnation(1), alive: vec![n(2)], hop: 2 };
+    assert_eq!(
+        drain(&mut p),
+        vec![Output::Event(ElEvent::ElectionMessage { kind: "election" }), Output::Send { to: n(1), msg: election }]
+    );
+    assert!(p.suspected.contains(&n(3)) && !p.suspected.contains(&n(9)));
+}
+
+/// (electd.md "Election algorithm 1 — relay": term + 1 starts over the
+/// live ring) A broken link suspects its peer — the next election skips
+/// it — until a message from it arrives.
+#[test]
+fn a_broken_link_suspects_its_peer_until_it_is_heard_again() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 2, Algorithm::Relay, 4);
+    quiet(&mut p);
+    p.handle_link_lost(T0, n(3));
+    assert_eq!(drain(&mut p), vec![]);
+    assert!(!p.peer_view(n(3)).up);
+    p.start_election_now(at(T0, 1));
+    let relay = Msg::Relay { term: 5, round: 0, phase: 1, value: n(2), hop: 1 };
+    assert_eq!(
+        drain(&mut p),
+        vec![
+            Output::Persist(stored_at(5, None)),
+            Output::Event(ElEvent::TermJoined { term: 5 }),
+            Output::Event(ElEvent::ElectionStarted { term: 5, algorithm: Algorithm::Relay }),
+            Output::Event(ElEvent::ElectionMessage { kind: "relay" }),
+            Output::Send { to: n(1), msg: relay },
+        ]
+    );
+    deliver(&mut p, at(T0, 2), n(3), Incarnation(1), Msg::HopAck { term: 5, hop: 9 });
+    assert!(p.peer_view(n(3)).up);
+}
+
+// ------------------------------------------------------ the access service
+
+/// (safety, electd.md "Coordinator: FIFO access service", Failover gap)
+/// In office, a request is queued but not granted during the failover
+/// gap; when the gap ends, its timer grants the head of the queue.
+#[test]
+fn the_failover_gap_ends_and_the_head_of_the_queue_is_granted() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 3, Algorithm::Relay, 4);
+    let elected = Msg::Elected { term: 5, d: n(3), decider: n(1), accepted: false, hop: 1 };
+    let outs = deliver(&mut p, T0, n(2), Incarnation(1), elected);
+    let now = acked_until(&mut p, outs, at(T0, 440));
+    // The last heartbeat (23, at `now`) acked too: under the lease.
+    assert_eq!(deliver(&mut p, now, n(1), Incarnation(1), Msg::HeartbeatAck { term: 5, seq: 23 }), vec![]);
+    let gap_until = match &p.role {
+        Role::Coordinator(o) => o.gap_until,
+        _ => panic!("coordinator"),
+    };
+    assert!(gap_until > at(now, 1) && gap_until < at(now, 20), "{gap_until:?}");
+    let asked = at(now, 1);
+    assert_eq!(
+        deliver(&mut p, asked, n(1), Incarnation(1), request(1)),
+        vec![
+            Output::Send { to: n(1), msg: Msg::Queued { term: 5, req: 1, pos: 0 } },
+            Output::Event(ElEvent::QueueLength(1)),
+        ]
+    );
+    assert_eq!(p.timers.get(Timer::GapEnds), Some(gap_until));
+    p.handle_timeout(gap_until);
+    let f = lockservice::fence(5, 1);
+    assert_eq!(
+        drain(&mut p),
+        vec![
+            Output::Send { to: n(1), msg: Msg::Granted { term: 5, req: 1, fence: f } },
+            Output::Event(ElEvent::Granted { fence: f, waited: gap_until.saturating_since(asked) }),
+            Output::Event(ElEvent::QueueLength(0)),
+        ]
+    );
+}
+
+/// (electd.md "Coordinator: FIFO access service") A request already
+/// queued, asked again, is answered with its place; it is not queued
+/// twice.
+#[test]
+fn a_request_queued_already_is_answered_its_place_again() {
+    let (mut p, now) = coordinator_in_office();
+    deliver(&mut p, now, n(1), Incarnation(1), request(1));
+    deliver(&mut p, now, n(2), Incarnation(1), request(7));
+    let outs = deliver(&mut p, at(now, 1), n(2), Incarnation(1), request(7));
+    assert_eq!(outs, vec![Output::Send { to: n(2), msg: Msg::Queued { term: 5, req: 7, pos: 1 } }]);
+    assert!(matches!(&p.role, Role::Coordinator(o) if o.queue.len() == 1));
+}
+
+/// (safety, electd.md "Coordinator: FIFO access service", Failover gap) A
+/// grant of an earlier term re-registered with a new coordinator in
+/// office is adopted with its old fence at once, but its renewals are
+/// acked only once `lease·(1+ρ)` has passed since taking office; another
+/// re-registration while it holds is refused.
+#[test]
+fn a_re_registered_grant_is_adopted_but_renewed_only_after_the_predecessors_lease() {
+    let mut p = elected_at_t0(&[1, 2, 3]);
+    deliver(&mut p, at(T0, 1), n(1), Incarnation(1), Msg::HeartbeatAck { term: 5, seq: 1 });
+    assert!(p.in_office() && p.may_grant(at(T0, 2)));
+    let f = lockservice::fence(4, 7);
+    let holding = |f| Msg::Request { term: 5, req: 0, queued: None, holding: Some(f) };
+    assert_eq!(
+        deliver(&mut p, at(T0, 2), n(1), Incarnation(1), holding(f)),
+        vec![Output::Send { to: n(1), msg: Msg::Granted { term: 5, req: 0, fence: f } }]
+    );
+    assert_eq!(p.current_grant(), Some((n(1), f)));
+    assert_eq!(deliver(&mut p, at(T0, 3), n(1), Incarnation(1), Msg::Renew { term: 5, fence: f, seq: 1 }), vec![]);
+    let other = lockservice::fence(4, 6);
+    assert_eq!(
+        deliver(&mut p, at(T0, 3), n(2), Incarnation(1), holding(other)),
+        vec![Output::Send { to: n(2), msg: Msg::RenewRefused { term: 5, fence: other } }]
+    );
+    assert_eq!(p.current_grant(), Some((n(1), f)));
+}
+
+/// (electd.md "Coordinator: FIFO access service": one holder at a time) A
+/// release of a fence its sender does not hold (another's, or a wrong
+/// fence) frees nothing: the next in the queue is not granted.
+#[test]
+fn a_release_of_a_grant_its_sender_does_not_hold_frees_nothing() {
+    let (mut p, now) = coordinator_in_office();
+    let f = lockservice::fence(5, 1);
+    deliver(&mut p, now, n(1), Incarnation(1), request(1));
+    deliver(&mut p, now, n(2), Incarnation(1), request(7));
+    assert_eq!(deliver(&mut p, at(now, 1), n(2), Incarnation(1), Msg::Release { term: 5, fence: f }), vec![]);
+    let wrong = lockservice::fence(5, 9);
+    assert_eq!(deliver(&mut p, at(now, 1), n(1), Incarnation(1), Msg::Release { term: 5, fence: wrong }), vec![]);
+    assert_eq!(p.current_grant(), Some((n(1), f)));
+}
+
+// ------------------------------------------------------------- the consumer
+
+/// Consumer 1 of ring {1, 2, 3} following coordinator 3 in term 4, start-up
+/// timers cancelled, no local client.
+fn consumer_idle() -> ElNode {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 1, Algorithm::Relay, 4);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
+    quiet(&mut p);
+    p
+}
+
+/// (electd.md "Consumer") A client's `Acquire` sends one request to the
+/// coordinator for the local queue, its immediate answer due within
+/// `request_timeout`; a second client waits behind it without a second
+/// request, and a client asking twice is refused.
+#[test]
+fn a_client_acquire_sends_one_request_to_the_known_coordinator() {
+    let mut p = consumer_idle();
+    let acquire = LockRequest::Acquire { timeout_ms: 10_000 };
+    p.handle_request(at(T0, 1), ClientId(1), acquire.clone());
+    assert_eq!(
+        drain(&mut p),
+        vec![Output::Send { to: n(3), msg: Msg::Request { term: 4, req: 1, queued: None, holding: None } }]
+    );
+    assert_eq!(p.timers.get(Timer::RequestDue), Some(at(T0, 1) + p.cfg.request_timeout));
+    p.handle_request(at(T0, 2), ClientId(2), acquire.clone());
+    assert_eq!(drain(&mut p), vec![]);
+    p.handle_request(at(T0, 3), ClientId(1), acquire);
+    let refused = LockReply::Refused { reason: "already waiting for the lock".into() };
+    assert_eq!(drain(&mut p), vec![Output::Reply { client: ClientId(1), reply: refused }]);
+}
+
+/// (electd.md "Consumer") With no coordinator known a client's request
+/// waits here; it is sent once a coordinator is heard of.
+#[test]
+fn a_client_acquire_without_a_known_coordinator_waits_for_one() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 1, Algorithm::Relay, 4);
+    quiet(&mut p);
+    p.handle_request(T0, ClientId(1), LockRequest::Acquire { timeout_ms: 10_000 });
+    assert_eq!(drain(&mut p), vec![]);
+    let outs = deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
+    let sends: Vec<&OutputOf<ElNode>> = outs.iter().filter(|o| matches!(o, Output::Send { .. })).collect();
+    assert_eq!(
+        sends,
+        vec![
+            &Output::Send { to: n(3), msg: Msg::HeartbeatAck { term: 4, seq: 1 } },
+            &Output::Send { to: n(3), msg: Msg::Request { term: 4, req: 1, queued: None, holding: None } },
+        ]
+    );
+}
+
+/// (electd.md "Coordinator: FIFO access service") A client's `Release` of
+/// its hold ends it here (replied, counted) and gives the grant back to
+/// the coordinator; a `Release` from a client holding nothing is refused.
+#[test]
+fn a_client_release_of_its_hold_gives_the_grant_back() {
+    let (mut p, f) = consumer_granted_confirmed();
+    p.handle_request(at(T0, 2), ClientId(2), LockRequest::Release);
+    let refused = LockReply::Refused { reason: "not holding the lock".into() };
+    assert_eq!(drain(&mut p), vec![Output::Reply { client: ClientId(2), reply: refused }]);
+    p.handle_request(at(T0, 3), ClientId(1), LockRequest::Release);
+    let how = lockservice::ReleaseHow::Released;
+    let released = LockEvent::Released { client: ClientId(1), fence: f, held: Duration::from_millis(2), how };
+    assert_eq!(
+        drain(&mut p),
+        vec![
+            Output::Reply { client: ClientId(1), reply: LockReply::Released },
+            Output::Event(ElEvent::Lock(released)),
+            Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } },
+        ]
+    );
+    assert!(p.consumer.grant.is_none() && p.holder().is_none());
+}
+
+/// (electd.md "Coordinator: FIFO access service") A client gone while
+/// waiting leaves the local queue quietly; a grant its request still
+/// brings is confirmed and then given back, nobody waiting for it here.
+#[test]
+fn a_client_gone_while_waiting_leaves_and_its_late_grant_is_given_back() {
+    let mut p = consumer_asking();
+    p.handle_client_gone(at(T0, 1), ClientId(1));
+    assert_eq!(drain(&mut p), vec![]);
+    assert_eq!(p.locks.waiting(), 0);
+    let f = lockservice::fence(4, 1);
+    assert_eq!(
+        deliver(&mut p, at(T0, 2), n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f }),
+        vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, fence: f, seq: 1 } }]
+    );
+    assert_eq!(
+        deliver(&mut p, at(T0, 3), n(3), Incarnation(1), Msg::RenewAck { term: 4, fence: f, seq: 1 }),
+        vec![Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } }]
+    );
+    assert!(p.consumer.grant.is_none() && p.holder().is_none());
+}
+
+/// (electd.md "Consumer", deviation) A `no_quorum` denial starts an
+/// election within the jitter; a denial from another process than the
+/// one asked is ignored.
+#[test]
+fn a_no_quorum_denial_starts_an_election_within_the_jitter() {
+    let mut p = consumer_asking();
+    let denied = Msg::Denied { term: 4, req: 1, why: Denial::NoQuorum };
+    assert_eq!(deliver(&mut p, at(T0, 1), n(2), Incarnation(1), denied.clone()), vec![]);
+    assert_eq!(p.timers.get(Timer::Elect), None);
+    let now = at(T0, 2);
+    assert_eq!(deliver(&mut p, now, n(3), Incarnation(1), denied), vec![]);
+    assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= now + p.cfg.election_jitter));
+}
+
+/// (electd.md "Coordinator: FIFO access service": the coordinator frees
+/// the resource on `Release`) A `Granted` nobody here waits for (no such
+/// request pending) is given back at once.
+#[test]
+fn a_grant_nobody_here_waits_for_is_given_back() {
+    let mut p = consumer_idle();
+    let f = lockservice::fence(4, 3);
+    assert_eq!(
+        deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::Granted { term: 4, req: 5, fence: f }),
+        vec![Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } }]
+    );
+    assert!(p.consumer.grant.is_none());
+}
+
+/// (safety, electd.md "Coordinator: FIFO access service") The first acked
+/// renewal grants the client, its lease ending at that renewal's send
+/// time + `grant_ttl·(1−ρ)`; the renewal timer renews every
+/// `grant_ttl/3`, and each later ack moves the client's lease; an ack of
+/// a renewal not sent does nothing.
+#[test]
+fn renewal_acks_grant_the_client_then_move_its_lease() {
+    let mut p = consumer_granted_unconfirmed();
+    let f = lockservice::fence(4, 1);
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f });
+    let ack = |seq| Msg::RenewAck { term: 4, fence: f, seq };
+    assert_eq!(deliver(&mut p, at(T0, 1), n(3), Incarnation(1), ack(5)), vec![]);
+    let ttl = p.cfg.shrunk(p.cfg.grant_ttl);
+    let until = T0 + ttl;
+    let granted =
+        LockEvent::Granted { client: ClientId(1), fence: f, waited: Duration::from_millis(1), lease_until: until };
+    assert_eq!(
+        deliver(&mut p, at(T0, 1), n(3), Incarnation(1), ack(1)),
+        vec![
+            Output::Reply {
+                client: ClientId(1),
+                reply: LockReply::Granted { fence: f, lease_until_us: until.as_micros() }
+            },
+            Output::Event(ElEvent::Lock(granted)),
+        ]
+    );
+    quiet(&mut p);
+    let tick = T0 + p.cfg.grant_ttl / 3;
+    p.handle_timeout(tick);
+    assert_eq!(drain(&mut p), vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, fence: f, seq: 2 } }]);
+    let until = tick + ttl;
+    let renewed = LockEvent::Renewed { client: ClientId(1), fence: f, lease_until: until };
+    assert_eq!(
+        deliver(&mut p, at(tick, 1), n(3), Incarnation(1), ack(2)),
+        vec![
+            Output::Reply { client: ClientId(1), reply: LockReply::Renewed { lease_until_us: until.as_micros() } },
+            Output::Event(ElEvent::Lock(renewed)),
+        ]
+    );
+}
+
+/// (foundation.md, Runtime: SIGTERM is a graceful leave) A consumer
+/// shutting down refuses its waiting clients and every later `Acquire`,
+/// and has left at once when nothing is held.
+#[test]
+fn a_consumer_shutting_down_refuses_its_waiters_and_has_left() {
+    let mut p = consumer_asking();
+    p.handle_shutdown(at(T0, 1));
+    let refused = || LockReply::Refused { reason: "daemon is shutting down".into() };
+    assert_eq!(drain(&mut p), vec![Output::Reply { client: ClientId(1), reply: refused() }]);
+    assert!(p.is_left());
+    p.handle_request(at(T0, 2), ClientId(2), LockRequest::Acquire { timeout_ms: 10_000 });
+    assert_eq!(drain(&mut p), vec![Output::Reply { client: ClientId(2), reply: refused() }]);
+}
+
+/// (foundation.md, Runtime: graceful leave; electd.md "Coordinator: FIFO
+/// access service": a grant stays valid until its lease ends) A holder's
+/// process shutting down keeps the hold until its client releases; then
+/// the grant goes back and the process has left.
+#[test]
+fn a_holder_shutting_down_leaves_once_its_client_releases() {
+    let (mut p, f) = consumer_granted_confirmed();
+    p.handle_shutdown(at(T0, 2));
+    assert_eq!(drain(&mut p), vec![]);
+    assert!(!p.is_left());
+    p.handle_request(at(T0, 3), ClientId(1), LockRequest::Release);
+    let how = lockservice::ReleaseHow::Released;
+    let released = LockEvent::Released { client: ClientId(1), fence: f, held: Duration::from_millis(2), how };
+    assert_eq!(
+        drain(&mut p),
+        vec![
+            Output::Reply { client: ClientId(1), reply: LockReply::Released },
+            Output::Event(ElEvent::Lock(released)),
+            Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } },
+        ]
+    );
+    assert!(p.is_left());
 }
