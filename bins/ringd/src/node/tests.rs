@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use ::durable::promise::Refusal;
 use api::ring::{ExecError, ServiceResult};
 use ftcore::testing::{deliver, drain, request, timeout};
-use ftcore::Output;
+use ftcore::{JobEnd, Output};
 use membership::{Member, Membership};
 use timer::Lease;
 
@@ -50,9 +50,14 @@ fn replica(me: u32) -> RdNode {
 
 /// [`replica`] with the settings `c`.
 fn replica_with(me: u32, c: RdConfig) -> RdNode {
+    replica_from(me, c, Promises::recovered_with(0))
+}
+
+/// [`replica_with`] that loaded `stored` (its promises) at its start.
+fn replica_from(me: u32, c: RdConfig, stored: Promises) -> RdNode {
     let start = Instant::from_millis(T0.as_micros() / 1000 - 200);
     let mut ctx = Context::new(n(me), Incarnation(1), ring3(), start, c);
-    ctx.stored = Some(RdDurable { promises: Some(Promises::recovered_with(0)) });
+    ctx.stored = Some(RdDurable { promises: Some(stored) });
     let mut r = RdNode::start(ctx).expect("valid config");
     let (pred, succ) = (n((me + 1) % 3 + 1), n(me % 3 + 1));
     deliver(&mut r, T0, pred, Incarnation(1), Msg::Hb(hbring::HbMsg::Heartbeat { digest: 0 }));
@@ -773,6 +778,900 @@ fn a_shutdown_answers_queued_token_services_leaving_and_a_gone_clients_are_dropp
                 reply: RingReply::Executed { request_id: 2, outcome: Err(ExecError::Leaving) }
             },
         ]
+    );
+    assert!(r.is_left());
+}
+
+// ----- every input handler, its other branches ------------------------------
+
+fn ms(m: u64) -> Duration {
+    Duration::from_millis(m)
+}
+
+/// Fires `r`'s deadlines in order from `from` (its last input) up to
+/// `until` (inclusive), both its configured neighbours heard from just
+/// before each (nobody is suspected); returns the steps that had protocol
+/// outputs, with their times. A deadline already past (the ring's timers
+/// of a [`replica`] no timeout has reached yet) fires at `from`.
+fn live_until(r: &mut RdNode, from: Instant, until: Instant) -> Vec<(Instant, Vec<Out>)> {
+    let me = r.me.0;
+    let (pred, succ) = (n((me + 1) % 3 + 1), n(me % 3 + 1));
+    let mut steps = Vec::new();
+    for _ in 0..10_000 {
+        let Some(t) = r.poll_timeout().filter(|t| *t <= until).map(|t| t.max(from)) else { return steps };
+        let mut outs = proto(deliver(r, t, pred, Incarnation(1), Msg::Hb(hbring::HbMsg::Heartbeat { digest: 0 })));
+        outs.extend(proto(deliver(r, t, succ, Incarnation(1), Msg::Hb(hbring::HbMsg::HeartbeatAck { digest: 0 }))));
+        outs.extend(proto(timeout(r, t)));
+        if !outs.is_empty() {
+            steps.push((t, outs));
+        }
+    }
+    panic!("the deadlines do not move past {until:?}");
+}
+
+/// A fresh replica 1 (nothing stored), started 200 ms before T0, outputs
+/// drained: unrecovered until its Hello round is answered.
+fn fresh() -> RdNode {
+    let start = Instant::from_millis(T0.as_micros() / 1000 - 200);
+    let mut r = RdNode::start(Context::new(n(1), Incarnation(1), ring3(), start, cfg())).expect("valid config");
+    let _ = drain(&mut r);
+    r
+}
+
+/// [`cfg`] with the command service `job` (`sleep 300` and the request's
+/// arguments, killed 1 s after its start), run under the token if `token`.
+fn with_job(token: bool) -> RdConfig {
+    let mut c = cfg();
+    let spec = ServiceSpec { command: vec!["sleep".into(), "300".into()], needs_token: token, timeout: ms(1_000) };
+    c.services.insert("job".into(), spec);
+    c
+}
+
+fn execute(request_id: u64, service: &str, args: &[&str]) -> RingRequest {
+    RingRequest::Execute { request_id, service: service.into(), args: args.iter().map(|a| a.to_string()).collect() }
+}
+
+fn answered(client: u64, request_id: u64, service: &str, outcome: api::ring::Outcome) -> Vec<Out> {
+    let label = match &outcome {
+        Ok(_) => "ok",
+        Err(e) => e.label(),
+    };
+    vec![
+        Output::Event(RdEvent::Executed { service: service.into(), outcome: label }),
+        Output::Reply { client: ClientId(client), reply: RingReply::Executed { request_id, outcome } },
+    ]
+}
+
+/// The `HolderAlive` renewal `nonce` of epoch 1025 to both peers.
+fn renewal(nonce: u64) -> Vec<Out> {
+    vec![send(2, Msg::HolderAlive { epoch: 1025, nonce }), send(3, Msg::HolderAlive { epoch: 1025, nonce })]
+}
+
+/// The job id of the `JobCommand::Start` among `outs`.
+fn started(outs: &[Out]) -> u64 {
+    outs.iter()
+        .find_map(|o| match o {
+            Output::Job(ftcore::JobCommand::Start { id, .. }) => Some(*id),
+            _ => None,
+        })
+        .expect("a job starts")
+}
+
+/// Owner 1 of (1025, 5) running `job` (request 7 of client 1) under the
+/// lease its first renewal (sent at T0) got from 3 at T0 + 1 ms: the job
+/// id and the lease's end.
+fn running_token_job() -> (RdNode, u64, Instant) {
+    let mut r = replica_with(1, with_job(true));
+    drain_token(&mut r, token(1025, 5, 3));
+    assert_eq!(proto(request(&mut r, T0, ClientId(1), execute(7, "job", &[]))), renewal(1));
+    let outs = proto(deliver(&mut r, T0 + ms(1), n(3), Incarnation(1), Msg::HolderAliveAck { epoch: 1025, nonce: 1 }));
+    let id = started(&outs);
+    let lease_until = Lease::new(T0, ms(100), 1_000).holder_valid_until();
+    assert_eq!(
+        outs,
+        vec![
+            Output::Event(RdEvent::Ran { fence: (1025, 5), service: "job".into(), request_id: 7, lease_until }),
+            Output::Job(ftcore::JobCommand::Start {
+                id,
+                argv: vec!["sleep".into(), "300".into()],
+                fence: Some((1025u128 << 64) | 5),
+                deadline: lease_until,
+                max_output: MAX_OUTPUT,
+            }),
+        ]
+    );
+    (r, id, lease_until)
+}
+
+/// The token [`passing`] passed.
+fn passed() -> Token {
+    Token { quiet: 0, ..token(1025, 6, 1) }
+}
+
+/// Owner 1 that passed (1025, 6) to 2 at T0 + 1 ms, on 2's `Wanted`,
+/// unacked. Passed by a message, not a timeout: the first timeout of a
+/// [`replica`] finds its ring's timers overdue, reads that as its own
+/// stall and puts off any census by a heartbeat.
+fn passing() -> RdNode {
+    let mut r = owner();
+    assert_eq!(
+        proto(deliver(&mut r, T0 + ms(1), n(2), Incarnation(1), Msg::Wanted)),
+        vec![send(2, Msg::Token(Box::new(passed()))), Output::Event(RdEvent::Passed { to: n(2) })]
+    );
+    r
+}
+
+/// [`passing`], acked by 2 at T0 + 2 ms: its copy is frozen.
+fn frozen() -> RdNode {
+    let mut r = passing();
+    let ack = Msg::TokenAck { epoch: 1025, seq: 6 };
+    assert_eq!(
+        proto(deliver(&mut r, T0 + ms(2), n(2), Incarnation(1), ack)),
+        vec![send(3, Msg::TokenRelease { epoch: 1025, seq: 5 })]
+    );
+    r
+}
+
+/// The role of the token held here.
+fn role(r: &RdNode) -> Option<Role> {
+    r.held.as_ref().map(|h| h.role.clone())
+}
+
+/// Replica 1 with its own census started at T0 (outputs drained); the
+/// proposed epoch.
+fn censusing() -> (RdNode, u64) {
+    let mut r = replica(1);
+    r.start_census(T0, None);
+    r.after_input(T0);
+    let proposed = r.promises().proposal().expect("a census is out").0;
+    assert_eq!(proto(drain(&mut r)), census_started(&r, proposed));
+    (r, proposed)
+}
+
+/// ringd.md, Liveness: only configured replicas take part; a message from
+/// an unknown id, or one naming this replica as its sender, is refused
+/// before anything reads it (`refused_total{reason="not_a_member"}`).
+#[test]
+fn a_message_from_a_non_member_or_from_itself_is_refused_unread() {
+    let mut r = replica(1);
+    for from in [9, 1] {
+        let census = Msg::Census { proposed: 2049 };
+        assert_eq!(
+            deliver(&mut r, T0, n(from), Incarnation(1), census),
+            vec![Output::Event(RdEvent::Refused { from: n(from), reason: "not_a_member" })]
+        );
+    }
+    assert_eq!(r.promises().stored().threshold(), 0, "nothing promised");
+}
+
+/// ringd.md, Liveness (safety): from the moment D suspects P, D ignores
+/// P's incarnation and answers it `Excluded`: a token from that life is
+/// neither acked nor owned.
+#[test]
+fn a_message_from_a_suspected_life_is_answered_excluded_and_not_read() {
+    let (mut r, _) = recovering();
+    assert_eq!(
+        deliver(&mut r, T0 + ms(1), n(3), Incarnation(1), Msg::Token(Box::new(token(1025, 5, 3)))),
+        vec![
+            send(3, Msg::Hb(hbring::HbMsg::Excluded { your_inc: Incarnation(1) })),
+            Output::Event(RdEvent::Hb(hbring::HbEvent::ExcludedPeer { node: n(3), inc: Incarnation(1) })),
+        ]
+    );
+    assert!(!r.owns_token());
+    assert_eq!(r.seen(), (0, 0));
+}
+
+/// foundation.md, Fresh nodes: a replica that has not recovered answers
+/// a `Hello` with no values (it knows none it could vouch for).
+#[test]
+fn an_unrecovered_replica_answers_a_hello_with_no_values() {
+    let mut r = fresh();
+    assert_eq!(
+        proto(deliver(&mut r, T0, n(2), Incarnation(1), Msg::Hello { nonce: 5 })),
+        vec![send(2, Msg::HelloAck { nonce: 5, values: None })]
+    );
+}
+
+/// foundation.md, Fresh nodes: only answers to a nonce of this life's own
+/// rounds count; a recovered replica ignores every `HelloAck`.
+#[test]
+fn a_hello_ack_to_an_unknown_nonce_or_at_a_recovered_replica_changes_nothing() {
+    let mut r = fresh();
+    let at = r.hello_deadline().expect("a round is due");
+    let outs = proto(timeout(&mut r, at));
+    let nonce = outs
+        .iter()
+        .find_map(|o| match o {
+            Output::Send { msg: Msg::Hello { nonce }, .. } => Some(*nonce),
+            _ => None,
+        })
+        .expect("a Hello");
+    let values = owner().promises().values();
+    for from in [2, 3] {
+        let ack = Msg::HelloAck { nonce: nonce + 1, values };
+        assert_eq!(proto(deliver(&mut r, at, n(from), Incarnation(1), ack)), vec![]);
+    }
+    assert!(!r.promises().stored().recovered());
+    assert_eq!(r.hello_deadline(), Some(at + ms(100)), "the rounds go on");
+    // At a recovered replica: nothing stored, nothing reported.
+    let mut r = replica(1);
+    let before = r.promises().stored().clone();
+    assert_eq!(proto(deliver(&mut r, T0, n(2), Incarnation(1), Msg::HelloAck { nonce: 1, values })), vec![]);
+    assert_eq!(r.promises().stored(), &before);
+}
+
+/// ringd.md, At D: an `IAmNewNext` back at its detector found nobody
+/// pointing at that life of the failed replica: the pending recovery ends;
+/// one of another recovery ends nothing.
+#[test]
+fn an_i_am_new_next_back_at_its_detector_ends_only_the_pending_recovery() {
+    let (mut r, id) = recovering();
+    let back = |recovery| {
+        Msg::IAmNewNext(NewNext {
+            failed: n(3),
+            failed_inc: Incarnation(1),
+            origin: n(1),
+            recovery,
+            seen: (0, 0),
+            hops: 1,
+        })
+    };
+    let t = T0 + ms(4);
+    assert_eq!(proto(deliver(&mut r, t, n(2), Incarnation(1), back(id + 1))), vec![]);
+    assert_eq!(
+        proto(deliver(&mut r, t, n(2), Incarnation(1), back(id))),
+        vec![Output::Event(RdEvent::Recovered { took: ms(4) })]
+    );
+    assert_eq!(proto(deliver(&mut r, t, n(2), Incarnation(1), back(id))), vec![]);
+}
+
+/// ringd.md, IAmNewNext: a replica whose successor its own detector
+/// removed still answers an `IAmNewNext` about that life (it was its
+/// `next`), with its unacked copy if newer than the detector's `seen`.
+#[test]
+fn a_successor_reported_unreachable_is_remembered_and_an_i_am_new_next_about_it_answered() {
+    let mut r = passing();
+    let t = T0 + ms(2);
+    r.handle_peer_unreachable(t, n(2));
+    assert_eq!(proto(drain(&mut r)), vec![]);
+    assert_eq!(r.successor(), Some(n(3)));
+    let about_2 =
+        NewNext { failed: n(2), failed_inc: Incarnation(1), origin: n(3), recovery: 79, seen: (1025, 5), hops: 0 };
+    assert_eq!(
+        proto(deliver(&mut r, t, n(3), Incarnation(1), Msg::IAmNewNext(about_2))),
+        vec![
+            send(3, Msg::Copy { recovery: 79, token: Box::new(passed()) }),
+            send(3, Msg::IAmNewPrevious { recovery: 79, members: vec![n(3), n(1)] }),
+        ]
+    );
+}
+
+/// ringd.md, At D: a copy is acted on only if newer than D's `seen` (D
+/// has seen that token or a newer one); a newer one starts a census.
+#[test]
+fn a_copy_not_newer_than_the_detectors_seen_supplies_no_census() {
+    let mut r = frozen();
+    let t = T0 + ms(3);
+    r.handle_peer_unreachable(t, n(3));
+    let outs = proto(drain(&mut r));
+    let id = outs
+        .iter()
+        .find_map(|o| match o {
+            Output::Send { msg: Msg::IAmNewNext(m), .. } => Some(m.recovery),
+            _ => None,
+        })
+        .expect("an IAmNewNext");
+    let m = NewNext { failed: n(3), failed_inc: Incarnation(1), origin: n(1), recovery: id, seen: (1025, 5), hops: 0 };
+    assert_eq!(outs, vec![Output::Event(RdEvent::RecoveryStarted { failed: n(3) }), send(2, Msg::IAmNewNext(m))]);
+    let copy = |seq| Msg::Copy { recovery: id, token: Box::new(token(1025, seq, 2)) };
+    for seq in [4, 5] {
+        assert_eq!(proto(deliver(&mut r, t, n(2), Incarnation(1), copy(seq))), vec![]);
+    }
+    assert!(r.promises().proposal().is_none());
+    let outs = proto(deliver(&mut r, t, n(2), Incarnation(1), copy(6)));
+    let proposed = r.promises().proposal().expect("a census is out").0;
+    assert_eq!(outs, census_started(&r, proposed));
+}
+
+/// ringd.md, Regeneration: a token showing up ends the own census
+/// (`censuses_total{outcome="aborted"}`); the token is stored, acked and
+/// owned.
+#[test]
+fn a_newer_token_aborts_the_own_census() {
+    let (mut r, _) = censusing();
+    let outs = drain_token(&mut r, token(1025, 5, 3));
+    assert_eq!(
+        outs,
+        vec![
+            stored(&r),
+            Output::Event(RdEvent::CensusEnded { outcome: CensusOutcome::Aborted }),
+            send(3, Msg::TokenAck { epoch: 1025, seq: 5 }),
+            Output::Event(RdEvent::Accepted { id: (1025, 5) }),
+        ]
+    );
+    assert!(r.owns_token() && r.promises().proposal().is_none());
+}
+
+/// foundation.md, Fresh nodes: an unrecovered replica neither acks nor
+/// answers a token (the sender resends; the ring routes around it).
+#[test]
+fn an_unrecovered_replica_neither_acks_nor_answers_a_token() {
+    let mut r = fresh();
+    assert_eq!(drain_token(&mut r, token(1025, 5, 3)), vec![]);
+    assert!(!r.owns_token());
+    assert_eq!(r.seen(), (0, 0));
+}
+
+/// ringd.md, Superseded: a replica recovered from a wiped disk answers a
+/// token at or below `recovered_max` with `Stale { recovered_max }`;
+/// above it, the token is accepted.
+#[test]
+fn a_token_at_or_below_the_recovered_max_is_answered_stale_with_it() {
+    let mut r = replica_from(1, cfg(), Promises::recovered_with(2050));
+    for epoch in [1025, 2050] {
+        assert_eq!(
+            drain_token(&mut r, token(epoch, 5, 3)),
+            vec![send(3, Msg::Stale { epoch: 2050 }), Output::Event(RdEvent::StaleAnswered)]
+        );
+    }
+    assert!(!r.owns_token());
+    let outs = drain_token(&mut r, token(2051, 5, 3));
+    assert_eq!(
+        outs,
+        vec![
+            stored(&r),
+            send(3, Msg::TokenAck { epoch: 2051, seq: 5 }),
+            Output::Event(RdEvent::Accepted { id: (2051, 5) })
+        ]
+    );
+}
+
+/// ringd.md, Token: only the successor's ack of the token sent freezes
+/// the copy; an ack from another replica or of another (epoch, seq)
+/// changes nothing.
+#[test]
+fn a_token_ack_from_another_replica_or_of_another_seq_changes_nothing() {
+    let mut r = passing();
+    let t = T0 + ms(2);
+    let ack = |epoch, seq| Msg::TokenAck { epoch, seq };
+    assert_eq!(proto(deliver(&mut r, t, n(3), Incarnation(1), ack(1025, 6))), vec![]);
+    assert_eq!(proto(deliver(&mut r, t, n(2), Incarnation(1), ack(1025, 5))), vec![]);
+    assert!(r.is_passing());
+    assert_eq!(
+        proto(deliver(&mut r, t, n(2), Incarnation(1), ack(1025, 6))),
+        vec![send(3, Msg::TokenRelease { epoch: 1025, seq: 5 })]
+    );
+    assert_eq!(role(&r), Some(Role::Frozen { to: n(2), inc: Incarnation(1) }));
+}
+
+/// ringd.md, Token: `TokenRelease` goes to the replica the token came
+/// from; a regenerated token came from nobody, and its ack releases none.
+#[test]
+fn the_ack_of_a_regenerated_token_releases_nobody() {
+    let (mut r, proposed) = censusing();
+    let promise = Msg::CensusReply { proposed, answer: CensusAnswer::Promise { copy: None } };
+    let _ = proto(deliver(&mut r, T0, n(2), Incarnation(1), promise.clone()));
+    let _ = proto(deliver(&mut r, T0, n(3), Incarnation(1), promise));
+    assert!(r.is_passing());
+    let ack = Msg::TokenAck { epoch: proposed, seq: 1 };
+    assert_eq!(proto(deliver(&mut r, T0 + ms(1), n(2), Incarnation(1), ack)), vec![]);
+    assert_eq!(role(&r), Some(Role::Frozen { to: n(2), inc: Incarnation(1) }));
+}
+
+/// ringd.md, Token (safety): `TokenRelease` releases only the frozen copy
+/// it names, and a released copy is kept for censuses (discarded only
+/// when a newer token is accepted).
+#[test]
+fn a_token_release_releases_only_the_frozen_copy_it_names_which_censuses_still_get() {
+    let mut r = frozen();
+    let t = T0 + ms(3);
+    let release = |seq| Msg::TokenRelease { epoch: 1025, seq };
+    assert_eq!(proto(deliver(&mut r, t, n(2), Incarnation(1), release(5))), vec![]);
+    assert_eq!(role(&r), Some(Role::Frozen { to: n(2), inc: Incarnation(1) }));
+    assert_eq!(proto(deliver(&mut r, t, n(2), Incarnation(1), release(6))), vec![]);
+    assert_eq!(role(&r), Some(Role::Released));
+    let outs = proto(deliver(&mut r, t, n(2), Incarnation(1), Msg::Census { proposed: 2049 }));
+    let copy = Some(Box::new(passed()));
+    assert_eq!(
+        outs,
+        vec![stored(&r), send(2, Msg::CensusReply { proposed: 2049, answer: CensusAnswer::Promise { copy } })]
+    );
+}
+
+/// foundation.md, Fresh nodes: an unrecovered replica knows no threshold
+/// to check a renewal against: it acks nothing (and stores nothing).
+#[test]
+fn an_unrecovered_replica_does_not_ack_a_holder_alive() {
+    let mut r = fresh();
+    assert_eq!(proto(deliver(&mut r, T0, n(3), Incarnation(1), Msg::HolderAlive { epoch: 1025, nonce: 1 })), vec![]);
+    assert_eq!(r.epoch(), 0);
+}
+
+/// ringd.md, Majority lease: a `HolderAlive` of a higher epoch than the
+/// token owned here means a newer token is in use: the epoch is stored,
+/// this owner superseded (keeps a copy only), then the renewal acked.
+#[test]
+fn a_holder_alive_of_a_higher_epoch_supersedes_the_owned_token() {
+    let mut r = owner();
+    let outs = proto(deliver(&mut r, T0 + ms(1), n(2), Incarnation(1), Msg::HolderAlive { epoch: 2049, nonce: 4 }));
+    assert_eq!(
+        outs,
+        vec![stored(&r), Output::Event(RdEvent::Superseded), send(2, Msg::HolderAliveAck { epoch: 2049, nonce: 4 })]
+    );
+    assert!(!r.owns_token());
+    assert_eq!((role(&r), r.epoch()), (Some(Role::CopyOnly), 2049));
+}
+
+/// ringd.md, Majority lease: only acks of a renewal of the owned token's
+/// epoch, and of a renewal sent, count towards the lease; at a replica
+/// that owns no token an ack is ignored.
+#[test]
+fn a_holder_alive_ack_of_another_epoch_or_an_unknown_renewal_grants_no_lease() {
+    let mut r = owner();
+    assert_eq!(proto(request(&mut r, T0, ClientId(1), execute(7, "counter.incr", &["c"]))), renewal(1));
+    let t = T0 + ms(1);
+    let ack = |epoch, nonce| Msg::HolderAliveAck { epoch, nonce };
+    assert_eq!(proto(deliver(&mut r, t, n(3), Incarnation(1), ack(1024, 1))), vec![]);
+    assert_eq!(proto(deliver(&mut r, t, n(3), Incarnation(1), ack(1025, 9))), vec![]);
+    assert_eq!(r.lease_until(), None);
+    // The renewal's own ack: it runs at once (and passes the token on).
+    let outs = proto(deliver(&mut r, t, n(3), Incarnation(1), ack(1025, 1)));
+    let lease_until = Lease::new(T0, ms(100), 1_000).holder_valid_until();
+    let ran = RdEvent::Ran { fence: (1025, 5), service: "counter.incr".into(), request_id: 7, lease_until };
+    assert_eq!(outs.first(), Some(&Output::Event(ran)), "{outs:?}");
+    let mut m = replica(2);
+    assert_eq!(proto(deliver(&mut m, t, n(3), Incarnation(1), ack(1025, 1))), vec![]);
+    assert_eq!(m.lease_until(), None);
+}
+
+/// ringd.md, Regeneration: a replica that acked a `HolderAlive` answers a
+/// census `Busy` for lease·(1+ρ), except a census of that holder itself.
+#[test]
+fn a_census_beside_an_acked_holder_is_busy_except_the_holders_own() {
+    let mut r = replica(3);
+    let _ = proto(deliver(&mut r, T0, n(1), Incarnation(1), Msg::HolderAlive { epoch: 1025, nonce: 1 }));
+    let t = T0 + ms(1);
+    let remaining = Lease::new(T0, ms(100), 1_000).grantor_honours_until().saturating_since(t);
+    assert_eq!(
+        proto(deliver(&mut r, t, n(2), Incarnation(1), Msg::Census { proposed: 2049 })),
+        vec![send(2, Msg::CensusReply { proposed: 2049, answer: CensusAnswer::Refused(Refusal::Busy { remaining }) })]
+    );
+    let outs = proto(deliver(&mut r, t, n(1), Incarnation(1), Msg::Census { proposed: 2048 }));
+    assert_eq!(
+        outs,
+        vec![stored(&r), send(1, Msg::CensusReply { proposed: 2048, answer: CensusAnswer::Promise { copy: None } })]
+    );
+}
+
+/// ringd.md, Regeneration (foundation.md's retry rule): a replica whose
+/// own census is outbid by a higher one promises it and ends its own
+/// (`stale`), so that the higher one can finish.
+#[test]
+fn a_higher_census_is_promised_and_ends_the_own_one_as_stale() {
+    let (mut r, _) = censusing();
+    let outs = proto(deliver(&mut r, T0 + ms(1), n(2), Incarnation(1), Msg::Census { proposed: 2049 }));
+    assert_eq!(
+        outs,
+        vec![
+            stored(&r),
+            Output::Event(RdEvent::CensusEnded { outcome: CensusOutcome::Stale }),
+            send(2, Msg::CensusReply { proposed: 2049, answer: CensusAnswer::Promise { copy: None } }),
+        ]
+    );
+    assert!(r.promises().proposal().is_none());
+}
+
+/// ringd.md, Regeneration: `Busy` aborts the census
+/// (`censuses_total{outcome="busy"}`); the next try is just past the
+/// remaining window, plus at most W/10 of jitter.
+#[test]
+fn a_census_answered_busy_ends_busy_and_retries_just_past_the_window() {
+    let (mut r, proposed) = censusing();
+    let busy = CensusAnswer::Refused(Refusal::Busy { remaining: ms(50) });
+    assert_eq!(
+        proto(deliver(&mut r, T0, n(2), Incarnation(1), Msg::CensusReply { proposed, answer: busy })),
+        vec![Output::Event(RdEvent::CensusEnded { outcome: CensusOutcome::Busy })]
+    );
+    let due = r.token_deadline().expect("a retry is due");
+    assert!(due > T0 + ms(50) && due <= T0 + ms(60), "{due:?}");
+}
+
+/// ringd.md, Regeneration: a `Stale` (promised higher) answer aborts the
+/// census (`stale`) and raises the floor, stored, so that the next one
+/// goes above it.
+#[test]
+fn a_census_answered_stale_ends_stale_and_raises_the_floor() {
+    let (mut r, proposed) = censusing();
+    let stale = CensusAnswer::Refused(Refusal::Promised { value: 3000 });
+    assert_eq!(
+        proto(deliver(&mut r, T0, n(3), Incarnation(1), Msg::CensusReply { proposed, answer: stale })),
+        vec![stored(&r), Output::Event(RdEvent::CensusEnded { outcome: CensusOutcome::Stale })]
+    );
+    assert_eq!(r.promises().stored().floor(), 3000);
+}
+
+/// ringd.md, Regeneration: an answer counts only for the census in
+/// flight; one for another epoch, or with none in flight, is ignored.
+#[test]
+fn a_census_reply_for_another_epoch_or_with_no_census_out_is_ignored() {
+    let (mut r, proposed) = censusing();
+    let promise = |proposed| Msg::CensusReply { proposed, answer: CensusAnswer::Promise { copy: None } };
+    assert_eq!(proto(deliver(&mut r, T0, n(2), Incarnation(1), promise(proposed + 1))), vec![]);
+    assert_eq!(proto(deliver(&mut r, T0, n(3), Incarnation(1), promise(proposed + 1))), vec![]);
+    assert_eq!(r.promises().proposal().map(|p| p.0), Some(proposed), "still waiting");
+    let mut m = replica(2);
+    assert_eq!(proto(deliver(&mut m, T0, n(1), Incarnation(1), promise(proposed))), vec![]);
+    assert!(!m.owns_token());
+}
+
+/// ringd.md, Regeneration: the origin waits at most W·(1−ρ) for the
+/// answers; then the census lapses (`censuses_total{outcome="lapsed"}`).
+#[test]
+fn a_census_not_answered_by_its_deadline_lapses() {
+    let (mut r, _) = censusing();
+    let deadline = Lease::new(T0, ms(100), 1_000).holder_valid_until();
+    assert_eq!(r.census_deadline(), Some(deadline));
+    assert_eq!(
+        live_until(&mut r, T0, deadline),
+        vec![(deadline, vec![Output::Event(RdEvent::CensusEnded { outcome: CensusOutcome::Lapsed })])]
+    );
+    assert!(r.promises().proposal().is_none());
+}
+
+/// ringd.md, Regeneration: a replica that has seen neither a token nor a
+/// `HolderAlive` for `token_lost_after` (plus its jitter) starts a census.
+#[test]
+fn a_replica_that_sees_no_token_for_token_lost_after_starts_a_census() {
+    let mut r = replica(1);
+    let due = r.token_deadline().expect("the token-lost deadline");
+    let start = Instant::from_millis(T0.as_micros() / 1000 - 200);
+    assert!(due >= start + r.cfg.token_lost_after && due <= start + r.cfg.token_lost_after + ms(100), "{due:?}");
+    let steps = live_until(&mut r, T0, due);
+    let proposed = r.promises().proposal().expect("a census is out").0;
+    assert_eq!(steps, vec![(due, census_started(&r, proposed))]);
+}
+
+/// ringd.md, Regeneration: a replica that finds itself stalled (a timer
+/// more than a heartbeat late) waits one heartbeat before acting on the
+/// silence it measured across the stall, once per silence.
+#[test]
+fn a_stalled_replica_waits_a_heartbeat_before_a_census_once_per_silence() {
+    let mut r = replica(1);
+    let late = r.token_deadline().expect("the token-lost deadline") + ms(50);
+    let heard = |r: &mut RdNode, t| {
+        let _ = deliver(r, t, n(3), Incarnation(1), Msg::Hb(hbring::HbMsg::Heartbeat { digest: 0 }));
+        let _ = deliver(r, t, n(2), Incarnation(1), Msg::Hb(hbring::HbMsg::HeartbeatAck { digest: 0 }));
+    };
+    heard(&mut r, late);
+    assert_eq!(proto(timeout(&mut r, late)), vec![]);
+    assert!(r.promises().proposal().is_none());
+    assert_eq!(r.token_deadline(), Some(late + ms(20)));
+    // Stalled again across the same silence: no second wait.
+    let later = late + ms(200);
+    heard(&mut r, later);
+    let outs = proto(timeout(&mut r, later));
+    let proposed = r.promises().proposal().expect("a census is out").0;
+    assert_eq!(outs, census_started(&r, proposed));
+}
+
+/// ringd.md, Token: an unacked token is resent to the same life every
+/// `suspect_after`, and nothing else happens meanwhile.
+#[test]
+fn an_unacked_token_is_resent_every_suspect_after() {
+    let mut r = passing();
+    let resent = vec![send(2, Msg::Token(Box::new(passed())))];
+    assert_eq!(
+        live_until(&mut r, T0 + ms(1), T0 + ms(201)),
+        vec![(T0 + ms(101), resent.clone()), (T0 + ms(201), resent)]
+    );
+    assert!(r.is_passing());
+}
+
+/// ringd.md, Majority lease: while a token service runs the owner renews
+/// every heartbeat; a renewal a majority acked moves the lease, and the
+/// command's supervisor deadline with it (never past `timeout_ms`).
+#[test]
+fn an_owner_renews_every_heartbeat_and_a_majority_ack_extends_its_command() {
+    let (mut r, id, _) = running_token_job();
+    assert_eq!(live_until(&mut r, T0 + ms(1), T0 + ms(20)), vec![(T0 + ms(20), renewal(2))]);
+    let outs = proto(deliver(&mut r, T0 + ms(21), n(2), Incarnation(1), Msg::HolderAliveAck { epoch: 1025, nonce: 2 }));
+    let until = Lease::new(T0 + ms(20), ms(100), 1_000).holder_valid_until();
+    assert_eq!(outs, vec![Output::Job(ftcore::JobCommand::Extend { id, deadline: until })]);
+    assert_eq!(r.lease_until(), Some(until));
+}
+
+/// ringd.md, Majority lease: with no renewal acked by a majority the lease
+/// runs out (`lease_expiries_total`); the owner keeps renewing.
+#[test]
+fn an_owners_lease_expires_without_a_majority_ack() {
+    let (mut r, _, lease_until) = running_token_job();
+    assert_eq!(
+        live_until(&mut r, T0 + ms(1), lease_until),
+        vec![
+            (T0 + ms(20), renewal(2)),
+            (T0 + ms(40), renewal(3)),
+            (T0 + ms(60), renewal(4)),
+            (T0 + ms(80), renewal(5)),
+            (lease_until, vec![Output::Event(RdEvent::LeaseExpired)]),
+        ]
+    );
+    assert!(r.owns_token() && r.lease_until().is_none());
+}
+
+/// ringd.md, Services and Acknowledged results: a token command's result
+/// is recorded in the token, which moves on at once; the client is
+/// answered once the successor acked it.
+#[test]
+fn a_token_commands_exit_is_recorded_and_answered_after_the_successors_ack() {
+    let (mut r, id, _) = running_token_job();
+    let t = T0 + ms(2);
+    r.handle_job_end(t, id, JobEnd::Exited { status: 0, stdout: "done".into() });
+    let result = ServiceResult { output: "done".into(), status: 0, fence: Some((1025u128 << 64) | 5) };
+    let mut passed = Token { quiet: 0, ..token(1025, 6, 1) };
+    passed.results.push((7, Ok(result.clone())));
+    assert_eq!(
+        proto(drain(&mut r)),
+        vec![send(2, Msg::Token(Box::new(passed))), Output::Event(RdEvent::Passed { to: n(2) })]
+    );
+    let mut outs = answered(1, 7, "job", Ok(result));
+    outs.push(send(3, Msg::TokenRelease { epoch: 1025, seq: 5 }));
+    assert_eq!(proto(deliver(&mut r, t, n(2), Incarnation(1), Msg::TokenAck { epoch: 1025, seq: 6 })), outs);
+}
+
+/// ringd.md, Services (safety: Supervisor): a token command killed at its
+/// lease's end is answered `token_lost` at once and not recorded (a retry
+/// runs it again); `supervisor_kills_total` counts it.
+#[test]
+fn a_token_command_killed_at_its_leases_end_is_answered_token_lost_unrecorded() {
+    let (mut r, id, lease_until) = running_token_job();
+    r.handle_job_end(lease_until, id, JobEnd::Killed { deadline: true, stdout: String::new() });
+    let mut outs = vec![Output::Event(RdEvent::SupervisorKilled { service: "job".into() })];
+    outs.extend(answered(1, 7, "job", Err(ExecError::TokenLost)));
+    outs.push(send(2, Msg::Token(Box::new(Token { quiet: 0, ..token(1025, 6, 1) }))));
+    outs.push(Output::Event(RdEvent::Passed { to: n(2) }));
+    assert_eq!(proto(drain(&mut r)), outs);
+}
+
+/// ringd.md, Services: a command service without the token starts at
+/// once (argv: the command, then the request's arguments; killed after
+/// `timeout_ms`) and is answered with its exit status and stdout, a
+/// signal as 128 + its number, a kill at `timeout_ms` as `timed_out`, a
+/// failed start as `spawn_failed`; the end of an unknown job is ignored.
+#[test]
+fn a_commands_end_is_answered_with_its_status_or_why_it_did_not_finish() {
+    let mut r = replica_with(1, with_job(false));
+    let mut ids = Vec::new();
+    for req in 1..=4 {
+        let outs = proto(request(&mut r, T0, ClientId(req), execute(req, "job", &["x"])));
+        let id = started(&outs);
+        assert_eq!(
+            outs,
+            vec![Output::Job(ftcore::JobCommand::Start {
+                id,
+                argv: vec!["sleep".into(), "300".into(), "x".into()],
+                fence: None,
+                deadline: T0 + ms(1_000),
+                max_output: MAX_OUTPUT,
+            })]
+        );
+        ids.push(id);
+    }
+    assert_eq!(r.load(), 4);
+    let end = |r: &mut RdNode, t, id, e| {
+        r.handle_job_end(t, id, e);
+        proto(drain(r))
+    };
+    let unknown = ids.iter().max().copied().unwrap_or(0) + 1;
+    assert_eq!(end(&mut r, T0 + ms(5), unknown, JobEnd::Exited { status: 0, stdout: String::new() }), vec![]);
+    let result = |output: &str, status| Ok(ServiceResult { output: output.into(), status, fence: None });
+    assert_eq!(
+        end(&mut r, T0 + ms(5), ids[0], JobEnd::Exited { status: 3, stdout: "out".into() }),
+        answered(1, 1, "job", result("out", 3))
+    );
+    assert_eq!(
+        end(&mut r, T0 + ms(5), ids[1], JobEnd::Signalled { signal: 9, stdout: "so far".into() }),
+        answered(2, 2, "job", result("so far", 137))
+    );
+    let mut killed = vec![Output::Event(RdEvent::SupervisorKilled { service: "job".into() })];
+    killed.extend(answered(3, 3, "job", Err(ExecError::TimedOut)));
+    assert_eq!(end(&mut r, T0 + ms(1_000), ids[2], JobEnd::Killed { deadline: true, stdout: String::new() }), killed);
+    assert_eq!(
+        end(&mut r, T0 + ms(5), ids[3], JobEnd::Failed("no such file".into())),
+        answered(4, 4, "job", Err(ExecError::Spawn("no such file".into())))
+    );
+    assert_eq!(r.load(), 0);
+}
+
+/// ringd.md, Services: `sleep MS` runs without the token and is answered
+/// when it ends; at most `workers` run at once, more are answered `busy`.
+#[test]
+fn a_sleep_is_answered_when_it_ends_and_refused_busy_beyond_the_workers() {
+    let mut c = cfg();
+    c.workers = 1;
+    let mut r = replica_with(1, c);
+    assert_eq!(proto(request(&mut r, T0, ClientId(1), execute(1, "sleep", &["10"]))), vec![]);
+    assert_eq!(
+        proto(request(&mut r, T0, ClientId(2), execute(2, "sleep", &["10"]))),
+        answered(2, 2, "sleep", Err(ExecError::Busy))
+    );
+    let done = Ok(ServiceResult { output: String::new(), status: 0, fence: None });
+    assert_eq!(live_until(&mut r, T0, T0 + ms(10)), vec![(T0 + ms(10), answered(1, 1, "sleep", done))]);
+}
+
+/// ringd.md, At D (Alone): a replica whose ring is a minority answers
+/// token services `no_quorum`; a full queue (`max_queue`) answers `busy`.
+#[test]
+fn a_token_service_is_refused_no_quorum_in_a_minority_and_busy_past_max_queue() {
+    let mut r = replica(1);
+    r.handle_peer_unreachable(T0, n(3));
+    r.handle_peer_unreachable(T0, n(2));
+    let _ = drain(&mut r);
+    assert_eq!(r.ring().view().alive_count(), 1);
+    assert_eq!(
+        proto(request(&mut r, T0, ClientId(1), execute(1, "counter.incr", &["c"]))),
+        answered(1, 1, "counter.incr", Err(ExecError::NoQuorum))
+    );
+    let mut c = cfg();
+    c.max_queue = 1;
+    let mut r = replica_with(2, c);
+    assert_eq!(
+        proto(request(&mut r, T0, ClientId(1), execute(1, "counter.incr", &["c"]))),
+        vec![send(1, Msg::Wanted), send(3, Msg::Wanted)]
+    );
+    assert_eq!(
+        proto(request(&mut r, T0, ClientId(2), execute(2, "counter.incr", &["c"]))),
+        answered(2, 2, "counter.incr", Err(ExecError::Busy))
+    );
+}
+
+/// ringd.md, Acknowledged results and retries: a repeated `request_id`
+/// gets the outcome the token stored, without running again (no `Ran`,
+/// the state unchanged), answered after the successor's ack.
+#[test]
+fn a_repeated_request_id_gets_the_stored_outcome_without_running_again() {
+    let mut r = replica(1);
+    let _ = proto(request(&mut r, T0, ClientId(1), execute(7, "counter.incr", &["c"])));
+    let stored_result = ServiceResult { output: "5".into(), status: 0, fence: Some((1025u128 << 64) | 2) };
+    let mut t = Token { quiet: 0, ..token(1025, 5, 3) };
+    t.state.insert("counter:c".into(), "5".into());
+    t.results.push((7, Ok(stored_result.clone())));
+    let outs = drain_token(&mut r, t.clone());
+    assert_eq!(
+        outs,
+        vec![
+            stored(&r),
+            send(3, Msg::TokenAck { epoch: 1025, seq: 5 }),
+            Output::Event(RdEvent::Accepted { id: (1025, 5) }),
+            send(2, Msg::HolderAlive { epoch: 1025, nonce: 1 }),
+            send(3, Msg::HolderAlive { epoch: 1025, nonce: 1 }),
+        ]
+    );
+    let t1 = T0 + ms(1);
+    let outs = proto(deliver(&mut r, t1, n(3), Incarnation(1), Msg::HolderAliveAck { epoch: 1025, nonce: 1 }));
+    let passed = Token { seq: 6, from: n(1), quiet: 1, ..t };
+    assert_eq!(outs, vec![send(2, Msg::Token(Box::new(passed))), Output::Event(RdEvent::Passed { to: n(2) })]);
+    let mut outs = answered(1, 7, "counter.incr", Ok(stored_result));
+    outs.push(send(3, Msg::TokenRelease { epoch: 1025, seq: 5 }));
+    assert_eq!(proto(deliver(&mut r, t1, n(2), Incarnation(1), Msg::TokenAck { epoch: 1025, seq: 6 })), outs);
+}
+
+/// ringd.md, Lookup: a lap not back within `lookup_timeout` starts one
+/// more lap (a late Find of the first is ignored); after that the origin
+/// answers the best it knows, itself at worst: every lookup is answered.
+#[test]
+fn a_lookup_whose_find_is_lost_goes_one_more_lap_then_answers_itself() {
+    let mut c = cfg();
+    c.lookup_timeout = ms(30);
+    let mut r = replica_with(1, c);
+    let outs = proto(request(&mut r, T0, ClientId(5), RingRequest::LookUp { request_id: 4 }));
+    let key = outs
+        .iter()
+        .find_map(|o| match o {
+            Output::Send { msg: Msg::Find { request_id, .. }, .. } => Some(*request_id),
+            _ => None,
+        })
+        .expect("a Find");
+    let find = |lap, hops| Msg::Find {
+        request_id: key,
+        lap,
+        hops,
+        origin: n(1),
+        best: n(1),
+        best_load: 0,
+        best_addr: "127.0.0.1:7801".into(),
+    };
+    assert_eq!(outs, vec![send(2, find(1, 0))]);
+    assert_eq!(live_until(&mut r, T0, T0 + ms(30)), vec![(T0 + ms(30), vec![send(2, find(2, 0))])]);
+    assert_eq!(proto(deliver(&mut r, T0 + ms(31), n(3), Incarnation(1), find(1, 2))), vec![]);
+    let answer = vec![
+        Output::Event(RdEvent::LookedUp { took: ms(60) }),
+        Output::Reply {
+            client: ClientId(5),
+            reply: RingReply::LookedUp { request_id: 4, replica: n(1), address: "127.0.0.1:7801".into(), load: 0 },
+        },
+    ];
+    assert_eq!(live_until(&mut r, T0 + ms(31), T0 + ms(60)), vec![(T0 + ms(60), answer)]);
+    assert_eq!(r.lookup_deadline(), None);
+}
+
+/// ringd.md, Lookup: with no successor to send a Find to, the replica
+/// answers at once with itself.
+#[test]
+fn a_lookup_with_no_successor_is_answered_at_once_with_this_replica() {
+    let mut r = replica(1);
+    r.handle_peer_unreachable(T0, n(3));
+    r.handle_peer_unreachable(T0, n(2));
+    let _ = drain(&mut r);
+    assert_eq!(
+        proto(request(&mut r, T0 + ms(1), ClientId(5), RingRequest::LookUp { request_id: 4 })),
+        vec![
+            Output::Event(RdEvent::LookedUp { took: Duration::ZERO }),
+            Output::Reply {
+                client: ClientId(5),
+                reply: RingReply::LookedUp { request_id: 4, replica: n(1), address: "127.0.0.1:7801".into(), load: 0 },
+            },
+        ]
+    );
+}
+
+/// A client that went away is answered nothing more: its lookup is
+/// dropped (a returning Find answers nobody), its result waiting for the
+/// successor's ack too (the ack only releases the sender), and a reply
+/// already queued for it.
+#[test]
+fn a_gone_client_gets_no_lookup_answer_no_acked_result_and_no_queued_reply() {
+    let mut r = replica(1);
+    let outs = proto(request(&mut r, T0, ClientId(5), RingRequest::LookUp { request_id: 4 }));
+    let Some(Output::Send { msg: find, .. }) = outs.first().cloned() else { panic!("a Find: {outs:?}") };
+    r.handle_client_gone(T0, ClientId(5));
+    assert_eq!(proto(drain(&mut r)), vec![]);
+    assert_eq!(r.lookup_deadline(), None);
+    let back = match find {
+        Msg::Find { request_id, lap, origin, best, best_load, best_addr, .. } => {
+            Msg::Find { request_id, lap, hops: 2, origin, best, best_load, best_addr }
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(proto(deliver(&mut r, T0 + ms(1), n(3), Incarnation(1), back)), vec![]);
+    // A result waiting for the successor's ack.
+    let mut r = owner();
+    let _ = request(&mut r, T0, ClientId(1), execute(7, "counter.incr", &["c"]));
+    let _ = deliver(&mut r, T0 + ms(1), n(3), Incarnation(1), Msg::HolderAliveAck { epoch: 1025, nonce: 1 });
+    assert!(r.is_passing());
+    r.handle_client_gone(T0 + ms(1), ClientId(1));
+    assert_eq!(proto(drain(&mut r)), vec![]);
+    assert_eq!(
+        proto(deliver(&mut r, T0 + ms(2), n(2), Incarnation(1), Msg::TokenAck { epoch: 1025, seq: 6 })),
+        vec![send(3, Msg::TokenRelease { epoch: 1025, seq: 5 })]
+    );
+    // A reply queued, not yet taken.
+    let mut r = replica(1);
+    r.handle_request(T0, ClientId(2), execute(1, "echo", &["hi"]));
+    r.handle_client_gone(T0, ClientId(2));
+    assert_eq!(proto(drain(&mut r)), vec![Output::Event(RdEvent::Executed { service: "echo".into(), outcome: "ok" })]);
+}
+
+/// A replica leaving hands its token on at once (no idle hold) and has
+/// left once its successor acked it; a request meanwhile is answered
+/// `leaving`.
+#[test]
+fn an_owner_shutting_down_passes_at_once_and_has_left_once_acked() {
+    let mut r = owner();
+    let t = T0 + ms(1);
+    r.handle_shutdown(t);
+    let passed = Token { quiet: IDLE + 1, ..token(1025, 6, 1) };
+    assert_eq!(
+        proto(drain(&mut r)),
+        vec![send(2, Msg::Token(Box::new(passed))), Output::Event(RdEvent::Passed { to: n(2) })]
+    );
+    assert!(!r.is_left());
+    assert_eq!(
+        proto(request(&mut r, t, ClientId(1), execute(1, "echo", &["a"]))),
+        answered(1, 1, "echo", Err(ExecError::Leaving))
+    );
+    assert_eq!(
+        proto(deliver(&mut r, t, n(2), Incarnation(1), Msg::TokenAck { epoch: 1025, seq: 6 })),
+        vec![send(3, Msg::TokenRelease { epoch: 1025, seq: 5 })]
     );
     assert!(r.is_left());
 }
