@@ -292,9 +292,24 @@ pub fn status_of<P: Protocol>(core: &P, membership: &membership::Membership) -> 
     report
 }
 
+/// What a handler asks of the step that follows it
+/// ([`Protocol::after_input`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[must_use]
+pub enum Then {
+    /// Run the after-input step: the input may have changed what the core
+    /// must serve, send or store.
+    AfterInput,
+    /// Skip it: the input changed nothing the step looks at (refused
+    /// before it touched any state, or a handler that does its own).
+    Done,
+}
+
 /// A sans-IO protocol core.
 ///
-/// The driver calls the `handle_*` methods with the current time, then
+/// The driver calls the `handle_*` methods with the current time (each
+/// runs the core's `on_*` handler, then its after-input step if the handler
+/// asks: [`Then`]), then
 /// drains [`poll_output`](Protocol::poll_output) until it returns `None`,
 /// and wakes the core at [`poll_timeout`](Protocol::poll_timeout) by
 /// calling [`handle_timeout`](Protocol::handle_timeout). A timer may fire
@@ -322,19 +337,20 @@ pub trait Protocol {
 
     /// A message from peer `from` in life `inc` (the envelope's sender
     /// fields, authenticated when a cluster key is configured).
-    fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Self::Msg);
+    fn on_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Self::Msg) -> Then;
 
     /// A request from a local client.
-    fn handle_request(&mut self, now: Instant, client: ClientId, req: Self::Request);
+    fn on_request(&mut self, now: Instant, client: ClientId, req: Self::Request) -> Then;
 
     /// A local client went away (its connection closed). Whatever it held
     /// or waited for is released.
-    fn handle_client_gone(&mut self, now: Instant, client: ClientId);
+    fn on_client_gone(&mut self, now: Instant, client: ClientId) -> Then;
 
     /// A job started by [`Output::Job`] ended (exactly once per job). Cores
     /// that run no jobs keep the default, which ignores it.
-    fn handle_job_end(&mut self, now: Instant, id: u64, end: JobEnd) {
+    fn on_job_end(&mut self, now: Instant, id: u64, end: JobEnd) -> Then {
         let _ = (now, id, end);
+        Then::Done
     }
 
     /// The link to `peer` was torn down with messages to it lost (its send
@@ -342,7 +358,7 @@ pub trait Protocol {
     /// The loss coincides with a connection break, as a crash's would; the
     /// core treats the peer as unreachable (foundation.md, Joining,
     /// handshakes and limits).
-    fn handle_link_lost(&mut self, now: Instant, peer: NodeId);
+    fn on_link_lost(&mut self, now: Instant, peer: NodeId) -> Then;
 
     /// `peer`'s process is gone while its host is up: its connection broke
     /// and its address refused the next one (the TCP transport's hint; a
@@ -353,17 +369,85 @@ pub trait Protocol {
     /// instead of after `suspect_after`; no safety rule may depend on the
     /// hint coming (it comes only over TCP, and may be lost). The default
     /// ignores it: silence tells the core in time.
-    fn handle_peer_unreachable(&mut self, now: Instant, peer: NodeId) {
+    fn on_peer_unreachable(&mut self, now: Instant, peer: NodeId) -> Then {
         let _ = (now, peer);
+        Then::Done
     }
 
     /// Time has reached (at least) a deadline returned by `poll_timeout`.
-    fn handle_timeout(&mut self, now: Instant);
+    fn on_timeout(&mut self, now: Instant) -> Then;
 
     /// Begin a graceful leave (SIGTERM): hand on what the protocol allows.
     /// The driver keeps running the core until [`is_left`](Protocol::is_left)
     /// or its own grace period ends.
-    fn handle_shutdown(&mut self, now: Instant);
+    fn on_shutdown(&mut self, now: Instant) -> Then;
+
+    /// The step that follows every input whose handler answered
+    /// [`Then::AfterInput`]: serve what the new state allows, and put what
+    /// must be stored in front of the outputs that depend on it (each
+    /// daemon's `node/mod.rs` says what its step does). The default does
+    /// nothing. Drivers never call it: the `handle_*` methods do.
+    fn after_input(&mut self, now: Instant) {
+        let _ = now;
+    }
+
+    /// Drivers call the `handle_*` methods, never the `on_*` handlers: each
+    /// runs its handler and then, if the handler asks, [`after_input`]
+    /// (Protocol::after_input). Cores do not override them.
+    fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Self::Msg) {
+        if self.on_message(now, from, inc, msg) == Then::AfterInput {
+            self.after_input(now);
+        }
+    }
+
+    /// See [`handle_message`](Protocol::handle_message).
+    fn handle_request(&mut self, now: Instant, client: ClientId, req: Self::Request) {
+        if self.on_request(now, client, req) == Then::AfterInput {
+            self.after_input(now);
+        }
+    }
+
+    /// See [`handle_message`](Protocol::handle_message).
+    fn handle_client_gone(&mut self, now: Instant, client: ClientId) {
+        if self.on_client_gone(now, client) == Then::AfterInput {
+            self.after_input(now);
+        }
+    }
+
+    /// See [`handle_message`](Protocol::handle_message).
+    fn handle_job_end(&mut self, now: Instant, id: u64, end: JobEnd) {
+        if self.on_job_end(now, id, end) == Then::AfterInput {
+            self.after_input(now);
+        }
+    }
+
+    /// See [`handle_message`](Protocol::handle_message).
+    fn handle_link_lost(&mut self, now: Instant, peer: NodeId) {
+        if self.on_link_lost(now, peer) == Then::AfterInput {
+            self.after_input(now);
+        }
+    }
+
+    /// See [`handle_message`](Protocol::handle_message).
+    fn handle_peer_unreachable(&mut self, now: Instant, peer: NodeId) {
+        if self.on_peer_unreachable(now, peer) == Then::AfterInput {
+            self.after_input(now);
+        }
+    }
+
+    /// See [`handle_message`](Protocol::handle_message).
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.on_timeout(now) == Then::AfterInput {
+            self.after_input(now);
+        }
+    }
+
+    /// See [`handle_message`](Protocol::handle_message).
+    fn handle_shutdown(&mut self, now: Instant) {
+        if self.on_shutdown(now) == Then::AfterInput {
+            self.after_input(now);
+        }
+    }
 
     /// True once a graceful leave has finished.
     fn is_left(&self) -> bool;

@@ -156,6 +156,40 @@ pub struct PromiseNode {
     recovery: Recovery,
 }
 
+/// What a core chooses about its promise component
+/// ([`PromiseNode::for_core`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Setup {
+    /// W: the promise window and the proposal deadline ([`Config::window`]).
+    pub window: Duration,
+    /// The daemon's lease: the restart window, `max(W, lease)·(1+ρ)`,
+    /// outlasts the previous life's lease acks too.
+    pub lease: Duration,
+    /// ρ, the clock drift allowed, in parts per million.
+    pub drift_ppm: u32,
+    /// Whether a promise refuses other proposals for W
+    /// ([`Config::promise_window`]).
+    pub promise_window: bool,
+    /// The component's rules: all on, except in a mutation test.
+    pub rules: ftcore::rules::Rules<PromiseRule>,
+}
+
+/// The component's rules as a core's own rule table switches them: `map`
+/// names the component rule each of the core's rules stands for. Every
+/// rule is on unless a mutation test switched the core's off (without
+/// ftcore's `mutations` feature, always all on).
+pub fn rules_from<R: ftcore::rules::Rule>(
+    rules: ftcore::rules::Rules<R>,
+    map: impl Fn(R) -> Option<PromiseRule>,
+) -> ftcore::rules::Rules<PromiseRule> {
+    let carried = ftcore::rules::Rules::ALL_ON;
+    let _ = (&rules, &map);
+    ftcore::mutant! {
+        let carried = rules.carry_into(carried, map);
+    }
+    carried
+}
+
 impl PromiseNode {
     /// Starts a life at `now` from the loaded state file (`None`: the file
     /// is missing, a fresh node). A fresh node is dirty at once so that its
@@ -175,6 +209,27 @@ impl PromiseNode {
             proposal: None,
             recovery: Recovery::default(),
         })
+    }
+
+    /// The one way a protocol core sets up its promise component: the
+    /// members, this node, whether the cluster is new and the time come
+    /// from the core's `ctx`; the core chooses the rest ([`Setup`]); and
+    /// `loaded` is what its previous life stored (`None`: a fresh node).
+    pub fn for_core<C, D>(
+        ctx: &ftcore::Context<C, D>,
+        setup: Setup,
+        loaded: Option<Promises>,
+    ) -> Result<Self, ConfigError> {
+        let Setup { window, lease, drift_ppm, promise_window, rules } = setup;
+        let cfg = Config {
+            lease,
+            drift_ppm,
+            new_cluster: ctx.new_cluster,
+            promise_window,
+            rules,
+            ..Config::new(ctx.membership.ids().collect(), ctx.me, window)
+        };
+        PromiseNode::new(cfg, loaded, ctx.now)
     }
 
     /// The configuration.

@@ -1,6 +1,8 @@
 //! The heartbeat ring as a complete protocol core (`hbringd`).
 
-use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
+use ftcore::{
+    ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport, Then,
+};
 use membership::{MembershipError, Status};
 use timer::Instant;
 
@@ -38,11 +40,12 @@ impl Protocol for HbNode {
         Ok(HbNode { ring, out, left: false })
     }
 
-    fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: HbMsg) {
+    fn on_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: HbMsg) -> Then {
         self.ring.handle_message(now, from, inc, msg, &mut self.out);
+        Then::Done
     }
 
-    fn handle_request(&mut self, _now: Instant, client: ClientId, req: HbRequest) {
+    fn on_request(&mut self, _now: Instant, client: ClientId, req: HbRequest) -> Then {
         match req {
             HbRequest::Ring => {
                 let view = self.ring.view();
@@ -54,20 +57,24 @@ impl Protocol for HbNode {
                 self.out.reply(client, HbReply::Ring { alive });
             }
         }
+        Then::Done
     }
 
-    fn handle_client_gone(&mut self, _now: Instant, client: ClientId) {
+    fn on_client_gone(&mut self, _now: Instant, client: ClientId) -> Then {
         self.out.retain(|o| !matches!(o, ftcore::Output::Reply { client: c, .. } if *c == client));
+        Then::Done
     }
 
-    fn handle_peer_unreachable(&mut self, now: Instant, peer: NodeId) {
+    fn on_peer_unreachable(&mut self, now: Instant, peer: NodeId) -> Then {
         self.ring.peer_unreachable(now, peer, &mut self.out);
+        Then::Done
     }
 
-    fn handle_link_lost(&mut self, _now: Instant, _peer: NodeId) {
+    fn on_link_lost(&mut self, _now: Instant, _peer: NodeId) -> Then {
         // Heartbeats are periodic and idempotent: the next one repairs a
         // lost one, and a peer that stays unreachable is suspected by
         // silence, as the detector already does.
+        Then::Done
     }
 
     fn join_state(&self) -> JoinState {
@@ -78,13 +85,15 @@ impl Protocol for HbNode {
         }
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) -> Then {
         self.ring.handle_timeout(now, &mut self.out);
+        Then::Done
     }
 
-    fn handle_shutdown(&mut self, _now: Instant) {
+    fn on_shutdown(&mut self, _now: Instant) -> Then {
         // Nothing to hand on: peers detect the departure by silence.
         self.left = true;
+        Then::Done
     }
 
     fn is_left(&self) -> bool {

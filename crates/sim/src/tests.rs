@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use ftcore::{message_kinds, Context, Outbox, OutputOf, StatusReport};
+use ftcore::{message_kinds, Context, Outbox, OutputOf, StatusReport, Then};
 use serde::{Deserialize, Serialize};
 
 use super::*;
@@ -89,47 +89,54 @@ impl Protocol for Toy {
         Ok(Toy { quiet: ctx.config, ..Toy::new(ctx.me, ctx.incarnation, ctx.now, n) })
     }
 
-    fn handle_message(&mut self, _now: Instant, from: NodeId, inc: Incarnation, msg: ToyMsg) {
+    fn on_message(&mut self, _now: Instant, from: NodeId, inc: Incarnation, msg: ToyMsg) -> Then {
         let ToyMsg::Ping(seq) = msg;
         self.received.push((from, inc, seq));
         self.out.event(ToyEvent::Got { from, inc, seq });
+        Then::Done
     }
 
-    fn handle_request(&mut self, _now: Instant, client: ClientId, req: ToyReq) {
+    fn on_request(&mut self, _now: Instant, client: ClientId, req: ToyReq) -> Then {
         match req {
             ToyReq::Count => self.out.reply(client, ToyReply::Count(self.received.len() as u64)),
         }
+        Then::Done
     }
 
-    fn handle_client_gone(&mut self, _now: Instant, client: ClientId) {
+    fn on_client_gone(&mut self, _now: Instant, client: ClientId) -> Then {
         self.out.event(ToyEvent::ClientGone(client));
+        Then::Done
     }
 
-    fn handle_peer_unreachable(&mut self, _now: Instant, peer: NodeId) {
+    fn on_peer_unreachable(&mut self, _now: Instant, peer: NodeId) -> Then {
         self.out.event(ToyEvent::Unreachable(peer));
+        Then::Done
     }
 
-    fn handle_link_lost(&mut self, _now: Instant, _peer: NodeId) {
+    fn on_link_lost(&mut self, _now: Instant, _peer: NodeId) -> Then {
         // The simulator's links never overflow.
+        Then::Done
     }
 
     fn join_state(&self) -> ftcore::JoinState {
         ftcore::JoinState::Joined
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) -> Then {
         if now < self.next_tick {
-            return;
+            return Then::Done;
         }
         for to in (1..=self.n).map(NodeId).filter(|id| *id != self.me && !self.quiet) {
             self.out.send(to, ToyMsg::Ping(self.next_seq));
         }
         self.next_seq += 1;
         self.next_tick = now + PERIOD;
+        Then::Done
     }
 
-    fn handle_shutdown(&mut self, _now: Instant) {
+    fn on_shutdown(&mut self, _now: Instant) -> Then {
         self.left = true;
+        Then::Done
     }
 
     fn is_left(&self) -> bool {

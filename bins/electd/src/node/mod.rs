@@ -48,7 +48,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use ::durable::promise::{self, PromiseNode};
-use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
+use ftcore::{
+    ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport, Then,
+};
 use lockservice::{LocalLocks, LockReply, LockRequest, LocksConfig};
 use timer::{Instant, SeededRng, TimerTable};
 
@@ -194,19 +196,6 @@ impl ElNode {
         }
     }
 
-    /// Handles what this process sent itself, stores what changed ahead of
-    /// the outputs, and serves.
-    fn after_input(&mut self, now: Instant) {
-        // Bounded: every loopback message is a reply or a request of this
-        // process's own, and each produces at most a few more.
-        for _ in 0..64 {
-            let Some(msg) = self.loopback.pop_front() else { break };
-            self.dispatch(now, self.me, msg);
-        }
-        self.serve(now);
-        self.persist_first();
-    }
-
     /// Puts one `Persist` in front of the outputs of this input, if
     /// anything stored changed.
     fn persist_first(&mut self) {
@@ -331,15 +320,17 @@ impl Protocol for ElNode {
     fn start(ctx: Context<ElConfig, ElDurable>) -> Result<Self, ElError> {
         let members: Vec<NodeId> = ctx.membership.ids().collect();
         ctx.config.validate(members.len())?;
-        let mut pcfg = promise::Config::new(members.clone(), ctx.me, ctx.config.election_timeout);
-        pcfg.drift_ppm = ctx.config.drift_ppm;
-        pcfg.lease = ctx.config.lease;
-        pcfg.new_cluster = ctx.new_cluster;
-        // electd joins a higher term at once; its quorum lease stops a late
-        // lower proposal from acting (foundation.md).
-        pcfg.promise_window = false;
+        let setup = promise::Setup {
+            window: ctx.config.election_timeout,
+            lease: ctx.config.lease,
+            drift_ppm: ctx.config.drift_ppm,
+            // electd joins a higher term at once; its quorum lease stops a
+            // late lower proposal from acting (foundation.md).
+            promise_window: false,
+            rules: ftcore::rules::Rules::ALL_ON,
+        };
         let stored = ctx.stored.clone().unwrap_or_default();
-        let promise = PromiseNode::new(pcfg, stored.promises.clone(), ctx.now)?;
+        let promise = PromiseNode::for_core(&ctx, setup, stored.promises.clone())?;
         let term = stored.term.max(promise.stored().threshold()).max(promise.stored().in_use());
         let follows = if term == stored.term { stored.follows } else { None };
         let mut rng = SeededRng::new(ctx.seed);
@@ -398,38 +389,51 @@ impl Protocol for ElNode {
         Ok(node)
     }
 
-    fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Msg) {
+    /// Handles what this process sent itself, stores what changed ahead of
+    /// the outputs, and serves.
+    fn after_input(&mut self, now: Instant) {
+        // Bounded: every loopback message is a reply or a request of this
+        // process's own, and each produces at most a few more.
+        for _ in 0..64 {
+            let Some(msg) = self.loopback.pop_front() else { break };
+            self.dispatch(now, self.me, msg);
+        }
+        self.serve(now);
+        self.persist_first();
+    }
+
+    fn on_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Msg) -> Then {
         if from == self.me || !self.members.contains(&from) {
             self.out.event(ElEvent::Refused { from, reason: "not_a_member" });
-            return;
+            return Then::Done;
         }
         if !self.heard.admit(from, inc) {
             // The transport refuses older lives; a core never acts on one.
-            return;
+            return Then::Done;
         }
         self.suspected.remove(&from);
         self.dispatch(now, from, msg);
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_request(&mut self, now: Instant, client: ClientId, req: LockRequest) {
+    fn on_request(&mut self, now: Instant, client: ClientId, req: LockRequest) -> Then {
         self.locks.request(now, client, req, &mut self.out);
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_client_gone(&mut self, now: Instant, client: ClientId) {
+    fn on_client_gone(&mut self, now: Instant, client: ClientId) -> Then {
         self.locks.client_gone(now, client, &mut self.out);
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_peer_unreachable(&mut self, now: Instant, peer: NodeId) {
+    fn on_peer_unreachable(&mut self, now: Instant, peer: NodeId) -> Then {
         if self.members.contains(&peer) && peer != self.me {
             self.peer_gone(now, peer);
         }
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_link_lost(&mut self, now: Instant, peer: NodeId) {
+    fn on_link_lost(&mut self, now: Instant, peer: NodeId) -> Then {
         // What was in flight to it is lost: unacked hops time out; a
         // request it had answered `Queued` is sent again now.
         if self.members.contains(&peer) && peer != self.me {
@@ -437,10 +441,10 @@ impl Protocol for ElNode {
         }
         // A Granted or Queued from it may be lost too: ask again.
         self.resend_pending_to(now, peer);
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) -> Then {
         self.locks.handle_timeout(now, &mut self.out);
         while let Some(t) = self.timers.pop_expired(now) {
             match t {
@@ -458,17 +462,17 @@ impl Protocol for ElNode {
                 Timer::GapEnds => {}
             }
         }
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_shutdown(&mut self, now: Instant) {
+    fn on_shutdown(&mut self, now: Instant) -> Then {
         self.leaving = true;
         self.locks.shutdown(now, &mut self.out);
         if self.is_coordinator() {
             // Stop heartbeats so that the others elect at once.
             self.step_down(now, "shutting down");
         }
-        self.after_input(now);
+        Then::AfterInput
     }
 
     fn is_left(&self) -> bool {

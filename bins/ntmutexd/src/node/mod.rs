@@ -21,10 +21,12 @@
 //! - [`leave`]: graceful leave;
 //! - [`status`]: `ftctl status` and read access for checkers.
 //!
-//! `handle_message` checks the sender's life and epoch, then dispatches to
-//! one `on_*` handler per message; after every input
-//! [`serve_and_route`](NtNode::serve_and_route) does what the state calls
-//! for (grant to a local client, pass the token, make a request). Rules
+//! `on_message` checks the sender's life and epoch, then dispatches to
+//! one `on_*` handler per message; after every input that reached the
+//! protocol, the `Protocol::after_input` step (the handler answers
+//! `Then::AfterInput`; the trait runs it) calls
+//! [`serve_and_route`](NtNode::serve_and_route), which does what the state
+//! calls for (grant to a local client, pass the token, make a request). Rules
 //! marked (safety) in the spec are cited where they are implemented.
 
 mod config;
@@ -45,8 +47,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use ::durable::promise::{self, PromiseNode};
-use ftcore::rules::Rules;
-use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
+use ftcore::{
+    ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport, Then,
+};
 use lockservice::lease::{Acker, Renewer};
 use lockservice::{LocalLocks, LockReply, LockRequest};
 use timer::{Instant, SeededRng, TimerTable};
@@ -115,29 +118,23 @@ impl NtNode {
     /// starting gets its first token from the configured root's
     /// regeneration round, never chosen locally.
     fn new(ctx: Context<NtConfig, NtDurable>) -> Result<Self, NtError> {
-        let Context { me, incarnation: inc, membership, now, seed, config: cfg, stored, new_cluster } = ctx;
-        membership.require(me)?;
-        cfg.validate(membership.len())?;
-        let members: Vec<NodeId> = membership.ids().collect();
-        let pcfg = promise::Config {
+        ctx.membership.require(ctx.me)?;
+        ctx.config.validate(ctx.membership.len())?;
+        let cfg = &ctx.config;
+        let setup = promise::Setup {
+            window: cfg.lease,
             lease: cfg.lease,
             drift_ppm: cfg.drift_ppm,
-            new_cluster,
             promise_window: cfg.rules.on(NtRule::PromiseWindow),
-            rules: {
-                let r = Rules::ALL_ON;
-                ftcore::mutant! {
-                    let r = cfg.rules.carry_into(r, |x| match x {
-                        NtRule::RestartWindow => Some(promise::PromiseRule::RestartWindow),
-                        NtRule::TiesRefused => Some(promise::PromiseRule::TiesRefused),
-                        _ => None,
-                    });
-                }
-                r
-            },
-            ..promise::Config::new(members.clone(), me, cfg.lease)
+            rules: promise::rules_from(cfg.rules, |x| match x {
+                NtRule::RestartWindow => Some(promise::PromiseRule::RestartWindow),
+                NtRule::TiesRefused => Some(promise::PromiseRule::TiesRefused),
+                _ => None,
+            }),
         };
-        let promise = PromiseNode::new(pcfg, stored.and_then(|s| s.promises), now)?;
+        let promise = PromiseNode::for_core(&ctx, setup, ctx.stored.as_ref().and_then(|s| s.promises.clone()))?;
+        let Context { me, incarnation: inc, membership, now, seed, config: cfg, .. } = ctx;
+        let members: Vec<NodeId> = membership.ids().collect();
         let mut rng = SeededRng::new(seed);
         let proposals_from = promise.first_proposal_at(&mut rng);
         let mut node = NtNode {
@@ -302,24 +299,30 @@ impl Protocol for NtNode {
         NtNode::new(ctx)
     }
 
-    fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Msg) {
+    /// Serves and routes what the new state allows
+    /// ([`serve_and_route`](NtNode::serve_and_route)).
+    fn after_input(&mut self, now: Instant) {
+        self.serve_and_route(now);
+    }
+
+    fn on_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Msg) -> Then {
         if from == self.me || !self.members.contains(&from) {
-            return;
+            return Then::Done;
         }
         if let Err(reason) = self.check_values(&msg) {
             self.out.event(NtEvent::Refused { from, reason });
-            return;
+            return Then::Done;
         }
         if let Body::Behind { known } = msg.body {
             self.on_behind(now, from, inc, known);
-            return;
+            return Then::Done;
         }
         let running = self.phase == Phase::Running;
         if running
             && matches!(msg.body, Body::Hello { .. } | Body::HelloAck { .. })
             && !self.observe_life(now, from, inc)
         {
-            return;
+            return Then::Done;
         }
         match msg.body {
             // The start-up handshake and a fresh node's recovery rounds,
@@ -327,16 +330,14 @@ impl Protocol for NtNode {
             Body::Hello { nonce } => {
                 self.tell_if_behind(from, &msg);
                 self.on_hello(from, nonce);
-                self.serve_and_route(now);
-                return;
+                return Then::AfterInput;
             }
             Body::HelloAck { nonce, running, values } => {
                 // A new life starts with the cluster's epoch.
                 self.observe_epoch(now, msg.epoch);
                 self.tell_if_behind(from, &msg);
                 self.on_hello_ack(now, from, nonce, running, values);
-                self.serve_and_route(now);
-                return;
+                return Then::AfterInput;
             }
             _ => {}
         }
@@ -350,10 +351,10 @@ impl Protocol for NtNode {
             } else {
                 self.out.event(NtEvent::Refused { from, reason: "joining_buffer_full" });
             }
-            return;
+            return Then::Done;
         }
         if !self.observe_life(now, from, inc) {
-            return;
+            return Then::Done;
         }
         self.observe_epoch(now, msg.epoch);
         self.tell_if_behind(from, &msg);
@@ -400,39 +401,41 @@ impl Protocol for NtNode {
             Body::LeaseAck { round } => self.on_lease_ack(now, from, round),
             Body::LeaseRefused { round, threshold } => self.on_lease_refused(now, round, threshold),
         }
-        self.serve_and_route(now);
+        Then::AfterInput
     }
 
-    fn handle_request(&mut self, now: Instant, client: ClientId, req: LockRequest) {
+    fn on_request(&mut self, now: Instant, client: ClientId, req: LockRequest) -> Then {
         if self.leaving {
             if let LockRequest::Acquire { .. } = req {
                 self.out.reply(client, LockReply::Refused { reason: "daemon is shutting down".into() });
-                return;
+                return Then::Done;
             }
         }
         self.locks.request(now, client, req, &mut self.out);
-        self.serve_and_route(now);
+        Then::AfterInput
     }
 
-    fn handle_client_gone(&mut self, now: Instant, client: ClientId) {
+    fn on_client_gone(&mut self, now: Instant, client: ClientId) -> Then {
         self.locks.client_gone(now, client, &mut self.out);
-        self.serve_and_route(now);
+        Then::AfterInput
     }
 
-    fn handle_peer_unreachable(&mut self, now: Instant, peer: NodeId) {
+    fn on_peer_unreachable(&mut self, now: Instant, peer: NodeId) -> Then {
         if self.members.contains(&peer) && peer != self.me {
             self.peer_gone(now, peer);
         }
+        Then::Done
     }
 
-    fn handle_link_lost(&mut self, now: Instant, peer: NodeId) {
+    fn on_link_lost(&mut self, now: Instant, peer: NodeId) -> Then {
         // Messages to it were lost at a connection break: treat it as a
         // crash would be treated. It is suspected (never sent the token,
         // never forwarded to) and probed; its answer clears the suspicion.
         if self.members.contains(&peer) && peer != self.me {
             self.suspect(peer, now);
-            self.serve_and_route(now);
+            return Then::AfterInput;
         }
+        Then::Done
     }
 
     fn join_state(&self) -> JoinState {
@@ -442,7 +445,7 @@ impl Protocol for NtNode {
         }
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) -> Then {
         // A holder whose wake-up comes late was stalled (SIGSTOP, a VM or
         // GC pause): the others may have suspected it and regenerated, and
         // may never write to it again. It asks every peer; their answers
@@ -480,11 +483,12 @@ impl Protocol for NtNode {
             }
         }
         self.locks.handle_timeout(now, &mut self.out);
-        self.serve_and_route(now);
+        Then::AfterInput
     }
 
-    fn handle_shutdown(&mut self, now: Instant) {
+    fn on_shutdown(&mut self, now: Instant) -> Then {
         self.begin_leave(now);
+        Then::Done
     }
 
     fn is_left(&self) -> bool {

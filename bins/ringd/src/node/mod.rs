@@ -53,7 +53,9 @@ use std::time::Duration;
 use ::durable::promise::Promises;
 use ::durable::promise::{self, PromiseNode};
 use api::ring::{RingReply, RingRequest};
-use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
+use ftcore::{
+    ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport, Then,
+};
 use hbring::{HbConfig, HbRing};
 use membership::Status;
 use timer::{Instant, SeededRng};
@@ -101,7 +103,7 @@ pub struct RdNode {
     late_census: Option<census::CensusRun>,
     census_not_before: Instant,
     /// The `token_seen_at` whose silence already had a stall's wait
-    /// (`handle_timeout`): one wait per silence, so a replica starved of
+    /// (`on_timeout`): one wait per silence, so a replica starved of
     /// CPU, every timer late, still censuses, one heartbeat later.
     stall_waited: Option<Instant>,
     /// A census is wanted (token lost, a recovery's copy, `Stale`,
@@ -233,38 +235,6 @@ impl RdNode {
         self.lost_jitter = self.rng.duration_between(Duration::ZERO, self.cfg.suspect_after);
     }
 
-    /// Serves the visit, reacts to ring changes, then stores what changed
-    /// ahead of every output this input produced.
-    fn after_input(&mut self, now: Instant) {
-        self.ring_changed(now);
-        if self.in_minority() {
-            self.refuse_in_minority();
-        }
-        self.serve(now);
-        self.persist_first();
-        // Stored before use: the token owned or handed on here is of an
-        // epoch the stored promises hold in use (ringd.md, Token).
-        ftcore::invariant!(
-            self.cfg.rules,
-            self.held.as_ref().is_none_or(|h| {
-                !matches!(h.role, Role::Owned { .. } | Role::Unacked { .. }) || h.token.epoch <= self.epoch()
-            }),
-            "n{}: token {:?} held above the epoch in use, {}",
-            self.me.0,
-            self.held.as_ref().map(|h| h.token.id()),
-            self.epoch()
-        );
-        // The token owned here is the newest accepted: never below `seen`.
-        ftcore::invariant!(
-            self.cfg.rules,
-            !self.owns_token() || self.held.as_ref().is_some_and(|h| h.token.id() >= self.seen),
-            "n{}: owns token {:?} below seen {:?}",
-            self.me.0,
-            self.held.as_ref().map(|h| h.token.id()),
-            self.seen
-        );
-    }
-
     fn persist_first(&mut self) {
         ftcore::mutant! {
             if self.cfg.rules.off(RdRule::StoredEpochs) {
@@ -296,19 +266,22 @@ impl Protocol for RdNode {
     fn start(ctx: Context<RdConfig, RdDurable>) -> Result<Self, RdError> {
         let members: Vec<NodeId> = ctx.membership.ids().collect();
         ctx.config.validate(members.len())?;
-        let mut pcfg = promise::Config::new(members.clone(), ctx.me, ctx.config.suspect_after);
-        pcfg.lease = ctx.config.lease;
-        pcfg.drift_ppm = ctx.config.drift_ppm;
-        pcfg.new_cluster = ctx.new_cluster;
-        // ringd.md: the majority lease stops a late lower census from acting.
-        pcfg.promise_window = false;
+        let setup = promise::Setup {
+            window: ctx.config.suspect_after,
+            lease: ctx.config.lease,
+            drift_ppm: ctx.config.drift_ppm,
+            // ringd.md: the majority lease stops a late lower census from
+            // acting.
+            promise_window: false,
+            rules: ftcore::rules::Rules::ALL_ON,
+        };
         let loaded = ctx.stored.as_ref().and_then(|d| d.promises.clone());
         ftcore::mutant! {
             // Nothing was stored: the restart starts as recovered at 0.
             let loaded =
                 if ctx.config.rules.off(RdRule::StoredEpochs) { Some(Promises::recovered_with(0)) } else { loaded };
         }
-        let promise = PromiseNode::new(pcfg, loaded, ctx.now)?;
+        let promise = PromiseNode::for_core(&ctx, setup, loaded)?;
         let mut rng = SeededRng::new(ctx.seed);
         let first_census = promise.first_proposal_at(&mut rng);
         let mut out = Outbox::default();
@@ -361,62 +334,93 @@ impl Protocol for RdNode {
         Ok(node)
     }
 
-    fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Msg) {
+    /// Serves the visit, reacts to ring changes, then stores what changed
+    /// ahead of every output this input produced.
+    fn after_input(&mut self, now: Instant) {
+        self.ring_changed(now);
+        if self.in_minority() {
+            self.refuse_in_minority();
+        }
+        self.serve(now);
+        self.persist_first();
+        // Stored before use: the token owned or handed on here is of an
+        // epoch the stored promises hold in use (ringd.md, Token).
+        ftcore::invariant!(
+            self.cfg.rules,
+            self.held.as_ref().is_none_or(|h| {
+                !matches!(h.role, Role::Owned { .. } | Role::Unacked { .. }) || h.token.epoch <= self.epoch()
+            }),
+            "n{}: token {:?} held above the epoch in use, {}",
+            self.me.0,
+            self.held.as_ref().map(|h| h.token.id()),
+            self.epoch()
+        );
+        // The token owned here is the newest accepted: never below `seen`.
+        ftcore::invariant!(
+            self.cfg.rules,
+            !self.owns_token() || self.held.as_ref().is_some_and(|h| h.token.id() >= self.seen),
+            "n{}: owns token {:?} below seen {:?}",
+            self.me.0,
+            self.held.as_ref().map(|h| h.token.id()),
+            self.seen
+        );
+    }
+
+    fn on_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Msg) -> Then {
         if from == self.me || !self.members.contains(&from) {
             self.out.event(RdEvent::Refused { from, reason: "not_a_member" });
-            return;
+            return Then::Done;
         }
         match msg {
             Msg::Hb(m) => self.with_ring(|r, out| r.handle_message(now, from, inc, m, out)),
             msg => {
                 if self.with_ring(|r, out| r.on_contact(now, from, inc, out)) == hbring::Contact::Drop {
-                    self.after_input(now);
-                    return;
+                    return Then::AfterInput;
                 }
                 self.dispatch(now, from, msg);
             }
         }
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_request(&mut self, now: Instant, client: ClientId, req: RingRequest) {
+    fn on_request(&mut self, now: Instant, client: ClientId, req: RingRequest) -> Then {
         match req {
             RingRequest::LookUp { request_id } => self.on_lookup(now, client, request_id),
             RingRequest::Execute { request_id, service, args } => {
                 self.on_execute(now, client, request_id, service, args)
             }
         }
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_client_gone(&mut self, now: Instant, client: ClientId) {
+    fn on_client_gone(&mut self, _now: Instant, client: ClientId) -> Then {
         self.token_queue.retain(|j| j.client != client);
         self.awaiting_ack.retain(|p| p.client != client);
         self.sleeping.retain(|_, (c, _)| *c != client);
         self.lookups.retain(|_, l| l.client != client);
         self.out.retain(|o| !matches!(o, ftcore::Output::Reply { client: c, .. } if *c == client));
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_job_end(&mut self, now: Instant, id: u64, end: ftcore::JobEnd) {
+    fn on_job_end(&mut self, now: Instant, id: u64, end: ftcore::JobEnd) -> Then {
         self.on_job_end(now, id, end);
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_peer_unreachable(&mut self, now: Instant, peer: NodeId) {
+    fn on_peer_unreachable(&mut self, now: Instant, peer: NodeId) -> Then {
         // The ring repairs around it now (hbring); what ringd waits on
         // follows the ring's change (`after_input`) as after a suspicion
         // by silence.
         self.with_ring(|r, out| r.peer_unreachable(now, peer, out));
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_link_lost(&mut self, now: Instant, peer: NodeId) {
+    fn on_link_lost(&mut self, now: Instant, peer: NodeId) -> Then {
         let _resent = self.resend_to(now, peer);
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) -> Then {
         // This replica itself stalled (a timer more than a heartbeat
         // late): its queued input (HolderAlive, the token) is read before
         // a census acts on the silence it measured across the stall.
@@ -437,15 +441,15 @@ impl Protocol for RdNode {
         self.census_timeout(now);
         self.services_timeout(now);
         self.lookup_timeout(now);
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_shutdown(&mut self, now: Instant) {
+    fn on_shutdown(&mut self, _now: Instant) -> Then {
         self.leaving = true;
         for job in std::mem::take(&mut self.token_queue) {
             self.answer(job.client, job.request_id, &job.service, Err(api::ring::ExecError::Leaving));
         }
-        self.after_input(now);
+        Then::AfterInput
     }
 
     fn is_left(&self) -> bool {

@@ -41,7 +41,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use ::durable::promise::{self, PromiseNode, Promises};
-use ftcore::{ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport};
+use ftcore::{
+    ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport, Then,
+};
 use lockservice::lease::{Acker, Renewer};
 use lockservice::{LocalLocks, LockReply, LockRequest, LocksConfig};
 use timer::{Instant, SeededRng};
@@ -207,33 +209,6 @@ impl TwNode {
         self.token_seen_at + self.cfg.token_lost_after + self.lost_jitter
     }
 
-    /// Serves the visit and renews the lease (serving again if its own
-    /// ack gave the lease: N = 1), then stores what changed (promises or
-    /// tpc) ahead of every output the input produced.
-    fn after_input(&mut self, now: Instant) {
-        self.serve(now);
-        if self.renew_lease(now) {
-            self.serve(now);
-        }
-        self.persist_first();
-        // The core's own invariants, whatever its input (a forged frame
-        // included): the simulator runs debug builds, so every seeded run
-        // checks them after every input.
-        let rules = self.cfg.rules;
-        ftcore::invariant!(
-            rules,
-            self.visit.as_ref().is_none_or(|v| v.epoch <= self.promise.threshold()),
-            "{}: the token's epoch is above every epoch promised or in use here",
-            self.me
-        );
-        ftcore::invariant!(
-            rules,
-            self.stored_tpc >= self.tpc,
-            "{}: the counter in use is above the stored one",
-            self.me
-        );
-    }
-
     /// Puts one `Persist` of the current state in front of the outputs
     /// queued by this input, if anything stored changed.
     fn persist_first(&mut self) {
@@ -343,21 +318,22 @@ impl Protocol for TwNode {
     fn start(ctx: Context<TwConfig, TwDurable>) -> Result<Self, TwError> {
         let members: Vec<NodeId> = ctx.membership.ids().collect();
         ctx.config.validate(members.len())?;
-        let mut pcfg = promise::Config::new(members.clone(), ctx.me, ctx.config.token_lost_after);
-        pcfg.drift_ppm = ctx.config.drift_ppm;
-        // The restart window, max(W, lease)·(1+ρ), outlasts the previous
-        // life's lease acks too.
-        pcfg.lease = ctx.config.lease;
-        pcfg.new_cluster = ctx.new_cluster;
-        ftcore::mutant! {
-            if ctx.config.rules.off(TwRule::TiesRefused) { pcfg.rules = pcfg.rules.without(promise::PromiseRule::TiesRefused); }
-            if ctx.config.rules.off(TwRule::RestartWindow) { pcfg.rules = pcfg.rules.without(promise::PromiseRule::RestartWindow); }
-        }
-        pcfg.promise_window = ctx.config.rules.on(TwRule::PromiseWindow);
+        let cfg = &ctx.config;
+        let setup = promise::Setup {
+            window: cfg.token_lost_after,
+            lease: cfg.lease,
+            drift_ppm: cfg.drift_ppm,
+            promise_window: cfg.rules.on(TwRule::PromiseWindow),
+            rules: promise::rules_from(cfg.rules, |x| match x {
+                TwRule::RestartWindow => Some(promise::PromiseRule::RestartWindow),
+                TwRule::TiesRefused => Some(promise::PromiseRule::TiesRefused),
+                _ => None,
+            }),
+        };
         let stored = ctx.stored.clone();
         let loaded = stored.as_ref().and_then(|d| d.promises.clone());
         let kept_promises = loaded.clone().filter(|_| ctx.config.rules.off(TwRule::DurableEpoch));
-        let promise = PromiseNode::new(pcfg, loaded, ctx.now)?;
+        let promise = PromiseNode::for_core(&ctx, setup, loaded)?;
         let tpc = if ctx.config.rules.off(TwRule::DurableTpc) { 0 } else { stored.as_ref().map_or(0, |d| d.tpc) };
         let mut tpc_from =
             stored.as_ref().and_then(|d| d.tpc_from).filter(|f| *f < tpc && ctx.config.rules.on(TwRule::DurableTpc));
@@ -422,14 +398,41 @@ impl Protocol for TwNode {
         Ok(node)
     }
 
-    fn handle_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Msg) {
+    /// Serves the visit and renews the lease (serving again if its own
+    /// ack gave the lease: N = 1), then stores what changed (promises or
+    /// tpc) ahead of every output the input produced.
+    fn after_input(&mut self, now: Instant) {
+        self.serve(now);
+        if self.renew_lease(now) {
+            self.serve(now);
+        }
+        self.persist_first();
+        // The core's own invariants, whatever its input (a forged frame
+        // included): the simulator runs debug builds, so every seeded run
+        // checks them after every input.
+        let rules = self.cfg.rules;
+        ftcore::invariant!(
+            rules,
+            self.visit.as_ref().is_none_or(|v| v.epoch <= self.promise.threshold()),
+            "{}: the token's epoch is above every epoch promised or in use here",
+            self.me
+        );
+        ftcore::invariant!(
+            rules,
+            self.stored_tpc >= self.tpc,
+            "{}: the counter in use is above the stored one",
+            self.me
+        );
+    }
+
+    fn on_message(&mut self, now: Instant, from: NodeId, inc: Incarnation, msg: Msg) -> Then {
         if from == self.me || !self.members.contains(&from) {
             self.out.event(TwEvent::Refused { from, reason: "not_a_member" });
-            return;
+            return Then::Done;
         }
         if !self.heard.admit(from, inc) {
             // The transport refuses older lives; a core never acts on one.
-            return;
+            return Then::Done;
         }
         self.silent.remove(&from);
         match msg {
@@ -451,30 +454,30 @@ impl Protocol for TwNode {
             Msg::LeaseRefused { round, threshold } => self.on_lease_refused(now, from, round, threshold),
             Msg::Wanted => self.idle.on_wanted(now),
         }
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_request(&mut self, now: Instant, client: ClientId, req: LockRequest) {
+    fn on_request(&mut self, now: Instant, client: ClientId, req: LockRequest) -> Then {
         let waited = self.locks.has_waiters();
         // After `handle_shutdown` the lock service refuses every Acquire.
         self.locks.request(now, client, req, &mut self.out);
         if !waited && self.locks.has_waiters() {
             self.want();
         }
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_client_gone(&mut self, now: Instant, client: ClientId) {
+    fn on_client_gone(&mut self, now: Instant, client: ClientId) -> Then {
         self.locks.client_gone(now, client, &mut self.out);
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_link_lost(&mut self, now: Instant, _peer: NodeId) {
+    fn on_link_lost(&mut self, _now: Instant, _peer: NodeId) -> Then {
         // UDP: loss is expected; retransmission and bypass handle it.
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_timeout(&mut self, now: Instant) -> Then {
         // The visit's end first: a hold still running then is revoked for
         // max_hold (its lease, cut at the visit's end, ends now too).
         self.end_visit_hold(now);
@@ -482,13 +485,13 @@ impl Protocol for TwNode {
         self.join_timeout(now);
         self.pass_timeout(now);
         self.claim_timeout(now);
-        self.after_input(now);
+        Then::AfterInput
     }
 
-    fn handle_shutdown(&mut self, now: Instant) {
+    fn on_shutdown(&mut self, now: Instant) -> Then {
         self.leaving = true;
         self.locks.shutdown(now, &mut self.out);
-        self.after_input(now);
+        Then::AfterInput
     }
 
     fn is_left(&self) -> bool {
