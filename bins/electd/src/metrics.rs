@@ -112,14 +112,17 @@ pub fn record(e: &ElEvent, m: &Metrics) {
         }
         ElEvent::Failover { took } => {
             let took_ms = took.as_millis() as u64;
+            // Start-up is no failover: neither logged nor counted as one
+            // (the first coordinator of a starting cluster is known after
+            // its first election, which `elections_completed_total` counts).
             if KNOWN_BEFORE.load(Ordering::Relaxed) {
                 tracing::warn!(took_ms, "failover: a new coordinator is known");
+                m.histogram("failover_duration_seconds", &[]).record(took.as_secs_f64());
+                m.recovery_counted(FAILOVER);
+                m.recovery(FAILOVER, *took);
             } else {
                 tracing::info!(took_ms, "the first coordinator is known (start-up)");
             }
-            m.histogram("failover_duration_seconds", &[]).record(took.as_secs_f64());
-            m.recovery_counted(FAILOVER);
-            m.recovery(FAILOVER, *took);
         }
         // Normal at every start and after each election (a failover is
         // logged as such at WARN).
@@ -198,6 +201,8 @@ mod tests {
             ElEvent::Joined,
             ElEvent::TermJoined { term: 2 },
             ElEvent::CoordinatorKnown { term: 2, id: NodeId(1) },
+            // A failover: a second coordinator known after the first.
+            ElEvent::CoordinatorKnown { term: 3, id: NodeId(2) },
             ElEvent::Failover { took: Duration::from_millis(200) },
             ElEvent::TookOffice { term: 2 },
             ElEvent::SteppedDown { term: 2, why: "shutting down" },

@@ -157,7 +157,7 @@ pub enum ElError {
         "timing.heartbeat_ms must be above 0 and below timing.lease_ms (the quorum lease is renewed by heartbeats)"
     )]
     Heartbeat,
-    /// `hop_timeout_ms` is 0.
+    /// The quorum lease and a heartbeat do not fit in the suspicion time.
     #[error(
         "timing.lease_ms·(1+ρ) + timing.heartbeat_ms = {need:?} must not exceed timing.suspect_after_ms·(1−ρ) = {room:?}"
     )]
@@ -167,6 +167,7 @@ pub enum ElError {
         /// The right side.
         room: Duration,
     },
+    /// `hop_timeout_ms` is 0.
     #[error("hop_timeout_ms must be above 0")]
     ZeroHopTimeout,
     /// `request_timeout_ms` is 0.
