@@ -82,7 +82,12 @@ impl RdNode {
     }
 
     /// The lease is valid until `sent + lease·(1−ρ)` once a majority acked.
-    fn count_lease(&mut self, _now: Instant) {
+    /// A renewal whose lease has already ended gives nothing: without this,
+    /// the first renewal after an expiry brought the ended lease back from
+    /// an older acked renewal still remembered, told the running command
+    /// to extend to a deadline in the past, and expired it again at once
+    /// (one more `LeaseExpired` per renewal).
+    fn count_lease(&mut self, now: Instant) {
         let majority = self.quorum();
         // The latest renewal a majority acked.
         let Some((_, sent, _)) = self.lease.pending.iter().rev().find(|(_, _, acks)| acks.len() >= majority) else {
@@ -90,6 +95,9 @@ impl RdNode {
         };
         {
             let until = Lease::new(*sent, self.cfg.lease, self.cfg.drift_ppm).holder_valid_until();
+            if until <= now {
+                return;
+            }
             let before = self.lease.valid_until;
             self.lease.valid_until = Some(before.map_or(until, |v| v.max(until)));
             if self.lease.valid_until != before {

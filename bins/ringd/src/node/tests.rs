@@ -1396,6 +1396,14 @@ fn an_owners_lease_expires_without_a_majority_ack() {
         ]
     );
     assert!(r.owns_token() && r.lease_until().is_none());
+    // The ended lease stays ended: the next renewals are only renewals (an
+    // older acked renewal still remembered once brought it back, extended
+    // the command to a deadline in the past and expired it again).
+    assert_eq!(
+        live_until(&mut r, lease_until, T0 + ms(140)),
+        vec![(T0 + ms(100), renewal(6)), (T0 + ms(120), renewal(7)), (T0 + ms(140), renewal(8))]
+    );
+    assert!(r.lease_until().is_none());
 }
 
 /// ringd.md, Services and Acknowledged results: a token command's result
