@@ -294,10 +294,10 @@ fn proposal(round: u64, id: u32) -> u64 {
 }
 
 mod detect;
+mod join;
 mod lease;
 mod leave;
 mod queue;
 mod recovery;
 mod regen;
-mod startup;
 mod status;

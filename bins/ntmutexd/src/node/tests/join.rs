@@ -1,4 +1,4 @@
-//! Start-up: the Hello handshake, the first token, fresh-node recovery.
+//! Join: the Hello handshake, the first token, fresh-node recovery (`node/join.rs`).
 
 use ::durable::promise::Values;
 
