@@ -308,6 +308,10 @@ impl ElNode {
     }
 }
 
+/// The most messages to itself a process handles after one input (what
+/// is left waits for the next input; a local grant takes four).
+const LOOPBACK_PER_INPUT: usize = 64;
+
 impl Protocol for ElNode {
     type Msg = Msg;
     type Request = LockRequest;
@@ -389,16 +393,26 @@ impl Protocol for ElNode {
         Ok(node)
     }
 
-    /// Handles what this process sent itself, stores what changed ahead of
-    /// the outputs, and serves.
+    /// Handles what this process sent itself and serves, again until
+    /// serving sends itself nothing more (a local client of the
+    /// coordinator: request, grant, renewal and ack all go through the
+    /// loopback within the one input), then stores what changed ahead of
+    /// the outputs.
     fn after_input(&mut self, now: Instant) {
         // Bounded: every loopback message is a reply or a request of this
         // process's own, and each produces at most a few more.
-        for _ in 0..64 {
-            let Some(msg) = self.loopback.pop_front() else { break };
-            self.dispatch(now, self.me, msg);
+        let mut budget = LOOPBACK_PER_INPUT;
+        loop {
+            while budget > 0 {
+                let Some(msg) = self.loopback.pop_front() else { break };
+                budget -= 1;
+                self.dispatch(now, self.me, msg);
+            }
+            self.serve(now);
+            if self.loopback.is_empty() || budget == 0 {
+                break;
+            }
         }
-        self.serve(now);
         self.persist_first();
     }
 

@@ -1941,3 +1941,22 @@ fn a_holder_shutting_down_leaves_once_its_client_releases() {
     );
     assert!(p.is_left());
 }
+
+/// (electd.md "Consumer") A client of the coordinator's own process is
+/// granted within the input that asked: its request, the grant, the
+/// renewal and its ack go through the loopback, and the step after the
+/// input runs until nothing is left there. (They waited for unrelated
+/// inputs, up to two heartbeats, when the step drained the loopback only
+/// before serving.)
+#[test]
+fn the_coordinators_own_client_is_granted_within_its_request() {
+    let (mut p, now) = coordinator_in_office();
+    drain(&mut p);
+    p.handle_request(at(now, 1), ClientId(9), LockRequest::Acquire { timeout_ms: 10_000 });
+    let granted: Vec<_> = drain(&mut p)
+        .into_iter()
+        .filter(|o| matches!(o, Output::Reply { client: ClientId(9), reply: LockReply::Granted { .. } }))
+        .collect();
+    assert_eq!(granted.len(), 1, "{granted:?}");
+    assert!(p.loopback.is_empty());
+}
