@@ -448,8 +448,9 @@ impl Protocol for ElNode {
     }
 
     fn on_link_lost(&mut self, now: Instant, peer: NodeId) -> Then {
-        // What was in flight to it is lost: unacked hops time out; a
-        // request it had answered `Queued` is sent again now.
+        // What was in flight to it is lost: unacked hops time out on their
+        // own timers (`Timer::Hop`); a request it had answered `Queued` is
+        // sent again now.
         if self.members.contains(&peer) && peer != self.me {
             self.suspected.insert(peer);
         }

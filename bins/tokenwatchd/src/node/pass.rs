@@ -86,8 +86,14 @@ impl TwNode {
         if let Some(a) = self.awaiting.take() {
             self.out.event(TwEvent::Confirmed { took: now.saturating_since(a.first_sent) });
         }
-        if self.promise.abandon(now).is_some() {
-            self.claim = None;
+        // An own Claim ends here: the token's epoch has usually dropped its
+        // proposal already (`on_in_use` above), so the Claim itself says
+        // whether one was running. Its hop is no longer worth resending.
+        let proposal_dropped = self.promise.abandon(now).is_some();
+        if let Some((claim_epoch, _)) = self.claim.take() {
+            self.hops.remove(&(claim_epoch, self.me));
+            self.out.event(TwEvent::ClaimEnded { outcome: super::ClaimOutcome::Lapsed });
+        } else if proposal_dropped {
             self.out.event(TwEvent::ClaimEnded { outcome: super::ClaimOutcome::Lapsed });
         }
         self.tpc = tpc;

@@ -1727,3 +1727,21 @@ fn a_leaving_process_refuses_every_acquire_claims_nothing_and_holds_no_token() {
         ]
     );
 }
+
+/// tokenwatchd.md, Claims: a token of a newer epoch reaching a claimant
+/// ends its Claim — reported (`ClaimEnded`, lapsed) and its hop no longer
+/// resent — as a Claim that lapses does. (The token's epoch had already
+/// dropped the proposal, so the Claim once ended silently and its hop was
+/// resent until acked.)
+#[test]
+fn a_newer_token_reaching_a_claimant_ends_its_claim_and_its_hop() {
+    let mut n = node();
+    let due = n.poll_timeout().expect("the token-lost deadline");
+    timeout(&mut n, due);
+    let epoch = encode(0, 1).unwrap();
+    assert_eq!(n.claim.map(|c| c.0), Some(epoch));
+    let out = deliver(&mut n, due + Duration::from_millis(1), N1, INC, token(3 * E, 7));
+    assert!(out.contains(&ev(TwEvent::ClaimEnded { outcome: ClaimOutcome::Lapsed })), "{out:#?}");
+    assert_eq!(n.claim, None);
+    assert!(!n.hops.contains_key(&(epoch, N2)), "{:?}", n.hops.keys());
+}
