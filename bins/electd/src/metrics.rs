@@ -14,16 +14,31 @@ const ELECTION_KINDS: [&str; 4] = ["relay", "elected", "election", "coordinator"
 /// same observation as `failover_duration_seconds`.
 const FAILOVER: &str = "failover";
 
-/// Whether this process has known a coordinator: set by `CoordinatorKnown`
-/// and `TookOffice`.
-static COORDINATOR_KNOWN: AtomicBool = AtomicBool::new(false);
-/// Whether one was known before the latest of those events: the core
-/// reports the first coordinator a starting node learns of as a `Failover`
-/// too (from no coordinator to one), which is no failure.
-static KNOWN_BEFORE: AtomicBool = AtomicBool::new(false);
+/// How long after this node joined its coordinator changes still count as
+/// the start settling (wall clock: a log level and a metric, nothing the
+/// protocol decides).
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
 
-fn coordinator_known() {
-    KNOWN_BEFORE.store(COORDINATOR_KNOWN.swap(true, Ordering::Relaxed), Ordering::Relaxed);
+/// When this node joined (`Joined`), and whether it has seen a grant.
+static JOINED_AT: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+static SERVED: AtomicBool = AtomicBool::new(false);
+
+/// Whether this node is still starting. The core reports every coordinator
+/// it learns of after none (or after a lost one) as a `Failover`, also
+/// while a starting cluster's first elections settle (term 1 decided as a
+/// concurrent term 2 starts, which makes its coordinator step down and
+/// take office again). Until the node has been joined for [`SETTLE`] or
+/// has seen a grant, nothing it served failed over: such a `Failover` (and
+/// a step-down for a higher term) is logged at INFO and not counted.
+fn starting() -> bool {
+    if SERVED.load(Ordering::Relaxed) {
+        return false;
+    }
+    JOINED_AT.lock().unwrap_or_else(|e| e.into_inner()).is_none_or(|t| t.elapsed() < SETTLE)
+}
+
+fn served() {
+    SERVED.store(true, Ordering::Relaxed);
 }
 
 /// electd's own metrics (besides the common ones, [`FENCES`] and
@@ -92,8 +107,15 @@ pub fn declare(m: &Metrics) {
 /// Records one core event.
 pub fn record(e: &ElEvent, m: &Metrics) {
     match e {
-        ElEvent::Lock(e) => lockservice::metrics::record(e, |n| m.name(n)),
-        ElEvent::Joined => tracing::info!("joined: the coordinator is known"),
+        ElEvent::Lock(e) => {
+            if matches!(e, lockservice::LockEvent::Granted { .. }) {
+                served();
+            }
+            lockservice::metrics::record(e, |n| m.name(n))
+        }
+        ElEvent::Joined => {
+            tracing::info!("joined: the coordinator is known");
+        }
         ElEvent::TermJoined { term } => tracing::debug!(term, "joined a higher term"),
         ElEvent::ElectionStarted { term, algorithm } => {
             tracing::info!(term, "election started");
@@ -107,32 +129,31 @@ pub fn record(e: &ElEvent, m: &Metrics) {
         ElEvent::PreVote(o) => m.counter("pre_votes_total", &[("outcome", o.label())]).increment(1),
         ElEvent::ElectionMessage { kind } => m.counter("election_messages_total", &[("type", *kind)]).increment(1),
         ElEvent::CoordinatorKnown { term, id } => {
-            coordinator_known();
             tracing::info!(term, coordinator = id.0, "coordinator known");
         }
         ElEvent::Failover { took } => {
             let took_ms = took.as_millis() as u64;
             // Start-up is no failover: neither logged nor counted as one
-            // (the first coordinator of a starting cluster is known after
-            // its first election, which `elections_completed_total` counts).
-            if KNOWN_BEFORE.load(Ordering::Relaxed) {
+            // (a starting node's coordinator is known after its first
+            // elections, which `elections_completed_total` counts).
+            if !starting() {
                 tracing::warn!(took_ms, "failover: a new coordinator is known");
                 m.histogram("failover_duration_seconds", &[]).record(took.as_secs_f64());
                 m.recovery_counted(FAILOVER);
                 m.recovery(FAILOVER, *took);
             } else {
-                tracing::info!(took_ms, "the first coordinator is known (start-up)");
+                tracing::info!(took_ms, "a coordinator is known (start-up)");
             }
         }
         // Normal at every start and after each election (a failover is
         // logged as such at WARN).
         ElEvent::TookOffice { term } => {
-            coordinator_known();
             tracing::info!(term, "took office as coordinator");
         }
         ElEvent::SteppedDown { term, why } => {
-            // A graceful stop (the core's reason for it) is no problem.
-            if *why == "shutting down" {
+            // A graceful stop (the core's reason for it) is no problem, nor
+            // is a higher term while the cluster's first elections settle.
+            if *why == "shutting down" || starting() {
                 tracing::info!(term, "stepped down: {why}");
             } else {
                 tracing::warn!(term, "stepped down: {why}");
@@ -145,6 +166,7 @@ pub fn record(e: &ElEvent, m: &Metrics) {
         }
         ElEvent::StaleAnswered => m.counter("stale_term_answers_total", &[]).increment(1),
         ElEvent::Granted { waited, .. } => {
+            served();
             m.counter("grants_total", &[]).increment(1);
             m.histogram("grant_wait_seconds", &[]).record(waited.as_secs_f64());
         }
@@ -201,8 +223,6 @@ mod tests {
             ElEvent::Joined,
             ElEvent::TermJoined { term: 2 },
             ElEvent::CoordinatorKnown { term: 2, id: NodeId(1) },
-            // A failover: a second coordinator known after the first.
-            ElEvent::CoordinatorKnown { term: 3, id: NodeId(2) },
             ElEvent::Failover { took: Duration::from_millis(200) },
             ElEvent::TookOffice { term: 2 },
             ElEvent::SteppedDown { term: 2, why: "shutting down" },
