@@ -69,9 +69,16 @@ fn a_node_alone_says_it_is_joining_and_ftctl_lock_says_why() {
 #[test]
 fn a_port_in_use_is_said_once() {
     let _serial = serial();
-    let c = Cluster::configure("hbringd", 2, "").unwrap();
-    // Node 1's peer port, taken by someone else.
-    let _taken = TcpListener::bind(c.node(1).peer).unwrap();
+    // Node 1's peer port, taken by someone else (this test). A free port
+    // picked for the config can be taken by another process's outgoing
+    // connection before we bind it: configure again then.
+    let (c, _taken) = (0..20)
+        .find_map(|_| {
+            let c = Cluster::configure("hbringd", 2, "").unwrap();
+            let taken = TcpListener::bind(c.node(1).peer).ok()?;
+            Some((c, taken))
+        })
+        .expect("no free port to take in 20 tries");
     let config = c.config_path(1).display().to_string();
     let (code, _, stderr) = run_once("hbringd", &["--config", &config], &[]).unwrap();
     assert_eq!(code, 1, "{stderr}");
