@@ -114,6 +114,7 @@ pub fn record(e: &ElEvent, m: &Metrics) {
             lockservice::metrics::record(e, |n| m.name(n))
         }
         ElEvent::Joined => {
+            JOINED_AT.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(std::time::Instant::now);
             tracing::info!("joined: the coordinator is known");
         }
         ElEvent::TermJoined { term } => tracing::debug!(term, "joined a higher term"),
