@@ -90,10 +90,11 @@ impl TwNode {
         // proposal already (`on_in_use` above), so the Claim itself says
         // whether one was running. Its hop is no longer worth resending.
         let proposal_dropped = self.promise.abandon(now).is_some();
-        if let Some((claim_epoch, _)) = self.claim.take() {
+        let claim = self.claim.take();
+        if let Some((claim_epoch, _)) = claim {
             self.hops.remove(&(claim_epoch, self.me));
-            self.out.event(TwEvent::ClaimEnded { outcome: super::ClaimOutcome::Lapsed });
-        } else if proposal_dropped {
+        }
+        if claim.is_some() || proposal_dropped {
             self.out.event(TwEvent::ClaimEnded { outcome: super::ClaimOutcome::Lapsed });
         }
         self.tpc = tpc;
