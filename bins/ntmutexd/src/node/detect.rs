@@ -2,15 +2,31 @@
 //! COMMIT timer, suspicion and probes of suspected peers, peers' lives
 //! (ntmutexd.md, "Failure detection").
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
-/// The liveness probes' state: one peer asked `AreYouAlive` per
+use ftcore::{Incarnation, NodeId, PeerView};
+use timer::Instant;
+
+use super::events::{Mech, NtEvent};
+use super::rules::NtRule;
+use super::state::{Recovery, Timer};
+use super::NtNode;
+use crate::msg::Body;
+
+/// What this site knows of its peers: their lives, which ones it suspects,
+/// and its liveness probes. The probes ask one peer `AreYouAlive` per
 /// `liveness_every`, in turn; a peer that has not answered its probe within
 /// `suspect_after` is shown down (status and `peer_up`) until it is heard
-/// again. The protocol never reads it.
+/// again. The protocol never reads the probes' part.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub(super) struct Liveness {
-    /// Each peer's oldest probe not answered yet.
+pub(super) struct Detector {
+    /// Each peer's newest life heard of.
+    pub(super) peer_inc: BTreeMap<NodeId, Incarnation>,
+    /// The peers suspected: never sent the token, never forwarded to, not
+    /// waited for by searches and regenerations.
+    pub(super) suspected: BTreeSet<NodeId>,
+    /// Each peer's oldest liveness probe not answered yet.
     asked: BTreeMap<NodeId, Instant>,
     /// Peers shown down.
     silent: BTreeSet<NodeId>,
@@ -18,10 +34,73 @@ pub(super) struct Liveness {
     turn: usize,
 }
 
-impl Liveness {
-    /// Whether `peer` is shown down.
-    pub(super) fn silent(&self, peer: NodeId) -> bool {
-        self.silent.contains(&peer)
+/// What a message's life says about its sender
+/// ([`Detector::observe_life`]).
+enum Life {
+    /// Older than `known`, the newest life heard of: ignored.
+    Older { known: Incarnation },
+    /// The life heard of before (or the first one heard of).
+    Same,
+    /// Newer than the life heard of before: a restart.
+    Restarted,
+}
+
+impl Detector {
+    /// How this site sees `peer`.
+    pub(super) fn peer_view(&self, peer: NodeId) -> PeerView {
+        PeerView {
+            up: !self.suspected.contains(&peer) && !self.silent.contains(&peer),
+            incarnation: self.peer_inc.get(&peer).copied().unwrap_or_default(),
+        }
+    }
+
+    /// Suspects `node`; whether it was not suspected before.
+    fn suspect(&mut self, node: NodeId) -> bool {
+        self.suspected.insert(node)
+    }
+
+    /// A liveness tick: marks every peer whose probe has gone unanswered
+    /// for `suspect_after` as silent, and returns the next of `others` to
+    /// ask, in turn (none while leaving).
+    fn liveness_tick(
+        &mut self,
+        now: Instant,
+        suspect_after: Duration,
+        others: &[NodeId],
+        leaving: bool,
+    ) -> Option<NodeId> {
+        for (peer, at) in &self.asked {
+            if now.saturating_since(*at) >= suspect_after {
+                self.silent.insert(*peer);
+            }
+        }
+        if others.is_empty() || leaving {
+            return None;
+        }
+        let peer = others[self.turn % others.len()];
+        self.turn = self.turn.wrapping_add(1);
+        self.asked.entry(peer).or_insert(now);
+        Some(peer)
+    }
+
+    /// A message from life `inc` of `from`. A life older than the newest
+    /// one heard of is ignored if `older_ignored`; any other is heard: it
+    /// ends the sender's suspicion and answers its liveness probe.
+    fn observe_life(&mut self, from: NodeId, inc: Incarnation, older_ignored: bool) -> Life {
+        let known = self.peer_inc.get(&from).copied();
+        if let Some(k) = known.filter(|k| inc < *k && older_ignored) {
+            return Life::Older { known: k };
+        }
+        self.peer_inc.insert(from, inc);
+        self.suspected.remove(&from);
+        // Anything heard from `from` answers its liveness probe.
+        self.asked.remove(&from);
+        self.silent.remove(&from);
+        if known.is_some_and(|k| inc > k) {
+            Life::Restarted
+        } else {
+            Life::Same
+        }
     }
 }
 
@@ -30,29 +109,15 @@ impl NtNode {
     /// peer whose probe has gone unanswered for `suspect_after` as silent.
     pub(super) fn on_liveness(&mut self, now: Instant) {
         let Some(every) = self.cfg.liveness_every else { return };
-        for (peer, at) in &self.liveness.asked {
-            if now.saturating_since(*at) >= self.cfg.suspect_after {
-                self.liveness.silent.insert(*peer);
-            }
-        }
-        let others: Vec<NodeId> = self.members.iter().copied().filter(|m| *m != self.me).collect();
-        if !others.is_empty() && !self.leaving {
-            let peer = others[self.liveness.turn % others.len()];
-            self.liveness.turn = self.liveness.turn.wrapping_add(1);
-            self.liveness.asked.entry(peer).or_insert(now);
+        let others = self.others();
+        if let Some(peer) = self.detect.liveness_tick(now, self.cfg.suspect_after, &others, self.leaving) {
             self.send(peer, Body::AreYouAlive);
         }
         self.timers.set(Timer::Liveness, now + every);
     }
 
-    /// Anything heard from `peer` answers its liveness probe.
-    fn heard_from(&mut self, peer: NodeId) {
-        self.liveness.asked.remove(&peer);
-        self.liveness.silent.remove(&peer);
-    }
-
     pub(super) fn suspect(&mut self, node: NodeId, now: Instant) {
-        if self.suspected.insert(node) {
+        if self.detect.suspect(node) {
             self.out.event(NtEvent::Suspected { node });
             if !self.timers.is_armed(Timer::Probe) {
                 self.timers.set(Timer::Probe, now + self.probe_every());
@@ -68,7 +133,7 @@ impl NtNode {
     }
 
     pub(super) fn on_probe(&mut self, now: Instant) {
-        let suspected: Vec<NodeId> = self.suspected.iter().copied().collect();
+        let suspected: Vec<NodeId> = self.detect.suspected.iter().copied().collect();
         if self.cfg.rules.off(NtRule::ProbesOfSuspectedPeers) {
             return;
         }
@@ -158,7 +223,7 @@ impl NtNode {
                             requester: self.me,
                             seq,
                             hops: 0,
-                            failed: self.suspected.iter().copied().collect(),
+                            failed: self.detect.suspected.iter().copied().collect(),
                         },
                     );
                     let started = self.recovery.started().unwrap_or(now);
@@ -196,25 +261,25 @@ impl NtNode {
 
     /// Tracks peers' lives; returns false for a message from an older life.
     pub(super) fn observe_life(&mut self, now: Instant, from: NodeId, inc: Incarnation) -> bool {
-        let known = self.peer_inc.get(&from).copied();
-        if let Some(k) = known.filter(|k| inc < *k && self.cfg.rules.on(NtRule::IncarnationCheck)) {
-            // An older life: ignored, but told the life we know, so that a
-            // site whose clock is behind its previous start (and whose
-            // disk was replaced) moves past it instead of being ignored
-            // for ever.
-            self.send(from, Body::Behind { known: k });
-            return false;
-        }
-        self.peer_inc.insert(from, inc);
-        self.suspected.remove(&from);
-        self.heard_from(from);
-        if known.is_some_and(|k| inc > k) {
-            // A restart: the old life's queue state is gone.
-            if self.next.map(|(n, _)| n) == Some(from) {
-                self.next = None;
+        let older_ignored = self.cfg.rules.on(NtRule::IncarnationCheck);
+        match self.detect.observe_life(from, inc, older_ignored) {
+            Life::Older { known } => {
+                // An older life: ignored, but told the life we know, so that
+                // a site whose clock is behind its previous start (and whose
+                // disk was replaced) moves past it instead of being ignored
+                // for ever.
+                self.send(from, Body::Behind { known });
+                return false;
             }
-            if self.monitored.map(|(m, _)| m) == Some(from) {
-                self.start_recovery(now);
+            Life::Same => {}
+            Life::Restarted => {
+                // A restart: the old life's queue state is gone.
+                if self.next.map(|(n, _)| n) == Some(from) {
+                    self.next = None;
+                }
+                if self.monitored.map(|(m, _)| m) == Some(from) {
+                    self.start_recovery(now);
+                }
             }
         }
         true

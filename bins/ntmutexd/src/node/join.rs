@@ -167,7 +167,7 @@ impl NtNode {
     /// anything is sent). A notice from a stale life of the sender, or about
     /// a life already left behind, changes nothing.
     pub(super) fn on_behind(&mut self, now: Instant, from: NodeId, inc: Incarnation, known: Incarnation) {
-        if known < self.inc || !known.leaves_room() || self.peer_inc.get(&from).is_some_and(|k| inc < *k) {
+        if known < self.inc || !known.leaves_room() || self.detect.peer_inc.get(&from).is_some_and(|k| inc < *k) {
             return;
         }
         self.inc = known.next();

@@ -17,7 +17,7 @@ impl NtNode {
     pub(super) fn leave_with_token(&mut self, _now: Instant) {
         // The holder leaves: pass to next (done by serve_and_route), or to the lowest
         // live id, which becomes everyone's root.
-        let target = self.others().into_iter().filter(|m| !self.suspected.contains(m)).min();
+        let target = self.others().into_iter().filter(|m| !self.detect.suspected.contains(m)).min();
         if let Some(t) = target {
             self.pass_token(t);
             self.broadcast(Body::NewRoot { root: t });

@@ -59,7 +59,7 @@ pub use self::durable::NtDurable;
 pub use self::events::{Mech, NtEvent};
 use self::state::{beats, Answer, Last, LinkKind, Phase, Recovery, Timer, Token, DEFERRED_MAX};
 use crate::msg::{Body, Msg, Nack};
-use detect::Liveness;
+use detect::Detector;
 pub use rules::NtRule;
 
 /// One ntmutexd site.
@@ -92,10 +92,8 @@ pub struct NtNode {
     rng: SeededRng,
     accesses: u64,
     last_fence: u128,
-    peer_inc: BTreeMap<NodeId, Incarnation>,
-    suspected: BTreeSet<NodeId>,
-    /// The liveness probes (status only; `detect.rs`).
-    liveness: Liveness,
+    /// Peers' lives, suspicion and the liveness probes (`detect.rs`).
+    detect: Detector,
     recovery: Recovery,
     /// Best M3 candidate seen recently: (accesses, id, until).
     best_candidate: Option<(u64, NodeId, Instant)>,
@@ -162,9 +160,7 @@ impl NtNode {
             rng,
             accesses: 0,
             last_fence: 0,
-            peer_inc: BTreeMap::new(),
-            suspected: BTreeSet::new(),
-            liveness: Liveness::default(),
+            detect: Detector::default(),
             recovery: Recovery::Idle,
             best_candidate: None,
             timers: TimerTable::new(),
@@ -282,7 +278,7 @@ impl NtNode {
     }
 
     fn live_others(&self) -> BTreeSet<NodeId> {
-        self.others().into_iter().filter(|m| !self.suspected.contains(m)).collect()
+        self.others().into_iter().filter(|m| !self.detect.suspected.contains(m)).collect()
     }
 }
 

@@ -78,7 +78,7 @@ impl NtNode {
                 }
             }
             if let Some((n, _)) = self.next {
-                if self.suspected.contains(&n) && self.cfg.rules.on(NtRule::NoTokenToSuspectedNext) {
+                if self.detect.suspected.contains(&n) && self.cfg.rules.on(NtRule::NoTokenToSuspectedNext) {
                     // (safety) Never send the token to a suspected next:
                     // keep it; its successors reconnect by M1/M2.
                     self.next = None;
@@ -124,7 +124,7 @@ impl NtNode {
         self.seq += 1;
         self.request = Some(self.seq);
         match self.last {
-            Last::Parent(p) if !self.suspected.contains(&p) => {
+            Last::Parent(p) if !self.detect.suspected.contains(&p) => {
                 self.send(p, Body::Request { requester: self.me, seq: self.seq, hops: 0 });
                 self.last = Last::Root;
                 self.timers.set(Timer::CommitWait, now + self.commit_timeout());
@@ -163,7 +163,7 @@ impl NtNode {
                 }
             }
             Last::Parent(p) => {
-                if self.suspected.contains(&p) && self.cfg.rules.on(NtRule::NoForwardToSuspectedLast) {
+                if self.detect.suspected.contains(&p) && self.cfg.rules.on(NtRule::NoForwardToSuspectedLast) {
                     // (safety) Never forward to a suspected last.
                     self.send(requester, Body::DeadEnd { seq });
                 } else {
@@ -199,7 +199,9 @@ impl NtNode {
                     self.send(who, c);
                 }
             }
-            Some((n, _)) if !self.suspected.contains(&n) && self.cfg.rules.on(NtRule::LinkKeepsLiveSuccessor) => {
+            Some((n, _))
+                if !self.detect.suspected.contains(&n) && self.cfg.rules.on(NtRule::LinkKeepsLiveSuccessor) =>
+            {
                 self.send(n, forward)
             }
             _ => {
@@ -352,7 +354,8 @@ impl NtNode {
             self.preds.push(from);
         }
         let closest = self.preds[0];
-        let inc = if closest == from { from_inc } else { self.peer_inc.get(&closest).copied().unwrap_or_default() };
+        let inc =
+            if closest == from { from_inc } else { self.detect.peer_inc.get(&closest).copied().unwrap_or_default() };
         self.monitored = Some((closest, inc));
         self.last_alive_ok = now;
         self.timers.cancel(Timer::CommitWait);

@@ -40,7 +40,7 @@ impl NtNode {
         let started = *started;
         while !rest.is_empty() {
             let p = rest.remove(0);
-            if !self.suspected.contains(&p) {
+            if !self.detect.suspected.contains(&p) {
                 let rest = std::mem::take(rest);
                 self.recovery = Recovery::M1 { started, asking: p, rest };
                 self.send(p, Body::AreYouAlive);
@@ -215,7 +215,12 @@ impl NtNode {
                 Body::DirectRequest { requester: self.me, seq, hops: 0 }
             } else {
                 // M2, or (ii): j's next failed; link behind j.
-                Body::Connection { requester: self.me, seq, hops: 0, failed: self.suspected.iter().copied().collect() }
+                Body::Connection {
+                    requester: self.me,
+                    seq,
+                    hops: 0,
+                    failed: self.detect.suspected.iter().copied().collect(),
+                }
             };
             self.send(j, body);
             self.start_linking(now, mech, started, j);

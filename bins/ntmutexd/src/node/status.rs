@@ -6,10 +6,7 @@ use super::*;
 impl NtNode {
     /// How this site sees `peer`.
     pub(super) fn peer_view_of(&self, peer: NodeId) -> PeerView {
-        PeerView {
-            up: !self.suspected.contains(&peer) && !self.liveness.silent(peer),
-            incarnation: self.peer_inc.get(&peer).copied().unwrap_or_default(),
-        }
+        self.detect.peer_view(peer)
     }
 
     /// Queue position (-1: not queued) and local clients waiting.

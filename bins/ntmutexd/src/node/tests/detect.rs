@@ -91,7 +91,7 @@ fn suspected_peers_are_probed_until_they_answer() {
     assert_eq!(s.timers.get(Timer::Probe), Some(at(480)));
     // Any message of the peer clears the suspicion; the probe stops.
     assert_eq!(deliver(&mut s, at(241), 3, Body::IAmAlive { position: None, next: None }), vec![]);
-    assert!(s.suspected.is_empty());
+    assert!(s.detect.suspected.is_empty());
     assert_eq!(timeout(&mut s, at(480)), vec![]);
     assert_eq!(s.timers.get(Timer::Probe), None);
 }
@@ -115,17 +115,17 @@ fn provisional_timer_without_a_position_starts_m3() {
 fn restart_a_message_from_a_newer_life_of_our_next_clears_next() {
     let mut s = waiting(4, 2, 2, 1);
     s.next = Some((n(3), 4));
-    s.peer_inc.insert(n(3), INC);
+    s.detect.peer_inc.insert(n(3), INC);
     let out = deliver_msg(&mut s, at(1), 3, Incarnation(2), Msg { epoch: E, body: Body::Hello { nonce: 7 } });
     assert_eq!(out, vec![send(3, Body::HelloAck { nonce: 7, running: true, values: s.promise.values() })]);
     assert_eq!(s.next, None);
-    assert_eq!(s.peer_inc.get(&n(3)), Some(&Incarnation(2)));
+    assert_eq!(s.detect.peer_inc.get(&n(3)), Some(&Incarnation(2)));
 }
 
 #[test]
 fn restart_a_newer_life_of_the_monitored_predecessor_starts_recovery() {
     let mut s = committed(4, 3, 2, 1, Some(2), &[2, 1]);
-    s.peer_inc.insert(n(2), INC);
+    s.detect.peer_inc.insert(n(2), INC);
     let out = deliver_msg(&mut s, at(1), 2, Incarnation(2), Msg { epoch: E, body: Body::Hello { nonce: 7 } });
     assert_eq!(
         out,
@@ -141,7 +141,7 @@ fn restart_a_newer_life_of_the_monitored_predecessor_starts_recovery() {
 #[test]
 fn restart_a_message_from_an_older_life_is_ignored_and_told_the_life_known() {
     let mut s = site(4, 2, 2);
-    s.peer_inc.insert(n(3), Incarnation(2));
+    s.detect.peer_inc.insert(n(3), Incarnation(2));
     let before = s.clone();
     // Ignored (nothing changes), but the sender is told which life of it we
     // know, so that a site whose clock is behind moves past it.
@@ -181,7 +181,7 @@ fn detect_a_lost_link_suspects_the_peer_and_probes_it() {
     drain(&mut s);
     s.handle_link_lost(at(10), n(2));
     assert_eq!(drain(&mut s), vec![ev(NtEvent::Suspected { node: n(2) })]);
-    assert!(s.suspected.contains(&n(2)));
+    assert!(s.detect.suspected.contains(&n(2)));
     assert_eq!(s.timers.get(Timer::Probe), Some(at(10) + s.probe_every()));
     // Non-members and itself are ignored.
     s.handle_link_lost(at(11), n(9));
@@ -210,7 +210,7 @@ fn liveness_probes_ask_one_peer_in_turn_and_show_a_silent_one_down() {
     assert_eq!(timeout(&mut s, at(100)), vec![send(3, Body::AreYouAlive)]);
     assert!(!s.peer_view_of(n(3)).up);
     assert!(s.peer_view_of(n(1)).up && s.peer_view_of(n(4)).up);
-    assert!(s.suspected.is_empty());
+    assert!(s.detect.suspected.is_empty());
     // Its answer shows it up again.
     assert_eq!(deliver(&mut s, at(101), 3, answer), vec![]);
     assert!(s.peer_view_of(n(3)).up);

@@ -38,7 +38,7 @@ fn leave_holder_in_use_hands_the_token_on_after_the_release() {
 #[test]
 fn leave_holder_without_next_hands_the_token_to_the_lowest_live_id_and_broadcasts_new_root() {
     let mut h = holder(4, 3, 2);
-    h.suspected.insert(n(1));
+    h.detect.suspected.insert(n(1));
     h.handle_shutdown(T0);
     let mut expected = vec![send(2, token(E, 0, 1)), ev(NtEvent::HasToken(false))];
     expected.extend([1, 2, 4].map(|i| send(i, Body::NewRoot { root: n(2) })));

@@ -364,7 +364,7 @@ fn dead_end_from_a_new_life_whose_last_is_unknown() {
 #[test]
 fn dead_end_instead_of_forwarding_to_a_suspected_last() {
     let mut s = site(3, 2, 2);
-    s.suspected.insert(n(1));
+    s.detect.suspected.insert(n(1));
     assert_eq!(deliver(&mut s, T0, 3, request(3, 1, 0)), vec![send(3, Body::DeadEnd { seq: 1 })]);
     assert_eq!(s.last, Last::Parent(n(1)), "no path reversal for a refused request");
 }
@@ -403,7 +403,7 @@ fn dead_end_for_the_current_request_starts_m3_at_once() {
 fn token_is_never_sent_to_a_suspected_next() {
     let mut h = busy_holder(3, 1, 2);
     deliver(&mut h, at(1), 3, request(3, 1, 0));
-    h.suspected.insert(n(3));
+    h.detect.suspected.insert(n(3));
     let out = release(&mut h, at(5), 1);
     assert_eq!(out, vec![reply(1, LockReply::Released), released_event(1, fence(E, 1), 5, ReleaseHow::Released)]);
     assert_eq!(h.next, None, "next cleared");
@@ -424,7 +424,7 @@ fn linking_connection_at_a_site_whose_next_is_alive_is_forwarded_to_next() {
 #[test]
 fn linking_connection_at_a_site_whose_next_is_suspected_links_and_commits() {
     let mut s = linked_member();
-    s.suspected.insert(n(3));
+    s.detect.suspected.insert(n(3));
     assert_eq!(deliver(&mut s, at(1), 5, connection(5, 9, 0, &[])), vec![send(5, commit(Some(2), &[2, 1], 9, (2, 1)))]);
     assert_eq!(s.next, Some((n(5), 9)));
     assert_eq!(s.last, Last::Parent(n(5)));

@@ -75,7 +75,7 @@ fn m1_every_predecessor_silent_falls_back_to_m2() {
 /// n5 of 5, position 4 behind n4 (suspected) and n3, in M2 since T0.
 fn m2_searching() -> NtNode {
     let mut s = committed(5, 5, 2, 3, Some(4), &[4, 3]);
-    s.suspected.insert(n(4));
+    s.detect.suspected.insert(n(4));
     s.start_search(T0, Mech::M2, None);
     let sp = Body::SearchPrev { position: 4 };
     let mut expected = vec![ev(NtEvent::RecoveryStarted { mech: Mech::M2 })];

@@ -197,7 +197,7 @@ fn regeneration_window_expiry_suspects_the_silent_and_completes_with_a_majority(
 fn regeneration_without_a_majority_gives_up_and_retries_after_a_random_delay() {
     // (+) 5 sites, n3 and n4 suspected, n2 silent: n5 + n1 is no majority.
     let mut s = waiting(5, 5, 2, 1);
-    s.suspected.extend([n(3), n(4)]);
+    s.detect.suspected.extend([n(3), n(4)]);
     s.start_regeneration(T0, Mech::M2, T0);
     let p = proposal(2, 5);
     let mut expected = vec![persisted(&s)];

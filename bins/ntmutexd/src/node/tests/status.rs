@@ -46,8 +46,8 @@ fn status_reports_role_peers_and_details() {
     let mut w = committed(3, 2, 2, 1, Some(1), &[1]);
     w.next = Some((n(3), 4));
     w.last = Last::Parent(n(3));
-    w.suspected.insert(n(1));
-    w.peer_inc.insert(n(3), Incarnation(7));
+    w.detect.suspected.insert(n(1));
+    w.detect.peer_inc.insert(n(3), Incarnation(7));
     let st = ftcore::status_of(&w, &Membership::of_size(3));
     assert_eq!(st.role, "waiting");
     assert!(!st.peers[0].up);
