@@ -5,21 +5,76 @@
 //! then the best known (this replica at worst) is answered: every lookup
 //! is answered.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use api::ring::RingReply;
 use ftcore::{ClientId, NodeId};
 use timer::Instant;
 
 use super::{RdEvent, RdNode};
 use crate::msg::Msg;
-use api::ring::RingReply;
 
 /// A lookup started here.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct Lookup {
-    pub(super) client: ClientId,
+struct Lookup {
+    client: ClientId,
     request_id: u64,
     lap: u32,
     started: Instant,
     deadline: Instant,
+}
+
+impl Lookup {
+    /// Its lap 1 is due back by `timeout` after `now`: a second lap then.
+    /// Whether it had one left.
+    fn next_lap(&mut self, now: Instant, timeout: Duration) -> bool {
+        if self.lap != 1 {
+            return false;
+        }
+        self.lap = 2;
+        self.deadline = now + timeout;
+        true
+    }
+}
+
+/// The lookups started here, by the key their `Find` carries.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct Lookups {
+    running: BTreeMap<u64, Lookup>,
+}
+
+impl Lookups {
+    /// The `Find` of `key` came back in `lap`: the lookup that lap ends
+    /// (none for another lap, or a lookup already answered).
+    fn returned(&mut self, key: u64, lap: u32) -> Option<Lookup> {
+        if self.running.get(&key).is_some_and(|l| l.lap == lap) {
+            self.running.remove(&key)
+        } else {
+            None
+        }
+    }
+
+    /// The lookups whose lap is due at `now`, taken out, in key order.
+    fn take_due(&mut self, now: Instant) -> Vec<(u64, Lookup)> {
+        let due: Vec<u64> = self.running.iter().filter(|(_, l)| now >= l.deadline).map(|(k, _)| *k).collect();
+        due.into_iter().filter_map(|k| self.running.remove(&k).map(|l| (k, l))).collect()
+    }
+
+    /// Waits for the `Find` of `key`.
+    fn wait(&mut self, key: u64, l: Lookup) {
+        self.running.insert(key, l);
+    }
+
+    /// The next lap deadline.
+    fn deadline(&self) -> Option<Instant> {
+        self.running.values().map(|l| l.deadline).min()
+    }
+
+    /// `client` is gone: its lookups are answered nowhere.
+    pub(super) fn forget_client(&mut self, client: ClientId) {
+        self.running.retain(|_, l| l.client != client);
+    }
 }
 
 /// The best replica so far: id, load, client address.
@@ -47,7 +102,7 @@ impl RdNode {
         let key = self.fresh_id();
         let l = Lookup { client, request_id, lap: 1, started: now, deadline: now + self.cfg.lookup_timeout };
         if self.send_find(key, 1) {
-            self.lookups.insert(key, l);
+            self.lookups.wait(key, l);
         } else {
             let best = self.own_best();
             self.reply_lookup(now, &l, best);
@@ -56,10 +111,8 @@ impl RdNode {
 
     pub(super) fn on_find(&mut self, now: Instant, key: u64, lap: u32, hops: u32, origin: NodeId, best: Best) {
         if origin == self.me {
-            if self.lookups.get(&key).is_some_and(|l| l.lap == lap) {
-                if let Some(l) = self.lookups.remove(&key) {
-                    self.reply_lookup(now, &l, best);
-                }
+            if let Some(l) = self.lookups.returned(key, lap) {
+                self.reply_lookup(now, &l, best);
             }
             return;
         }
@@ -75,20 +128,14 @@ impl RdNode {
     }
 
     pub(super) fn lookup_deadline(&self) -> Option<Instant> {
-        self.lookups.values().map(|l| l.deadline).min()
+        self.lookups.deadline()
     }
 
     pub(super) fn lookup_timeout(&mut self, now: Instant) {
-        let due: Vec<u64> = self.lookups.iter().filter(|(_, l)| now >= l.deadline).map(|(k, _)| *k).collect();
-        for key in due {
-            let Some(mut l) = self.lookups.remove(&key) else { continue };
-            if l.lap == 1 {
-                l.lap = 2;
-                l.deadline = now + self.cfg.lookup_timeout;
-                if self.send_find(key, 2) {
-                    self.lookups.insert(key, l);
-                    continue;
-                }
+        for (key, mut l) in self.lookups.take_due(now) {
+            if l.next_lap(now, self.cfg.lookup_timeout) && self.send_find(key, 2) {
+                self.lookups.wait(key, l);
+                continue;
             }
             let best = self.own_best();
             self.reply_lookup(now, &l, best);

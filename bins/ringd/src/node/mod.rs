@@ -131,7 +131,7 @@ pub struct RdNode {
     jobs: BTreeMap<u64, services::RunningJob>,
     /// The token service running under the owned token, if any (its job).
     token_job: Option<u64>,
-    lookups: BTreeMap<u64, lookup::Lookup>,
+    lookups: lookup::Lookups,
     counter: u64,
     leaving: bool,
     rng: SeededRng,
@@ -321,7 +321,7 @@ impl Protocol for RdNode {
             sleeping: BTreeMap::new(),
             jobs: BTreeMap::new(),
             token_job: None,
-            lookups: BTreeMap::new(),
+            lookups: lookup::Lookups::default(),
             counter: 0,
             leaving: false,
             rng,
@@ -397,7 +397,7 @@ impl Protocol for RdNode {
         self.token_queue.retain(|j| j.client != client);
         self.awaiting_ack.retain(|p| p.client != client);
         self.sleeping.retain(|_, (c, _)| *c != client);
-        self.lookups.retain(|_, l| l.client != client);
+        self.lookups.forget_client(client);
         self.out.retain(|o| !matches!(o, ftcore::Output::Reply { client: c, .. } if *c == client));
         Then::AfterInput
     }
