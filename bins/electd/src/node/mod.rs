@@ -93,7 +93,7 @@ pub struct ElNode {
     suspected: BTreeSet<NodeId>,
     /// Peers heard from, with their life.
     heard: membership::Lives,
-    relay: Option<relay::RelayRun>,
+    relay: relay::RelayState,
     ring: ring::RingState,
     prevote: Option<terms::PreVoteRound>,
     hops: BTreeMap<u64, Hop>,
@@ -361,7 +361,7 @@ impl Protocol for ElNode {
             lost_coordinator_at: None,
             suspected: BTreeSet::new(),
             heard: membership::Lives::default(),
-            relay: None,
+            relay: relay::RelayState::default(),
             ring: ring::RingState::default(),
             prevote: None,
             hops: BTreeMap::new(),

@@ -4,7 +4,13 @@
 //! back at its initiator with a majority, the highest id in it is the
 //! coordinator, announced by one lap of `Coordinator`.
 
-use super::*;
+use std::collections::BTreeSet;
+
+use ftcore::{Incarnation, NodeId};
+use timer::Instant;
+
+use super::{ElEvent, ElNode, ElRule};
+use crate::msg::Msg;
 
 /// What this process remembers of the current term's alive-list elections.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -21,6 +27,46 @@ pub(super) struct RingState {
     own: Option<u64>,
 }
 
+impl RingState {
+    /// Its own Election of `term` (initiator `me`) is out.
+    fn begin(&mut self, term: u64, me: NodeId) {
+        self.own = Some(term);
+        self.forwarded = Some((term, me));
+    }
+
+    /// Whether the Election of (`term`, `initiator`) is the first copy of
+    /// one higher than any forwarded here; it is noted as forwarded.
+    fn forwards(&mut self, term: u64, initiator: NodeId) -> bool {
+        if self.forwarded.is_some_and(|f| (term, initiator) <= f) {
+            return false;
+        }
+        self.forwarded = Some((term, initiator));
+        true
+    }
+
+    /// Whether its own Election of `term` is still out.
+    fn awaits_own(&self, term: u64) -> bool {
+        self.own == Some(term)
+    }
+
+    /// Its own Election came back in time.
+    fn own_back(&mut self) {
+        self.own = None;
+    }
+
+    /// Whether the `Coordinator` lap of (`term`, `initiator`) is the first
+    /// copy passed here; older terms' laps are forgotten.
+    fn passes(&mut self, term: u64, initiator: NodeId) -> bool {
+        if !self.passed.insert((term, initiator)) {
+            return false;
+        }
+        // Only the current term's laps can arrive (dispatch answers lower
+        // terms); forget older ones.
+        self.passed.retain(|(t, _)| *t >= term);
+        true
+    }
+}
+
 impl ElNode {
     /// Starts the own Election of the current term: this process votes
     /// first (a refused vote starts nothing: it would be back without it).
@@ -30,8 +76,7 @@ impl ElNode {
             self.elect_within(now, self.cfg.election_timeout);
             return;
         }
-        self.ring.own = Some(term);
-        self.ring.forwarded = Some((term, self.me));
+        self.ring.begin(term, self.me);
         let (me, inc) = (self.me, self.inc);
         self.ring_forward(now, Msg::Election { term, initiator: me, initiator_inc: inc, alive: vec![me], hop: 0 });
     }
@@ -97,7 +142,7 @@ impl ElNode {
         }
         // Drop an Election lower in (term, initiator) than one forwarded,
         // or a second copy of the one forwarded.
-        if self.ring.forwarded.is_some_and(|f| (term, initiator) <= f) {
+        if !self.ring.forwards(term, initiator) {
             return;
         }
         // (safety) One vote per term: a later Election of a term voted in
@@ -106,7 +151,6 @@ impl ElNode {
         if voted && !alive.contains(&self.me) {
             alive.push(self.me);
         }
-        self.ring.forwarded = Some((term, initiator));
         // Still electing: re-arm the randomized timer (the initiator may die).
         self.elect_within(now + self.cfg.election_timeout, self.cfg.election_timeout);
         self.ring_forward(now, Msg::Election { term, initiator, initiator_inc, alive, hop: 0 });
@@ -114,7 +158,7 @@ impl ElNode {
 
     /// The own Election came back.
     fn election_back(&mut self, now: Instant, term: u64, initiator_inc: Incarnation, alive: Vec<NodeId>) {
-        if initiator_inc != self.inc || self.ring.own != Some(term) {
+        if initiator_inc != self.inc || !self.ring.awaits_own(term) {
             return;
         }
         if now.saturating_since(self.term_since) > self.cfg.shrunk(self.cfg.election_timeout) {
@@ -123,7 +167,7 @@ impl ElNode {
                 return;
             }
         }
-        self.ring.own = None;
+        self.ring.own_back();
         let voters: BTreeSet<NodeId> = alive.iter().copied().collect();
         if voters.len() < self.majority() && self.cfg.rules.on(ElRule::MajorityOfVoters) {
             // The election failed: try again later.
@@ -153,12 +197,9 @@ impl ElNode {
         }
         if initiator != self.me {
             // A second copy of a lap already passed on goes no further.
-            if !self.ring.passed.insert((term, initiator)) {
+            if !self.ring.passes(term, initiator) {
                 return;
             }
-            // Only the current term's laps can arrive (dispatch answers
-            // lower terms); forget older ones.
-            self.ring.passed.retain(|(t, _)| *t >= term);
             self.coordinator_pass(now, term, id, alive, initiator);
         }
     }

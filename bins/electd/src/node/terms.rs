@@ -34,7 +34,7 @@ impl ElNode {
         self.coordinator = None;
         self.term_since = now;
         self.role = Role::Electing;
-        self.relay = None;
+        self.relay.end();
         self.prevote = None;
         self.timers.cancel(Timer::PreVoteDue);
         self.hops.clear();

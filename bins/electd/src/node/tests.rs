@@ -1218,7 +1218,7 @@ fn an_ack_of_another_hop_leaves_the_real_one_to_time_out_and_abort_the_relay_ter
     let due = T0 + p.cfg.hop_timeout;
     p.handle_timeout(due);
     assert_eq!(drain(&mut p), vec![]);
-    assert!(p.suspected.contains(&n(3)) && p.relay.is_none());
+    assert!(p.suspected.contains(&n(3)) && p.relay.is_idle());
     assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= due + p.cfg.hop_timeout));
 }
 
@@ -1247,7 +1247,7 @@ fn a_relay_value_from_outside_the_ring_or_of_no_phase_is_refused() {
             Output::Event(ElEvent::Refused { from: n(1), reason: "bad_relay" }),
         ]
     );
-    assert!(p.relay.is_none());
+    assert!(p.relay.is_idle());
 }
 
 /// Process 2 of relay ring {1, 2, 3} in term 4, start-up timers
@@ -1317,7 +1317,7 @@ fn an_unaccepted_elected_back_at_its_decider_suspects_the_winner() {
     let back = Msg::Elected { term: 5, d: n(3), decider: n(2), accepted: false, hop: 7 };
     let outs = deliver(&mut p, at(T0, 5), n(1), Incarnation(1), back);
     assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 7 } }]);
-    assert!(p.suspected.contains(&n(3)) && p.relay.is_none());
+    assert!(p.suspected.contains(&n(3)) && p.relay.is_idle());
     assert_eq!(p.successor(), Some(n(1)), "the next run skips 3");
 }
 
@@ -1332,7 +1332,7 @@ fn a_relay_after_the_terms_coordinator_is_known_is_only_acked() {
     let relay = Msg::Relay { term: 5, round: 0, phase: 1, value: n(1), hop: 4 };
     let outs = deliver(&mut p, at(T0, 1), n(1), Incarnation(1), relay);
     assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 4 } }]);
-    assert!(p.relay.is_none());
+    assert!(p.relay.is_idle());
 }
 
 /// (safety, electd.md "Terms, votes and the quorum lease": one vote per
