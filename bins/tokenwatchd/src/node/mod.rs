@@ -37,7 +37,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use ::durable::promise::{self, PromiseNode, Promises};
@@ -53,7 +53,7 @@ pub use config::{TwConfig, TwError, MAX_TPC_RESERVE};
 pub use durable::TwDurable;
 pub use events::{ClaimOutcome, TwEvent};
 pub use rules::TwRule;
-use state::{Awaiting, Hop, Phase, Visit};
+use state::{Awaiting, Phase, Visit};
 
 /// One tokenwatchd process.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -89,9 +89,6 @@ pub struct TwNode {
     /// The (epoch, m) of the last hand-off accepted: its retransmission is
     /// acked again.
     last_handoff: Option<(u64, u64)>,
-    /// The last Claim adopted here, or passed on in the restart window
-    /// (epoch, claimant): a repeat is acked again, not forwarded twice.
-    adopted: Option<(u64, NodeId)>,
     visit: Option<Visit>,
     /// When (and in which epoch) the token last arrived here: the next
     /// arrival in the same epoch is one rotation later.
@@ -99,37 +96,9 @@ pub struct TwNode {
     /// The idle hold (`token_min_hold`, `quiet`, `Wanted`).
     idle: ftcore::idle::IdleHold,
     awaiting: Option<Awaiting>,
-    /// When a token was last accepted or confirmed here, or a Claim
-    /// adopted, passed on or refused (or this life started):
-    /// `token_lost_after` (plus `lost_jitter`) later, a Claim starts.
-    token_seen_at: Instant,
-    /// When the token itself was last here (accepted, confirmed or made;
-    /// or this life started). Only this bounds the refusal of a claimant
-    /// that saw an older token: Claim traffic is no sign of a live token.
-    token_at: Instant,
-    /// A random part of the token-lost deadline, drawn anew whenever the
-    /// token shows itself, so that processes that lost it together do not
-    /// all claim at once (they would only refuse each other).
-    lost_jitter: Duration,
-    /// The own Claim in flight: epoch and when it was sent.
-    claim: Option<(u64, Instant)>,
-    /// The skip list the own Claim in flight started with: a failed one
-    /// is tried again with it (`deferred_claim`).
-    claim_skip: Vec<NodeId>,
-    /// A Claim put off because this process acked another's lease renewal,
-    /// or one that failed (its skip list): it starts at
-    /// `claim_not_before`, not a whole token-lost deadline later — a Claim
-    /// started on a `Stale` or a bypass has no lost token to wait for.
-    deferred_claim: Option<Vec<NodeId>>,
-    /// No own Claim before this (restart window, backoff after a failure).
-    claim_not_before: Instant,
-    /// Claim hops awaiting their ack, by (epoch, claimant).
-    hops: BTreeMap<(u64, NodeId), Hop>,
-    /// Peers that left a Claim hop unacked for `bypass_after` (and when),
-    /// skipped by later Claims sent from here until they are heard from
-    /// or W has passed (then they are tried again: a restarted peer may
-    /// never send to this process by itself).
-    silent: BTreeMap<NodeId, Instant>,
+    /// The Claims: own, adopted and forwarded, and the token-lost
+    /// deadline that starts one (`claim.rs`).
+    claims: claim::Claims,
     /// Peers heard from, with their life (status).
     heard: membership::Lives,
     phase: Phase,
@@ -191,22 +160,16 @@ impl TwNode {
     /// The token showed itself (accepted, confirmed, or a Claim adopted
     /// whose token follows within W): the token-lost deadline starts over.
     fn token_activity(&mut self, now: Instant) {
-        self.token_seen_at = now;
-        self.lost_jitter = self.rng.duration_between(Duration::ZERO, self.cfg.token_lost_after / 2);
+        let jitter = self.rng.duration_between(Duration::ZERO, self.cfg.token_lost_after / 2);
+        self.claims.token_activity(now, jitter);
     }
 
     /// The token itself was here (accepted, confirmed or made): the
     /// token-lost deadline starts over.
     fn token_here(&mut self, now: Instant) {
-        self.token_at = now;
         // A Claim put off by a lease window is not needed now.
-        self.deferred_claim = None;
+        self.claims.token_here(now);
         self.token_activity(now);
-    }
-
-    /// When this process counts the token as lost.
-    fn lost_at(&self) -> Instant {
-        self.token_seen_at + self.cfg.token_lost_after + self.lost_jitter
     }
 
     /// Puts one `Persist` of the current state in front of the outputs
@@ -370,21 +333,12 @@ impl Protocol for TwNode {
             readmit: BTreeSet::new(),
             seen: (0, 0),
             last_handoff: None,
-            adopted: None,
             visit: None,
             last_arrival: None,
             idle: ftcore::idle::IdleHold::new(ctx.config.token_min_hold),
             awaiting: None,
-            token_seen_at: ctx.now,
-            token_at: ctx.now,
-            lost_jitter: Duration::ZERO,
-            claim: None,
-            claim_skip: Vec::new(),
-            deferred_claim: None,
-            claim_not_before: first_claim,
-            hops: BTreeMap::new(),
+            claims: claim::Claims::new(ctx.now, first_claim),
             heard: membership::Lives::default(),
-            silent: BTreeMap::new(),
             phase: Phase::Joining { nonce: 0, next_join: ctx.now },
             locks,
             leaving: false,
@@ -434,7 +388,7 @@ impl Protocol for TwNode {
             // The transport refuses older lives; a core never acts on one.
             return Then::Done;
         }
-        self.silent.remove(&from);
+        self.claims.heard_from(from);
         match msg {
             Msg::Token { epoch, m, bypassed, quiet } => self.on_token(now, from, epoch, m, bypassed, quiet),
             Msg::Ack { epoch, ttl, m } => self.on_ack(now, epoch, ttl, m),
@@ -521,10 +475,10 @@ impl Protocol for TwNode {
     }
 
     fn status(&self) -> StatusReport {
-        let role = match (&self.visit, &self.awaiting, &self.claim) {
-            (Some(_), _, _) => "holder",
-            (None, Some(_), _) => "awaiting",
-            (None, None, Some(_)) => "claiming",
+        let role = match (self.visit.is_some(), self.awaiting.is_some(), self.claims.is_claiming()) {
+            (true, _, _) => "holder",
+            (false, true, _) => "awaiting",
+            (false, false, true) => "claiming",
             _ => "member",
         };
         let mut details = vec![

@@ -90,11 +90,8 @@ impl TwNode {
         // proposal already (`on_in_use` above), so the Claim itself says
         // whether one was running. Its hop is no longer worth resending.
         let proposal_dropped = self.promise.abandon(now).is_some();
-        let claim = self.claim.take();
-        if let Some((claim_epoch, _)) = claim {
-            self.hops.remove(&(claim_epoch, self.me));
-        }
-        if claim.is_some() || proposal_dropped {
+        let claimed = self.claims.end_own(self.me);
+        if claimed || proposal_dropped {
             self.out.event(TwEvent::ClaimEnded { outcome: super::ClaimOutcome::Lapsed });
         }
         self.tpc = tpc;

@@ -1739,9 +1739,9 @@ fn a_newer_token_reaching_a_claimant_ends_its_claim_and_its_hop() {
     let due = n.poll_timeout().expect("the token-lost deadline");
     timeout(&mut n, due);
     let epoch = encode(0, 1).unwrap();
-    assert_eq!(n.claim.map(|c| c.0), Some(epoch));
+    assert_eq!(n.claims.own().map(|c| c.0), Some(epoch));
     let out = deliver(&mut n, due + Duration::from_millis(1), N1, INC, token(3 * E, 7));
     assert!(out.contains(&ev(TwEvent::ClaimEnded { outcome: ClaimOutcome::Lapsed })), "{out:#?}");
-    assert_eq!(n.claim, None);
-    assert!(!n.hops.contains_key(&(epoch, N2)), "{:?}", n.hops.keys());
+    assert_eq!(n.claims.own(), None);
+    assert!(!n.claims.hops().contains_key(&(epoch, N2)), "{:?}", n.claims.hops().keys());
 }
