@@ -110,7 +110,7 @@ impl NtNode {
     pub(super) fn on_liveness(&mut self, now: Instant) {
         let Some(every) = self.cfg.liveness_every else { return };
         let others = self.others();
-        if let Some(peer) = self.detect.liveness_tick(now, self.cfg.suspect_after, &others, self.leaving) {
+        if let Some(peer) = self.detect.liveness_tick(now, self.cfg.suspect_after, &others, self.leave.leaving()) {
             self.send(peer, Body::AreYouAlive);
         }
         self.timers.set(Timer::Liveness, now + every);

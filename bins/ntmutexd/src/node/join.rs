@@ -5,16 +5,117 @@
 //! (foundation.md, Fresh nodes). ntmutexd.md, "Base algorithm" and
 //! "Durability and leases".
 
-use ::durable::promise::{AckStep, RoundStep, Values};
+use std::collections::BTreeSet;
 
-use super::*;
+use ::durable::promise::{self, AckStep, RoundStep, Values};
+use ftcore::{Incarnation, NodeId, Protocol};
+use timer::Instant;
+
+use super::events::NtEvent;
+use super::rules::NtRule;
+use super::state::{Last, Phase, Recovery, Timer, Token, DEFERRED_MAX};
+use super::NtNode;
+use crate::msg::{Body, Msg};
+
+/// The handshake's state: the phase (while joining, who answered and the
+/// messages kept until the handshake ends) and the nonce of this life's
+/// latest Hello.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Join {
+    pub(super) phase: Phase,
+    pub(super) nonce: u64,
+}
+
+/// What the join timer calls for ([`Join::on_timer`]).
+enum TimerStep {
+    /// The handshake is over: `bootstrap` if nobody said the cluster runs.
+    Finish { bootstrap: bool },
+    /// No majority heard from yet: keep asking.
+    AskAgain,
+}
+
+impl Join {
+    /// Joining, with only `me` heard from, the first Hello's nonce `nonce`.
+    pub(super) fn new(me: NodeId, nonce: u64) -> Join {
+        Join { phase: Join::joining(me), nonce }
+    }
+
+    fn joining(me: NodeId) -> Phase {
+        Phase::Joining { fresh: BTreeSet::from([me]), running_seen: false, deferred: Vec::new() }
+    }
+
+    /// Whether the handshake is over.
+    pub(super) fn is_running(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
+    /// Keeps a message until the handshake ends; false (nothing kept) once
+    /// `DEFERRED_MAX` are kept, or when not joining.
+    pub(super) fn defer(&mut self, from: NodeId, inc: Incarnation, msg: Msg) -> bool {
+        let Phase::Joining { deferred, .. } = &mut self.phase else { return false };
+        if deferred.len() < DEFERRED_MAX {
+            deferred.push((from, inc, msg));
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Ends the handshake: running; the messages kept meanwhile.
+    fn finish(&mut self) -> Vec<(NodeId, Incarnation, Msg)> {
+        match std::mem::replace(&mut self.phase, Phase::Running) {
+            Phase::Joining { deferred, .. } => deferred,
+            Phase::Running => Vec::new(),
+        }
+    }
+
+    /// The join timer, with `members` configured sites (`None`: not joining).
+    fn on_timer(&self, members: usize, minority_may_start: bool) -> Option<TimerStep> {
+        let Phase::Joining { fresh, running_seen, .. } = &self.phase else { return None };
+        Some(if *running_seen {
+            TimerStep::Finish { bootstrap: false }
+        } else if fresh.len() > members / 2 || minority_may_start {
+            TimerStep::Finish { bootstrap: true }
+        } else {
+            TimerStep::AskAgain
+        })
+    }
+
+    /// A peer's Hello: whether this site runs (while joining, the peer is
+    /// counted as fresh).
+    fn on_hello(&mut self, from: NodeId) -> bool {
+        match &mut self.phase {
+            Phase::Joining { fresh, .. } => {
+                fresh.insert(from);
+                false
+            }
+            Phase::Running => true,
+        }
+    }
+
+    /// An answer to our Hello from `from`, which runs or not: while joining,
+    /// `Some(bootstrap)` once the handshake is over (a running peer answered,
+    /// or all `members` answered fresh).
+    fn on_hello_ack(&mut self, from: NodeId, running: bool, members: usize) -> Option<bool> {
+        let Phase::Joining { fresh, running_seen, .. } = &mut self.phase else { return None };
+        if running {
+            *running_seen = true;
+        } else {
+            fresh.insert(from);
+        }
+        let done = *running_seen || fresh.len() == members;
+        done.then_some(!*running_seen)
+    }
+
+    /// A new life: the handshake starts again.
+    fn rejoin(&mut self, me: NodeId) {
+        self.phase = Join::joining(me);
+    }
+}
 
 impl NtNode {
     pub(super) fn finish_join(&mut self, now: Instant, bootstrap: bool) {
-        let deferred = match std::mem::replace(&mut self.phase, Phase::Running) {
-            Phase::Joining { deferred, .. } => deferred,
-            Phase::Running => Vec::new(),
-        };
+        let deferred = self.join.finish();
         self.timers.cancel(Timer::Join);
         ftcore::mutant! {
             let mut local_token = false;
@@ -79,21 +180,21 @@ impl NtNode {
     }
 
     pub(super) fn on_join_timer(&mut self, now: Instant) {
-        let Phase::Joining { fresh, running_seen, .. } = &self.phase else { return };
-        if *running_seen {
-            self.finish_join(now, false);
-        } else if fresh.len() > self.members.len() / 2 || self.cfg.rules.off(NtRule::NoMinorityBootstrap) {
-            self.finish_join(now, true);
-        } else {
-            // No majority heard from yet: keep asking (a minority must not
-            // start a cluster of its own).
-            self.hello_all();
-            self.timers.set(Timer::Join, now + self.cfg.t_msg * 2);
+        let minority_may_start = self.cfg.rules.off(NtRule::NoMinorityBootstrap);
+        match self.join.on_timer(self.members.len(), minority_may_start) {
+            None => {}
+            Some(TimerStep::Finish { bootstrap }) => self.finish_join(now, bootstrap),
+            Some(TimerStep::AskAgain) => {
+                // No majority heard from yet: keep asking (a minority must
+                // not start a cluster of its own).
+                self.hello_all();
+                self.timers.set(Timer::Join, now + self.cfg.t_msg * 2);
+            }
         }
     }
 
     pub(super) fn hello_all(&mut self) {
-        let nonce = self.nonce;
+        let nonce = self.join.nonce;
         self.broadcast(Body::Hello { nonce });
     }
 
@@ -105,7 +206,7 @@ impl NtNode {
             RoundStep::NotNeeded => {}
             RoundStep::Wait { until } => self.timers.set(Timer::Recover, until),
             RoundStep::Send => {
-                self.nonce = nonce;
+                self.join.nonce = nonce;
                 self.hello_all();
                 self.timers.set(Timer::Recover, now + self.cfg.suspect_after);
             }
@@ -123,13 +224,7 @@ impl NtNode {
     /// Every site answers `Hello`, in every phase: whether it runs, and what
     /// it has stored (nothing while it is itself unrecovered).
     pub(super) fn on_hello(&mut self, from: NodeId, nonce: u64) {
-        let running = match &mut self.phase {
-            Phase::Joining { fresh, .. } => {
-                fresh.insert(from);
-                false
-            }
-            Phase::Running => true,
-        };
+        let running = self.join.on_hello(from);
         let values = self.promise.values();
         self.send(from, Body::HelloAck { nonce, running, values });
     }
@@ -147,15 +242,7 @@ impl NtNode {
         if let AckStep::Recovered { max } = self.promise.on_hello_ack(from, nonce, values, now) {
             self.state_recovered(max);
         }
-        let Phase::Joining { fresh, running_seen, .. } = &mut self.phase else { return };
-        if running {
-            *running_seen = true;
-        } else {
-            fresh.insert(from);
-        }
-        let done = *running_seen || fresh.len() == self.members.len();
-        let bootstrap = !*running_seen;
-        if done {
+        if let Some(bootstrap) = self.join.on_hello_ack(from, running, self.members.len()) {
             self.finish_join(now, bootstrap);
         }
     }
@@ -186,7 +273,7 @@ impl NtNode {
         for t in [Timer::CommitWait, Timer::AliveCheck, Timer::Window, Timer::Provisional] {
             self.timers.cancel(t);
         }
-        self.phase = Phase::Joining { fresh: BTreeSet::from([self.me]), running_seen: false, deferred: Vec::new() };
+        self.join.rejoin(self.me);
         self.last = Last::Unknown;
         self.hello_all();
         self.timers.set(Timer::Join, now + self.cfg.t_msg * 2);

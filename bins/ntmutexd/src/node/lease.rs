@@ -35,7 +35,7 @@ impl NtNode {
         }
         // An unrecovered fresh node takes no token: it has nothing to renew.
         let active = (self.locks.is_held() || self.locks.has_waiters())
-            && self.phase == Phase::Running
+            && self.join.is_running()
             && self.promise.stored().recovered();
         if self.token.is_some() {
             // The token is alive here: waiting sites' renewals may be acked.

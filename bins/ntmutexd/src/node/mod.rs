@@ -57,9 +57,11 @@ use timer::{Instant, SeededRng, TimerTable};
 pub use self::config::{NtConfig, NtError, MAX_SITES};
 pub use self::durable::NtDurable;
 pub use self::events::{Mech, NtEvent};
-use self::state::{beats, Answer, Last, LinkKind, Phase, Recovery, Timer, Token, DEFERRED_MAX};
+use self::state::{beats, Answer, Last, LinkKind, Phase, Recovery, Timer, Token};
 use crate::msg::{Body, Msg, Nack};
 use detect::Detector;
+use join::Join;
+use leave::Leave;
 pub use rules::NtRule;
 
 /// One ntmutexd site.
@@ -69,7 +71,8 @@ pub struct NtNode {
     me: NodeId,
     inc: Incarnation,
     members: Vec<NodeId>,
-    phase: Phase,
+    /// The handshake's phase and this life's Hello nonce (`join.rs`).
+    join: Join,
     last: Last,
     next: Option<(NodeId, u64)>,
     request: Option<u64>,
@@ -84,8 +87,6 @@ pub struct NtNode {
     promise: PromiseNode,
     /// No proposal of this life before then (restart window + jitter).
     proposals_from: Instant,
-    /// The nonce of this life's latest Hello.
-    nonce: u64,
     /// The configured root of a new cluster searches for the first token
     /// (and regenerates it) even without local clients.
     bootstrap_search: bool,
@@ -104,8 +105,8 @@ pub struct NtNode {
     acker: Acker,
     timers: TimerTable<Timer>,
     out: Outbox<Msg, LockReply, NtEvent, NtDurable>,
-    leaving: bool,
-    left: bool,
+    /// Graceful leave (`leave.rs`).
+    leave: Leave,
 }
 
 impl NtNode {
@@ -135,6 +136,7 @@ impl NtNode {
         let members: Vec<NodeId> = membership.ids().collect();
         let mut rng = SeededRng::new(seed);
         let proposals_from = promise.first_proposal_at(&mut rng);
+        let nonce = rng.next_u64();
         let mut node = NtNode {
             locks: LocalLocks::new(cfg.locks.clone()),
             lease: Renewer::new(cfg.lease_config(members.len())),
@@ -143,7 +145,7 @@ impl NtNode {
             me,
             inc,
             members,
-            phase: Phase::Joining { fresh: BTreeSet::from([me]), running_seen: false, deferred: Vec::new() },
+            join: Join::new(me, nonce),
             last: Last::Unknown,
             next: None,
             request: None,
@@ -155,7 +157,6 @@ impl NtNode {
             last_alive_ok: now,
             promise,
             proposals_from,
-            nonce: rng.next_u64(),
             bootstrap_search: false,
             rng,
             accesses: 0,
@@ -165,8 +166,7 @@ impl NtNode {
             best_candidate: None,
             timers: TimerTable::new(),
             out: Outbox::default(),
-            leaving: false,
-            left: false,
+            leave: Leave::default(),
         };
         // A fresh node's first write marks its file unrecovered.
         node.persist();
@@ -313,7 +313,7 @@ impl Protocol for NtNode {
             self.on_behind(now, from, inc, known);
             return Then::Done;
         }
-        let running = self.phase == Phase::Running;
+        let running = self.join.is_running();
         if running
             && matches!(msg.body, Body::Hello { .. } | Body::HelloAck { .. })
             && !self.observe_life(now, from, inc)
@@ -337,14 +337,12 @@ impl Protocol for NtNode {
             }
             _ => {}
         }
-        if let Phase::Joining { deferred, .. } = &mut self.phase {
+        if !self.join.is_running() {
             // Everything else waits until we know whether we are a new
             // life of a running cluster, up to a bound: beyond it a
             // message is refused (counted), as if lost with a crash of
             // ours, which the protocol recovers from.
-            if deferred.len() < DEFERRED_MAX {
-                deferred.push((from, inc, msg));
-            } else {
+            if !self.join.defer(from, inc, msg) {
                 self.out.event(NtEvent::Refused { from, reason: "joining_buffer_full" });
             }
             return Then::Done;
@@ -401,7 +399,7 @@ impl Protocol for NtNode {
     }
 
     fn on_request(&mut self, now: Instant, client: ClientId, req: LockRequest) -> Then {
-        if self.leaving {
+        if self.leave.leaving() {
             if let LockRequest::Acquire { .. } = req {
                 self.out.reply(client, LockReply::Refused { reason: "daemon is shutting down".into() });
                 return Then::Done;
@@ -435,7 +433,7 @@ impl Protocol for NtNode {
     }
 
     fn join_state(&self) -> JoinState {
-        match &self.phase {
+        match &self.join.phase {
             Phase::Joining { fresh, .. } => JoinState::Joining { answered: fresh.len(), of: self.members.len() },
             Phase::Running => JoinState::Joined,
         }
@@ -488,7 +486,7 @@ impl Protocol for NtNode {
     }
 
     fn is_left(&self) -> bool {
-        self.left && self.out.is_empty()
+        self.leave.left() && self.out.is_empty()
     }
 
     fn poll_output(&mut self) -> Option<OutputOf<Self>> {

@@ -38,7 +38,7 @@ impl NtNode {
     /// Does what the state calls for: grant locally, pass the token on,
     /// or request it.
     pub(super) fn serve_and_route(&mut self, now: Instant) {
-        if matches!(self.phase, Phase::Joining { .. }) {
+        if !self.join.is_running() {
             return;
         }
         while let Some(token) = self.token {
@@ -85,21 +85,19 @@ impl NtNode {
                     continue;
                 }
                 self.pass_token(n);
-            } else if self.leaving {
+            } else if self.leave.leaving() {
                 self.leave_with_token(now);
             }
             break;
         }
-        if self.leaving && self.token.is_none() {
-            self.left = true;
-        }
+        self.leave.settle(self.token.is_some());
         // A fresh node that has not recovered stays out of the queue: it
         // could accept no token (foundation.md, Fresh nodes).
         if self.token.is_none()
             && (self.locks.has_waiters() || self.bootstrap_search)
             && self.request.is_none()
             && self.recovery == Recovery::Idle
-            && !self.leaving
+            && !self.leave.leaving()
             && (self.promise.stored().recovered() || self.cfg.rules.off(NtRule::UnrecoveredTakesNoToken))
         {
             self.make_request(now);

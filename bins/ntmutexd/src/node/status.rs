@@ -19,7 +19,7 @@ impl NtNode {
 
     /// The `ftctl status` report.
     pub(super) fn status_report(&self) -> StatusReport {
-        let role = match (&self.phase, self.token, self.request, &self.recovery) {
+        let role = match (&self.join.phase, self.token, self.request, &self.recovery) {
             (Phase::Joining { .. }, ..) => "joining".to_string(),
             (_, Some(_), ..) if self.locks.is_held() => "holder (granted)".to_string(),
             (_, Some(_), ..) => "holder (idle)".to_string(),
@@ -85,7 +85,7 @@ impl NtNode {
 
     /// Whether the start-up handshake is over.
     pub fn is_running(&self) -> bool {
-        self.phase == Phase::Running
+        self.join.is_running()
     }
 
     /// Whether a recovery is in progress.

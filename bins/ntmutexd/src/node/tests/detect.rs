@@ -159,7 +159,7 @@ fn behind_moves_a_site_to_a_new_life_above_the_one_known() {
     // A new life knows nothing: the holder's client lost the lock, and the
     // handshake starts again.
     assert!(out.contains(&ev(NtEvent::TokenSuperseded { epoch: E })));
-    assert!(out.contains(&send(1, Body::Hello { nonce: s.nonce })));
+    assert!(out.contains(&send(1, Body::Hello { nonce: s.join.nonce })));
     assert_eq!((s.token, s.last, s.is_running()), (None, Last::Unknown, false));
     // About a life already left behind: nothing.
     assert_eq!(deliver(&mut s, at(6), 1, Body::Behind { known: Incarnation(7) }), vec![]);

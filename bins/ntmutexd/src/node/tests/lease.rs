@@ -101,7 +101,7 @@ fn lease_refused_renewal_ends_an_older_token_and_its_grant() {
 fn lease_an_unrecovered_fresh_node_acks_nothing() {
     let mut s = fresh(4, 2, 2);
     drain(&mut s);
-    s.phase = Phase::Running;
+    s.join.phase = Phase::Running;
     let out = deliver(&mut s, at(1), 1, renew(1, E, true));
     // It adopts the epoch in use (stored), and sends nothing: it knows no
     // threshold to check the renewal against.

@@ -108,7 +108,7 @@ fn site(size: u32, me: u32, k: usize) -> NtNode {
     let mut s = NtNode::start(ctx).expect("valid config");
     s.out.drain();
     s.timers.clear();
-    s.phase = Phase::Running;
+    s.join.phase = Phase::Running;
     s.last = if me == 1 { Last::Root } else { Last::Parent(n(1)) };
     s.proposals_from = Instant::ZERO;
     s

@@ -77,7 +77,7 @@ fn regenerate_in_the_restart_window_is_refused() {
     // promise of its previous life has run out.
     let mut s = restarted(4, 2, 2, stored_in_use(E));
     drain(&mut s);
-    s.phase = Phase::Running;
+    s.join.phase = Phase::Running;
     let p = proposal(2, 3);
     let out = deliver(&mut s, at(10), 3, Body::Regenerate { epoch: p });
     assert_eq!(out, vec![send(3, nack(p, Refusal::Restarting { remaining: ms(35) }))]);
@@ -87,7 +87,7 @@ fn regenerate_in_the_restart_window_is_refused() {
 fn regenerate_at_a_fresh_node_is_refused_until_it_recovers() {
     let mut s = fresh(4, 2, 2);
     drain(&mut s);
-    s.phase = Phase::Running;
+    s.join.phase = Phase::Running;
     let p = proposal(2, 3);
     // It adopts the epoch in use the message carries (no promise), and
     // refuses the proposal.
@@ -272,7 +272,7 @@ fn regeneration_proposals_encode_the_proposer_slot_and_a_new_round() {
 fn regeneration_waits_out_the_restart_window_and_a_random_delay() {
     let mut s = restarted(4, 3, 2, stored_in_use(E));
     drain(&mut s);
-    s.phase = Phase::Running;
+    s.join.phase = Phase::Running;
     s.request = Some(1);
     s.start_regeneration(at(10), Mech::M3, at(10));
     assert_eq!(drain(&mut s), vec![], "no proposal in the restart window");
@@ -410,7 +410,7 @@ fn epoch_a_holder_answering_a_restarted_site_is_told_the_newer_epoch() {
     // HelloAck carried the old epoch, and nobody else ever wrote to it.
     let mut s = restarted(4, 3, 2, stored_in_use(proposal(3, 3)));
     drain(&mut s);
-    let ack = Msg { epoch: E, body: Body::HelloAck { nonce: s.nonce, running: true, values: None } };
+    let ack = Msg { epoch: E, body: Body::HelloAck { nonce: s.join.nonce, running: true, values: None } };
     let out = deliver_msg(&mut s, at(1), 2, INC, ack);
     assert_eq!(out[0], send_e(2, proposal(3, 3), Body::AreYouAlive));
 }
