@@ -7,13 +7,48 @@
 //! challenge the coordinator it names.
 
 use ::durable::promise::{AckStep, RoundStep, Values};
+use ftcore::NodeId;
+use timer::Instant;
 
-use super::*;
+use super::state::Timer;
+use super::{ElEvent, ElNode};
+use crate::msg::Msg;
+
+/// Where the join handshake stands.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Handshake {
+    /// Joined: a heartbeat of the term's coordinator acked, or office
+    /// taken (alone, at once).
+    joined: bool,
+    /// The nonce of the latest `Hello` round.
+    nonce: u64,
+}
+
+impl Handshake {
+    pub(super) fn new(joined: bool) -> Self {
+        Handshake { joined, nonce: 0 }
+    }
+
+    pub(super) fn is_joined(&self) -> bool {
+        self.joined
+    }
+
+    /// Notes that this process joined: whether it had not before.
+    pub(super) fn join(&mut self) -> bool {
+        !std::mem::replace(&mut self.joined, true)
+    }
+
+    /// The nonce of the latest `Hello` round.
+    #[cfg(test)]
+    pub(super) fn nonce(&self) -> u64 {
+        self.nonce
+    }
+}
 
 impl ElNode {
     pub(super) fn hello_all(&mut self, now: Instant) {
-        self.hello_nonce = self.rng.next_u64();
-        let (term, nonce) = (self.term, self.hello_nonce);
+        self.handshake.nonce = self.rng.next_u64();
+        let (term, nonce) = (self.term, self.handshake.nonce);
         for m in self.others() {
             self.send(m, Msg::Hello { term, nonce });
         }
@@ -27,7 +62,7 @@ impl ElNode {
                 RoundStep::NotNeeded => {}
                 RoundStep::Wait { until } => self.timers.set(Timer::Hello, until),
                 RoundStep::Send => {
-                    self.hello_nonce = nonce;
+                    self.handshake.nonce = nonce;
                     let term = self.term;
                     for m in self.others() {
                         self.send(m, Msg::Hello { term, nonce });
@@ -36,7 +71,7 @@ impl ElNode {
                 }
                 RoundStep::Recovered { max } => self.state_recovered(now, max),
             }
-        } else if !self.joined {
+        } else if !self.handshake.is_joined() {
             self.hello_all(now);
         }
     }

@@ -61,7 +61,7 @@ pub use access::QueueEntry;
 pub use config::{Algorithm, ElConfig, ElError};
 pub use events::{ElEvent, PreVoteOutcome};
 pub use rules::ElRule;
-use state::{not_coordinator, Hop, Role, Timer};
+use state::{not_coordinator, Role, Timer};
 
 /// One electd process.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -95,11 +95,8 @@ pub struct ElNode {
     heard: membership::Lives,
     relay: relay::RelayState,
     ring: ring::RingState,
-    prevote: Option<terms::PreVoteRound>,
-    hops: BTreeMap<u64, Hop>,
-    next_hop: u64,
-    joined: bool,
-    hello_nonce: u64,
+    terms: terms::TermsState,
+    handshake: join::Handshake,
     consumer: consumer::ConsumerState,
     locks: LocalLocks,
     timers: TimerTable<Timer>,
@@ -274,7 +271,7 @@ impl ElNode {
             Msg::PreVote { .. } | Msg::PreVoteReply { .. } | Msg::Hello { .. } | Msg::HelloAck { .. } => {}
             Msg::StaleTerm { coordinator, .. } => self.on_stale_term(now, coordinator),
             Msg::HopAck { hop, .. } => {
-                if self.hops.remove(&hop).is_some() {
+                if self.terms.take_hop(hop).is_some() {
                     self.timers.cancel(Timer::Hop(hop));
                 }
             }
@@ -363,11 +360,8 @@ impl Protocol for ElNode {
             heard: membership::Lives::default(),
             relay: relay::RelayState::default(),
             ring: ring::RingState::default(),
-            prevote: None,
-            hops: BTreeMap::new(),
-            next_hop: 0,
-            joined: members.len() == 1,
-            hello_nonce: 0,
+            terms: terms::TermsState::default(),
+            handshake: join::Handshake::new(members.len() == 1),
             consumer: consumer::ConsumerState::default(),
             locks,
             timers: TimerTable::new(),
@@ -542,7 +536,7 @@ impl Protocol for ElNode {
     }
 
     fn join_state(&self) -> JoinState {
-        if self.joined {
+        if self.handshake.is_joined() {
             JoinState::Joined
         } else {
             JoinState::Joining { answered: self.heard.len() + 1, of: self.members.len() }

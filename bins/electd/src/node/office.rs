@@ -132,8 +132,7 @@ impl ElNode {
     }
 
     pub(super) fn mark_joined(&mut self) {
-        if !self.joined {
-            self.joined = true;
+        if self.handshake.join() {
             self.out.event(ElEvent::Joined);
         }
     }
@@ -175,7 +174,7 @@ impl ElNode {
     /// sooner what a timeout would have started.
     pub(super) fn peer_gone(&mut self, now: Instant, peer: NodeId) {
         self.suspected.insert(peer);
-        let lost: Vec<u64> = self.hops.iter().filter(|(_, h)| h.to == peer).map(|(id, _)| *id).collect();
+        let lost = self.terms.hops_to(peer);
         for hop in lost {
             self.timers.cancel(Timer::Hop(hop));
             self.on_hop_timeout(now, hop);

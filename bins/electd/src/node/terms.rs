@@ -3,17 +3,115 @@
 //! starting a term, and the per-hop acks both algorithms use (the start-up
 //! handshake and fresh-node recovery are in `join.rs`).
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use ftcore::{NodeId, Protocol};
+use timer::Instant;
+
+use super::state::{Hop, Role, Timer};
+use super::{Algorithm, ElEvent, ElNode, ElRule, PreVoteOutcome};
+use crate::msg::Msg;
 
 /// A pre-vote in progress.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct PreVoteRound {
+struct PreVoteRound {
     /// The term asked about (our term + 1 when it started).
     asked: u64,
     /// Who said yes (this process included).
     yes: BTreeSet<NodeId>,
     /// The highest term an answer named.
     max_told: u64,
+}
+
+/// What the terms mechanism keeps besides the term itself: the pre-vote
+/// in progress and the election hops not acked yet.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct TermsState {
+    prevote: Option<PreVoteRound>,
+    /// Unacked election hops by number.
+    hops: BTreeMap<u64, Hop>,
+    /// The last hop number given out.
+    next_hop: u64,
+}
+
+impl TermsState {
+    /// A new term: no pre-vote, no hop of the old one expected.
+    fn new_term(&mut self) {
+        self.prevote = None;
+        self.hops.clear();
+    }
+
+    /// Whether a pre-vote is in progress.
+    pub(super) fn prevoting(&self) -> bool {
+        self.prevote.is_some()
+    }
+
+    /// A pre-vote asking about `asked` starts, `me` saying yes; `term` is
+    /// the own term.
+    fn prevote_begin(&mut self, asked: u64, me: NodeId, term: u64) {
+        let mut yes = BTreeSet::new();
+        yes.insert(me);
+        self.prevote = Some(PreVoteRound { asked, yes, max_told: term });
+    }
+
+    /// An answer to the pre-vote about `asked`: whether it counted (one is
+    /// in progress and asked that).
+    fn prevote_answer(&mut self, from: NodeId, term: u64, asked: u64, yes: bool) -> bool {
+        let Some(p) = self.prevote.as_mut() else { return false };
+        if p.asked != asked {
+            return false;
+        }
+        p.max_told = p.max_told.max(term);
+        if yes {
+            p.yes.insert(from);
+        }
+        true
+    }
+
+    /// With `majority` yes answers the pre-vote is over and won: the term
+    /// to start, above every term it was told (and its own).
+    fn prevote_won(&mut self, majority: usize) -> Option<u64> {
+        let p = self.prevote.as_ref()?;
+        if p.yes.len() < majority {
+            return None;
+        }
+        let term = p.asked.max(p.max_told.saturating_add(1));
+        self.prevote = None;
+        Some(term)
+    }
+
+    /// The pre-vote's time is up: whether one was in progress (lost).
+    fn prevote_lost(&mut self) -> bool {
+        self.prevote.take().is_some()
+    }
+
+    /// A fresh hop number.
+    fn new_hop(&mut self) -> u64 {
+        self.next_hop += 1;
+        self.next_hop
+    }
+
+    /// The last hop number given out.
+    #[cfg(test)]
+    pub(super) fn last_hop(&self) -> u64 {
+        self.next_hop
+    }
+
+    /// Hop `hop` (`msg` to `to`) expects its ack.
+    fn expect_ack(&mut self, hop: u64, to: NodeId, msg: Msg) {
+        self.hops.insert(hop, Hop { to, msg });
+    }
+
+    /// Hop `hop` is acked or timed out: what it sent, if still expected.
+    pub(super) fn take_hop(&mut self, hop: u64) -> Option<Hop> {
+        self.hops.remove(&hop)
+    }
+
+    /// The unacked hops to `peer`.
+    pub(super) fn hops_to(&self, peer: NodeId) -> Vec<u64> {
+        self.hops.iter().filter(|(_, h)| h.to == peer).map(|(id, _)| *id).collect()
+    }
 }
 
 impl ElNode {
@@ -35,9 +133,8 @@ impl ElNode {
         self.term_since = now;
         self.role = Role::Electing;
         self.relay.end();
-        self.prevote = None;
+        self.terms.new_term();
         self.timers.cancel(Timer::PreVoteDue);
-        self.hops.clear();
         self.out.event(ElEvent::TermJoined { term });
         // An election of this term should end within election_timeout.
         self.timers.set(Timer::ElectionDue, now + self.cfg.election_timeout);
@@ -66,7 +163,7 @@ impl ElNode {
     }
 
     pub(super) fn on_elect_timer(&mut self, now: Instant) {
-        if self.leaving || self.prevote.is_some() {
+        if self.leaving || self.terms.prevoting() {
             return;
         }
         // This process elected, or a live coordinator known that a higher
@@ -89,9 +186,7 @@ impl ElNode {
         if self.cfg.rules.off(ElRule::PreVote) {
             return self.start_term(now, asked);
         }
-        let mut yes = BTreeSet::new();
-        yes.insert(self.me);
-        self.prevote = Some(PreVoteRound { asked, yes, max_told: self.term });
+        self.terms.prevote_begin(asked, self.me, self.term);
         for m in self.others() {
             self.send(m, Msg::PreVote { term: asked });
         }
@@ -119,32 +214,21 @@ impl ElNode {
     }
 
     pub(super) fn on_prevote_reply(&mut self, now: Instant, from: NodeId, term: u64, asked: u64, yes: bool) {
-        let Some(p) = self.prevote.as_mut() else { return };
-        if p.asked != asked {
-            return;
+        if self.terms.prevote_answer(from, term, asked, yes) {
+            self.maybe_prevote_won(now);
         }
-        p.max_told = p.max_told.max(term);
-        if yes {
-            p.yes.insert(from);
-        }
-        self.maybe_prevote_won(now);
     }
 
     fn maybe_prevote_won(&mut self, now: Instant) {
-        let Some(p) = &self.prevote else { return };
-        if p.yes.len() < self.majority() {
-            return;
-        }
         // A term above every term it was told (and its own).
-        let term = p.asked.max(p.max_told.saturating_add(1));
-        self.prevote = None;
+        let Some(term) = self.terms.prevote_won(self.majority()) else { return };
         self.timers.cancel(Timer::PreVoteDue);
         self.out.event(ElEvent::PreVote(PreVoteOutcome::Won));
         self.start_term(now, term);
     }
 
     pub(super) fn on_prevote_due(&mut self, now: Instant) {
-        if self.prevote.take().is_some() {
+        if self.terms.prevote_lost() {
             self.out.event(ElEvent::PreVote(PreVoteOutcome::Lost));
             // Try again within the election timeout (the randomized timer).
             self.elect_within(now, self.cfg.election_timeout);
@@ -191,12 +275,11 @@ impl ElNode {
     /// Sends an election message that `make` builds around a hop number to
     /// `to`, and expects its `HopAck` within `hop_timeout`.
     pub(super) fn send_hop(&mut self, now: Instant, to: NodeId, make: impl FnOnce(u64) -> Msg) {
-        self.next_hop += 1;
-        let hop = self.next_hop;
+        let hop = self.terms.new_hop();
         let msg = make(hop);
         self.send(to, msg.clone());
         if to != self.me && self.cfg.rules.on(ElRule::HopAcks) {
-            self.hops.insert(hop, Hop { to, msg });
+            self.terms.expect_ack(hop, to, msg);
             self.timers.set(Timer::Hop(hop), now + self.cfg.hop_timeout);
         }
     }
@@ -204,7 +287,7 @@ impl ElNode {
     /// A hop was not acked in time: its successor is suspected; `relay`
     /// aborts the term, `ring` skips to the next successor.
     pub(super) fn on_hop_timeout(&mut self, now: Instant, hop: u64) {
-        let Some(h) = self.hops.remove(&hop) else { return };
+        let Some(h) = self.terms.take_hop(hop) else { return };
         if h.msg.term() != self.term {
             return;
         }

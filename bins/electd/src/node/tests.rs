@@ -670,7 +670,7 @@ fn a_hello_is_answered_with_the_stored_values_and_the_coordinator_known() {
 fn a_hello_ack_of_a_running_cluster_joins_its_term() {
     let ring = ring_of(&[1, 2, 3]);
     let mut p = process(&ring, 2, Algorithm::Relay, 4);
-    let nonce = p.hello_nonce;
+    let nonce = p.handshake.nonce();
     let ack = Msg::HelloAck { term: 6, nonce, values: None, coordinator: Some(n(3)) };
     let outs = deliver(&mut p, T0, n(3), Incarnation(1), ack);
     assert_eq!(outs, vec![Output::Persist(stored_at(6, None)), Output::Event(ElEvent::TermJoined { term: 6 })]);
@@ -683,11 +683,11 @@ fn the_hello_timer_says_hello_again_until_joined() {
     let mut p = process(&ring, 2, Algorithm::Relay, 4);
     p.timers.cancel(Timer::Elect);
     p.timers.cancel(Timer::Check);
-    let first = p.hello_nonce;
+    let first = p.handshake.nonce();
     let now = Instant::ZERO + p.cfg.suspect_after;
     p.handle_timeout(now);
     let outs = drain(&mut p);
-    let nonce = p.hello_nonce;
+    let nonce = p.handshake.nonce();
     assert_ne!(nonce, first, "a fresh nonce each round");
     assert_eq!(
         outs,
@@ -754,7 +754,7 @@ fn a_prevote_without_a_majority_in_time_is_lost_and_tried_again() {
     let due = T0 + p.cfg.hop_timeout * 2;
     p.handle_timeout(due);
     assert_eq!(drain(&mut p), vec![Output::Event(ElEvent::PreVote(PreVoteOutcome::Lost))]);
-    assert!(p.prevote.is_none());
+    assert!(!p.terms.prevoting());
     assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= due + p.cfg.election_timeout));
 }
 
@@ -765,7 +765,7 @@ fn an_election_not_done_in_time_is_tried_again_within_a_quarter_of_the_timeout()
     quiet(&mut p);
     p.start_election_now(T0);
     drain(&mut p);
-    let hop = p.next_hop;
+    let hop = p.terms.last_hop();
     assert_eq!(deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::HopAck { term: 5, hop }), vec![]);
     let due = T0 + p.cfg.election_timeout;
     p.handle_timeout(due);
@@ -1121,7 +1121,7 @@ fn a_fresh_process_recovers_its_term_from_a_majority_of_hello_acks() {
     let mut p = fresh_process();
     p.timers.set(Timer::Hello, T0);
     p.handle_timeout(T0);
-    let nonce = p.hello_nonce;
+    let nonce = p.handshake.nonce();
     assert_eq!(
         drain(&mut p),
         vec![
@@ -1213,7 +1213,7 @@ fn an_ack_of_another_hop_leaves_the_real_one_to_time_out_and_abort_the_relay_ter
     quiet(&mut p);
     p.start_election_now(T0);
     drain(&mut p);
-    let hop = p.next_hop;
+    let hop = p.terms.last_hop();
     assert_eq!(deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::HopAck { term: 5, hop: hop + 1 }), vec![]);
     let due = T0 + p.cfg.hop_timeout;
     p.handle_timeout(due);
@@ -1502,7 +1502,7 @@ fn the_election_timer_does_nothing_while_a_live_higher_coordinator_is_known() {
     p.timers.set(Timer::Elect, at(T0, 10));
     p.handle_timeout(at(T0, 10));
     assert_eq!(drain(&mut p), vec![]);
-    assert!(p.prevote.is_none());
+    assert!(!p.terms.prevoting());
 }
 
 // ------------------------------------------------ heartbeats and the office
