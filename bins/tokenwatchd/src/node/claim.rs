@@ -470,7 +470,7 @@ impl TwNode {
         self.tpc = claim.max_tpc.max(self.cfg.first_tpc.get()).checked_add(1).unwrap_or(1);
         self.unsure_from = None;
         self.seen = (epoch, self.tpc);
-        self.last_handoff = None;
+        self.passing.forget_handoff();
         self.bypassed = claim.skipped.iter().copied().filter(|s| *s != self.me).collect();
         self.token_here(now);
         if matches!(self.phase, Phase::Joining { .. }) {

@@ -53,7 +53,7 @@ pub use config::{TwConfig, TwError, MAX_TPC_RESERVE};
 pub use durable::TwDurable;
 pub use events::{ClaimOutcome, TwEvent};
 pub use rules::TwRule;
-use state::{Awaiting, Phase, Visit};
+use state::{Phase, Visit};
 
 /// One tokenwatchd process.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -86,16 +86,10 @@ pub struct TwNode {
     readmit: BTreeSet<NodeId>,
     /// The newest (epoch, m) accepted.
     seen: (u64, u64),
-    /// The (epoch, m) of the last hand-off accepted: its retransmission is
-    /// acked again.
-    last_handoff: Option<(u64, u64)>,
     visit: Option<Visit>,
-    /// When (and in which epoch) the token last arrived here: the next
-    /// arrival in the same epoch is one rotation later.
-    last_arrival: Option<(u64, Instant)>,
-    /// The idle hold (`token_min_hold`, `quiet`, `Wanted`).
-    idle: ftcore::idle::IdleHold,
-    awaiting: Option<Awaiting>,
+    /// The hand-off awaiting its confirmation, the last one accepted, the
+    /// idle hold (`pass.rs`).
+    passing: pass::Passing,
     /// The Claims: own, adopted and forwarded, and the token-lost
     /// deadline that starts one (`claim.rs`).
     claims: claim::Claims,
@@ -235,7 +229,7 @@ impl TwNode {
     /// many times it was sent again (the simulator checks that a lost
     /// token is retransmitted within `ring_timeout`).
     pub fn unconfirmed_handoff(&self) -> Option<(Instant, u32)> {
-        self.awaiting.as_ref().map(|a| (a.last_sent, a.retransmits))
+        self.passing.awaiting().map(|a| (a.last_sent, a.retransmits))
     }
 
     /// The token passing counter.
@@ -255,7 +249,7 @@ impl TwNode {
 
     /// Whether a hand-off awaits its confirmation.
     pub fn is_awaiting(&self) -> bool {
-        self.awaiting.is_some()
+        self.passing.awaiting().is_some()
     }
 
     /// Whether a local client holds the lock here.
@@ -332,11 +326,8 @@ impl Protocol for TwNode {
             bypassed: BTreeSet::new(),
             readmit: BTreeSet::new(),
             seen: (0, 0),
-            last_handoff: None,
             visit: None,
-            last_arrival: None,
-            idle: ftcore::idle::IdleHold::new(ctx.config.token_min_hold),
-            awaiting: None,
+            passing: pass::Passing::new(ctx.config.token_min_hold),
             claims: claim::Claims::new(ctx.now, first_claim),
             heard: membership::Lives::default(),
             phase: Phase::Joining { nonce: 0, next_join: ctx.now },
@@ -406,7 +397,7 @@ impl Protocol for TwNode {
                 self.on_lease_ack(now, from, round);
             }
             Msg::LeaseRefused { round, threshold } => self.on_lease_refused(now, from, round, threshold),
-            Msg::Wanted => self.idle.on_wanted(now),
+            Msg::Wanted => self.passing.on_wanted(now),
         }
         Then::AfterInput
     }
@@ -450,7 +441,7 @@ impl Protocol for TwNode {
 
     fn is_left(&self) -> bool {
         // Left once the token is handed on and confirmed (or never here).
-        self.leaving && self.visit.is_none() && self.awaiting.is_none()
+        self.leaving && self.visit.is_none() && !self.is_awaiting()
     }
 
     fn poll_output(&mut self) -> Option<OutputOf<Self>> {
@@ -475,7 +466,7 @@ impl Protocol for TwNode {
     }
 
     fn status(&self) -> StatusReport {
-        let role = match (self.visit.is_some(), self.awaiting.is_some(), self.claims.is_claiming()) {
+        let role = match (self.visit.is_some(), self.is_awaiting(), self.claims.is_claiming()) {
             (true, _, _) => "holder",
             (false, true, _) => "awaiting",
             (false, false, true) => "claiming",

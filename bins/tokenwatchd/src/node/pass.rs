@@ -11,11 +11,157 @@
 
 use std::time::Duration;
 
+use ftcore::idle::IdleHold;
 use ftcore::NodeId;
 use timer::Instant;
 
-use super::{Awaiting, TwEvent, TwNode, TwRule, Visit};
+use super::state::{Awaiting, Visit};
+use super::{ClaimOutcome, TwConfig, TwEvent, TwNode, TwRule};
 use crate::msg::Msg;
+
+/// What the passing of the token keeps besides the visit: the hand-off
+/// awaiting its confirmation, the last hand-off accepted, the last
+/// arrival, and the idle hold.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Passing {
+    awaiting: Option<Awaiting>,
+    /// The (epoch, m) of the last hand-off accepted: its retransmission is
+    /// acked again.
+    last_handoff: Option<(u64, u64)>,
+    /// When (and in which epoch) the token last arrived here: the next
+    /// arrival in the same epoch is one rotation later.
+    last_arrival: Option<(u64, Instant)>,
+    /// The idle hold (`token_min_hold`, `quiet`, `Wanted`).
+    idle: IdleHold,
+}
+
+/// What an unconfirmed hand-off due now needs.
+enum AwaitStep {
+    /// Sent again.
+    Retransmit { to: NodeId, msg: Msg },
+    /// Retransmitted r times and still unconfirmed: dropped, its silent
+    /// successor to be bypassed.
+    Bypass { peer: NodeId, epoch: u64 },
+}
+
+impl Passing {
+    /// Nothing handed off or accepted yet; an idle hold of
+    /// `token_min_hold`.
+    pub(super) fn new(token_min_hold: Duration) -> Self {
+        Passing { awaiting: None, last_handoff: None, last_arrival: None, idle: IdleHold::new(token_min_hold) }
+    }
+
+    /// The hand-off awaiting its confirmation, if any.
+    pub(super) fn awaiting(&self) -> Option<&Awaiting> {
+        self.awaiting.as_ref()
+    }
+
+    /// A peer said it wants the token (`Wanted`).
+    pub(super) fn on_wanted(&mut self, now: Instant) {
+        self.idle.on_wanted(now);
+    }
+
+    /// A token made here (a Claim won) starts with no hand-off accepted.
+    pub(super) fn forget_handoff(&mut self) {
+        self.last_handoff = None;
+    }
+
+    /// Whether `Token(epoch, m)` repeats the last hand-off accepted.
+    fn is_last_handoff(&self, epoch: u64, m: u64) -> bool {
+        self.last_handoff == Some((epoch, m))
+    }
+
+    /// The hand-off `Token(epoch, m)` was accepted.
+    fn accepted(&mut self, epoch: u64, m: u64) {
+        self.last_handoff = Some((epoch, m));
+    }
+
+    /// Stops awaiting the hand-off, returning it.
+    fn take_awaiting(&mut self) -> Option<Awaiting> {
+        self.awaiting.take()
+    }
+
+    /// The token arrived in `epoch`: how long since it last arrived in
+    /// the same epoch (a rotation), if it did.
+    fn arrived(&mut self, epoch: u64, now: Instant) -> Option<Duration> {
+        let rotation = self.last_arrival.filter(|(e, _)| *e == epoch).map(|(_, at)| now.saturating_since(at));
+        self.last_arrival = Some((epoch, now));
+        rotation
+    }
+
+    /// Whether a `LeaseRenew` from `from` carrying (epoch, tpc) proves the
+    /// hand-off arrived: from the awaited successor, above the (epoch, m)
+    /// handed off.
+    fn confirmed_by_renewal(&self, from: NodeId, epoch: u64, tpc: u64) -> bool {
+        self.awaiting.as_ref().is_some_and(|a| a.to == from && (epoch, tpc) > (a.epoch, a.m))
+    }
+
+    /// Whether an ACK of (epoch, m) confirms the hand-off.
+    fn confirmed_by_ack(&self, epoch: u64, m: u64) -> bool {
+        self.awaiting.as_ref().is_some_and(|a| (epoch, m) > (a.epoch, a.m))
+    }
+
+    /// `from` refused the token: the hand-off to it, if awaited, is
+    /// dropped. Returns whether it was.
+    fn refused_by(&mut self, from: NodeId) -> bool {
+        if self.awaiting.as_ref().is_none_or(|a| a.to != from) {
+            return false;
+        }
+        self.awaiting = None;
+        true
+    }
+
+    /// The idle hold of `visit` in a live view of `live_len`.
+    fn idle_hold(&self, live_len: usize, visit: Option<&Visit>) -> Duration {
+        visit.map_or(Duration::ZERO, |v| self.idle.hold(live_len, v.since, v.quiet))
+    }
+
+    /// Whether a client starting to wait here tells every peer.
+    fn should_want(&self, holding: bool) -> bool {
+        self.idle.should_want(holding)
+    }
+
+    /// The visit `v` ends (`served`: it granted or has waiters): the
+    /// token's hops without service as it leaves.
+    fn leaves(&mut self, v: &Visit, served: bool) -> u32 {
+        self.idle.pass(v.since, v.quiet, served)
+    }
+
+    /// The token was handed off: awaiting `a`'s confirmation.
+    fn handed_off(&mut self, a: Awaiting) {
+        self.awaiting = Some(a);
+    }
+
+    /// When the unconfirmed hand-off is retransmitted or bypassed.
+    fn awaiting_due(&self, cfg: &TwConfig) -> Option<Instant> {
+        self.awaiting.as_ref().map(|a| {
+            if a.retransmits < cfg.max_retransmits {
+                a.last_sent + cfg.ring_timeout
+            } else {
+                a.last_sent + cfg.bypass_after
+            }
+        })
+    }
+
+    /// Retransmits the unconfirmed hand-off every ring timeout, at most r
+    /// times; then, `bypass_after` on, drops it for a bypass.
+    fn awaiting_timeout(&mut self, now: Instant, cfg: &TwConfig) -> Option<AwaitStep> {
+        let a = self.awaiting.as_mut()?;
+        if a.retransmits < cfg.max_retransmits {
+            if now >= a.last_sent + cfg.ring_timeout {
+                a.retransmits += 1;
+                a.last_sent = now;
+                let msg = Msg::Token { epoch: a.epoch, m: a.m, bypassed: a.bypassed.clone(), quiet: a.quiet };
+                return Some(AwaitStep::Retransmit { to: a.to, msg });
+            }
+        } else if now >= a.last_sent + cfg.bypass_after {
+            let step = AwaitStep::Bypass { peer: a.to, epoch: a.epoch };
+            self.awaiting = None;
+            return Some(step);
+        }
+        None
+    }
+}
 
 impl TwNode {
     pub(super) fn on_token(
@@ -52,7 +198,7 @@ impl TwNode {
                 return;
             }
             // Stale: a retransmission that already arrived, or an old copy.
-            if self.last_handoff == Some((epoch, m)) {
+            if self.passing.is_last_handoff(epoch, m) {
                 self.send_ack(epoch, self.tpc, false);
                 // And straight back to the sender: the ACK around the ring
                 // dies at any dead process on the way, and every process
@@ -83,7 +229,7 @@ impl TwNode {
             return;
         }
         // New. Getting a token back proves the earlier hand-off worked.
-        if let Some(a) = self.awaiting.take() {
+        if let Some(a) = self.passing.take_awaiting() {
             self.out.event(TwEvent::Confirmed { took: now.saturating_since(a.first_sent) });
         }
         // An own Claim ends here: the token's epoch has usually dropped its
@@ -92,12 +238,12 @@ impl TwNode {
         let proposal_dropped = self.promise.abandon(now).is_some();
         let claimed = self.claims.end_own(self.me);
         if claimed || proposal_dropped {
-            self.out.event(TwEvent::ClaimEnded { outcome: super::ClaimOutcome::Lapsed });
+            self.out.event(TwEvent::ClaimEnded { outcome: ClaimOutcome::Lapsed });
         }
         self.tpc = tpc;
         self.unsure_from = None;
         self.seen = (epoch, m);
-        self.last_handoff = Some((epoch, m));
+        self.passing.accepted(epoch, m);
         self.bypassed = bypassed.into_iter().filter(|b| *b != self.me && self.members.contains(b)).collect();
         self.token_here(now);
         self.token_seen_joins();
@@ -108,12 +254,9 @@ impl TwNode {
 
     /// The token is here now, `quiet` hops since it last served a client.
     pub(super) fn install(&mut self, now: Instant, epoch: u64, quiet: u32) {
-        if let Some((e, at)) = self.last_arrival {
-            if e == epoch {
-                self.out.event(TwEvent::Rotated { took: now.saturating_since(at) });
-            }
+        if let Some(took) = self.passing.arrived(epoch, now) {
+            self.out.event(TwEvent::Rotated { took });
         }
-        self.last_arrival = Some((epoch, now));
         self.visit = Some(Visit { epoch, since: now, grants: 0, quiet });
         self.locks.token_arrived(now);
         self.out.event(TwEvent::HasToken(true));
@@ -135,14 +278,14 @@ impl TwNode {
     /// above the (epoch, m) handed off proves the hand-off arrived, as an
     /// ACK would.
     pub(super) fn confirm_by_renewal(&mut self, now: Instant, from: NodeId, epoch: u64, tpc: u64) {
-        if self.awaiting.as_ref().is_some_and(|a| a.to == from && (epoch, tpc) > (a.epoch, a.m)) {
+        if self.passing.confirmed_by_renewal(from, epoch, tpc) {
             self.confirmed(now);
         }
     }
 
     /// The hand-off awaited is confirmed.
     fn confirmed(&mut self, now: Instant) {
-        if let Some(a) = self.awaiting.take() {
+        if let Some(a) = self.passing.take_awaiting() {
             self.token_here(now);
             self.out.event(TwEvent::Confirmed { took: now.saturating_since(a.first_sent) });
         }
@@ -163,7 +306,7 @@ impl TwNode {
             }
         }
         // (safety) An ACK never changes tpc; it only confirms.
-        if self.awaiting.as_ref().is_some_and(|a| (epoch, m) > (a.epoch, a.m)) {
+        if self.passing.confirmed_by_ack(epoch, m) {
             self.confirmed(now);
         }
     }
@@ -171,10 +314,9 @@ impl TwNode {
     /// A process refused the token handed to it: drop the copy, stop
     /// waiting (so as not to bypass live processes) and claim above it.
     pub(super) fn on_stale(&mut self, now: Instant, from: NodeId, epoch: u64) {
-        if self.awaiting.as_ref().is_none_or(|a| a.to != from) {
+        if !self.passing.refused_by(from) {
             return;
         }
-        self.awaiting = None;
         self.promise.raise_floor(epoch);
         self.out.event(TwEvent::Superseded);
         self.start_claim(now, Vec::new());
@@ -245,14 +387,14 @@ impl TwNode {
     /// lap of the live ring without serving anyone and no peer said it
     /// wants it, else nothing.
     fn idle_hold(&self) -> Duration {
-        self.visit.as_ref().map_or(Duration::ZERO, |v| self.idle.hold(self.live_len(), v.since, v.quiet))
+        self.passing.idle_hold(self.live_len(), self.visit.as_ref())
     }
 
     /// A client started waiting here: unless the token served here when
     /// it last left (it is then on a lap with no idle hold before it is
     /// back), every peer is told (`Wanted`).
     pub(super) fn want(&mut self) {
-        if !self.idle.should_want(self.visit.is_some()) {
+        if !self.passing.should_want(self.visit.is_some()) {
             return;
         }
         self.send_to_every_peer(Msg::Wanted);
@@ -261,7 +403,7 @@ impl TwNode {
     /// Hands the token to the successor and waits for its confirmation.
     fn pass_on(&mut self, now: Instant) {
         let Some(v) = self.visit.take() else { return };
-        let quiet = self.idle.pass(v.since, v.quiet, v.grants > 0 || self.locks.has_waiters());
+        let quiet = self.passing.leaves(&v, v.grants > 0 || self.locks.has_waiters());
         self.out.event(TwEvent::HasToken(false));
         for r in std::mem::take(&mut self.readmit) {
             self.bypassed.remove(&r);
@@ -270,7 +412,7 @@ impl TwNode {
             Some(to) => {
                 let bypassed: Vec<NodeId> = self.bypassed.iter().copied().collect();
                 self.out.send(to, Msg::Token { epoch: v.epoch, m: self.tpc, bypassed: bypassed.clone(), quiet });
-                self.awaiting = Some(Awaiting {
+                self.passing.handed_off(Awaiting {
                     to,
                     epoch: v.epoch,
                     m: self.tpc,
@@ -308,46 +450,34 @@ impl TwNode {
                 end.min(v.since + self.idle_hold())
             }
         });
-        let awaiting = self.awaiting.as_ref().map(|a| {
-            if a.retransmits < self.cfg.max_retransmits {
-                a.last_sent + self.cfg.ring_timeout
-            } else {
-                a.last_sent + self.cfg.bypass_after
-            }
-        });
+        let awaiting = self.passing.awaiting_due(&self.cfg);
         visit.into_iter().chain(awaiting).min()
     }
 
     /// Retransmits an unconfirmed hand-off, or bypasses a silent successor.
     pub(super) fn pass_timeout(&mut self, now: Instant) {
-        let Some(a) = &mut self.awaiting else { return };
-        if a.retransmits < self.cfg.max_retransmits {
-            if now >= a.last_sent + self.cfg.ring_timeout {
-                a.retransmits += 1;
-                a.last_sent = now;
-                let msg = Msg::Token { epoch: a.epoch, m: a.m, bypassed: a.bypassed.clone(), quiet: a.quiet };
-                let to = a.to;
+        match self.passing.awaiting_timeout(now, &self.cfg) {
+            Some(AwaitStep::Retransmit { to, msg }) => {
                 self.out.send(to, msg);
                 self.out.event(TwEvent::Retransmitted);
             }
-        } else if now >= a.last_sent + self.cfg.bypass_after {
-            // (safety) Bypass is a Claim: a higher epoch, promised by a
-            // majority, that skips the silent successor.
-            let peer = a.to;
-            let epoch = a.epoch;
-            self.awaiting = None;
-            self.out.event(TwEvent::Bypassed { peer });
-            ftcore::mutant! {
-                if self.cfg.rules.off(TwRule::BypassByAClaim) {
-                    // The seed's bypass: the same token, one count higher,
-                    // to the next process.
-                    self.bypassed.insert(peer);
-                    self.tpc = self.tpc.saturating_add(1);
-                    return self.install(now, epoch, 0);
+            Some(AwaitStep::Bypass { peer, epoch }) => {
+                // (safety) Bypass is a Claim: a higher epoch, promised by a
+                // majority, that skips the silent successor.
+                self.out.event(TwEvent::Bypassed { peer });
+                ftcore::mutant! {
+                    if self.cfg.rules.off(TwRule::BypassByAClaim) {
+                        // The seed's bypass: the same token, one count higher,
+                        // to the next process.
+                        self.bypassed.insert(peer);
+                        self.tpc = self.tpc.saturating_add(1);
+                        return self.install(now, epoch, 0);
+                    }
                 }
+                let _ = epoch;
+                self.start_claim(now, vec![peer]);
             }
-            let _ = epoch;
-            self.start_claim(now, vec![peer]);
+            None => {}
         }
     }
 }
