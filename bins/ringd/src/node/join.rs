@@ -18,13 +18,30 @@ use crate::msg::Msg;
 /// Fresh-node recovery rounds.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(super) struct HelloState {
+    /// When the next round starts (none once recovered).
     next: Option<Instant>,
+}
+
+impl HelloState {
+    /// The next round starts at `next` (none: no more rounds).
+    fn schedule(&mut self, next: Option<Instant>) {
+        self.next = next;
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.next
+    }
+
+    /// Whether the next round is due at `now`.
+    fn due(&self, now: Instant) -> bool {
+        self.next.is_some_and(|t| now >= t)
+    }
 }
 
 impl RdNode {
     pub(super) fn start_hello(&mut self, now: Instant) {
         let nonce = self.fresh_id();
-        self.hello.next = match self.promise.recovery_round(nonce, now) {
+        let next = match self.promise.recovery_round(nonce, now) {
             RoundStep::NotNeeded => None,
             RoundStep::Wait { until } => Some(until),
             RoundStep::Send => {
@@ -36,14 +53,15 @@ impl RdNode {
                 None
             }
         };
+        self.hello.schedule(next);
     }
 
     pub(super) fn hello_deadline(&self) -> Option<Instant> {
-        self.hello.next
+        self.hello.deadline()
     }
 
     pub(super) fn hello_timeout(&mut self, now: Instant) {
-        if self.hello.next.is_some_and(|t| now >= t) {
+        if self.hello.due(now) {
             self.start_hello(now);
         }
     }
@@ -56,7 +74,7 @@ impl RdNode {
     pub(super) fn on_hello_ack(&mut self, _now: Instant, from: NodeId, nonce: u64, values: Option<Values>) {
         if let AckStep::Recovered { max } = self.promise.on_hello_ack(from, nonce, values, _now) {
             self.out.event(RdEvent::StateRecovered { max });
-            self.hello.next = None;
+            self.hello.schedule(None);
         }
     }
 }

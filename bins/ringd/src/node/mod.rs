@@ -111,17 +111,7 @@ pub struct RdNode {
     census_wanted: bool,
     /// A recovery's copy waiting for the census it supplies.
     census_copy: Option<Token>,
-    /// The pending own ring recovery.
-    recovery: Option<repair::Recovery>,
-    recovery_counter: u64,
-    /// The successor this replica had until the ring declared it dead
-    /// (that life): an IAmNewNext about it is answered here.
-    lost_next: Option<(NodeId, Incarnation)>,
-    /// An IAmNewNext forwarded from here: (origin, recovery). If the
-    /// successor becomes that origin, this replica splices itself to it.
-    forwarded: Option<(NodeId, u64)>,
-    /// Ring neighbours and life as of the last input (to see changes).
-    last_ring: repair::RingSnapshot,
+    repair: repair::Repair,
     hello: join::HelloState,
     token_queue: VecDeque<Job>,
     awaiting_ack: Vec<Pending>,
@@ -293,7 +283,7 @@ impl Protocol for RdNode {
         let mut node = RdNode {
             me: ctx.me,
             members,
-            last_ring: repair::RingSnapshot::of(&ring),
+            repair: repair::Repair::new(&ring),
             ring,
             promise,
             held: None,
@@ -311,10 +301,6 @@ impl Protocol for RdNode {
             stall_waited: None,
             census_wanted: false,
             census_copy: None,
-            recovery: None,
-            recovery_counter: 0,
-            lost_next: None,
-            forwarded: None,
             hello: join::HelloState::default(),
             token_queue: VecDeque::new(),
             awaiting_ack: Vec::new(),

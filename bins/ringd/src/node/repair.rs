@@ -18,41 +18,127 @@ use crate::msg::{Msg, NewNext, Token};
 
 /// The ring neighbours and life as of the last input.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub(super) struct RingSnapshot {
+struct RingSnapshot {
     pred: Option<(NodeId, Incarnation)>,
     succ: Option<(NodeId, Incarnation)>,
     inc: Incarnation,
 }
 
 impl RingSnapshot {
-    pub(super) fn of(ring: &HbRing) -> Self {
+    fn of(ring: &HbRing) -> Self {
         let view = ring.view();
         let with_life = |n: Option<NodeId>| n.map(|n| (n, view.liveness(n).map(|l| l.incarnation).unwrap_or_default()));
         RingSnapshot { pred: with_life(view.predecessor()), succ: with_life(view.successor()), inc: ring.incarnation() }
     }
 }
 
+/// Whether `n` in life `inc` has left `ring`'s view (dead, or replaced by
+/// a new life). Life 0 is "not heard from yet": learning a peer's life is
+/// no failure.
+fn gone(ring: &HbRing, n: NodeId, inc: Incarnation) -> bool {
+    let view = ring.view();
+    inc != Incarnation(0) && (!view.is_alive(n) || view.liveness(n).map(|l| l.incarnation).unwrap_or_default() != inc)
+}
+
 /// The pending own recovery (this replica detected its predecessor's death).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct Recovery {
-    pub(super) id: u64,
-    pub(super) failed: NodeId,
-    pub(super) since: Instant,
+struct Recovery {
+    id: u64,
+    failed: NodeId,
+    since: Instant,
+}
+
+/// Ring repair's state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Repair {
+    /// The pending own ring recovery.
+    recovery: Option<Recovery>,
+    /// The successor this replica had until the ring declared it dead
+    /// (that life): an IAmNewNext about it is answered here.
+    lost_next: Option<(NodeId, Incarnation)>,
+    /// An IAmNewNext forwarded from here: (origin, recovery). If the
+    /// successor becomes that origin, this replica splices itself to it.
+    forwarded: Option<(NodeId, u64)>,
+    /// Ring neighbours and life as of the last input (to see changes).
+    last_ring: RingSnapshot,
+}
+
+/// What the heartbeat ring changed since the last input, for the node to
+/// act on.
+struct RingChange {
+    /// This replica has a new life.
+    new_life: bool,
+    /// The successor became the origin of the IAmNewNext forwarded from
+    /// here: (origin, recovery) to splice to.
+    splice: Option<(NodeId, u64)>,
+    /// The predecessor died (that life): a recovery starts.
+    recover: Option<(NodeId, Incarnation)>,
+}
+
+impl Repair {
+    pub(super) fn new(ring: &HbRing) -> Self {
+        Repair { recovery: None, lost_next: None, forwarded: None, last_ring: RingSnapshot::of(ring) }
+    }
+
+    /// Takes in the ring as it is now: remembers a successor that died,
+    /// drops the forwarded IAmNewNext the new successor originated, and
+    /// says what the node does.
+    fn ring_moved(&mut self, ring: &HbRing) -> RingChange {
+        let before = std::mem::replace(&mut self.last_ring, RingSnapshot::of(ring));
+        let after = &self.last_ring;
+        if let Some((s, inc)) = before.succ {
+            if gone(ring, s, inc) {
+                self.lost_next = Some((s, inc));
+            }
+        }
+        let mut splice = None;
+        if after.succ != before.succ {
+            if let (Some((origin, r)), Some((s, _))) = (self.forwarded, after.succ) {
+                if s == origin {
+                    self.forwarded = None;
+                    splice = Some((origin, r));
+                }
+            }
+        }
+        let recover = before.pred.filter(|&(p, inc)| after.pred != before.pred && gone(ring, p, inc));
+        RingChange { new_life: after.inc != before.inc, splice, recover }
+    }
+
+    fn start(&mut self, id: u64, failed: NodeId, now: Instant) {
+        self.recovery = Some(Recovery { id, failed, since: now });
+    }
+
+    /// The pending recovery ends: when it started.
+    fn end(&mut self) -> Option<Instant> {
+        self.recovery.take().map(|r| r.since)
+    }
+
+    /// Whether recovery `id` is the pending one (`any`: whether one is
+    /// pending at all).
+    fn pending(&self, id: u64, any: bool) -> bool {
+        self.recovery.as_ref().is_some_and(|r| r.id == id || any)
+    }
+
+    /// Whether `n` in life `inc` is the successor lost here.
+    fn lost(&self, n: NodeId, inc: Incarnation) -> bool {
+        self.lost_next == Some((n, inc))
+    }
+
+    fn forget_lost_next(&mut self) {
+        self.lost_next = None;
+    }
+
+    /// An IAmNewNext of `origin`'s `recovery` goes on from here.
+    fn forwarding(&mut self, origin: NodeId, recovery: u64) {
+        self.forwarded = Some((origin, recovery));
+    }
 }
 
 impl RdNode {
-    /// Whether `n` in life `inc` has left the view (dead, or replaced by a
-    /// new life). Life 0 is "not heard from yet": learning a peer's life
-    /// is no failure.
-    fn gone(&self, n: NodeId, inc: Incarnation) -> bool {
-        inc != Incarnation(0) && (!self.ring.view().is_alive(n) || self.life_of(n) != inc)
-    }
-
     /// Reacts to what the heartbeat ring changed since the last input.
     pub(super) fn ring_changed(&mut self, now: Instant) {
-        let before = std::mem::replace(&mut self.last_ring, RingSnapshot::of(&self.ring));
-        let after = self.last_ring.clone();
-        if after.inc != before.inc {
+        let RingChange { new_life, splice, recover } = self.repair.ring_moved(&self.ring);
+        if new_life {
             // Excluded (or behind, or it yielded): a new life owns no
             // token, and, like a restarted one, has lost none yet — its
             // token-lost deadline starts now (an overdue one would census
@@ -63,27 +149,14 @@ impl RdNode {
                 self.token_activity(now);
             }
         }
-        if let Some((s, inc)) = before.succ {
-            if self.gone(s, inc) {
-                self.lost_next = Some((s, inc));
-            }
+        if let Some((origin, r)) = splice {
+            // Two neighbours failed together: the IAmNewNext stalled on a
+            // dead replica. Splice to its origin, no copy.
+            let members = self.ring.view().alive_from_me();
+            self.out.send(origin, Msg::IAmNewPrevious { recovery: r, members });
         }
-
-        if after.succ != before.succ {
-            if let (Some((origin, r)), Some((s, _))) = (self.forwarded, after.succ) {
-                if s == origin {
-                    // Two neighbours failed together: the IAmNewNext stalled
-                    // on a dead replica. Splice to its origin, no copy.
-                    self.forwarded = None;
-                    let members = self.ring.view().alive_from_me();
-                    self.out.send(origin, Msg::IAmNewPrevious { recovery: r, members });
-                }
-            }
-        }
-        if let Some((p, inc)) = before.pred {
-            if after.pred != before.pred && self.gone(p, inc) {
-                self.start_recovery(now, p, inc);
-            }
+        if let Some((p, inc)) = recover {
+            self.start_recovery(now, p, inc);
         }
     }
 
@@ -92,7 +165,7 @@ impl RdNode {
     fn start_recovery(&mut self, now: Instant, failed: NodeId, inc: Incarnation) {
         let id = self.fresh_id();
         self.out.event(RdEvent::RecoveryStarted { failed });
-        self.recovery = Some(Recovery { id, failed, since: now });
+        self.repair.start(id, failed, now);
         match self.successor() {
             Some(s) if s != failed => {
                 let seen = self.seen;
@@ -124,8 +197,8 @@ impl RdNode {
     }
 
     fn end_recovery(&mut self, now: Instant) {
-        if let Some(r) = self.recovery.take() {
-            self.out.event(RdEvent::Recovered { took: now.saturating_since(r.since) });
+        if let Some(since) = self.repair.end() {
+            self.out.event(RdEvent::Recovered { took: now.saturating_since(since) });
         }
     }
 
@@ -144,15 +217,15 @@ impl RdNode {
         let NewNext { failed, failed_inc, origin, recovery, seen, hops } = m;
         if origin == self.me {
             // Back at the detector: nobody points at that life any more.
-            if self.recovery.as_ref().is_some_and(|r| r.id == recovery) {
+            if self.repair.pending(recovery, false) {
                 self.end_recovery(now);
             }
             return;
         }
         let points = (self.successor() == Some(failed) && self.life_of(failed) == failed_inc && failed != origin)
-            || self.lost_next == Some((failed, failed_inc));
+            || self.repair.lost(failed, failed_inc);
         if points {
-            self.lost_next = None;
+            self.repair.forget_lost_next();
             // The copy first: the detector acts on it only while its
             // recovery is pending, which IAmNewPrevious ends.
             // (safety) Only a copy newer than what the detector has seen:
@@ -172,7 +245,7 @@ impl RdNode {
             return;
         }
         if let Some(s) = self.successor() {
-            self.forwarded = Some((origin, recovery));
+            self.repair.forwarding(origin, recovery);
             self.out.send(s, Msg::IAmNewNext(NewNext { failed, failed_inc, origin, recovery, seen, hops }));
         }
     }
@@ -183,7 +256,7 @@ impl RdNode {
     /// nor supply a census.
     fn for_pending_recovery(&self, recovery: u64) -> bool {
         let any = self.cfg.rules.off(RdRule::ActsOnlyForPendingRecovery);
-        self.recovery.as_ref().is_some_and(|r| r.id == recovery || any)
+        self.repair.pending(recovery, any)
     }
 
     pub(super) fn on_i_am_new_previous(&mut self, now: Instant, _from: NodeId, recovery: u64) {
