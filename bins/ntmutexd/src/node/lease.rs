@@ -10,9 +10,83 @@
 //! `lockservice::lease`; this file reads its rules from `NtRule` and owns
 //! the messages.
 
-use lockservice::lease::{LeaseRules, Promised, RenewVerdict, Renewal};
+use std::time::Duration;
 
-use super::*;
+use ftcore::rules::Rules;
+use ftcore::NodeId;
+use lockservice::lease::{Acker, LeaseConfig, LeaseRules, Promised, RenewVerdict, Renewal, Renewer};
+use timer::{Instant, SeededRng};
+
+use super::rules::NtRule;
+use super::state::{Timer, Token};
+use super::NtNode;
+use crate::msg::Body;
+
+/// Both halves of leasing at this site: its own lease on its grants (the
+/// renewals it sends) and the renewals it acked for others.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Leases {
+    /// This site's lease on its grants (the handler tests drive it).
+    pub(super) renewer: Renewer,
+    /// The renewals this site acked, and the windows they opened.
+    acker: Acker,
+}
+
+impl Leases {
+    pub(super) fn new(config: LeaseConfig) -> Leases {
+        Leases { renewer: Renewer::new(config), acker: Acker::new() }
+    }
+
+    /// A renewal to send now, if one is due (`active`: local clients hold
+    /// or wait). The token held here (`token`) lets waiting sites' renewals
+    /// be acked; the renewal names its epoch, else `max_epoch`.
+    fn poll(
+        &mut self,
+        now: Instant,
+        active: bool,
+        token: Option<Token>,
+        max_epoch: u64,
+        rng: &mut SeededRng,
+    ) -> Option<Renewal> {
+        if token.is_some() {
+            // The token is alive here: waiting sites' renewals may be acked.
+            let cfg = self.renewer.config();
+            self.acker.saw_token(cfg, now);
+        }
+        let holding = token.is_some();
+        let epoch = token.map_or(max_epoch, |t| t.epoch);
+        self.renewer.poll(now, active, epoch, holding, rng)
+    }
+
+    /// `Acker::judge_renewal` on a renewal from `from`.
+    fn judge(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        renewal: Renewal,
+        promised: Promised,
+        rules: LeaseRules,
+    ) -> RenewVerdict {
+        let cfg = self.renewer.config();
+        self.acker.judge_renewal(cfg, now, from, renewal, promised, rules)
+    }
+
+    /// This site's lease ends now (its token is gone).
+    pub(super) fn end(&mut self) {
+        self.renewer.end();
+    }
+}
+
+/// The lease rules of a rule table, for `lockservice::lease`.
+fn lease_rules(r: Rules<NtRule>) -> LeaseRules {
+    LeaseRules {
+        leases: r.on(NtRule::GrantsUnderLeases),
+        ack_binds: r.on(NtRule::LeaseAckBinds),
+        refuse_stale: r.on(NtRule::StaleRenewalsRefused),
+        unrecovered_ack_none: r.on(NtRule::UnrecoveredAcksNoRenewal),
+        waiters_behind_holder: r.on(NtRule::WaiterAckedBehindAHolder),
+    }
+}
 
 impl NtNode {
     /// The end of this site's lease on the token it holds, if it is live.
@@ -24,7 +98,7 @@ impl NtNode {
                 return Some(lockservice::lease::FOREVER);
             }
         }
-        self.lease.live_until(now, token.epoch)
+        self.lease.renewer.live_until(now, token.epoch)
     }
 
     /// Sends a renewal if one is due (after every input), and keeps the
@@ -37,33 +111,17 @@ impl NtNode {
         let active = (self.locks.is_held() || self.locks.has_waiters())
             && self.join.is_running()
             && self.promise.stored().recovered();
-        if self.token.is_some() {
-            // The token is alive here: waiting sites' renewals may be acked.
-            let cfg = self.lease.config();
-            self.acker.saw_token(cfg, now);
-        }
-        let holding = self.token.is_some();
-        let epoch = self.token.map_or(self.max_epoch(), |t| t.epoch);
-        if let Some(Renewal { round, epoch, holding }) = self.lease.poll(now, active, epoch, holding, &mut self.rng) {
+        let max_epoch = self.max_epoch();
+        if let Some(Renewal { round, epoch, holding }) =
+            self.lease.poll(now, active, self.token, max_epoch, &mut self.rng)
+        {
             self.broadcast(Body::LeaseRenew { round, epoch, holding });
             // Its own ack goes through the same rules as a peer's.
             self.on_lease_renew(now, self.me, round, epoch, holding);
         }
-        match self.lease.next_due() {
+        match self.lease.renewer.next_due() {
             Some(at) if active => self.timers.set(Timer::Renew, at),
             _ => self.timers.cancel(Timer::Renew),
-        }
-    }
-
-    /// The lease rules of this site's table, for `lockservice::lease`.
-    fn lease_rules(&self) -> LeaseRules {
-        let r = self.cfg.rules;
-        LeaseRules {
-            leases: r.on(NtRule::GrantsUnderLeases),
-            ack_binds: r.on(NtRule::LeaseAckBinds),
-            refuse_stale: r.on(NtRule::StaleRenewalsRefused),
-            unrecovered_ack_none: r.on(NtRule::UnrecoveredAcksNoRenewal),
-            waiters_behind_holder: r.on(NtRule::WaiterAckedBehindAHolder),
         }
     }
 
@@ -75,8 +133,7 @@ impl NtNode {
     pub(super) fn on_lease_renew(&mut self, now: Instant, from: NodeId, round: u64, epoch: u64, holding: bool) {
         let promised = Promised { threshold: self.promise.threshold(), recovered: self.promise.stored().recovered() };
         let renewal = Renewal { round, epoch, holding };
-        let cfg = self.lease.config();
-        match self.acker.judge_renewal(cfg, now, from, renewal, promised, self.lease_rules()) {
+        match self.lease.judge(now, from, renewal, promised, lease_rules(self.cfg.rules)) {
             RenewVerdict::Refuse { threshold } if from == self.me => self.on_lease_refused(now, round, threshold),
             RenewVerdict::Refuse { threshold } => self.send(from, Body::LeaseRefused { round, threshold }),
             RenewVerdict::Ignore | RenewVerdict::Unacked => {}
@@ -88,7 +145,7 @@ impl NtNode {
     /// An ack of our renewal `round`: the lease may have grown; the holder
     /// is told.
     pub(super) fn on_lease_ack(&mut self, now: Instant, from: NodeId, round: u64) {
-        if let Some(until) = self.lease.on_ack(from, round) {
+        if let Some(until) = self.lease.renewer.on_ack(from, round) {
             self.locks.renew(now, until, &mut self.out);
         }
     }
@@ -119,6 +176,6 @@ impl NtNode {
     /// (safety) Whether an ack this site gave still forbids promising
     /// `proposer`'s regeneration, and for how long.
     pub(super) fn lease_busy_for(&self, now: Instant, proposer: NodeId) -> Option<Duration> {
-        self.acker.busy_under(self.lease_rules(), now, proposer)
+        self.lease.acker.busy_under(lease_rules(self.cfg.rules), now, proposer)
     }
 }

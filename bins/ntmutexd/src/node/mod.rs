@@ -50,7 +50,6 @@ use ::durable::promise::{self, PromiseNode};
 use ftcore::{
     ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport, Then,
 };
-use lockservice::lease::{Acker, Renewer};
 use lockservice::{LocalLocks, LockReply, LockRequest};
 use timer::{Instant, SeededRng, TimerTable};
 
@@ -61,6 +60,7 @@ use self::state::{beats, Answer, Last, LinkKind, Phase, Recovery, Timer, Token};
 use crate::msg::{Body, Msg, Nack};
 use detect::Detector;
 use join::Join;
+use lease::Leases;
 use leave::Leave;
 pub use rules::NtRule;
 
@@ -99,10 +99,9 @@ pub struct NtNode {
     /// Best M3 candidate seen recently: (accesses, id, until).
     best_candidate: Option<(u64, NodeId, Instant)>,
     locks: LocalLocks,
-    /// This site's lease on its grants (`lease.rs`).
-    lease: Renewer,
-    /// The renewals this site acked, and the windows they opened.
-    acker: Acker,
+    /// This site's lease on its grants and the renewals it acked
+    /// (`lease.rs`).
+    lease: Leases,
     timers: TimerTable<Timer>,
     out: Outbox<Msg, LockReply, NtEvent, NtDurable>,
     /// Graceful leave (`leave.rs`).
@@ -139,8 +138,7 @@ impl NtNode {
         let nonce = rng.next_u64();
         let mut node = NtNode {
             locks: LocalLocks::new(cfg.locks.clone()),
-            lease: Renewer::new(cfg.lease_config(members.len())),
-            acker: Acker::new(),
+            lease: Leases::new(cfg.lease_config(members.len())),
             cfg,
             me,
             inc,
