@@ -15,10 +15,90 @@
 //! the sanity check of a renewal's epoch, the `Join` to a newer holder and
 //! the visit's end.
 
-use ::durable::promise;
-use lockservice::lease::{LeaseRules, Promised, RenewVerdict, Renewal, FOREVER};
+use std::time::Duration;
 
-use super::*;
+use ::durable::promise;
+use ftcore::NodeId;
+use lockservice::lease::{Acker, LeaseConfig, LeaseRules, Promised, RenewVerdict, Renewal, Renewer, FOREVER};
+use timer::{Instant, SeededRng};
+
+use super::{Phase, TwConfig, TwEvent, TwNode, TwRule};
+use crate::msg::Msg;
+
+/// What the leases keep: this process's lease on its grants (its
+/// renewals and their acks), and the renewals it acked (the windows
+/// they opened).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Leases {
+    /// This process's lease on its grants.
+    renewer: Renewer,
+    /// The renewals this process acked, and the windows they opened.
+    acker: Acker,
+}
+
+impl Leases {
+    /// No lease, nothing acked.
+    pub(super) fn new(cfg: LeaseConfig) -> Self {
+        Leases { renewer: Renewer::new(cfg), acker: Acker::new() }
+    }
+
+    /// The own lease ends (the token left or was dropped).
+    pub(super) fn end(&mut self) {
+        self.renewer.end();
+    }
+
+    /// Until when the own lease on `epoch` lives, if it does.
+    fn live_until(&self, now: Instant, epoch: u64) -> Option<Instant> {
+        self.renewer.live_until(now, epoch)
+    }
+
+    /// The renewal due now, if any (`Renewer::poll`).
+    fn poll(&mut self, now: Instant, active: bool, epoch: u64, holding: bool, rng: &mut SeededRng) -> Option<Renewal> {
+        self.renewer.poll(now, active, epoch, holding, rng)
+    }
+
+    /// When the next renewal is due (or a holder's backoff ends).
+    fn next_due(&self) -> Option<Instant> {
+        self.renewer.next_due()
+    }
+
+    /// The acker's verdict on `renewal` from `from`
+    /// (`Acker::judge_renewal`, under this process's lease settings).
+    fn judge(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        renewal: Renewal,
+        promised: Promised,
+        rules: LeaseRules,
+    ) -> RenewVerdict {
+        self.acker.judge_renewal(self.renewer.config(), now, from, renewal, promised, rules)
+    }
+
+    /// An ack of the own renewal `round` from `from`: whether the lease
+    /// grew.
+    fn on_ack(&mut self, from: NodeId, round: u64) -> bool {
+        self.renewer.on_ack(from, round).is_some()
+    }
+
+    /// (safety) Whether an ack given here still forbids adopting
+    /// `claimant`'s Claim (or proposing one), and for how long.
+    fn busy_for(&self, rules: LeaseRules, now: Instant, claimant: NodeId) -> Option<Duration> {
+        self.acker.busy_under(rules, now, claimant)
+    }
+}
+
+/// The lease rules of `cfg`'s table, for `lockservice::lease`.
+fn lease_rules(cfg: &TwConfig) -> LeaseRules {
+    let rules = cfg.rules;
+    LeaseRules {
+        leases: rules.on(TwRule::GrantsUnderLeases),
+        ack_binds: rules.on(TwRule::LeaseAckBindsTheAcker),
+        refuse_stale: rules.on(TwRule::StaleRenewalsRefused),
+        unrecovered_ack_none: rules.on(TwRule::UnrecoveredNodesAckNoRenewal),
+        waiters_behind_holder: rules.on(TwRule::WaitersAckedOnlyBehindAHolder),
+    }
+}
 
 impl TwNode {
     /// The deadline a grant made now carries, if this process may grant:
@@ -26,7 +106,8 @@ impl TwNode {
     pub(super) fn grant_lease(&self, now: Instant) -> Option<Instant> {
         let v = self.visit.as_ref()?;
         let rules = self.cfg.rules;
-        let lease = if rules.off(TwRule::GrantsUnderLeases) { FOREVER } else { self.lease.live_until(now, v.epoch)? };
+        let lease =
+            if rules.off(TwRule::GrantsUnderLeases) { FOREVER } else { self.leases.live_until(now, v.epoch)? };
         if rules.off(TwRule::ClientLeasesEndWithTheVisit) {
             return Some(lease);
         }
@@ -53,7 +134,7 @@ impl TwNode {
         let active = self.lease_active();
         let holding = self.visit.is_some();
         let epoch = self.visit.as_ref().map_or(self.epoch(), |v| v.epoch);
-        let Some(Renewal { round, epoch, holding }) = self.lease.poll(now, active, epoch, holding, &mut self.rng)
+        let Some(Renewal { round, epoch, holding }) = self.leases.poll(now, active, epoch, holding, &mut self.rng)
         else {
             return false;
         };
@@ -72,21 +153,9 @@ impl TwNode {
     /// When the next renewal is due (or a holder's backoff ends).
     pub(super) fn lease_deadline(&self) -> Option<Instant> {
         if self.lease_active() {
-            self.lease.next_due()
+            self.leases.next_due()
         } else {
             None
-        }
-    }
-
-    /// The lease rules of this process's table, for `lockservice::lease`.
-    fn lease_rules(&self) -> LeaseRules {
-        let rules = self.cfg.rules;
-        LeaseRules {
-            leases: rules.on(TwRule::GrantsUnderLeases),
-            ack_binds: rules.on(TwRule::LeaseAckBindsTheAcker),
-            refuse_stale: rules.on(TwRule::StaleRenewalsRefused),
-            unrecovered_ack_none: rules.on(TwRule::UnrecoveredNodesAckNoRenewal),
-            waiters_behind_holder: rules.on(TwRule::WaitersAckedOnlyBehindAHolder),
         }
     }
 
@@ -103,8 +172,7 @@ impl TwNode {
         }
         let promised = Promised { threshold: self.promise.threshold(), recovered: self.promise.stored().recovered() };
         let renewal = Renewal { round, epoch, holding };
-        let cfg = self.lease.config();
-        let verdict = self.acker.judge_renewal(cfg, now, from, renewal, promised, self.lease_rules());
+        let verdict = self.leases.judge(now, from, renewal, promised, lease_rules(&self.cfg));
         // The acker touches only its own windows (no output, not the nonce
         // counter), so the Join goes out where it always did: after the
         // threshold and recovery checks, before the ack.
@@ -140,7 +208,7 @@ impl TwNode {
     /// holder is told (`Renewed`, its deadline cut at the visit's end).
     /// Returns whether the lease grew.
     pub(super) fn on_lease_ack(&mut self, now: Instant, from: NodeId, round: u64) -> bool {
-        if self.lease.on_ack(from, round).is_none() {
+        if !self.leases.on_ack(from, round) {
             return false;
         }
         if let Some(until) = self.grant_lease(now) {
@@ -162,7 +230,7 @@ impl TwNode {
         if self.visit.as_ref().is_none_or(|v| v.epoch >= threshold) {
             return;
         }
-        self.lease.end();
+        self.leases.end();
         self.locks.lose(now, "the token was superseded by a newer epoch (a lease renewal was refused)", &mut self.out);
         self.visit = None;
         self.out.event(TwEvent::HasToken(false));
@@ -173,6 +241,6 @@ impl TwNode {
     /// (safety) Whether an ack this process gave still forbids adopting
     /// `claimant`'s Claim (or proposing its own), and for how long.
     pub(super) fn lease_busy_for(&self, now: Instant, claimant: NodeId) -> Option<Duration> {
-        self.acker.busy_under(self.lease_rules(), now, claimant)
+        self.leases.busy_for(lease_rules(&self.cfg), now, claimant)
     }
 }

@@ -44,7 +44,6 @@ use ::durable::promise::{self, PromiseNode, Promises};
 use ftcore::{
     ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport, Then,
 };
-use lockservice::lease::{Acker, Renewer};
 use lockservice::{LocalLocks, LockReply, LockRequest, LocksConfig};
 use timer::{Instant, SeededRng};
 
@@ -97,10 +96,9 @@ pub struct TwNode {
     heard: membership::Lives,
     phase: Phase,
     locks: LocalLocks,
-    /// This process's lease on its grants (`lease.rs`).
-    lease: Renewer,
-    /// The renewals this process acked, and the windows they opened.
-    acker: Acker,
+    /// This process's lease on its grants, and the renewals it acked
+    /// (`lease.rs`).
+    leases: lease::Leases,
     leaving: bool,
     rng: SeededRng,
     nonce_counter: u64,
@@ -312,8 +310,7 @@ impl Protocol for TwNode {
             try_window: (ctx.config.token_min_hold + ctx.config.max_delay) * members.len() as u32,
         });
         let mut node = TwNode {
-            lease: Renewer::new(ctx.config.lease_config(members.len())),
-            acker: Acker::new(),
+            leases: lease::Leases::new(ctx.config.lease_config(members.len())),
             members,
             me: ctx.me,
             inc: ctx.incarnation,

@@ -216,7 +216,7 @@ impl TwNode {
                 return;
             }
             self.locks.lose(now, "the token was superseded by a newer epoch", &mut self.out);
-            self.lease.end();
+            self.leases.end();
             self.visit = None;
         }
         let Some(tpc) = self.next_count(m) else {
@@ -361,7 +361,7 @@ impl TwNode {
             if grants > 0 {
                 let Some(next) = self.next_count(self.tpc) else {
                     self.locks.lose(now, "tpc overflow", &mut self.out);
-                    self.lease.end();
+                    self.leases.end();
                     self.visit = None;
                     self.out.event(TwEvent::HasToken(false));
                     return self.start_claim(now, Vec::new());
@@ -434,7 +434,7 @@ impl TwNode {
             }
             // (safety) No minority holder: drop the copy, claim.
             None => {
-                self.lease.end();
+                self.leases.end();
                 self.out.event(TwEvent::MinorityDropped);
                 self.start_claim(now, Vec::new())
             }
