@@ -8,11 +8,19 @@
 //! it is acked, expiry at the latest acked renewal's send time +
 //! `grant_ttl·(1−ρ)`.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ftcore::NodeId;
+use timer::Instant;
+
+use super::state::Timer;
+use super::{ElEvent, ElNode, ElRule};
+use crate::msg::{Denial, Msg};
 
 /// A request sent to the coordinator and not yet granted.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct Pending {
+struct Pending {
     req: u64,
     to: Option<NodeId>,
     answered: bool,
@@ -23,7 +31,7 @@ pub(super) struct Pending {
 
 /// A grant this process holds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct HeldGrant {
+struct HeldGrant {
     fence: u128,
     /// The coordinator renewals go to.
     to: NodeId,
@@ -35,7 +43,7 @@ pub(super) struct HeldGrant {
     /// Renewals not yet acked: their send times.
     sent: BTreeMap<u64, Instant>,
     /// The lease ends here (latest acked renewal's send time + ttl·(1−ρ)).
-    pub(super) expiry: Instant,
+    expiry: Instant,
     /// (term, pos) of the request's first `Queued` answer (its place, if
     /// the grant is given back unconfirmed).
     key: Option<(u64, u64)>,
@@ -62,46 +70,269 @@ enum Adoption {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(super) struct ConsumerState {
     pending: Option<Pending>,
-    pub(super) grant: Option<HeldGrant>,
+    grant: Option<HeldGrant>,
     next_req: u64,
     backoff_until: Option<Instant>,
+}
+
+/// What becomes of the grant held here when a new coordinator is known.
+enum HeldAtChange {
+    /// It is re-registered with the new coordinator (its fence).
+    Reregistered(u128),
+    /// Unconfirmed: it is given back, the request goes again.
+    Unconfirmed,
+    /// None held.
+    Nothing,
+}
+
+/// What a denial of the pending request asks of this process.
+enum AfterDenial {
+    /// Ask the coordinator it named, with the request's place.
+    RetryAt(NodeId, Option<(u64, u64)>),
+    /// The queue is full: wait until the back-off ends.
+    BackOff,
+    /// No coordinator (or no quorum): an election.
+    Elect,
+}
+
+/// A renewal acked.
+struct RenewAcked {
+    /// Its send time.
+    sent: Instant,
+    /// The grant was adopted and this is its first acked renewal.
+    adopted: bool,
+    /// Whether the local client had been granted already.
+    confirmed: bool,
+    /// The grant's lease ends here now.
+    expiry: Instant,
+}
+
+impl ConsumerState {
+    /// Whether a grant is held here.
+    pub(super) fn holds_grant(&self) -> bool {
+        self.grant.is_some()
+    }
+
+    /// When the grant held here lapses.
+    pub(super) fn expiry(&self) -> Option<Instant> {
+        self.grant.as_ref().map(|g| g.expiry)
+    }
+
+    /// Whether the grant held here has fence `f`.
+    fn holds(&self, f: u128) -> bool {
+        self.grant.as_ref().is_some_and(|g| g.fence == f)
+    }
+
+    /// Whether the grant held here is confirmed (its local client granted).
+    fn holds_confirmed(&self) -> bool {
+        self.grant.as_ref().is_some_and(|g| g.confirmed)
+    }
+
+    /// Whether the grant held here renews to `c`.
+    fn renews_to(&self, c: NodeId) -> bool {
+        self.grant.as_ref().is_some_and(|g| g.to == c)
+    }
+
+    /// Whether the grant held here waits for its re-registration's echo.
+    fn awaits_echo(&self) -> bool {
+        self.grant.as_ref().is_some_and(|g| matches!(g.adoption, Adoption::Asked(_)))
+    }
+
+    /// Whether the pending request went to `peer`.
+    fn asked(&self, peer: NodeId) -> bool {
+        self.pending.as_ref().is_some_and(|p| p.to == Some(peer))
+    }
+
+    /// The pending request's standing: whether it was answered, and whom
+    /// it went to.
+    fn pending_answer(&self) -> Option<(bool, Option<NodeId>)> {
+        self.pending.as_ref().map(|p| (p.answered, p.to))
+    }
+
+    /// A new request to `to` for the local waiters, unless one is pending,
+    /// a grant is held or it backs off: whether it was made.
+    fn start_request(&mut self, now: Instant, to: NodeId) -> bool {
+        if self.grant.is_some() || self.pending.is_some() || self.backoff_until.is_some_and(|b| now < b) {
+            return false;
+        }
+        self.backoff_until = None;
+        self.new_pending(to, None);
+        true
+    }
+
+    /// A new request to `to`, keeping `key` (the place of an earlier one).
+    fn new_pending(&mut self, to: NodeId, key: Option<(u64, u64)>) {
+        self.next_req += 1;
+        let req = self.next_req;
+        self.pending = Some(Pending { req, to: Some(to), answered: false, key, retried_named: false });
+    }
+
+    /// The pending request goes to `to` and waits for its answer: its
+    /// number and place.
+    fn asking(&mut self, to: NodeId) -> Option<(u64, Option<(u64, u64)>)> {
+        let p = self.pending.as_mut()?;
+        p.to = Some(to);
+        p.answered = false;
+        Some((p.req, p.key))
+    }
+
+    /// Coordinator `c` is new: a confirmed grant (any grant, with
+    /// `unconfirmed_too`) is re-registered with it.
+    fn reregister_with(&mut self, now: Instant, c: NodeId, unconfirmed_too: bool) -> HeldAtChange {
+        match self.grant.as_mut() {
+            Some(g) if g.confirmed || unconfirmed_too => {
+                g.to = c;
+                g.adoption = Adoption::Asked(now);
+                HeldAtChange::Reregistered(g.fence)
+            }
+            Some(_) => HeldAtChange::Unconfirmed,
+            None => HeldAtChange::Nothing,
+        }
+    }
+
+    /// A new coordinator: the pending request may be retried at a named
+    /// one again. Whether a request is pending.
+    fn renamed(&mut self) -> bool {
+        let Some(p) = self.pending.as_mut() else { return false };
+        p.retried_named = false;
+        true
+    }
+
+    /// The re-registration to send again now (at most once an instant,
+    /// never for an expired grant): its coordinator and fence.
+    fn reregister_due(&mut self, now: Instant) -> Option<(NodeId, u128)> {
+        let g = self.grant.as_mut()?;
+        if !matches!(g.adoption, Adoption::Asked(at) if at < now) || now >= g.expiry {
+            return None;
+        }
+        g.adoption = Adoption::Asked(now);
+        Some((g.to, g.fence))
+    }
+
+    /// `Queued` at `pos` of `term` from `from`: whether it answers the
+    /// pending request.
+    fn queued(&mut self, from: NodeId, term: u64, req: u64, pos: u64) -> bool {
+        let Some(p) = self.pending.as_mut() else { return false };
+        if p.req != req || p.to != Some(from) {
+            return false;
+        }
+        p.answered = true;
+        p.key = p.key.or(Some((term, pos)));
+        true
+    }
+
+    /// `Denied` from `from`: what to do (`None`: not the pending request).
+    /// A full queue drops the request and backs off until `backoff_until`.
+    fn denied(
+        &mut self,
+        from: NodeId,
+        req: u64,
+        why: Denial,
+        me: NodeId,
+        backoff_until: Instant,
+    ) -> Option<AfterDenial> {
+        let p = self.pending.as_mut()?;
+        if p.req != req || p.to != Some(from) {
+            return None;
+        }
+        Some(match why {
+            Denial::NotCoordinator(Some(c)) if c != from && c != me && !p.retried_named => {
+                p.retried_named = true;
+                p.to = Some(c);
+                AfterDenial::RetryAt(c, p.key)
+            }
+            Denial::QueueFull => {
+                self.pending = None;
+                self.backoff_until = Some(backoff_until);
+                AfterDenial::BackOff
+            }
+            Denial::NotCoordinator(_) | Denial::NoQuorum => {
+                p.answered = false;
+                AfterDenial::Elect
+            }
+        })
+    }
+
+    /// Fence `f` was echoed: `None` if no grant of that fence is held,
+    /// else whether this echo adopted it.
+    fn echoed(&mut self, f: u128) -> Option<bool> {
+        let g = self.grant.as_mut().filter(|g| g.fence == f)?;
+        if matches!(g.adoption, Adoption::Asked(_)) {
+            g.adoption = Adoption::Adopted;
+            return Some(true);
+        }
+        Some(false)
+    }
+
+    /// `Granted` of fence `f` from `from` for request `req`: held (until
+    /// `expiry` unless a renewal is acked) if it is the pending request's.
+    fn granted(&mut self, from: NodeId, req: u64, f: u128, expiry: Instant) -> bool {
+        match self.pending.as_ref() {
+            Some(p) if p.req == req && self.grant.is_none() => {}
+            _ => return false,
+        }
+        let key = self.pending.take().and_then(|p| p.key);
+        self.grant = Some(HeldGrant {
+            fence: f,
+            to: from,
+            confirmed: false,
+            adoption: Adoption::Known,
+            renew_seq: 0,
+            sent: BTreeMap::new(),
+            expiry,
+            key,
+        });
+        true
+    }
+
+    /// The next renewal, sent `now`: to whom, fence, number, and whether
+    /// the grant is adopted (renewals every heartbeat).
+    fn next_renewal(&mut self, now: Instant) -> Option<(NodeId, u128, u64, bool)> {
+        let g = self.grant.as_mut()?;
+        g.renew_seq += 1;
+        g.sent.insert(g.renew_seq, now);
+        Some((g.to, g.fence, g.renew_seq, g.adoption == Adoption::Adopted))
+    }
+
+    /// Renewal `seq` of fence `f` acked: the lease runs `ttl` from its
+    /// send time, and the grant is confirmed.
+    fn renew_acked(&mut self, f: u128, seq: u64, ttl: Duration) -> Option<RenewAcked> {
+        let g = self.grant.as_mut()?;
+        if g.fence != f {
+            return None;
+        }
+        let sent = g.sent.remove(&seq)?;
+        g.sent.retain(|s, _| *s > seq);
+        let adopted = g.adoption == Adoption::Adopted;
+        if adopted {
+            // The new coordinator acks: renewals every grant_ttl/3 again.
+            g.adoption = Adoption::Known;
+        }
+        let confirmed = g.confirmed;
+        let expiry = if confirmed { g.expiry.max(sent + ttl) } else { sent + ttl };
+        g.expiry = expiry;
+        g.confirmed = true;
+        Some(RenewAcked { sent, adopted, confirmed, expiry })
+    }
 }
 
 impl ElNode {
     /// After every input: ask for the local waiters, give back a grant
     /// whose local hold has ended.
     pub(super) fn consumer_serve(&mut self, now: Instant) {
-        if self.consumer.grant.as_ref().is_some_and(|g| g.confirmed && !self.locks.is_held()) {
+        if self.consumer.holds_confirmed() && !self.locks.is_held() {
             self.give_back_grant();
         }
         let Some(c) = self.coordinator else { return };
-        if !self.locks.has_waiters()
-            || self.consumer.grant.is_some()
-            || self.consumer.pending.is_some()
-            || self.consumer.backoff_until.is_some_and(|b| now < b)
-        {
-            return;
+        if self.locks.has_waiters() && self.consumer.start_request(now, c) {
+            self.ask_pending(now, c);
         }
-        self.consumer.backoff_until = None;
-        self.new_pending(c, None);
-        self.ask_pending(now, c);
-    }
-
-    /// A new request for the local waiters, to `to`, keeping `key` (the
-    /// place of an earlier one) if any; sent by [`Self::ask_pending`].
-    fn new_pending(&mut self, to: NodeId, key: Option<(u64, u64)>) {
-        self.consumer.next_req += 1;
-        let req = self.consumer.next_req;
-        self.consumer.pending = Some(Pending { req, to: Some(to), answered: false, key, retried_named: false });
     }
 
     /// Sends the pending request to `to` (with its place, if it has one)
     /// and waits for the immediate answer.
     fn ask_pending(&mut self, now: Instant, to: NodeId) {
-        let Some(p) = self.consumer.pending.as_mut() else { return };
-        p.to = Some(to);
-        p.answered = false;
-        let (req, key) = (p.req, p.key);
+        let Some((req, key)) = self.consumer.asking(to) else { return };
         self.send_request(now, to, req, key, None);
     }
 
@@ -130,14 +361,10 @@ impl ElNode {
     /// (term, pos), and re-register an unexpired grant.
     pub(super) fn coordinator_changed(&mut self, now: Instant) {
         let Some(c) = self.coordinator else { return };
-        match self.consumer.grant.as_mut() {
-            Some(g) if g.confirmed || self.cfg.rules.off(ElRule::ConfirmedGrantsReregistered) => {
-                g.to = c;
-                g.adoption = Adoption::Asked(now);
-                let f = g.fence;
-                self.send_request(now, c, 0, None, Some(f));
-            }
-            Some(_) => {
+        let unconfirmed_too = self.cfg.rules.off(ElRule::ConfirmedGrantsReregistered);
+        match self.consumer.reregister_with(now, c, unconfirmed_too) {
+            HeldAtChange::Reregistered(f) => self.send_request(now, c, 0, None, Some(f)),
+            HeldAtChange::Unconfirmed => {
                 // (safety) A grant no renewal has confirmed is not held:
                 // its Granted may have come late, and its coordinator may
                 // have freed it and granted others since. It is given
@@ -145,12 +372,11 @@ impl ElNode {
                 // its place (never re-registered: adopted, it would start
                 // a holder after the others, with a lower fence).
                 let key = self.give_back_grant().and_then(|g| g.key);
-                self.new_pending(c, key);
+                self.consumer.new_pending(c, key);
             }
-            None => {}
+            HeldAtChange::Nothing => {}
         }
-        if let Some(p) = self.consumer.pending.as_mut() {
-            p.retried_named = false;
+        if self.consumer.renamed() {
             self.ask_pending(now, c);
         }
     }
@@ -164,22 +390,17 @@ impl ElNode {
     /// ack, which may be the one that puts it in office) and on each
     /// renewal tick.
     fn reregister(&mut self, now: Instant) {
-        let Some(g) = self.consumer.grant.as_mut() else { return };
         // Never an expired grant (after a pause the renewal tick may come
         // before the expiry in one wake-up): a coordinator would honour a
         // grant nobody holds.
-        if !matches!(g.adoption, Adoption::Asked(at) if at < now) || now >= g.expiry {
-            return;
-        }
-        g.adoption = Adoption::Asked(now);
-        let (to, f) = (g.to, g.fence);
+        let Some((to, f)) = self.consumer.reregister_due(now) else { return };
         self.send_request(now, to, 0, None, Some(f));
     }
 
     /// A heartbeat from `from`, acked: a re-registration it has not
     /// echoed yet is sent again.
     pub(super) fn heard_coordinator(&mut self, now: Instant, from: NodeId) {
-        if self.consumer.grant.as_ref().is_some_and(|g| g.to == from) {
+        if self.consumer.renews_to(from) {
             self.reregister(now);
         }
     }
@@ -188,18 +409,15 @@ impl ElNode {
     /// have lost its `Granted` on the way; it is sent again (the
     /// coordinator answers a request it still queues with its place).
     pub(super) fn resend_pending_to(&mut self, now: Instant, peer: NodeId) {
-        if peer != self.me && self.consumer.pending.as_ref().is_some_and(|p| p.to == Some(peer)) {
+        if peer != self.me && self.consumer.asked(peer) {
             self.ask_pending(now, peer);
         }
     }
 
     pub(super) fn on_queued(&mut self, now: Instant, from: NodeId, term: u64, req: u64, pos: u64) {
-        let Some(p) = self.consumer.pending.as_mut() else { return };
-        if p.req != req || p.to != Some(from) {
+        if !self.consumer.queued(from, term, req, pos) {
             return;
         }
-        p.answered = true;
-        p.key = p.key.or(Some((term, pos)));
         // Queued: the wait for the grant has no bound but the client's
         // deadline. Its place is confirmed again every grant_ttl: a
         // Granted lost on the way (a partition) would otherwise leave it
@@ -210,28 +428,16 @@ impl ElNode {
     /// (deviation) Denials: retry at the named coordinator, back off on a
     /// full queue, elect otherwise.
     pub(super) fn on_denied(&mut self, now: Instant, from: NodeId, req: u64, why: Denial) {
-        let Some(p) = self.consumer.pending.as_mut() else { return };
-        if p.req != req || p.to != Some(from) {
-            return;
-        }
-        match why {
-            Denial::NotCoordinator(Some(c)) if c != from && c != self.me && !p.retried_named => {
-                p.retried_named = true;
-                p.to = Some(c);
-                let key = p.key;
-                self.send_request(now, c, req, key, None);
-            }
-            Denial::QueueFull => {
+        let backoff_until = now + self.cfg.request_timeout;
+        let Some(then) = self.consumer.denied(from, req, why, self.me, backoff_until) else { return };
+        match then {
+            AfterDenial::RetryAt(c, key) => self.send_request(now, c, req, key, None),
+            AfterDenial::BackOff => {
                 // Back off; the local client's own deadline ends its wait.
-                self.consumer.pending = None;
                 self.timers.cancel(Timer::RequestDue);
-                self.consumer.backoff_until = Some(now + self.cfg.request_timeout);
                 self.timers.set(Timer::RequestDue, now + self.cfg.request_timeout);
             }
-            Denial::NotCoordinator(_) | Denial::NoQuorum => {
-                p.answered = false;
-                self.elect_within(now, self.cfg.election_jitter);
-            }
+            AfterDenial::Elect => self.elect_within(now, self.cfg.election_jitter),
         }
     }
 
@@ -240,9 +446,9 @@ impl ElNode {
     /// with its place, or queues it at its old place if its Granted was
     /// lost).
     pub(super) fn on_request_due(&mut self, now: Instant) {
-        let Some(p) = self.consumer.pending.as_ref() else { return };
-        if p.answered {
-            if let Some(to) = p.to {
+        let Some((answered, to)) = self.consumer.pending_answer() else { return };
+        if answered {
+            if let Some(to) = to {
                 self.ask_pending(now, to);
             }
             return;
@@ -258,37 +464,23 @@ impl ElNode {
     /// (safety) On `Granted` the holder renews at once and grants its
     /// client only when that renewal is acked.
     pub(super) fn on_granted(&mut self, now: Instant, from: NodeId, req: u64, f: u128) {
-        if let Some(g) = self.consumer.grant.as_mut().filter(|g| g.fence == f) {
+        if let Some(adopted) = self.consumer.echoed(f) {
             // The adoption of our grant was confirmed: renewals go on,
             // every heartbeat until the new coordinator acks one.
-            if matches!(g.adoption, Adoption::Asked(_)) {
-                g.adoption = Adoption::Adopted;
+            if adopted {
                 self.send_renew(now);
             }
             return;
         }
-        match self.consumer.pending.as_ref() {
-            Some(p) if p.req == req && self.consumer.grant.is_none() => {}
-            _ => {
-                // A grant nobody here waits for: give it back.
-                let term = self.term;
-                self.send(from, Msg::Release { term, fence: f });
-                return;
-            }
+        // Unconfirmed: it lapses unless a renewal is acked in time.
+        let expiry = now + self.cfg.shrunk(self.cfg.grant_ttl);
+        if !self.consumer.granted(from, req, f, expiry) {
+            // A grant nobody here waits for: give it back.
+            let term = self.term;
+            self.send(from, Msg::Release { term, fence: f });
+            return;
         }
-        let key = self.consumer.pending.take().and_then(|p| p.key);
         self.timers.cancel(Timer::RequestDue);
-        self.consumer.grant = Some(HeldGrant {
-            fence: f,
-            to: from,
-            confirmed: false,
-            adoption: Adoption::Known,
-            renew_seq: 0,
-            sent: BTreeMap::new(),
-            // Unconfirmed: it lapses unless a renewal is acked in time.
-            expiry: now + self.cfg.shrunk(self.cfg.grant_ttl),
-            key,
-        });
         self.timers.set(Timer::GrantExpiry, now + self.cfg.shrunk(self.cfg.grant_ttl));
         self.send_renew(now);
         ftcore::mutant! {
@@ -305,11 +497,8 @@ impl ElNode {
 
     fn send_renew(&mut self, now: Instant) {
         let term = self.term;
-        let Some(g) = self.consumer.grant.as_mut() else { return };
-        g.renew_seq += 1;
-        g.sent.insert(g.renew_seq, now);
-        let (to, f, seq) = (g.to, g.fence, g.renew_seq);
-        let every = if g.adoption == Adoption::Adopted { self.cfg.heartbeat } else { self.cfg.grant_ttl / 3 };
+        let Some((to, f, seq, adopted)) = self.consumer.next_renewal(now) else { return };
+        let every = if adopted { self.cfg.heartbeat } else { self.cfg.grant_ttl / 3 };
         self.send(to, Msg::Renew { term, fence: f, seq });
         self.timers.set(Timer::Renew, now + every);
     }
@@ -317,7 +506,7 @@ impl ElNode {
     /// Renews the grant, or, while its coordinator has not echoed a
     /// re-registration, sends that again instead.
     pub(super) fn on_renew_timer(&mut self, now: Instant) {
-        if self.consumer.grant.as_ref().is_some_and(|g| matches!(g.adoption, Adoption::Asked(_))) {
+        if self.consumer.awaits_echo() {
             self.reregister(now);
             self.timers.set(Timer::Renew, now + self.cfg.grant_ttl / 3);
         } else {
@@ -327,49 +516,38 @@ impl ElNode {
 
     pub(super) fn on_renew_ack(&mut self, now: Instant, f: u128, seq: u64) {
         let ttl = self.cfg.shrunk(self.cfg.grant_ttl);
-        let Some(g) = self.consumer.grant.as_mut() else { return };
-        if g.fence != f {
+        let Some(RenewAcked { sent, adopted, confirmed, expiry }) = self.consumer.renew_acked(f, seq, ttl) else {
             return;
-        }
-        let Some(sent) = g.sent.remove(&seq) else { return };
-        g.sent.retain(|s, _| *s > seq);
-        if g.adoption == Adoption::Adopted {
-            // The new coordinator acks: renewals every grant_ttl/3 again.
-            g.adoption = Adoption::Known;
+        };
+        if adopted {
             self.timers.set(Timer::Renew, sent + self.cfg.grant_ttl / 3);
         }
-        let expiry = if g.confirmed { g.expiry.max(sent + ttl) } else { sent + ttl };
-        g.expiry = expiry;
         self.timers.set(Timer::GrantExpiry, expiry);
-        if g.confirmed {
+        if confirmed {
             // (safety) The local client's lease is the grant's: it ends
             // `grant_ttl·(1−ρ)` after the send time of the latest renewal
             // the coordinator acked, never from the Granted's arrival.
             self.locks.renew(now, expiry, &mut self.out);
-        } else {
-            g.confirmed = true;
-            if self.locks.grant_next(now, f, expiry, false, &mut self.out).is_none() {
-                // The local client left meanwhile (or the ack came too
-                // late): give the grant back (consumer_serve does, as
-                // nothing is held).
-            }
+        } else if self.locks.grant_next(now, f, expiry, false, &mut self.out).is_none() {
+            // The local client left meanwhile (or the ack came too
+            // late): give the grant back (consumer_serve does, as
+            // nothing is held).
         }
     }
 
     pub(super) fn on_renew_refused(&mut self, now: Instant, f: u128) {
-        if self.consumer.grant.as_ref().is_some_and(|g| g.fence == f) {
+        if self.consumer.holds(f) {
             self.lose_grant(now, "the coordinator refused the renewal");
         }
     }
 
     pub(super) fn on_grant_expiry(&mut self, now: Instant) {
-        let Some(g) = &self.consumer.grant else { return };
-        if now >= g.expiry {
+        let Some(expiry) = self.consumer.expiry() else { return };
+        if now >= expiry {
             self.out.event(ElEvent::LeaseExpired);
             self.lose_grant(now, "grant lease expired");
         } else {
-            let at = g.expiry;
-            self.timers.set(Timer::GrantExpiry, at);
+            self.timers.set(Timer::GrantExpiry, expiry);
         }
     }
 

@@ -485,7 +485,7 @@ impl Protocol for ElNode {
     }
 
     fn is_left(&self) -> bool {
-        self.leaving && !self.locks.is_held() && self.consumer.grant.is_none()
+        self.leaving && !self.locks.is_held() && !self.consumer.holds_grant()
     }
 
     fn poll_output(&mut self) -> Option<OutputOf<Self>> {
@@ -513,7 +513,7 @@ impl Protocol for ElNode {
             ("coordinator".to_string(), show(self.coordinator)),
             ("follows".to_string(), show(self.follows)),
             ("algorithm".to_string(), self.cfg.algorithm.label().to_string()),
-            ("has_grant".to_string(), self.consumer.grant.is_some().to_string()),
+            ("has_grant".to_string(), self.consumer.holds_grant().to_string()),
             ("waiting".to_string(), self.locks.waiting().to_string()),
             ("recovered".to_string(), self.promise.stored().recovered().to_string()),
         ];

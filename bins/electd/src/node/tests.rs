@@ -363,7 +363,7 @@ fn an_unconfirmed_grant_is_given_back_when_the_coordinator_changes() {
             &Output::Send { to: n(2), msg: Msg::HeartbeatAck { term: 5, seq: 1 } },
         ]
     );
-    assert!(p.consumer.grant.is_none() && p.holder().is_none());
+    assert!(!p.consumer.holds_grant() && p.holder().is_none());
 }
 
 #[test]
@@ -375,7 +375,7 @@ fn a_confirmed_grant_is_re_registered_with_the_new_coordinator() {
     // The client's lease is the grant's: the acked renewal's send time
     // (T0) + grant_ttl·(1−ρ).
     let until = T0 + p.cfg.shrunk(p.cfg.grant_ttl);
-    assert_eq!(p.consumer.grant.as_ref().map(|g| g.expiry), Some(until));
+    assert_eq!(p.consumer.expiry(), Some(until));
     let granted = LockReply::Granted { fence: f, lease_until_us: until.as_micros() };
     assert!(outs.contains(&Output::Reply { client: ClientId(1), reply: granted }), "{outs:?}");
     let outs = deliver(&mut p, at(T0, 5), n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 1 });
@@ -441,7 +441,7 @@ fn a_denied_re_registration_is_sent_again_until_echoed() {
 fn an_expired_grant_is_not_re_registered() {
     let (mut p, _) = consumer_granted_confirmed();
     deliver(&mut p, at(T0, 5), n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 1 });
-    let expired = p.consumer.grant.as_ref().map(|g| g.expiry).expect("held");
+    let expired = p.consumer.expiry().expect("held");
     let outs = deliver(&mut p, expired, n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 2 });
     assert_eq!(
         outs.iter().filter(|o| matches!(o, Output::Send { .. })).collect::<Vec<_>>(),
@@ -999,7 +999,7 @@ fn a_refused_renewal_loses_the_grant() {
     assert_eq!(outs, vec![Output::Reply { client: ClientId(1), reply: lost }]);
     // Nothing is renewed any more; the client, told, holds at most until
     // its lease ends.
-    assert!(p.consumer.grant.is_none());
+    assert!(!p.consumer.holds_grant());
     assert_eq!(p.holder(), Some((ClientId(1), f)));
 }
 
@@ -1008,7 +1008,7 @@ fn an_unrenewed_grant_expires_and_its_client_loses_the_lock() {
     let (mut p, f) = consumer_granted_confirmed();
     quiet(&mut p);
     p.timers.cancel(Timer::Renew);
-    let expiry = p.consumer.grant.as_ref().map(|g| g.expiry).expect("held");
+    let expiry = p.consumer.expiry().expect("held");
     p.handle_timeout(expiry);
     let lost = LockReply::LockLost { reason: "lease expired: the daemon could not renew it in time".into() };
     // Held from its grant at T0 + 1 ms (the renewal's ack).
@@ -1022,7 +1022,7 @@ fn an_unrenewed_grant_expires_and_its_client_loses_the_lock() {
             Output::Event(ElEvent::LeaseExpired),
         ]
     );
-    assert!(p.consumer.grant.is_none() && p.holder().is_none());
+    assert!(!p.consumer.holds_grant() && p.holder().is_none());
 }
 
 #[test]
@@ -1038,7 +1038,7 @@ fn a_client_gone_while_holding_gives_the_grant_back() {
             Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } },
         ]
     );
-    assert!(p.consumer.grant.is_none());
+    assert!(!p.consumer.holds_grant());
 }
 
 #[test]
@@ -1811,7 +1811,7 @@ fn a_client_release_of_its_hold_gives_the_grant_back() {
             Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } },
         ]
     );
-    assert!(p.consumer.grant.is_none() && p.holder().is_none());
+    assert!(!p.consumer.holds_grant() && p.holder().is_none());
 }
 
 /// (electd.md "Coordinator: FIFO access service") A client gone while
@@ -1832,7 +1832,7 @@ fn a_client_gone_while_waiting_leaves_and_its_late_grant_is_given_back() {
         deliver(&mut p, at(T0, 3), n(3), Incarnation(1), Msg::RenewAck { term: 4, fence: f, seq: 1 }),
         vec![Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } }]
     );
-    assert!(p.consumer.grant.is_none() && p.holder().is_none());
+    assert!(!p.consumer.holds_grant() && p.holder().is_none());
 }
 
 /// (electd.md "Consumer", deviation) A `no_quorum` denial starts an
@@ -1860,7 +1860,7 @@ fn a_grant_nobody_here_waits_for_is_given_back() {
         deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::Granted { term: 4, req: 5, fence: f }),
         vec![Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } }]
     );
-    assert!(p.consumer.grant.is_none());
+    assert!(!p.consumer.holds_grant());
 }
 
 /// (safety, electd.md "Coordinator: FIFO access service") The first acked
