@@ -21,7 +21,7 @@ use ftcore::NodeId;
 use timer::Instant;
 
 use super::state::Hop;
-use super::{ClaimOutcome, Phase, TwEvent, TwNode, TwRule};
+use super::{ClaimOutcome, TwEvent, TwNode, TwRule};
 use crate::msg::{Claim, Msg};
 
 /// What the Claim mechanism keeps: the own Claim, the hops resent until
@@ -473,7 +473,7 @@ impl TwNode {
         self.passing.forget_handoff();
         self.bypassed = claim.skipped.iter().copied().filter(|s| *s != self.me).collect();
         self.token_here(now);
-        if matches!(self.phase, Phase::Joining { .. }) {
+        if self.handshake.is_joining() {
             self.joined();
         }
         self.out.event(TwEvent::ClaimEnded { outcome: ClaimOutcome::Won });
@@ -522,7 +522,7 @@ impl TwNode {
     fn lost_claim_at(&self) -> Option<Instant> {
         let idle = self.visit.is_none() && !self.is_awaiting() && !self.claims.is_claiming();
         let at = self.claims.own_due(self.cfg.token_lost_after);
-        (idle && self.phase == Phase::Joined && !self.leaving).then_some(at)
+        (idle && self.handshake.is_joined() && !self.leaving).then_some(at)
     }
 
     pub(super) fn claim_deadline(&self) -> Option<Instant> {

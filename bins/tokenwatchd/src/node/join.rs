@@ -10,8 +10,54 @@ use durable::promise::{AckStep, RoundStep, Values};
 use ftcore::NodeId;
 use timer::Instant;
 
-use super::{Phase, TwEvent, TwNode};
+use super::state::Phase;
+use super::{TwEvent, TwNode};
 use crate::msg::Msg;
+
+/// What the join handshake keeps: how far it is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Handshake {
+    phase: Phase,
+}
+
+impl Handshake {
+    /// Not joined; the first `Join` due at `now`.
+    pub(super) fn new(now: Instant) -> Self {
+        Handshake { phase: Phase::Joining { nonce: 0, next_join: now } }
+    }
+
+    /// Whether the process has joined (and may serve).
+    pub(super) fn is_joined(&self) -> bool {
+        self.phase == Phase::Joined
+    }
+
+    /// Whether the handshake is still under way.
+    pub(super) fn is_joining(&self) -> bool {
+        matches!(self.phase, Phase::Joining { .. })
+    }
+
+    /// When the next `Join` is due, while joining.
+    fn next_join(&self) -> Option<Instant> {
+        match &self.phase {
+            Phase::Joining { next_join, .. } => Some(*next_join),
+            Phase::Joined => None,
+        }
+    }
+
+    /// Joining with `nonce`, the next `Join` at `next_join`.
+    fn joining(&mut self, nonce: u64, next_join: Instant) {
+        self.phase = Phase::Joining { nonce, next_join };
+    }
+
+    /// Joined now; `false` when it already was.
+    fn join(&mut self) -> bool {
+        if self.phase == Phase::Joined {
+            return false;
+        }
+        self.phase = Phase::Joined;
+        true
+    }
+}
 
 impl TwNode {
     /// Starts the handshake (N = 1 joins at once).
@@ -21,30 +67,26 @@ impl TwNode {
             return;
         }
         let nonce = self.fresh_nonce();
-        self.phase = Phase::Joining { nonce, next_join: now };
+        self.handshake.joining(nonce, now);
         self.join_timeout(now);
     }
 
     pub(super) fn join_deadline(&self) -> Option<Instant> {
-        match &self.phase {
-            Phase::Joining { next_join, .. } => Some(*next_join),
-            Phase::Joined => None,
-        }
+        self.handshake.next_join()
     }
 
     /// Sends `Join` to every peer, again every ring timeout until joined
     /// (a recovering fresh node: one recovery round per `Join`).
     pub(super) fn join_timeout(&mut self, now: Instant) {
-        let Phase::Joining { next_join, .. } = self.phase else { return };
-        if now < next_join {
+        if self.handshake.next_join().is_none_or(|next_join| now < next_join) {
             return;
         }
         let nonce = self.fresh_nonce();
         if let RoundStep::Wait { until } = self.promise.recovery_round(nonce, now) {
-            self.phase = Phase::Joining { nonce, next_join: until };
+            self.handshake.joining(nonce, until);
             return;
         }
-        self.phase = Phase::Joining { nonce, next_join: now + self.cfg.ring_timeout };
+        self.handshake.joining(nonce, now + self.cfg.ring_timeout);
         self.send_to_every_peer(Msg::Join { nonce });
     }
 
@@ -61,23 +103,21 @@ impl TwNode {
                 AckStep::Pending | AckStep::Ignored => return,
             }
         }
-        if matches!(self.phase, Phase::Joining { .. }) {
+        if self.handshake.is_joining() {
             self.joined();
         }
     }
 
     /// The process may serve.
     pub(super) fn joined(&mut self) {
-        if self.phase == Phase::Joined {
-            return;
+        if self.handshake.join() {
+            self.out.event(TwEvent::Joined);
         }
-        self.phase = Phase::Joined;
-        self.out.event(TwEvent::Joined);
     }
 
     /// A token was seen: that counts as joined (once recovered).
     pub(super) fn token_seen_joins(&mut self) {
-        if matches!(self.phase, Phase::Joining { .. }) && self.promise.stored().recovered() {
+        if self.handshake.is_joining() && self.promise.stored().recovered() {
             self.joined();
         }
     }

@@ -22,7 +22,7 @@ use ftcore::NodeId;
 use lockservice::lease::{Acker, LeaseConfig, LeaseRules, Promised, RenewVerdict, Renewal, Renewer, FOREVER};
 use timer::{Instant, SeededRng};
 
-use super::{Phase, TwConfig, TwEvent, TwNode, TwRule};
+use super::{TwConfig, TwEvent, TwNode, TwRule};
 use crate::msg::Msg;
 
 /// What the leases keep: this process's lease on its grants (its
@@ -121,7 +121,7 @@ impl TwNode {
     fn lease_active(&self) -> bool {
         self.cfg.rules.on(TwRule::GrantsUnderLeases)
             && (self.locks.is_held() || self.locks.has_waiters())
-            && self.phase == Phase::Joined
+            && self.handshake.is_joined()
     }
 
     /// Sends a renewal if one is due (after every input): the token's

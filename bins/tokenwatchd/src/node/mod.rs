@@ -52,7 +52,7 @@ pub use config::{TwConfig, TwError, MAX_TPC_RESERVE};
 pub use durable::TwDurable;
 pub use events::{ClaimOutcome, TwEvent};
 pub use rules::TwRule;
-use state::{Phase, Visit};
+use state::Visit;
 
 /// One tokenwatchd process.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -94,7 +94,8 @@ pub struct TwNode {
     claims: claim::Claims,
     /// Peers heard from, with their life (status).
     heard: membership::Lives,
-    phase: Phase,
+    /// How far the join handshake is (`join.rs`).
+    handshake: join::Handshake,
     locks: LocalLocks,
     /// This process's lease on its grants, and the renewals it acked
     /// (`lease.rs`).
@@ -327,7 +328,7 @@ impl Protocol for TwNode {
             passing: pass::Passing::new(ctx.config.token_min_hold),
             claims: claim::Claims::new(ctx.now, first_claim),
             heard: membership::Lives::default(),
-            phase: Phase::Joining { nonce: 0, next_join: ctx.now },
+            handshake: join::Handshake::new(ctx.now),
             locks,
             leaving: false,
             rng,
@@ -496,11 +497,10 @@ impl Protocol for TwNode {
     }
 
     fn join_state(&self) -> JoinState {
-        match self.phase {
-            Phase::Joined => JoinState::Joined,
-            Phase::Joining { .. } => {
-                JoinState::Joining { answered: usize::from(!self.heard.is_empty()), of: self.members.len() }
-            }
+        if self.handshake.is_joined() {
+            JoinState::Joined
+        } else {
+            JoinState::Joining { answered: usize::from(!self.heard.is_empty()), of: self.members.len() }
         }
     }
 
