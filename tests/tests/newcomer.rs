@@ -133,3 +133,39 @@ fn electd_starts_and_stops_without_warnings_about_normal_events() {
     let stopped = warnings(&log).into_iter().find(|w| w.contains("stepped down"));
     assert_eq!(stopped, None, "a graceful stop logged at WARN:\n{log}");
 }
+
+/// A node stopped gracefully (SIGTERM, as `systemctl stop` does) is no
+/// failure: it says goodbye on its peer links, and its peers log its going
+/// (the suspicion, ring repair or coordinator handover it sets off) at
+/// INFO. Fails without the goodbye: every daemon on TCP logged `WARN peer
+/// suspected`, `WARN suspected failed`, `WARN predecessor failed` or
+/// `WARN failover` at its peers.
+#[test]
+fn a_graceful_stop_is_no_warning_at_the_peers() {
+    let _serial = serial();
+    for daemon in ["ntmutexd", "electd", "ringd", "tokenwatchd"] {
+        let mut c = Cluster::start(daemon, 3, "").unwrap();
+        let up = wait_until(Duration::from_secs(20), || {
+            (1..=3).all(|id| {
+                let l = c.log(id);
+                l.contains("joined") || l.contains("recovered")
+            })
+        });
+        assert!(up, "{daemon} did not start: {}", c.log(1));
+        // Past the start-up window in which electd logs failovers at INFO
+        // anyway.
+        std::thread::sleep(Duration::from_millis(2500));
+        let before: Vec<usize> = (1..=2).map(|id| c.log(id).len()).collect();
+        let _ = c.terminate(3, Duration::from_secs(10));
+        // The peers notice within a connection break (or suspect_after).
+        std::thread::sleep(Duration::from_secs(2));
+        for id in 1..=2u32 {
+            let log = c.log(id);
+            let after = &log[before[id as usize - 1]..];
+            assert_eq!(warnings(after), Vec::<&str>::new(), "{daemon} node {id} after node 3 stopped:\n{after}");
+            if daemon != "tokenwatchd" {
+                assert!(after.contains("said goodbye"), "{daemon} node {id}:\n{after}");
+            }
+        }
+    }
+}

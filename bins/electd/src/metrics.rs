@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use runtime::metrics::{Metric, Metrics, FENCES, LOCKS};
+use runtime::metrics::{Metric, Metrics, DEPARTURES, FENCES, LOCKS};
 
 use crate::node::{Algorithm, ElEvent, PreVoteOutcome};
 
@@ -138,7 +138,11 @@ pub fn record(e: &ElEvent, m: &Metrics) {
             // (a starting node's coordinator is known after its first
             // elections, which `elections_completed_total` counts).
             if !starting() {
-                tracing::warn!(took_ms, "failover: a new coordinator is known");
+                if DEPARTURES.any_left() {
+                    tracing::info!(took_ms, "handover: a new coordinator is known (a peer stopped gracefully)");
+                } else {
+                    tracing::warn!(took_ms, "failover: a new coordinator is known");
+                }
                 m.histogram("failover_duration_seconds", &[]).record(took.as_secs_f64());
                 m.recovery_counted(FAILOVER);
                 m.recovery(FAILOVER, *took);

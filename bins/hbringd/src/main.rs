@@ -44,7 +44,7 @@ fn on_event(e: &HbEvent, m: &Metrics) {
         m.recovery_counted(RING);
         m.recovery(RING, *took);
     }
-    hbring::metrics::record(e, |n| m.name(n));
+    hbring::metrics::record(e, |n| m.name(n), |p| runtime::metrics::DEPARTURES.left(p.0));
 }
 
 fn declare(m: &Metrics) {

@@ -1,6 +1,6 @@
 //! The core's events as `ntmutex_` metrics and log lines.
 
-use runtime::metrics::{FirstToken, Metric, Metrics, FENCES, LOCKS};
+use runtime::metrics::{FirstToken, Metric, Metrics, DEPARTURES, FENCES, LOCKS};
 
 use crate::node::NtEvent;
 
@@ -85,7 +85,13 @@ pub fn record(e: &NtEvent, m: &Metrics) {
         NtEvent::TokenSuperseded { epoch } => {
             tracing::warn!(epoch, "token superseded by a regeneration elsewhere; local holder told LockLost");
         }
-        NtEvent::Suspected { node } => tracing::warn!(peer = node.0, "peer suspected"),
+        NtEvent::Suspected { node } => {
+            if DEPARTURES.left(node.0) {
+                tracing::info!(peer = node.0, "peer suspected: it stopped gracefully");
+            } else {
+                tracing::warn!(peer = node.0, "peer suspected");
+            }
+        }
         NtEvent::HasToken(has) => {
             if *has {
                 FIRST_TOKEN.token_seen();

@@ -1,6 +1,6 @@
 //! The core's events as `ringd_` metrics and log lines (ringd.md, Metrics).
 
-use runtime::metrics::{FirstToken, Metric, Metrics, FENCES, RING as HB_RING};
+use runtime::metrics::{FirstToken, Metric, Metrics, DEPARTURES, FENCES, RING as HB_RING};
 
 use crate::node::{CensusOutcome, RdEvent};
 
@@ -96,7 +96,7 @@ pub fn declare(m: &Metrics) {
 /// Records one core event.
 pub fn record(e: &RdEvent, m: &Metrics) {
     match e {
-        RdEvent::Hb(e) => hbring::metrics::record(e, |n| m.name(n)),
+        RdEvent::Hb(e) => hbring::metrics::record(e, |n| m.name(n), |p| DEPARTURES.left(p.0)),
         RdEvent::Accepted { id } => {
             FIRST_TOKEN.token_seen();
             tracing::trace!(epoch = id.0, seq = id.1, "token accepted");
@@ -152,7 +152,13 @@ pub fn record(e: &RdEvent, m: &Metrics) {
             }
             m.counter("token_regenerations_total", &[]).increment(1);
         }
-        RdEvent::RecoveryStarted { failed } => tracing::warn!(failed = failed.0, "predecessor failed: ring recovery"),
+        RdEvent::RecoveryStarted { failed } => {
+            if DEPARTURES.left(failed.0) {
+                tracing::info!(failed = failed.0, "predecessor stopped gracefully: ring recovery");
+            } else {
+                tracing::warn!(failed = failed.0, "predecessor failed: ring recovery");
+            }
+        }
         RdEvent::Recovered { took } => {
             tracing::info!(took_ms = took.as_millis() as u64, "ring recovered");
             m.recovery_counted(RING);

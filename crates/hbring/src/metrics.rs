@@ -29,11 +29,16 @@ pub fn examples() -> Vec<HbEvent> {
 /// each named by `name`: the daemon's prefix added) and log lines. A
 /// repair (`Repaired`) is only logged: what counts as a daemon's recovery
 /// is its own business (hbringd: the repair; ringd: its IAmNewNext
-/// recovery).
-pub fn record(e: &HbEvent, name: impl Fn(&'static str) -> String) {
+/// recovery). `left` says whether a peer stopped gracefully (it said
+/// goodbye): its suspicion is then logged at INFO, not WARN.
+pub fn record(e: &HbEvent, name: impl Fn(&'static str) -> String, left: impl Fn(NodeId) -> bool) {
     match e {
         HbEvent::Suspected { node, inc } => {
-            tracing::warn!(peer = node.0, incarnation = inc.0, "suspected failed");
+            if left(*node) {
+                tracing::info!(peer = node.0, incarnation = inc.0, "suspected failed: it stopped gracefully");
+            } else {
+                tracing::warn!(peer = node.0, incarnation = inc.0, "suspected failed");
+            }
             metrics::counter!(name("suspicions_total")).increment(1);
         }
         HbEvent::Down { node, inc } => {

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use wire::{Closed, Incoming, LinkStats, SendError, Transport};
 
 use crate::client_api::{ClientEvent, ToClient};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, DEPARTURES};
 use crate::notify::Notifier;
 
 /// What a daemon does with its core's events (metrics, logs).
@@ -227,10 +227,19 @@ where
                     Some(Incoming::Message { from, inc, msg }) => {
                         self.metrics.received(kind_name(&msg));
                         tracing::trace!(peer = %from, %inc, ?msg, "received");
+                        DEPARTURES.heard_from(from.0);
                         self.core.handle_message(self.clock.now(), from, inc, msg);
                     }
+                    Some(Incoming::Goodbye { peer }) => {
+                        tracing::info!(%peer, "peer is stopping gracefully (it said goodbye)");
+                        DEPARTURES.goodbye(peer.0);
+                    }
                     Some(Incoming::Unreachable { peer }) => {
-                        tracing::info!(%peer, "peer's connection broke and its address refuses connections: its process is gone");
+                        if DEPARTURES.left(peer.0) {
+                            tracing::info!(%peer, "peer stopped: its address refuses connections");
+                        } else {
+                            tracing::info!(%peer, "peer's connection broke and its address refuses connections: its process is gone");
+                        }
                         self.metrics.peer_unreachable();
                         self.core.handle_peer_unreachable(self.clock.now(), peer);
                     }

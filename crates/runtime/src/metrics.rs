@@ -90,6 +90,79 @@ impl Default for FirstToken {
     }
 }
 
+/// How long a peer's goodbye makes its going look planned in the log.
+pub const GOODBYE_WINDOW: Duration = Duration::from_secs(30);
+
+/// The peers that said goodbye (a graceful stop: `wire::Control::Goodbye`)
+/// and have not been heard from since, for the log level of what their
+/// going sets off: a peer suspected, a ring repaired, a failover. Those
+/// are INFO after a goodbye (a planned stop) and WARN otherwise. The
+/// driver notes goodbyes and clears a peer when a message from it arrives
+/// (a new connection: a new life). Log levels only: no core reads it.
+#[derive(Debug)]
+pub struct Departures {
+    any: std::sync::atomic::AtomicBool,
+    said: std::sync::Mutex<Vec<(u32, std::time::Instant)>>,
+}
+
+/// This process's [`Departures`].
+pub static DEPARTURES: Departures = Departures::new();
+
+impl Departures {
+    /// No goodbye heard.
+    pub const fn new() -> Self {
+        Departures { any: std::sync::atomic::AtomicBool::new(false), said: std::sync::Mutex::new(Vec::new()) }
+    }
+
+    /// `peer` said goodbye now.
+    pub fn goodbye(&self, peer: u32) {
+        self.goodbye_at(peer, std::time::Instant::now());
+    }
+
+    fn goodbye_at(&self, peer: u32, at: std::time::Instant) {
+        let mut said = self.said.lock().unwrap_or_else(|e| e.into_inner());
+        said.retain(|(p, t)| *p != peer && at.saturating_duration_since(*t) <= GOODBYE_WINDOW);
+        said.push((peer, at));
+        self.any.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A message from `peer` arrived: whatever it does next is news. Cheap
+    /// when nobody said goodbye (one atomic load).
+    pub fn heard_from(&self, peer: u32) {
+        if !self.any.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let mut said = self.said.lock().unwrap_or_else(|e| e.into_inner());
+        said.retain(|(p, _)| *p != peer);
+        self.any.store(!said.is_empty(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether `peer` said goodbye within [`GOODBYE_WINDOW`] and has not
+    /// been heard from since.
+    pub fn left(&self, peer: u32) -> bool {
+        self.left_at(peer, std::time::Instant::now())
+    }
+
+    fn left_at(&self, peer: u32, now: std::time::Instant) -> bool {
+        let said = self.said.lock().unwrap_or_else(|e| e.into_inner());
+        said.iter().any(|(p, t)| *p == peer && now.saturating_duration_since(*t) <= GOODBYE_WINDOW)
+    }
+
+    /// Whether any peer said goodbye within [`GOODBYE_WINDOW`] and has not
+    /// been heard from since (a failover that follows is a handover).
+    pub fn any_left(&self) -> bool {
+        let now = std::time::Instant::now();
+        let said = self.said.lock().unwrap_or_else(|e| e.into_inner());
+        said.iter().any(|(_, t)| now.saturating_duration_since(*t) <= GOODBYE_WINDOW)
+    }
+}
+
+impl Default for Departures {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// How Prometheus types a metric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
@@ -482,6 +555,22 @@ mod first_token_tests {
         f.starting_at(t0);
         f.token_seen();
         assert!(!f.made_at(t0 + Duration::from_secs(1)), "a token was in use");
+    }
+
+    #[test]
+    fn a_peer_has_left_from_its_goodbye_until_it_is_heard_from_or_the_window_ends() {
+        let t0 = std::time::Instant::now();
+        let d = Departures::new();
+        assert!(!d.left_at(3, t0), "no goodbye yet");
+        d.goodbye_at(3, t0);
+        assert!(d.left_at(3, t0 + Duration::from_secs(1)));
+        assert!(!d.left_at(2, t0 + Duration::from_secs(1)), "another peer said nothing");
+        assert!(!d.left_at(3, t0 + GOODBYE_WINDOW + Duration::from_secs(1)), "long ago");
+        d.heard_from(2);
+        assert!(d.left_at(3, t0), "a message from another peer changes nothing");
+        d.heard_from(3);
+        assert!(!d.left_at(3, t0), "back in a new life");
+        assert!(!d.any.load(std::sync::atomic::Ordering::Relaxed), "nobody left: the fast path again");
     }
 }
 

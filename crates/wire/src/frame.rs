@@ -66,6 +66,11 @@ pub enum Control {
     /// Sent on a link idle for a third of `peer_idle_timeout_ms`, so that a
     /// silent link means a dead one.
     Keepalive,
+    /// TCP: a connector's last frame when its node stops gracefully,
+    /// after everything queued for the peer: the connection's end that
+    /// follows is a planned stop, not a failure. A hint for logs only;
+    /// no core acts on it.
+    Goodbye,
 }
 
 impl Control {
@@ -76,6 +81,7 @@ impl Control {
                 Control::Hello { .. } => 0,
                 Control::HelloAck { .. } => 1,
                 Control::Keepalive => 2,
+                Control::Goodbye => 3,
             }
     }
 
@@ -86,6 +92,7 @@ impl Control {
             0 => Some("hello"),
             1 => Some("hello_ack"),
             2 => Some("keepalive"),
+            3 => Some("goodbye"),
             _ => None,
         }
     }

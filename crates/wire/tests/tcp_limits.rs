@@ -219,7 +219,7 @@ async fn a_flooding_peer_delays_only_itself() {
         match next(&mut rx).await {
             Incoming::Message { from: NodeId(3), .. } => break,
             Incoming::Message { .. } => before += 1,
-            Incoming::Rejected { .. } | Incoming::Unreachable { .. } => {}
+            Incoming::Rejected { .. } | Incoming::Unreachable { .. } | Incoming::Goodbye { .. } => {}
         }
     }
     // What the owner's channel held (8), the one the merger carried, and

@@ -238,12 +238,19 @@ async fn tcp_close_flushes_what_was_queued() {
     // channel holds 64: the rest waits in the socket).
     let closing = tokio::spawn(a.close(WAIT));
     let mut got = Vec::new();
-    while got.len() < 200 {
+    let mut goodbye = false;
+    while !goodbye {
         match next(&mut rx_b).await {
             Incoming::Message { from, inc, msg } => got.push((from, inc, msg)),
             // Once closed, its address refuses: that may overtake frames
             // still in the socket.
             Incoming::Unreachable { peer } => assert_eq!(peer, NodeId(1)),
+            // A graceful close says so, after everything queued.
+            Incoming::Goodbye { peer } => {
+                assert_eq!(peer, NodeId(1));
+                assert_eq!(got.len(), 200, "goodbye before the last message");
+                goodbye = true;
+            }
             other => panic!("{other:?}"),
         }
     }

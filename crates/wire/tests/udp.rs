@@ -249,7 +249,7 @@ async fn count_before(rx: &mut Rx, from: NodeId) -> usize {
         match next(rx).await {
             Incoming::Message { from: f, .. } if f == from => return before,
             Incoming::Message { .. } => before += 1,
-            Incoming::Rejected { .. } | Incoming::Unreachable { .. } => {}
+            Incoming::Rejected { .. } | Incoming::Unreachable { .. } | Incoming::Goodbye { .. } => {}
         }
     }
 }

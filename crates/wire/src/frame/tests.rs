@@ -360,7 +360,8 @@ fn client_codec_refuses_oversized_outgoing() {
 fn control_frames_round_trip_authenticated_and_never_reach_a_core() {
     let k = Some(key(5));
     let (a, b) = (codec(1, k.clone()), codec(2, k));
-    for c in [Control::Hello { nonce: 9 }, Control::HelloAck { nonce: u64::MAX }, Control::Keepalive] {
+    for c in [Control::Hello { nonce: 9 }, Control::HelloAck { nonce: u64::MAX }, Control::Keepalive, Control::Goodbye]
+    {
         let f = a.encode_control(Incarnation(4), 3, &CH, &c).unwrap();
         let got = b.decode_any(&f, &CH).unwrap();
         assert_eq!((got.from, got.inc, got.seq, got.msg), (NodeId(1), Incarnation(4), 3, Body::Control(c)));
@@ -378,10 +379,10 @@ fn control_frames_round_trip_authenticated_and_never_reach_a_core() {
 #[test]
 fn unused_control_kinds_and_mismatched_control_payloads_are_refused() {
     let b = codec(2, None);
-    let r = b.decode_any(&raw(header(CONTROL_KIND_BASE + 3), &[], None), &CH).unwrap_err();
+    let r = b.decode_any(&raw(header(CONTROL_KIND_BASE + 4), &[], None), &CH).unwrap_err();
     assert_eq!(
         (r.reason, r.detail.as_str()),
-        (RejectReason::UnknownKind, "expected a known message or control kind, got kind 65283")
+        (RejectReason::UnknownKind, "expected a known message or control kind, got kind 65284")
     );
     // A Keepalive's payload announced as a Hello.
     let payload = crate::codec::encode(&Control::Keepalive).unwrap();

@@ -95,6 +95,14 @@ pub enum Incoming<M> {
         /// The peer whose process is gone.
         peer: NodeId,
     },
+    /// TCP only: `peer` said [`Control::Goodbye`]: it is stopping
+    /// gracefully, and the end of its connection (and an
+    /// [`Incoming::Unreachable`] after it) is a planned stop. Queued in the
+    /// peer's inbox after every frame that came before it.
+    Goodbye {
+        /// The peer that is stopping.
+        peer: NodeId,
+    },
     /// A frame was refused (its TCP connection has been closed). Sent only
     /// when the channel has room; otherwise counted in [`LinkStats`].
     Rejected {

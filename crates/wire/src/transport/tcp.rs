@@ -362,13 +362,18 @@ impl<M: Message> Inbound<M> {
         }
     }
 
-    /// Hands a message to the owner (control frames end here). `false`
+    /// Hands a message (or a peer's [`Control::Goodbye`]) to the owner
+    /// (other control frames end here). `false`
     /// once the owner is gone.
     async fn deliver(&self, got: Received<Body<M>>) -> bool {
         match got.msg {
             Body::Msg(msg) => match self.inboxes.get(&got.from) {
                 Some(inbox) => inbox.send(Incoming::Message { from: got.from, inc: got.inc, msg }).await.is_ok(),
                 None => true, // this node itself: `decode_any` admits members
+            },
+            Body::Control(Control::Goodbye) => match self.inboxes.get(&got.from) {
+                Some(inbox) => inbox.send(Incoming::Goodbye { peer: got.from }).await.is_ok(),
+                None => true,
             },
             Body::Control(_) => true,
         }
@@ -595,7 +600,12 @@ impl<M: Message> PeerLink<M> {
                     continue;
                 }
             };
-            let Some(mut next) = first else { return Ok(()) };
+            let Some(mut next) = first else {
+                // The transport is closing and everything queued has been
+                // written: say that this end is planned.
+                wr.send(control(Control::Goodbye, inc, seq)?).await.map_err(|e| e.to_string())?;
+                return Ok(());
+            };
             for written in 1..=WRITE_BATCH {
                 let msg;
                 (inc, msg) = next;

@@ -489,7 +489,8 @@ fn check<M: Message>(
             }
             Ok(None)
         }
-        Body::Control(Control::Keepalive) => Ok(None),
+        // Sent on TCP links only.
+        Body::Control(Control::Keepalive | Control::Goodbye) => Ok(None),
         Body::Msg(msg) => {
             if to_life != life {
                 // Sent to an older life of this node: tell the sender this
