@@ -47,7 +47,7 @@ impl CensusOutcome {
 
 /// The own census in flight.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct CensusRun {
+struct CensusRun {
     value: u64,
     answered: BTreeSet<NodeId>,
     /// The newest copy heard of (own, a recovery's, the answers').
@@ -61,32 +61,186 @@ fn newest(a: Option<Token>, b: Option<Token>) -> Option<Token> {
     }
 }
 
+/// The census's state: the own census in flight, whether one is wanted,
+/// and when the next may start.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Census {
+    run: Option<CensusRun>,
+    /// The `census_past_deadline` mutation only (`RdRule::CensusDeadline`
+    /// off): the own census that passed its deadline, still counting late
+    /// answers. Read only by mutant code (`ftcore/mutations`).
+    #[allow(dead_code)]
+    late: Option<CensusRun>,
+    /// No census starts before this (retry delay, first proposal).
+    not_before: Instant,
+    /// The `token_seen_at` whose silence already had a stall's wait
+    /// (`on_timeout`): one wait per silence, so a replica starved of
+    /// CPU, every timer late, still censuses, one heartbeat later.
+    stall_waited: Option<Instant>,
+    /// A census is wanted (token lost, a recovery's copy, `Stale`,
+    /// overflow): retried while no token is seen.
+    wanted: bool,
+    /// A recovery's copy waiting for the census it supplies.
+    copy: Option<Token>,
+}
+
+impl Census {
+    /// None in flight nor wanted; the first may start at `first`.
+    pub(super) fn new(first: Instant) -> Self {
+        Census { run: None, late: None, not_before: first, stall_waited: None, wanted: false, copy: None }
+    }
+
+    /// Whether an own census is in flight.
+    pub(super) fn running(&self) -> bool {
+        self.run.is_some()
+    }
+
+    /// Whether a census is wanted (retried while no token is seen).
+    pub(super) fn set_wanted(&mut self, wanted: bool) {
+        self.wanted = wanted;
+    }
+
+    /// No census starts before `t` (nor before the delay already set).
+    pub(super) fn defer_until(&mut self, t: Instant) {
+        self.not_before = self.not_before.max(t);
+    }
+
+    /// This replica stalled (its timer late) in the silence since
+    /// `silent_since`: the first time in that silence, no census starts
+    /// for a heartbeat, so that the input queued meanwhile is read first.
+    pub(super) fn stalled(&mut self, now: Instant, silent_since: Instant, heartbeat: Duration) {
+        if self.stall_waited != Some(silent_since) {
+            self.stall_waited = Some(silent_since);
+            self.defer_until(now + heartbeat);
+        }
+    }
+
+    /// When the next census is tried: none while one runs; at once (past
+    /// the retry delay) when one is wanted, else once the token counts as
+    /// lost at `lost_at`.
+    pub(super) fn next_try(&self, lost_at: Instant) -> Option<Instant> {
+        if self.run.is_some() {
+            None
+        } else if self.wanted {
+            Some(self.not_before)
+        } else {
+            Some(lost_at.max(self.not_before))
+        }
+    }
+
+    /// Whether a census is due at `now` (the token lost at `lost_at`), none
+    /// running.
+    pub(super) fn due(&self, now: Instant, lost_at: Instant) -> bool {
+        let due = self.wanted || now >= lost_at;
+        due && self.run.is_none() && now >= self.not_before
+    }
+
+    /// A census is wanted, with `copy` if a recovery supplied one: given
+    /// to the census in flight, else kept for the next. Whether one is in
+    /// flight.
+    fn want(&mut self, copy: Option<Token>) -> bool {
+        self.wanted = true;
+        if let Some(c) = self.run.as_mut() {
+            c.best = newest(c.best.take(), copy);
+            return true;
+        }
+        if copy.is_some() {
+            self.copy = newest(self.copy.take(), copy);
+        }
+        false
+    }
+
+    /// Whether the retry delay still runs at `now`.
+    fn waiting(&self, now: Instant) -> bool {
+        now < self.not_before
+    }
+
+    /// The next census may start at `t`.
+    fn retry_at(&mut self, t: Instant) {
+        self.not_before = t;
+    }
+
+    /// The census of `value` starts, its newest copy the newer of `own`
+    /// and a recovery's.
+    fn begin(&mut self, value: u64, own: Option<Token>) {
+        let best = newest(own, self.copy.take());
+        self.run = Some(CensusRun { value, answered: BTreeSet::new(), best });
+    }
+
+    /// Whether the census in flight is that of `value`.
+    fn runs(&self, value: u64) -> bool {
+        self.run.as_ref().is_some_and(|c| c.value == value)
+    }
+
+    /// `from` promised the census in flight, with its newest `copy`.
+    fn promised(&mut self, from: NodeId, copy: Option<Token>) {
+        if let Some(c) = self.run.as_mut() {
+            c.best = newest(c.best.take(), copy);
+            c.answered.insert(from);
+        }
+    }
+
+    /// Whether every one of `members` answered the census in flight (none
+    /// if none is).
+    fn heard_from_all(&self, mut members: impl Iterator<Item = NodeId>) -> Option<bool> {
+        let c = self.run.as_ref()?;
+        Some(members.all(|m| c.answered.contains(&m)))
+    }
+
+    /// How many promised the census in flight.
+    fn promises(&self) -> usize {
+        self.run.as_ref().map_or(0, |c| c.answered.len())
+    }
+
+    /// The census in flight ends (won): its newest copy.
+    fn finish(&mut self) -> Option<Token> {
+        self.run.take().and_then(|c| c.best)
+    }
+
+    /// The census in flight failed.
+    fn failed(&mut self) {
+        self.run = None;
+    }
+
+    /// A token showed up: nothing is wanted any more. Whether a census was
+    /// in flight (it is dropped).
+    fn abandon(&mut self) -> bool {
+        self.wanted = false;
+        self.copy = None;
+        ftcore::mutant! {
+            self.late = None;
+        }
+        self.run.take().is_some()
+    }
+
+    /// Whether a token in use at `epoch` makes the own census moot: none
+    /// runs, or it is not above `epoch`.
+    fn moot_at(&self, epoch: u64) -> bool {
+        self.run.as_ref().is_none_or(|c| c.value <= epoch)
+    }
+}
+
 impl RdNode {
     /// Starts a census now if allowed (not owning, none running, past the
     /// retry delay, recovered, its ring not a minority); otherwise
     /// remembers that one is wanted.
     /// `copy`: a recovery's copy, supplying state.
     pub(super) fn start_census(&mut self, now: Instant, copy: Option<Token>) {
-        self.census_wanted = true;
-        if let Some(c) = self.census.as_mut() {
-            c.best = newest(c.best.take(), copy);
+        if self.census.want(copy) {
             return;
         }
-        if copy.is_some() {
-            self.census_copy = newest(self.census_copy.take(), copy);
-        }
-        if self.owns_token() || now < self.census_not_before {
+        if self.owns_token() || self.census.waiting(now) {
             return;
         }
         if !self.promise.stored().recovered() {
-            self.census_not_before = now + self.cfg.suspect_after;
+            self.census.retry_at(now + self.cfg.suspect_after);
             return;
         }
         if self.cfg.rules.on(RdRule::NoCensusInAMinority) && self.in_minority() {
             // Cut off (or with a view formed while cut off): a census
             // could not win, and the promise it makes to itself would
             // refuse the majority's token once the partition heals.
-            self.census_not_before = now + self.cfg.heartbeat;
+            self.census.retry_at(now + self.cfg.heartbeat);
             return;
         }
         if let Some(remaining) = self.census_busy_for(now, self.me) {
@@ -95,24 +249,23 @@ impl RdNode {
             // so that replicas that acked the same renewal do not all
             // start side by side.
             let wait = self.promise.retry_after(&Failure::Busy { longest: remaining }, &mut self.rng);
-            self.census_not_before = now + wait;
+            self.census.retry_at(now + wait);
             return;
         }
         let value = match self.promise.propose(now) {
             Ok(v) => v,
             Err(Refusal::Restarting { remaining }) => {
-                self.census_not_before = now + remaining;
+                self.census.retry_at(now + remaining);
                 return;
             }
             Err(r) => {
                 let wait = self.promise.retry_after(&Failure::Refused(r), &mut self.rng);
-                self.census_not_before = now + wait;
+                self.census.retry_at(now + wait);
                 return;
             }
         };
         let own = self.held.as_ref().map(|h| h.token.clone());
-        let best = newest(own, self.census_copy.take());
-        self.census = Some(CensusRun { value, answered: BTreeSet::new(), best });
+        self.census.begin(value, own);
         self.out.event(RdEvent::CensusStarted { epoch: value });
         self.send_to_every_peer(Msg::Census { proposed: value });
         self.try_complete(now);
@@ -149,8 +302,8 @@ impl RdNode {
                     // replica wanted is that one (a census of its own now
                     // would only outbid it).
                     self.token_activity(now);
-                    self.census_wanted = false;
-                    if p.abandoned_own.is_some() && self.census.is_some() {
+                    self.census.set_wanted(false);
+                    if p.abandoned_own.is_some() && self.census.running() {
                         // Its own census gave way to a higher one: let that
                         // one finish before trying again (else every
                         // replica keeps outbidding the others).
@@ -167,24 +320,22 @@ impl RdNode {
     pub(super) fn on_census_reply(&mut self, now: Instant, from: NodeId, proposed: u64, answer: CensusAnswer) {
         ftcore::mutant! {
             if self.cfg.rules.off(RdRule::CensusDeadline) {
-                let live = self.census.as_ref().is_some_and(|c| c.value == proposed);
+                let live = self.census.runs(proposed);
                 if live && !self.promise.proposal_live(proposed, now) {
                     // Past its deadline before the timer fired.
                     self.census_timeout(now);
                 }
-                if !live || self.census.is_none() {
+                if !live || !self.census.running() {
                     return self.late_census_reply(now, from, proposed, answer);
                 }
             }
         }
-        let Some(c) = self.census.as_mut() else { return };
-        if c.value != proposed {
+        if !self.census.runs(proposed) {
             return;
         }
         let step = match answer {
             CensusAnswer::Promise { copy } => {
-                c.best = newest(c.best.take(), copy.map(|b| *b));
-                c.answered.insert(from);
+                self.census.promised(from, copy.map(|b| *b));
                 self.promise.on_answer(from, proposed, Ok(()), now)
             }
             CensusAnswer::Refused(r) => self.promise.on_answer(from, proposed, Err(r), now),
@@ -198,16 +349,15 @@ impl RdNode {
 
     /// Regenerates if every ring member answered and a majority promised.
     fn try_complete(&mut self, now: Instant) {
-        let Some(c) = self.census.as_ref() else { return };
-        let all =
-            self.ring.view().alive_from_me().into_iter().filter(|m| *m != self.me).all(|m| c.answered.contains(&m));
+        let ring = self.ring.view().alive_from_me();
+        let Some(all) = self.census.heard_from_all(ring.into_iter().filter(|m| *m != self.me)) else { return };
         ftcore::mutant! {
             if self.cfg.rules.off(RdRule::CensusNeedsAMajority) {
                 // The mutation: it regenerates at once, promised or not.
-                let value = c.value;
+                let value = self.census.run.as_ref().map_or(0, |c| c.value);
                 self.promise.abandon(now);
                 self.promise.raise_floor(value);
-                let best = self.census.take().and_then(|c| c.best);
+                let best = self.census.finish();
                 return self.regenerate(now, value, best);
             }
         }
@@ -229,14 +379,14 @@ impl RdNode {
         let Some(epoch) = token else { return };
         // (safety) Every member of the ring view answered, and a quorum
         // (this replica included) promised.
-        let promised = self.census.as_ref().map_or(0, |c| c.answered.len()) + 1;
+        let promised = self.census.promises() + 1;
         ftcore::invariant!(
             self.cfg.rules,
             all && promised >= self.quorum(),
             "n{}: census {epoch} regenerates with {promised} promises (every member answered: {all})",
             self.me.0
         );
-        let best = self.census.take().and_then(|c| c.best);
+        let best = self.census.finish();
         self.regenerate(now, epoch, best);
     }
 
@@ -246,21 +396,22 @@ impl RdNode {
         let mut t = Token::regenerated(epoch, self.me, best.as_ref());
         t.seq = self.cfg.first_seq.get();
         self.came_from = None;
-        self.census_wanted = false;
+        self.census.set_wanted(false);
         self.out.event(RdEvent::Regenerated { epoch });
         self.out.event(RdEvent::CensusEnded { outcome: CensusOutcome::Regenerated });
         self.install(now, t);
     }
 
     fn census_failed(&mut self, now: Instant, f: Failure) {
-        self.census = None;
+        self.census.failed();
         let outcome = match f {
             Failure::Busy { .. } => CensusOutcome::Busy,
             Failure::Deadline => CensusOutcome::Lapsed,
             Failure::Refused(_) | Failure::Vetoed => CensusOutcome::Stale,
         };
         self.out.event(RdEvent::CensusEnded { outcome });
-        self.census_not_before = now + self.promise.retry_after(&f, &mut self.rng);
+        let wait = self.promise.retry_after(&f, &mut self.rng);
+        self.census.retry_at(now + wait);
     }
 }
 
@@ -274,7 +425,7 @@ ftcore::mutant! {
         /// — what foundation.md forbids ("an abandoned proposal never
         /// creates anything").
         fn late_census_reply(&mut self, now: Instant, from: NodeId, proposed: u64, answer: CensusAnswer) {
-            let Some(mut c) = self.late_census.take().filter(|c| c.value == proposed) else { return };
+            let Some(mut c) = self.census.late.take().filter(|c| c.value == proposed) else { return };
             match answer {
                 CensusAnswer::Promise { copy } => {
                     c.best = newest(c.best.take(), copy.map(|b| *b));
@@ -286,7 +437,7 @@ ftcore::mutant! {
             let ring = self.ring.view().alive_from_me();
             let all = ring.into_iter().filter(|m| *m != self.me).all(|m| c.answered.contains(&m));
             if !all || c.answered.len() + 1 < self.quorum() {
-                self.late_census = Some(c);
+                self.census.late = Some(c);
                 return;
             }
             if self.owns_token()
@@ -303,12 +454,7 @@ ftcore::mutant! {
 impl RdNode {
     /// A token showed up: the own census is moot.
     pub(super) fn abandon_census(&mut self, now: Instant) {
-        self.census_wanted = false;
-        self.census_copy = None;
-        ftcore::mutant! {
-            self.late_census = None;
-        }
-        if self.census.take().is_some() {
+        if self.census.abandon() {
             self.promise.abandon(now);
             self.out.event(RdEvent::CensusEnded { outcome: CensusOutcome::Aborted });
         }
@@ -316,27 +462,30 @@ impl RdNode {
 
     /// A HolderAlive of `epoch`: a token is in use; an own census below it is moot.
     pub(super) fn abandon_census_below(&mut self, now: Instant, epoch: u64) {
-        if self.census.as_ref().is_none_or(|c| c.value <= epoch) {
+        if self.census.moot_at(epoch) {
             self.abandon_census(now);
         }
     }
 
     pub(super) fn census_deadline(&self) -> Option<Instant> {
-        self.census.as_ref().and(self.promise.proposal()).map(|(_, d)| d)
+        if !self.census.running() {
+            return None;
+        }
+        self.promise.proposal().map(|(_, d)| d)
     }
 
     pub(super) fn census_timeout(&mut self, now: Instant) {
         ftcore::mutant! {
             let past = |c: &CensusRun| !self.promise.proposal_live(c.value, now);
-            if self.cfg.rules.off(RdRule::CensusDeadline) && self.census.as_ref().is_some_and(past) {
+            if self.cfg.rules.off(RdRule::CensusDeadline) && self.census.run.as_ref().is_some_and(past) {
                 // The mutation: kept, still counting late answers.
-                self.late_census = self.census.clone();
+                self.census.late = self.census.run.clone();
                 let _ = self.promise.on_deadline(now);
                 self.census_failed(now, Failure::Deadline);
                 return;
             }
         }
-        if self.census.is_some() && self.promise.proposal().is_some_and(|(_, d)| now >= d) {
+        if self.census.running() && self.promise.proposal().is_some_and(|(_, d)| now >= d) {
             let _ = self.promise.on_deadline(now);
             self.census_failed(now, Failure::Deadline);
         }

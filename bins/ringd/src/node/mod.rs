@@ -95,22 +95,7 @@ pub struct RdNode {
     lease: lease::LeaseState,
     /// The last HolderAlive acked here: from whom and when.
     acked_holder: Option<(NodeId, Instant)>,
-    census: Option<census::CensusRun>,
-    /// The `census_past_deadline` mutation only (`RdRule::CensusDeadline`
-    /// off): the own census that passed its deadline, still counting late
-    /// answers. Read only by mutant code (`ftcore/mutations`).
-    #[allow(dead_code)]
-    late_census: Option<census::CensusRun>,
-    census_not_before: Instant,
-    /// The `token_seen_at` whose silence already had a stall's wait
-    /// (`on_timeout`): one wait per silence, so a replica starved of
-    /// CPU, every timer late, still censuses, one heartbeat later.
-    stall_waited: Option<Instant>,
-    /// A census is wanted (token lost, a recovery's copy, `Stale`,
-    /// overflow): retried while no token is seen.
-    census_wanted: bool,
-    /// A recovery's copy waiting for the census it supplies.
-    census_copy: Option<Token>,
+    census: census::Census,
     repair: repair::Repair,
     hello: join::HelloState,
     token_queue: VecDeque<Job>,
@@ -295,12 +280,7 @@ impl Protocol for RdNode {
             lost_jitter: Duration::ZERO,
             lease: lease::LeaseState::default(),
             acked_holder: None,
-            census: None,
-            late_census: None,
-            census_not_before: first_census,
-            stall_waited: None,
-            census_wanted: false,
-            census_copy: None,
+            census: census::Census::new(first_census),
             hello: join::HelloState::default(),
             token_queue: VecDeque::new(),
             awaiting_ack: Vec::new(),
@@ -413,11 +393,10 @@ impl Protocol for RdNode {
         // Without the wait, a replica resumed after `token_lost_after`
         // proposed a census at once, answered the owner's HolderAlive
         // `Stale`, and the owner gave up the token and killed its command.
-        // Once per silence (`stall_waited`).
+        // Once per silence (`census::Census::stalled`).
         let stalled = self.poll_timeout().is_some_and(|due| timer::stalled(due, now, self.cfg.heartbeat));
-        if stalled && self.stall_waited != Some(self.token_seen_at) {
-            self.stall_waited = Some(self.token_seen_at);
-            self.census_not_before = self.census_not_before.max(now + self.cfg.heartbeat);
+        if stalled {
+            self.census.stalled(now, self.token_seen_at, self.cfg.heartbeat);
         }
         self.with_ring(|r, out| r.handle_timeout(now, out));
         self.ring_changed(now);
@@ -472,7 +451,7 @@ impl Protocol for RdNode {
         let role = match self.held.as_ref().map(|h| &h.role) {
             Some(Role::Owned { .. }) => "owner",
             Some(Role::Unacked { .. }) => "passing",
-            _ if self.census.is_some() => "census",
+            _ if self.census.running() => "census",
             _ => "member",
         };
         let view = self.ring.view();

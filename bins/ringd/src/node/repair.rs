@@ -145,7 +145,7 @@ impl RdNode {
             // at once and its promise refuse the token in use).
             self.stop_owning(now, false);
             if self.cfg.rules.on(RdRule::LostDeadlineStartsWithTheLife) {
-                self.census_wanted = false;
+                self.census.set_wanted(false);
                 self.token_activity(now);
             }
         }

@@ -107,7 +107,7 @@ impl RdNode {
         self.token_activity(now);
         // A token exists: a census wanted earlier (after a `Stale`, an
         // overflow, a recovery's copy) would only end it.
-        self.census_wanted = false;
+        self.census.set_wanted(false);
     }
 
     /// Hands the owned token to the successor (seq + 1), or keeps it when
@@ -199,9 +199,9 @@ impl RdNode {
             // (a census at once outbids it, and each new token then meets
             // the next promise: a storm of regenerations).
             self.stop_owning(now, false);
-            self.census_wanted = true;
+            self.census.set_wanted(true);
             let wait = self.promise.retry_after(&Failure::Refused(Refusal::Promised { value: epoch }), &mut self.rng);
-            self.census_not_before = self.census_not_before.max(now + wait);
+            self.census.defer_until(now + wait);
         }
     }
 
@@ -250,13 +250,7 @@ impl RdNode {
         let role = self.held.as_ref().map(|h| &h.role);
         // The next census try: at once when one is wanted, else when the
         // token counts as lost; never before the retry delay.
-        let census = if self.census.is_some() {
-            None
-        } else if self.census_wanted {
-            Some(self.census_not_before)
-        } else {
-            Some(self.lost_at().max(self.census_not_before))
-        };
+        let census = self.census.next_try(self.lost_at());
         match role {
             Some(Role::Owned { since, .. }) => {
                 // Alone, waiting for a lease (lease_deadline), or the
@@ -284,8 +278,7 @@ impl RdNode {
                 }
             }
         }
-        let due = self.census_wanted || now >= self.lost_at();
-        if !self.owns_token() && due && self.census.is_none() && now >= self.census_not_before {
+        if !self.owns_token() && self.census.due(now, self.lost_at()) {
             self.start_census(now, None);
         }
     }
