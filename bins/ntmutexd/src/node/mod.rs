@@ -43,8 +43,7 @@ mod rules;
 mod state;
 mod status;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::collections::BTreeSet;
 
 use ::durable::promise::{self, PromiseNode};
 use ftcore::{
@@ -56,12 +55,14 @@ use timer::{Instant, SeededRng, TimerTable};
 pub use self::config::{NtConfig, NtError, MAX_SITES};
 pub use self::durable::NtDurable;
 pub use self::events::{Mech, NtEvent};
-use self::state::{beats, Answer, Last, LinkKind, Phase, Recovery, Timer, Token};
-use crate::msg::{Body, Msg, Nack};
+use self::state::{Last, LinkKind, Phase, Recovery, Timer, Token};
+use crate::msg::{Body, Msg};
 use detect::Detector;
 use join::Join;
 use lease::Leases;
 use leave::Leave;
+use recovery::Election;
+use regen::Proposer;
 pub use rules::NtRule;
 
 /// One ntmutexd site.
@@ -85,8 +86,9 @@ pub struct NtNode {
     last_alive_ok: Instant,
     /// Threshold, floor, the highest epoch in use (`max_epoch`), windows.
     promise: PromiseNode,
-    /// No proposal of this life before then (restart window + jitter).
-    proposals_from: Instant,
+    /// No proposal of this life before its restart window + jitter
+    /// (`regen.rs`).
+    regen: Proposer,
     /// The configured root of a new cluster searches for the first token
     /// (and regenerates it) even without local clients.
     bootstrap_search: bool,
@@ -96,8 +98,8 @@ pub struct NtNode {
     /// Peers' lives, suspicion and the liveness probes (`detect.rs`).
     detect: Detector,
     recovery: Recovery,
-    /// Best M3 candidate seen recently: (accesses, id, until).
-    best_candidate: Option<(u64, NodeId, Instant)>,
+    /// Best M3 candidate seen recently (`recovery.rs`).
+    election: Election,
     locks: LocalLocks,
     /// This site's lease on its grants and the renewals it acked
     /// (`lease.rs`).
@@ -154,14 +156,14 @@ impl NtNode {
             monitored: None,
             last_alive_ok: now,
             promise,
-            proposals_from,
+            regen: Proposer { proposals_from },
             bootstrap_search: false,
             rng,
             accesses: 0,
             last_fence: 0,
             detect: Detector::default(),
             recovery: Recovery::Idle,
-            best_candidate: None,
+            election: Election::default(),
             timers: TimerTable::new(),
             out: Outbox::default(),
             leave: Leave::default(),

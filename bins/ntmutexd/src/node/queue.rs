@@ -3,7 +3,17 @@
 //! algorithm", "Positions and COMMIT", "Linking never drops a live
 //! successor"), and the local lock service on top (`serve_and_route`).
 
-use super::*;
+use std::time::Duration;
+
+use ::durable::promise;
+use ftcore::{Incarnation, NodeId};
+use timer::Instant;
+
+use super::events::NtEvent;
+use super::rules::NtRule;
+use super::state::{Last, LinkKind, Recovery, Timer, Token};
+use super::NtNode;
+use crate::msg::Body;
 
 impl NtNode {
     pub(super) fn is_requesting(&self) -> bool {

@@ -2,7 +2,51 @@
 //! predecessors, M2 broadcasts SearchPrev, M3 searches the queue with the
 //! M3.b election and rebuilds the last tree (rules I-III).
 
-use super::*;
+use std::collections::BTreeMap;
+
+use ftcore::NodeId;
+use timer::Instant;
+
+use super::events::{Mech, NtEvent};
+use super::rules::NtRule;
+use super::state::{beats, Answer, Last, Recovery, Timer};
+use super::NtNode;
+use crate::msg::Body;
+
+/// The M3.b election: the best candidate seen recently.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct Election {
+    /// (accesses, id, until); the handler tests read it.
+    pub(super) best_candidate: Option<(u64, NodeId, Instant)>,
+}
+
+impl Election {
+    /// This site (`me`, with `accesses`) starts an M3 search: the winner it
+    /// loses to at once (a better candidate heard from recently, when
+    /// `election_on`), or none, and it is the best candidate until `until`.
+    fn stand(&mut self, now: Instant, me: NodeId, accesses: u64, until: Instant, election_on: bool) -> Option<NodeId> {
+        if let Some((a, id, best_until)) = self.best_candidate.filter(|_| election_on) {
+            if best_until > now && id != me && beats(a, id, accesses, me) {
+                return Some(id);
+            }
+        }
+        self.best_candidate = Some((accesses, me, until));
+        None
+    }
+
+    /// `from` searches with `accesses`: whether it is the best candidate
+    /// now (then it is, until `until`).
+    fn hear(&mut self, now: Instant, from: NodeId, accesses: u64, until: Instant) -> bool {
+        let better = match self.best_candidate {
+            Some((a, id, best_until)) if best_until > now => beats(accesses, from, a, id),
+            _ => true,
+        };
+        if better {
+            self.best_candidate = Some((accesses, from, until));
+        }
+        better
+    }
+}
 
 impl NtNode {
     pub(super) fn recovery_done(&mut self, now: Instant) {
@@ -82,13 +126,11 @@ impl NtNode {
                 self.broadcast(Body::SearchQueue { accesses: self.accesses });
                 // A better candidate heard from recently (its SearchQueue
                 // came before our own search started): lose to it at once.
-                if let Some((a, id, until)) = self.best_candidate.filter(|_| self.cfg.rules.on(NtRule::M3bElection)) {
-                    if until > now && id != self.me && beats(a, id, self.accesses, self.me) {
-                        self.lose_election(now, id, started);
-                        return;
-                    }
+                let (until, election_on) = (now + self.cfg.t_msg * 4, self.cfg.rules.on(NtRule::M3bElection));
+                if let Some(winner) = self.election.stand(now, self.me, self.accesses, until, election_on) {
+                    self.lose_election(now, winner, started);
+                    return;
                 }
-                self.best_candidate = Some((self.accesses, self.me, now + self.cfg.t_msg * 4));
             }
         }
         self.timers.set(Timer::Window, now + self.cfg.t_msg * 2);
@@ -117,12 +159,7 @@ impl NtNode {
                 self.lose_election(now, from, started);
             }
         }
-        let better = match self.best_candidate {
-            Some((a, id, until)) if until > now => beats(accesses, from, a, id),
-            _ => true,
-        };
-        if better {
-            self.best_candidate = Some((accesses, from, now + self.cfg.t_msg * 4));
+        if self.election.hear(now, from, accesses, now + self.cfg.t_msg * 4) {
             self.rebuild_last(from);
         }
     }

@@ -11,17 +11,38 @@
 //! proposer also needs the ack of every site it does not suspect.
 
 use ::durable::promise::{self, Failure, InUse, Refusal, Step, UseError};
+use ftcore::NodeId;
+use timer::Instant;
 
-use super::*;
+use super::events::{Mech, NtEvent};
+use super::rules::NtRule;
+use super::state::{Last, Recovery, Timer, Token};
+use super::NtNode;
+use crate::msg::{Body, Nack};
+
+/// When this life may propose: not before its restart window (and a random
+/// delay after it) is over.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Proposer {
+    /// No proposal of this life before then (the handler tests set it).
+    pub(super) proposals_from: Instant,
+}
+
+impl Proposer {
+    /// When a proposal may be made, if not `now`.
+    fn not_before(&self, now: Instant) -> Option<Instant> {
+        (now < self.proposals_from).then_some(self.proposals_from)
+    }
+}
 
 impl NtNode {
     /// Phase one: propose the next epoch above everything this site has
     /// stored or heard, to every site (suspected ones included).
     pub(super) fn start_regeneration(&mut self, now: Instant, mech: Mech, started: Instant) {
-        if now < self.proposals_from {
+        if let Some(from) = self.regen.not_before(now) {
             // The restart window (and a random delay after it): no
             // proposal of this life yet.
-            self.retry_regeneration_at(self.proposals_from);
+            self.retry_regeneration_at(from);
             return;
         }
         // ntmutexd.md: a round above every round this site has stored or

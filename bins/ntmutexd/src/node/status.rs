@@ -1,7 +1,10 @@
 //! What a site shows: `ftctl status` (role, queue view, peers) and read
 //! access for tests and invariant checkers.
 
-use super::*;
+use ftcore::{ClientId, NodeId, PeerView, StatusReport};
+
+use super::state::{Last, Phase, Recovery};
+use super::NtNode;
 
 impl NtNode {
     /// How this site sees `peer`.

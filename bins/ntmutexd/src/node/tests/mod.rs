@@ -13,6 +13,7 @@
 //! when it bootstraps the cluster). Nothing is filtered out of the outputs:
 //! gauge events (`HasToken`, `Epoch`) are asserted like the rest.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ::durable::promise::Promises;
@@ -21,6 +22,7 @@ use lockservice::{LockEvent, LocksConfig, ReleaseHow};
 use membership::Membership;
 
 use super::*;
+use crate::msg::Nack;
 
 /// The epoch of the first token (round 1 in n1's slot 0).
 const E: u64 = 1 << promise::SLOT_BITS;
@@ -110,7 +112,7 @@ fn site(size: u32, me: u32, k: usize) -> NtNode {
     s.timers.clear();
     s.join.phase = Phase::Running;
     s.last = if me == 1 { Last::Root } else { Last::Parent(n(1)) };
-    s.proposals_from = Instant::ZERO;
+    s.regen.proposals_from = Instant::ZERO;
     s
 }
 

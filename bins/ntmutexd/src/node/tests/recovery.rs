@@ -139,7 +139,7 @@ fn m3_candidate() -> NtNode {
     expected.extend([1, 2, 3].map(|i| send(i, sq.clone())));
     assert_eq!(out, expected);
     assert_eq!((s.seq, s.request), (2, Some(2)), "M3 abandons request 1");
-    assert_eq!(s.best_candidate, Some((3, n(4), at(90))));
+    assert_eq!(s.election.best_candidate, Some((3, n(4), at(90))));
     assert_eq!(s.timers.get(Timer::Window), Some(at(70)));
     s
 }
@@ -223,7 +223,7 @@ fn m3b_candidate_loses_to_fewer_accesses_and_requests_from_the_winner_staying_li
     // Keeps next; last per rule III (waiting without position: last = next).
     assert_eq!(s.next, Some((n(4), 6)));
     assert_eq!(s.last, Last::Parent(n(4)));
-    assert_eq!(s.best_candidate, Some((2, n(3), at(43))));
+    assert_eq!(s.election.best_candidate, Some((2, n(3), at(43))));
 }
 
 #[test]
@@ -233,7 +233,7 @@ fn m3b_a_better_candidate_heard_before_our_own_search_wins_at_once() {
     s.accesses = 5;
     let out = deliver(&mut s, at(1), 3, Body::SearchQueue { accesses: 2 });
     assert_eq!(out, vec![send(3, search_ack(None, false, false, None))]);
-    assert_eq!(s.best_candidate, Some((2, n(3), at(41))));
+    assert_eq!(s.election.best_candidate, Some((2, n(3), at(41))));
     // Its own search starts while that is recent: it loses at once.
     s.start_m3(at(5));
     assert_eq!(
@@ -256,7 +256,7 @@ fn m3b_equal_accesses_the_higher_id_wins() {
     let out = deliver(&mut s, at(2), 1, Body::SearchQueue { accesses: 0 });
     assert_eq!(out, vec![send(1, search_ack(None, true, false, Some(0)))]);
     assert!(matches!(s.recovery, Recovery::Search { mech: Mech::M3, .. }));
-    assert_eq!(s.best_candidate, Some((0, n(2), at(40))));
+    assert_eq!(s.election.best_candidate, Some((0, n(2), at(40))));
     // n3: as many accesses, a higher id: we lose.
     let out = deliver(&mut s, at(3), 3, Body::SearchQueue { accesses: 0 });
     assert_eq!(out, vec![send(3, search_ack(None, true, false, Some(0))), send(3, direct(2, 3, 0))]);
@@ -309,7 +309,7 @@ fn rebuild_rule_i_a_site_not_waiting_points_last_at_the_candidate() {
     let out = deliver(&mut s, T0, 4, Body::SearchQueue { accesses: 0 });
     assert_eq!(out, vec![send(4, search_ack(None, false, false, None))]);
     assert_eq!(s.last, Last::Parent(n(4)));
-    assert_eq!(s.best_candidate, Some((0, n(4), at(40))));
+    assert_eq!(s.election.best_candidate, Some((0, n(4), at(40))));
 }
 
 #[test]
@@ -357,7 +357,7 @@ fn rebuild_reapplies_for_a_better_candidate_only_while_the_best_is_recent() {
     assert_eq!(s.last, Last::Parent(n(4)), "as many accesses, lower id: worse");
     assert_eq!(deliver(&mut s, at(3), 5, Body::SearchQueue { accesses: 3 }), ack(5));
     assert_eq!(s.last, Last::Parent(n(4)));
-    assert_eq!(s.best_candidate, Some((1, n(4), at(41))));
+    assert_eq!(s.election.best_candidate, Some((1, n(4), at(41))));
     // 4 t_msg later the best is forgotten: any new candidate is applied.
     assert_eq!(deliver(&mut s, at(41), 5, Body::SearchQueue { accesses: 9 }), ack(5));
     assert_eq!(s.last, Last::Parent(n(5)));
