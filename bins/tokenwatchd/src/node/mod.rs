@@ -9,15 +9,30 @@
 //! the per-handler tests.
 //!
 //! Reading guide: this file holds the node, the `Protocol` impl and the
-//! dispatch; each mechanism of tokenwatchd.md is one file, an `impl TwNode`
-//! block readable against one section of the spec:
+//! dispatch; each mechanism of tokenwatchd.md is one file, readable
+//! against one section of the spec. Each file defines the mechanism's own
+//! state type (one field of the node, its fields private to the file),
+//! whose methods hold the logic that needs only that state, and an
+//! `impl TwNode` block that passes them what they need (settings, `now`,
+//! the outbox) and orchestrates what spans several mechanisms:
 //!
 //! - [`join`]: `Join` / `JoinAck`, re-admission, fresh-node recovery;
+//!   `join::Handshake` (the start-up phase);
 //! - [`pass`]: `Token(m)` and `Ack(ttl, m)`, retransmission, bypass, the
-//!   visit (grants, idle hold, `max_hold`);
+//!   visit (grants, idle hold, `max_hold`); `pass::Passing` (the hand-off
+//!   awaiting its confirmation, the last one accepted, the last arrival,
+//!   the idle hold);
 //! - [`claim`]: regeneration by a Claim: proposing, adopting, refusing,
 //!   acked and resent hops that skip a silent process, completion;
-//! - [`lease`]: leases on grants (renewals, acks, the windows they open).
+//!   `claim::Claims` (the own Claim, its hops and skip list, a Claim put
+//!   off, the silent peers, the Claim adopted, the token-lost deadline);
+//! - [`lease`]: leases on grants (renewals, acks, the windows they open);
+//!   `lease::Leases` (the renewer and the acker).
+//!
+//! What several mechanisms read or write stays on the node: `cfg`, `me`,
+//! `members`, the promise component, `tpc` and its stored block, the live
+//! view (`bypassed`, `readmit`), `seen`, the visit, the local locks, the
+//! RNG and the outbox.
 //!
 //! Time comes in as arguments; every deadline is derived from the state
 //! ([`poll_timeout`](TwNode::poll_timeout)), so a timer that fires late or

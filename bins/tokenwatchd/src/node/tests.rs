@@ -10,12 +10,13 @@ use std::time::Duration;
 
 use ::durable::promise::{encode, Promises, Refusal, Values};
 use ftcore::testing::{deliver, drain, request, timeout};
-use ftcore::Output;
-use lockservice::{fence, LockEvent, ReleaseHow};
+use ftcore::{ClientId, Context, Incarnation, NodeId, Output, Protocol};
+use lockservice::{fence, LockEvent, LockReply, LockRequest, ReleaseHow};
 use membership::Membership;
+use timer::Instant;
 
-use super::*;
-use crate::msg::Claim;
+use super::{ClaimOutcome, TwConfig, TwDurable, TwError, TwEvent, TwNode, MAX_TPC_RESERVE};
+use crate::msg::{Claim, Msg};
 
 const INC: Incarnation = Incarnation(1);
 const T0: Instant = Instant::from_millis(1_000);
