@@ -4,9 +4,16 @@
 //! strictly increasing, the failover gap after taking office, adoption of
 //! an unexpired grant from an earlier term.
 
-use lockservice::fence;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
-use super::*;
+use ftcore::NodeId;
+use lockservice::fence;
+use timer::Instant;
+
+use super::state::{not_coordinator, Role, Timer};
+use super::{ElConfig, ElEvent, ElNode, ElRule};
+use crate::msg::{Denial, Msg};
 
 /// A request waiting in the coordinator's queue.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -109,6 +116,168 @@ impl Office {
     pub(super) fn quorum_lapsed_at(&self, cfg: &ElConfig) -> Option<Instant> {
         self.quorum_at.map(|h| cfg.lease_at(h, cfg.lease).holder_valid_until())
     }
+
+    /// A request `req` of `from` in `term` (this office may grant):
+    /// re-registers a grant it holds (`holding`), or queues it (at its
+    /// place of an earlier term, `queued`).
+    #[allow(clippy::too_many_arguments)]
+    fn request(
+        &mut self,
+        cfg: &ElConfig,
+        now: Instant,
+        from: NodeId,
+        req: u64,
+        queued: Option<(u64, u64)>,
+        holding: Option<u128>,
+        term: u64,
+    ) -> Answer {
+        let honour = cfg.stretched(cfg.grant_ttl);
+        if let Some(f) = holding {
+            // A consumer holding an unexpired grant of an earlier term
+            // re-registers it: adopted as holder, renewed only once the
+            // predecessor's quorum lease has lapsed.
+            let same = self.holder.as_ref().is_some_and(|g| g.node == from && g.fence == f);
+            if same || (self.holder.is_none() && lockservice::fence_parts(f).0 < term) {
+                let adopt_from = self.took_office.map(|t| t + cfg.stretched(cfg.lease));
+                let renew_from =
+                    if cfg.rules.on(ElRule::AdoptedRenewalWaits) { adopt_from.unwrap_or(now) } else { now };
+                self.holder = Some(Grant { node: from, fence: f, honour_until: now + honour, renew_from });
+                return Answer::Adopted { fence: f, until: now + honour };
+            }
+            return Answer::RenewRefused(f);
+        }
+        if let Some(e) = self.queue.iter().find(|e| e.node == from && e.req == req) {
+            return Answer::Queued { pos: e.key.1, len: None };
+        }
+        if self.holder.as_ref().is_some_and(|g| g.node == from) && queued.is_none() {
+            // The holder asks again before its release arrived (FIFO link:
+            // it cannot): treat as a new request all the same.
+        }
+        if self.queue.len() >= cfg.coordinator_max_queue {
+            return Answer::Full;
+        }
+        let pos = self.next_pos;
+        self.next_pos += 1;
+        self.arrivals += 1;
+        let key = queued.unwrap_or((term, pos));
+        self.queue.push(QueueEntry { node: from, req, key, arrival: self.arrivals, since: now });
+        // FIFO across failover: by (term, position) of the first Queued
+        // answer, then by arrival; never by host clocks.
+        self.queue.sort_by_key(|e| (e.key, e.arrival));
+        Answer::Queued { pos, len: Some(self.queue.len()) }
+    }
+
+    /// Grants the head of the queue in `term` if nothing is held and it
+    /// may grant (`may_grant`), past the failover gap.
+    fn grant_next(&mut self, cfg: &ElConfig, now: Instant, term: u64, may_grant: bool) -> NextGrant {
+        if !may_grant || self.holder.is_some() || self.queue.is_empty() {
+            return NextGrant::Nothing;
+        }
+        if now < self.gap_until {
+            return NextGrant::AfterGap(self.gap_until);
+        }
+        let next = self.counter.checked_add(1);
+        ftcore::mutant! {
+            // The counter wraps past u64::MAX.
+            let next = if next.is_none() && cfg.rules.off(ElRule::CounterNeverWraps) { Some(0) } else { next };
+        }
+        let Some(counter) = next else {
+            return NextGrant::Exhausted;
+        };
+        ftcore::invariant!(
+            cfg.rules,
+            counter > self.counter && self.term == term,
+            "grant counter {counter} after {} in an office of term {} (term {term})",
+            self.counter,
+            self.term
+        );
+        self.counter = counter;
+        let e = self.queue.remove(0);
+        let f = fence(term, counter);
+        let honour_until = now + cfg.stretched(cfg.grant_ttl);
+        self.holder = Some(Grant { node: e.node, fence: f, honour_until, renew_from: now });
+        NextGrant::Granted { entry: e, fence: f, until: honour_until, len: self.queue.len() }
+    }
+
+    /// Renewal of fence `f` by `from` in `term` (`may_grant`: under the
+    /// quorum lease).
+    fn renew(&mut self, cfg: &ElConfig, now: Instant, from: NodeId, f: u128, term: u64, may_grant: bool) -> Renewal {
+        let honour = cfg.stretched(cfg.grant_ttl);
+        match self.holder.as_mut() {
+            Some(g) if g.node == from && g.fence == f => {
+                if may_grant && now >= g.renew_from {
+                    ftcore::invariant!(
+                        cfg.rules,
+                        lockservice::fence_parts(f).0 <= term,
+                        "a grant of a higher term than {term} renewed: {f:#x}"
+                    );
+                    g.honour_until = now + honour;
+                    Renewal::Acked { until: now + honour }
+                } else {
+                    Renewal::NotYet
+                }
+            }
+            _ => Renewal::Refused,
+        }
+    }
+
+    /// `from` released fence `f`: whether it held it (now freed).
+    fn release(&mut self, from: NodeId, f: u128) -> bool {
+        if self.holder.as_ref().is_some_and(|g| g.node == from && g.fence == f) {
+            self.holder = None;
+            return true;
+        }
+        false
+    }
+
+    /// The holder's honour time may be over: it is freed (`Ok`), or
+    /// honoured until (`Err`) a later instant; `None`: nothing held.
+    fn holder_expiry(&mut self, now: Instant) -> Option<Result<(), Instant>> {
+        match &self.holder {
+            Some(g) if now >= g.honour_until => {
+                self.holder = None;
+                Some(Ok(()))
+            }
+            Some(g) => Some(Err(g.honour_until)),
+            None => None,
+        }
+    }
+}
+
+/// The answer to a request.
+enum Answer {
+    /// A held grant re-registered: adopted as holder, honoured until
+    /// `until`.
+    Adopted { fence: u128, until: Instant },
+    /// A held grant not adopted.
+    RenewRefused(u128),
+    /// Queued at `pos`; `len`: the queue's new length if it was added.
+    Queued { pos: u64, len: Option<usize> },
+    /// The queue is full.
+    Full,
+}
+
+/// What granting the queue's head gave.
+enum NextGrant {
+    /// Nothing to grant, or it may not.
+    Nothing,
+    /// Not before the failover gap ends.
+    AfterGap(Instant),
+    /// The counter would pass u64::MAX.
+    Exhausted,
+    /// `entry` granted `fence`, honoured until `until`; `len` left queued.
+    Granted { entry: QueueEntry, fence: u128, until: Instant, len: usize },
+}
+
+/// What a renewal gets.
+enum Renewal {
+    /// Acked: honoured until `until`.
+    Acked { until: Instant },
+    /// The holder's, but not renewed now (no quorum lease, or an adopted
+    /// grant before its predecessor's lease lapsed): no answer.
+    NotYet,
+    /// Not the holder's.
+    Refused,
 }
 
 impl ElNode {
@@ -125,54 +294,26 @@ impl ElNode {
         let term = self.term;
         let may_grant = self.may_grant(now);
         let known = self.coordinator;
-        let max = self.cfg.coordinator_max_queue;
-        let adopt_from = |o: &Office| o.took_office.map(|t| t + self.cfg.stretched(self.cfg.lease));
-        let honour = self.cfg.stretched(self.cfg.grant_ttl);
         let Role::Coordinator(o) = &mut self.role else {
             return self.deny(from, req, not_coordinator(known));
         };
         if !may_grant {
             return self.deny(from, req, Denial::NoQuorum);
         }
-        if let Some(f) = holding {
-            // A consumer holding an unexpired grant of an earlier term
-            // re-registers it: adopted as holder, renewed only once the
-            // predecessor's quorum lease has lapsed.
-            let same = o.holder.as_ref().is_some_and(|g| g.node == from && g.fence == f);
-            if same || (o.holder.is_none() && lockservice::fence_parts(f).0 < term) {
-                let renew_from =
-                    if self.cfg.rules.on(ElRule::AdoptedRenewalWaits) { adopt_from(o).unwrap_or(now) } else { now };
-                o.holder = Some(Grant { node: from, fence: f, honour_until: now + honour, renew_from });
-                self.timers.set(Timer::HolderExpiry, now + honour);
+        match o.request(&self.cfg, now, from, req, queued, holding, term) {
+            Answer::Adopted { fence: f, until } => {
+                self.timers.set(Timer::HolderExpiry, until);
                 self.send(from, Msg::Granted { term, req, fence: f });
-            } else {
-                self.send(from, Msg::RenewRefused { term, fence: f });
             }
-            return;
+            Answer::RenewRefused(f) => self.send(from, Msg::RenewRefused { term, fence: f }),
+            Answer::Queued { pos, len } => {
+                self.send(from, Msg::Queued { term, req, pos });
+                if let Some(len) = len {
+                    self.out.event(ElEvent::QueueLength(len));
+                }
+            }
+            Answer::Full => self.deny(from, req, Denial::QueueFull),
         }
-        if let Some(e) = o.queue.iter().find(|e| e.node == from && e.req == req) {
-            let pos = e.key.1;
-            self.send(from, Msg::Queued { term, req, pos });
-            return;
-        }
-        if o.holder.as_ref().is_some_and(|g| g.node == from) && queued.is_none() {
-            // The holder asks again before its release arrived (FIFO link:
-            // it cannot): treat as a new request all the same.
-        }
-        if o.queue.len() >= max {
-            return self.deny(from, req, Denial::QueueFull);
-        }
-        let pos = o.next_pos;
-        o.next_pos += 1;
-        o.arrivals += 1;
-        let key = queued.unwrap_or((term, pos));
-        o.queue.push(QueueEntry { node: from, req, key, arrival: o.arrivals, since: now });
-        // FIFO across failover: by (term, position) of the first Queued
-        // answer, then by arrival; never by host clocks.
-        o.queue.sort_by_key(|e| (e.key, e.arrival));
-        let len = o.queue.len();
-        self.send(from, Msg::Queued { term, req, pos });
-        self.out.event(ElEvent::QueueLength(len));
     }
 
     fn deny(&mut self, to: NodeId, req: u64, why: Denial) {
@@ -190,44 +331,24 @@ impl ElNode {
     pub(super) fn grant_next(&mut self, now: Instant) {
         let may_grant = self.may_grant(now);
         let term = self.term;
-        let honour = self.cfg.stretched(self.cfg.grant_ttl);
         let Role::Coordinator(o) = &mut self.role else { return };
-        if !may_grant || o.holder.is_some() || o.queue.is_empty() {
-            return;
+        match o.grant_next(&self.cfg, now, term, may_grant) {
+            NextGrant::Nothing => {}
+            NextGrant::AfterGap(at) => self.timers.set(Timer::GapEnds, at),
+            NextGrant::Exhausted => {
+                // (safety) The counter would pass u64::MAX: grant nothing
+                // more and start term + 1 (no pre-vote: this process leads).
+                let next = term.saturating_add(1);
+                self.step_down(now, "grant counter exhausted");
+                self.start_term(now, next);
+            }
+            NextGrant::Granted { entry: e, fence: f, until, len } => {
+                self.timers.set(Timer::HolderExpiry, until);
+                self.send(e.node, Msg::Granted { term, req: e.req, fence: f });
+                self.out.event(ElEvent::Granted { fence: f, waited: now.saturating_since(e.since) });
+                self.out.event(ElEvent::QueueLength(len));
+            }
         }
-        if now < o.gap_until {
-            self.timers.set(Timer::GapEnds, o.gap_until);
-            return;
-        }
-        let next = o.counter.checked_add(1);
-        ftcore::mutant! {
-            // The counter wraps past u64::MAX.
-            let next = if next.is_none() && self.cfg.rules.off(ElRule::CounterNeverWraps) { Some(0) } else { next };
-        }
-        let Some(counter) = next else {
-            // (safety) The counter would pass u64::MAX: grant nothing more
-            // and start term + 1 (no pre-vote: this process leads).
-            let next = term.saturating_add(1);
-            self.step_down(now, "grant counter exhausted");
-            self.start_term(now, next);
-            return;
-        };
-        ftcore::invariant!(
-            self.cfg.rules,
-            counter > o.counter && o.term == term,
-            "grant counter {counter} after {} in an office of term {} (term {term})",
-            o.counter,
-            o.term
-        );
-        o.counter = counter;
-        let e = o.queue.remove(0);
-        let f = fence(term, counter);
-        o.holder = Some(Grant { node: e.node, fence: f, honour_until: now + honour, renew_from: now });
-        let len = o.queue.len();
-        self.timers.set(Timer::HolderExpiry, now + honour);
-        self.send(e.node, Msg::Granted { term, req: e.req, fence: f });
-        self.out.event(ElEvent::Granted { fence: f, waited: now.saturating_since(e.since) });
-        self.out.event(ElEvent::QueueLength(len));
     }
 
     /// (safety) A renewal is acked only under the quorum lease, by the
@@ -235,31 +356,22 @@ impl ElNode {
     pub(super) fn on_renew(&mut self, now: Instant, from: NodeId, f: u128, seq: u64) {
         let may_grant = self.may_grant(now);
         let term = self.term;
-        let honour = self.cfg.stretched(self.cfg.grant_ttl);
         let Role::Coordinator(o) = &mut self.role else {
             return self.send(from, Msg::RenewRefused { term, fence: f });
         };
-        match o.holder.as_mut() {
-            Some(g) if g.node == from && g.fence == f => {
-                if may_grant && now >= g.renew_from {
-                    ftcore::invariant!(
-                        self.cfg.rules,
-                        lockservice::fence_parts(f).0 <= term,
-                        "a grant of a higher term than {term} renewed: {f:#x}"
-                    );
-                    g.honour_until = now + honour;
-                    self.timers.set(Timer::HolderExpiry, now + honour);
-                    self.send(from, Msg::RenewAck { term, fence: f, seq });
-                }
+        match o.renew(&self.cfg, now, from, f, term, may_grant) {
+            Renewal::Acked { until } => {
+                self.timers.set(Timer::HolderExpiry, until);
+                self.send(from, Msg::RenewAck { term, fence: f, seq });
             }
-            _ => self.send(from, Msg::RenewRefused { term, fence: f }),
+            Renewal::NotYet => {}
+            Renewal::Refused => self.send(from, Msg::RenewRefused { term, fence: f }),
         }
     }
 
     pub(super) fn on_release(&mut self, now: Instant, from: NodeId, f: u128) {
         let Role::Coordinator(o) = &mut self.role else { return };
-        if o.holder.as_ref().is_some_and(|g| g.node == from && g.fence == f) {
-            o.holder = None;
+        if o.release(from, f) {
             self.timers.cancel(Timer::HolderExpiry);
             self.grant_next(now);
         }
@@ -269,16 +381,12 @@ impl ElNode {
     /// is no longer honoured.
     pub(super) fn on_holder_expiry(&mut self, now: Instant) {
         let Role::Coordinator(o) = &mut self.role else { return };
-        match &o.holder {
-            Some(g) if now >= g.honour_until => {
-                o.holder = None;
+        match o.holder_expiry(now) {
+            Some(Ok(())) => {
                 self.out.event(ElEvent::LeaseExpired);
                 self.grant_next(now);
             }
-            Some(g) => {
-                let at = g.honour_until;
-                self.timers.set(Timer::HolderExpiry, at);
-            }
+            Some(Err(at)) => self.timers.set(Timer::HolderExpiry, at),
             None => {}
         }
     }

@@ -11,18 +11,30 @@
 //! Reading guide: this file holds the node, the `Protocol` impl and the
 //! dispatch (every message's term is handled here: a higher term is
 //! joined, a lower one answered `StaleTerm`). Each mechanism of electd.md
-//! is one file, an `impl ElNode` block:
+//! is one file: its own state type (one field of the node), whose methods
+//! borrow only that state, and an `impl ElNode` block of handlers that
+//! pass it what it needs (settings, the time) and act on what it returns
+//! (sends, timers, events). What several mechanisms read (the term, whom
+//! it follows, the role, the coordinator known, the suspected peers, the
+//! promise component, the timers, the outbox) stays on the node.
 //!
-//! - [`join`]: the start-up handshake and fresh-node recovery;
+//! - [`join`]: the start-up handshake and fresh-node recovery
+//!   (`join::Handshake`: joined, the `Hello` nonce);
 //! - [`terms`]: joining terms, `StaleTerm`, pre-votes, starting a term,
-//!   per-hop acks;
-//! - [`relay`]: the relay election (Dolev-Klawe-Rodeh / Peterson);
-//! - [`ring`]: the alive-list ring election (seed 004);
+//!   per-hop acks (`terms::TermsState`: the pre-vote, unacked hops);
+//! - [`relay`]: the relay election (Dolev-Klawe-Rodeh / Peterson;
+//!   `relay::RelayState`: this process's part in the term's run);
+//! - [`ring`]: the alive-list ring election (seed 004; `ring::RingState`:
+//!   laps forwarded and passed, the own Election);
 //! - [`office`]: heartbeats, their acks, the quorum lease, taking office,
-//!   stepping down, a consumer's silence check;
-//! - [`access`]: the coordinator's FIFO queue, grants, renewals, release;
+//!   stepping down, a consumer's silence check (no state of its own: it
+//!   sets the role, the coordinator known and the office's quorum);
+//! - [`access`]: the coordinator's FIFO queue, grants, renewals, release
+//!   (`access::Office`, held in `Role::Coordinator`: heartbeats and the
+//!   quorum lease, the queue, the counter, the holder);
 //! - [`consumer`]: a process's local clients: requests to the coordinator,
-//!   denials and silence, the holder side of a grant's lease.
+//!   denials and silence, the holder side of a grant's lease
+//!   (`consumer::ConsumerState`: the pending request, the held grant).
 //!
 //! Time comes in as arguments. After every input [`ElNode::after_input`]
 //! handles messages this process sent itself (the coordinator's own
@@ -44,8 +56,7 @@ mod terms;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::time::Duration;
+use std::collections::{BTreeSet, VecDeque};
 
 use ::durable::promise::{self, PromiseNode};
 use ftcore::{
@@ -54,14 +65,14 @@ use ftcore::{
 use lockservice::{LocalLocks, LockReply, LockRequest, LocksConfig};
 use timer::{Instant, SeededRng, TimerTable};
 
-use crate::msg::{Denial, Msg};
+use crate::msg::Msg;
 
 pub use self::durable::ElDurable;
 pub use access::QueueEntry;
 pub use config::{Algorithm, ElConfig, ElError};
 pub use events::{ElEvent, PreVoteOutcome};
 pub use rules::ElRule;
-use state::{not_coordinator, Role, Timer};
+use state::{Role, Timer};
 
 /// One electd process.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -5,7 +5,15 @@
 //! under `h + lease·(1−ρ)`, and steps down once it has lacked a quorum for
 //! `suspect_after`. Consumers suspect a silent coordinator.
 
-use super::*;
+use std::time::Duration;
+
+use ftcore::NodeId;
+use timer::Instant;
+
+use super::access::Office;
+use super::state::{Role, Timer};
+use super::{ElEvent, ElNode, ElRule};
+use crate::msg::Msg;
 
 impl ElNode {
     /// This process was elected in its term: it starts sending heartbeats
@@ -23,7 +31,7 @@ impl ElNode {
             self.elect_within(now, self.cfg.hop_timeout);
             return;
         }
-        self.role = Role::Coordinator(Box::new(access::Office::new(self.term, now, self.cfg.first_counter.get())));
+        self.role = Role::Coordinator(Box::new(Office::new(self.term, now, self.cfg.first_counter.get())));
         self.on_heartbeat_timer(now);
         if self.coordinator != Some(self.me) {
             // Known again after stepping down in this term: the local

@@ -1,8 +1,9 @@
 //! Handler tests with exact outputs, and whole elections on small rings
 //! driven by a FIFO in-test network (every process starting at once).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use ::durable::promise::Promises;
 use ftcore::rules::Rules;
@@ -12,6 +13,7 @@ use lockservice::LockEvent;
 use membership::{Member, Membership};
 
 use super::*;
+use crate::msg::Denial;
 
 const T0: Instant = Instant::from_millis(10_000);
 
