@@ -285,10 +285,7 @@ impl RdNode {
             let honours = Lease::new(now, self.cfg.lease, self.cfg.drift_ppm).grantor_honours_until();
             return Some(honours.saturating_since(now));
         }
-        self.acked_holder.and_then(|(h, at)| {
-            let until = Lease::new(at, self.cfg.lease, self.cfg.drift_ppm).grantor_honours_until();
-            (h != from && now < until).then(|| until.saturating_since(now))
-        })
+        self.lease.grantor_busy_for(now, from, self.cfg.lease, self.cfg.drift_ppm)
     }
 
     pub(super) fn on_census(&mut self, now: Instant, from: NodeId, proposed: u64) {

@@ -93,8 +93,6 @@ pub struct RdNode {
     token_seen_at: Instant,
     lost_jitter: Duration,
     lease: lease::LeaseState,
-    /// The last HolderAlive acked here: from whom and when.
-    acked_holder: Option<(NodeId, Instant)>,
     census: census::Census,
     repair: repair::Repair,
     hello: join::HelloState,
@@ -279,7 +277,6 @@ impl Protocol for RdNode {
             token_seen_at: ctx.now,
             lost_jitter: Duration::ZERO,
             lease: lease::LeaseState::default(),
-            acked_holder: None,
             census: census::Census::new(first_census),
             hello: join::HelloState::default(),
             token_queue: VecDeque::new(),
