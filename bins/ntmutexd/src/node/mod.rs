@@ -4,22 +4,40 @@
 //!
 //! `config.rs` the core's settings and their validation; `events.rs` what
 //! the core reports; `durable.rs` what it stores; `state.rs` the in-memory
-//! state it keeps; `join.rs` the join handshake and fresh-node recovery;
-//! one file per mechanism; `rules.rs` the safety rules; `tests` the
-//! per-handler tests.
+//! state types the mechanisms share; `join.rs` the join handshake and
+//! fresh-node recovery; one file per mechanism; `rules.rs` the safety
+//! rules; `tests` the per-handler tests.
 //!
 //! Reading guide: this file holds the node struct, the `Protocol` impl and
 //! the message dispatch; each mechanism of the spec (ntmutexd.md) is one
-//! file, an `impl NtNode` block readable against one section of the spec:
+//! file, readable against one section of the spec. A mechanism's file
+//! defines the state only it owns (a type whose fields are private to the
+//! file unless another file reads them; the node keeps one field of it),
+//! with the logic that needs only that state as its methods, and an
+//! `impl NtNode` block: the glue that hands those methods what they need
+//! (settings, `now`, the outbox) and acts on their answer, and the handlers
+//! that orchestrate several mechanisms.
 //!
-//! - [`join`]: the Hello handshake and the first token;
-//! - [`queue`]: requests, the token, COMMIT, linking, local grants;
-//! - [`detect`]: liveness checks, suspicion, probes, peers' lives;
-//! - [`recovery`]: M1, M2, M3 (with the M3.b election and rules I-III);
-//! - [`regen`]: two-phase regeneration and epochs;
-//! - [`lease`]: leases on grants (renewals, acks, the windows they open);
-//! - [`leave`]: graceful leave;
+//! - [`join`]: the Hello handshake and the first token (`Join`: the
+//!   phase, this life's Hello nonce);
+//! - [`queue`]: requests, the token, COMMIT, linking, local grants
+//!   (`Grants`: accesses, the last fence);
+//! - [`detect`]: liveness checks, suspicion, probes, peers' lives
+//!   (`Detector`: peers' lives, the suspected, the liveness probes);
+//! - [`recovery`]: M1, M2, M3 (with the M3.b election and rules I-III)
+//!   (`Election`: the best M3 candidate seen);
+//! - [`regen`]: two-phase regeneration and epochs (`Proposer`: when this
+//!   life may propose);
+//! - [`lease`]: leases on grants (renewals, acks, the windows they open)
+//!   (`Leases`: the renewer and the acker);
+//! - [`leave`]: graceful leave (`Leave`);
 //! - [`status`]: `ftctl status` and read access for checkers.
+//!
+//! What several mechanisms read and write stays on the node: the queue
+//! (`last`, `next`, `request`, `seq`, `position`, `preds`, the monitored
+//! predecessor), the token, the recovery in progress, `bootstrap_search`,
+//! and what every mechanism uses (settings, members, the outbox, timers,
+//! the promise component, the RNG, the local locks).
 //!
 //! `on_message` checks the sender's life and epoch, then dispatches to
 //! one `on_*` handler per message; after every input that reached the
@@ -61,6 +79,7 @@ use detect::Detector;
 use join::Join;
 use lease::Leases;
 use leave::Leave;
+use queue::Grants;
 use recovery::Election;
 use regen::Proposer;
 pub use rules::NtRule;
@@ -93,8 +112,8 @@ pub struct NtNode {
     /// (and regenerates it) even without local clients.
     bootstrap_search: bool,
     rng: SeededRng,
-    accesses: u64,
-    last_fence: u128,
+    /// Accesses and the last fence granted (`queue.rs`).
+    grants: Grants,
     /// Peers' lives, suspicion and the liveness probes (`detect.rs`).
     detect: Detector,
     recovery: Recovery,
@@ -159,8 +178,7 @@ impl NtNode {
             regen: Proposer { proposals_from },
             bootstrap_search: false,
             rng,
-            accesses: 0,
-            last_fence: 0,
+            grants: Grants::default(),
             detect: Detector::default(),
             recovery: Recovery::Idle,
             election: Election::default(),

@@ -15,6 +15,22 @@ use super::state::{Last, LinkKind, Recovery, Timer, Token};
 use super::NtNode;
 use crate::msg::Body;
 
+/// What this site granted: how many times (its accesses, which the M3.b
+/// election compares) and the last fence.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct Grants {
+    pub(super) accesses: u64,
+    pub(super) last_fence: u128,
+}
+
+impl Grants {
+    /// A grant with `fence`.
+    fn granted(&mut self, fence: u128) {
+        self.accesses += 1;
+        self.last_fence = fence;
+    }
+}
+
 impl NtNode {
     pub(super) fn is_requesting(&self) -> bool {
         self.request.is_some() && self.token.is_none()
@@ -74,15 +90,14 @@ impl NtNode {
                 // Fences granted here only grow.
                 ftcore::invariant!(
                     self.cfg.rules,
-                    fence > self.last_fence,
+                    fence > self.grants.last_fence,
                     "{}: fence {fence:#x} not above {:#x} granted before",
                     self.me,
-                    self.last_fence
+                    self.grants.last_fence
                 );
                 if self.locks.grant_next(now, fence, lease_until, batch_only, &mut self.out).is_some() {
                     self.token = Some(Token { counter, ..token });
-                    self.accesses += 1;
-                    self.last_fence = fence;
+                    self.grants.granted(fence);
                     self.out.event(NtEvent::Entered { fence });
                     continue;
                 }

@@ -123,11 +123,11 @@ impl NtNode {
         match mech {
             Mech::M2 => self.broadcast(Body::SearchPrev { position: self.position.unwrap_or(u64::MAX) }),
             _ => {
-                self.broadcast(Body::SearchQueue { accesses: self.accesses });
+                self.broadcast(Body::SearchQueue { accesses: self.grants.accesses });
                 // A better candidate heard from recently (its SearchQueue
                 // came before our own search started): lose to it at once.
                 let (until, election_on) = (now + self.cfg.t_msg * 4, self.cfg.rules.on(NtRule::M3bElection));
-                if let Some(winner) = self.election.stand(now, self.me, self.accesses, until, election_on) {
+                if let Some(winner) = self.election.stand(now, self.me, self.grants.accesses, until, election_on) {
                     self.lose_election(now, winner, started);
                     return;
                 }
@@ -139,7 +139,7 @@ impl NtNode {
 
     pub(super) fn answer(&self) -> Body {
         let candidate = match &self.recovery {
-            Recovery::Search { mech: Mech::M3, .. } => Some(self.accesses),
+            Recovery::Search { mech: Mech::M3, .. } => Some(self.grants.accesses),
             _ => None,
         };
         Body::SearchAck {
@@ -154,7 +154,7 @@ impl NtNode {
         let a = self.answer();
         self.send(from, a);
         if let Recovery::Search { mech: Mech::M3, .. } = self.recovery {
-            if self.cfg.rules.on(NtRule::M3bElection) && beats(accesses, from, self.accesses, self.me) {
+            if self.cfg.rules.on(NtRule::M3bElection) && beats(accesses, from, self.grants.accesses, self.me) {
                 let started = self.recovery.started().unwrap_or(now);
                 self.lose_election(now, from, started);
             }

@@ -48,8 +48,8 @@ impl NtNode {
                 ("next".into(), show(self.next.map(|(n, _)| n))),
                 ("position".into(), self.position.map_or("none".to_string(), |p| p.to_string())),
                 ("epoch".into(), self.max_epoch().to_string()),
-                ("fence".into(), self.last_fence.to_string()),
-                ("accesses".into(), self.accesses.to_string()),
+                ("fence".into(), self.grants.last_fence.to_string()),
+                ("accesses".into(), self.grants.accesses.to_string()),
                 ("local_waiting".into(), self.locks.waiting().to_string()),
                 // false: a fresh node (nothing stored) still asking its
                 // peers what they promised; it takes no part in a majority.

@@ -18,7 +18,7 @@ fn nt_acquire_at_the_idle_root_holder_grants_at_once_without_messages() {
     );
     assert_eq!(s.token, Some(Token { epoch: E, counter: 1 }));
     assert_eq!(s.holder(), Some((c(1), f)));
-    assert_eq!((s.accesses, s.last_fence), (1, f));
+    assert_eq!((s.grants.accesses, s.grants.last_fence), (1, f));
 }
 
 #[test]

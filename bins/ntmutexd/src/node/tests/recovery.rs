@@ -132,7 +132,7 @@ fn m2_without_a_smaller_position_regenerates_asking_every_site() {
 /// it is an M3 candidate with request 2.
 fn m3_candidate() -> NtNode {
     let mut s = waiting(4, 4, 2, 1);
-    s.accesses = 3;
+    s.grants.accesses = 3;
     let out = timeout(&mut s, at(50));
     let sq = Body::SearchQueue { accesses: 3 };
     let mut expected = vec![ev(NtEvent::RecoveryStarted { mech: Mech::M3 })];
@@ -205,7 +205,7 @@ fn m3b_candidate(accesses: u64) -> NtNode {
     let mut s = waiting(4, 2, 2, 1);
     s.next = Some((n(4), 6));
     s.last = Last::Parent(n(4));
-    s.accesses = accesses;
+    s.grants.accesses = accesses;
     s.start_m3(T0);
     drain(&mut s);
     assert_eq!(s.request, Some(2));
@@ -230,7 +230,7 @@ fn m3b_candidate_loses_to_fewer_accesses_and_requests_from_the_winner_staying_li
 fn m3b_a_better_candidate_heard_before_our_own_search_wins_at_once() {
     // n2 waits (not yet a candidate) and hears n3's SearchQueue first.
     let mut s = waiting(4, 2, 2, 1);
-    s.accesses = 5;
+    s.grants.accesses = 5;
     let out = deliver(&mut s, at(1), 3, Body::SearchQueue { accesses: 2 });
     assert_eq!(out, vec![send(3, search_ack(None, false, false, None))]);
     assert_eq!(s.election.best_candidate, Some((2, n(3), at(41))));
@@ -419,7 +419,7 @@ fn seed_figure_2_m3_election_rebuilds_the_last_tree_and_reconnects_both_portions
     cc.last = Last::Root;
     // Third portion: D requested from Y (faulty) and queued E behind it.
     let mut d = waiting(10, SD, k, 1);
-    d.accesses = 2; // A (0 accesses) wins the election: fewer accesses.
+    d.grants.accesses = 2; // A (0 accesses) wins the election: fewer accesses.
     d.next = Some((n(SE), 1));
     d.last = Last::Parent(n(SE));
     let mut e = committed(10, SE, k, 1, None, &[SD]);
