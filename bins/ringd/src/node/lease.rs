@@ -154,7 +154,7 @@ impl LeaseState {
 impl RdNode {
     /// Whether token services wait here under an owned token.
     fn wants_lease(&self) -> bool {
-        self.owns_token() && (!self.token_queue.is_empty() || self.token_job.is_some())
+        self.owns_token() && (self.services.has_queued() || self.services.token_job_runs())
     }
 
     /// Sends a renewal now (the first of a visit, or one due).

@@ -45,7 +45,6 @@ mod state;
 mod tests;
 mod token;
 
-use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 // `Promises` is named only by `start`'s mutant code (ftcore's `mutations`).
@@ -96,14 +95,7 @@ pub struct RdNode {
     census: census::Census,
     repair: repair::Repair,
     hello: join::HelloState,
-    token_queue: VecDeque<Job>,
-    awaiting_ack: Vec<Pending>,
-    /// Running non-token services (`sleep`): when each ends.
-    sleeping: BTreeMap<(Instant, u64), (ClientId, u64)>,
-    /// Running command services, by job id.
-    jobs: BTreeMap<u64, services::RunningJob>,
-    /// The token service running under the owned token, if any (its job).
-    token_job: Option<u64>,
+    services: services::Services,
     lookups: lookup::Lookups,
     counter: u64,
     leaving: bool,
@@ -149,7 +141,7 @@ impl RdNode {
 
     /// Load: services running here plus token services queued.
     pub fn load(&self) -> u32 {
-        u32::try_from(self.sleeping.len() + self.jobs.len() + self.token_queue.len()).unwrap_or(u32::MAX)
+        u32::try_from(self.services.load()).unwrap_or(u32::MAX)
     }
 
     /// Whether this replica owns the token.
@@ -279,11 +271,7 @@ impl Protocol for RdNode {
             lease: lease::LeaseState::default(),
             census: census::Census::new(first_census),
             hello: join::HelloState::default(),
-            token_queue: VecDeque::new(),
-            awaiting_ack: Vec::new(),
-            sleeping: BTreeMap::new(),
-            jobs: BTreeMap::new(),
-            token_job: None,
+            services: services::Services::default(),
             lookups: lookup::Lookups::default(),
             counter: 0,
             leaving: false,
@@ -357,9 +345,7 @@ impl Protocol for RdNode {
     }
 
     fn on_client_gone(&mut self, _now: Instant, client: ClientId) -> Then {
-        self.token_queue.retain(|j| j.client != client);
-        self.awaiting_ack.retain(|p| p.client != client);
-        self.sleeping.retain(|_, (c, _)| *c != client);
+        self.services.forget_client(client);
         self.lookups.forget_client(client);
         self.out.retain(|o| !matches!(o, ftcore::Output::Reply { client: c, .. } if *c == client));
         Then::AfterInput
@@ -408,7 +394,7 @@ impl Protocol for RdNode {
 
     fn on_shutdown(&mut self, _now: Instant) -> Then {
         self.leaving = true;
-        for job in std::mem::take(&mut self.token_queue) {
+        for job in self.services.take_queue() {
             self.answer(job.client, job.request_id, &job.service, Err(api::ring::ExecError::Leaving));
         }
         Then::AfterInput
@@ -417,7 +403,7 @@ impl Protocol for RdNode {
     fn is_left(&self) -> bool {
         // Left once the token is handed on and acked (or never here).
         self.leaving
-            && self.jobs.is_empty()
+            && self.services.no_jobs()
             && !matches!(self.held, Some(Held { role: Role::Owned { .. } | Role::Unacked { .. }, .. }))
     }
 
@@ -468,7 +454,7 @@ impl Protocol for RdNode {
                 ("predecessor".into(), fmt(view.predecessor())),
                 ("ring".into(), view.alive_count().to_string()),
                 ("load".into(), self.load().to_string()),
-                ("queued".into(), self.token_queue.len().to_string()),
+                ("queued".into(), self.services.queued().to_string()),
                 ("recovered".into(), self.promise.stored().recovered().to_string()),
             ],
         }
@@ -497,8 +483,8 @@ impl Protocol for RdNode {
             ("fence_seq", fence.1 as f64),
             ("epoch", self.epoch() as f64),
             ("ring_size", self.ring.view().alive_count() as f64),
-            ("services_running", (self.sleeping.len() + self.jobs.len()) as f64),
-            ("queued", self.token_queue.len() as f64),
+            ("services_running", self.services.running() as f64),
+            ("queued", self.services.queued() as f64),
         ]
     }
 }

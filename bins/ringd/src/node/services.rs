@@ -4,15 +4,14 @@
 //! carries the result (or at once when alone). A repeated `request_id`
 //! returns the stored outcome.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use api::ring::{ExecError, Outcome, ServiceResult};
+use api::ring::{ExecError, Outcome, RingReply, ServiceResult};
 use ftcore::{ClientId, JobCommand, JobEnd};
 use timer::Instant;
 
 use super::{Job, Pending, RdEvent, RdNode, RdRule, Role};
-use api::ring::RingReply;
 
 /// Longest `sleep`.
 const MAX_SLEEP_MS: u64 = 3_600_000;
@@ -54,6 +53,176 @@ pub(super) struct RunningJob {
     limit: Instant,
     /// Killed because the token was lost: answered `token_lost`.
     lost: bool,
+}
+
+impl RunningJob {
+    /// What it ended with (`end` at `now`).
+    fn outcome(&self, now: Instant, end: JobEnd) -> Outcome {
+        match end {
+            _ if self.lost => Err(ExecError::TokenLost),
+            JobEnd::Exited { status, stdout } => Ok(ServiceResult { output: stdout, status, fence: self.fence }),
+            JobEnd::Signalled { signal, stdout } => {
+                Ok(ServiceResult { output: stdout, status: 128 + signal, fence: self.fence })
+            }
+            JobEnd::Killed { .. } if now >= self.limit => Err(ExecError::TimedOut),
+            // Killed at its lease's end: the token's lease was lost.
+            JobEnd::Killed { deadline: true, .. } if self.fence.is_some() => Err(ExecError::TokenLost),
+            JobEnd::Killed { .. } => Err(ExecError::TimedOut),
+            JobEnd::Failed(e) => Err(ExecError::Spawn(e)),
+        }
+    }
+}
+
+/// The services' state: token services queued for the token, results
+/// waiting for the successor's ack, and what runs here.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct Services {
+    /// Token services waiting for the token, in order.
+    token_queue: VecDeque<Job>,
+    /// Results waiting for the successor's TokenAck of the token carrying
+    /// them.
+    awaiting_ack: Vec<Pending>,
+    /// Running non-token services (`sleep`): when each ends.
+    sleeping: BTreeMap<(Instant, u64), (ClientId, u64)>,
+    /// Running command services, by job id.
+    jobs: BTreeMap<u64, RunningJob>,
+    /// The token service running under the owned token, if any (its job).
+    token_job: Option<u64>,
+}
+
+impl Services {
+    /// Load: services running here plus token services queued.
+    pub(super) fn load(&self) -> usize {
+        self.sleeping.len() + self.jobs.len() + self.token_queue.len()
+    }
+
+    /// How many services run here (sleeps and commands).
+    pub(super) fn running(&self) -> usize {
+        self.sleeping.len() + self.jobs.len()
+    }
+
+    /// Whether no command runs here.
+    pub(super) fn no_jobs(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// How many token services are queued.
+    pub(super) fn queued(&self) -> usize {
+        self.token_queue.len()
+    }
+
+    /// Whether token services are queued.
+    pub(super) fn has_queued(&self) -> bool {
+        !self.token_queue.is_empty()
+    }
+
+    /// Whether a token service runs under the owned token.
+    pub(super) fn token_job_runs(&self) -> bool {
+        self.token_job.is_some()
+    }
+
+    /// The queued token services, taken out (to be answered).
+    pub(super) fn take_queue(&mut self) -> VecDeque<Job> {
+        std::mem::take(&mut self.token_queue)
+    }
+
+    /// The results waiting for an ack, taken out (to be answered).
+    pub(super) fn take_awaiting(&mut self) -> Vec<Pending> {
+        std::mem::take(&mut self.awaiting_ack)
+    }
+
+    /// Keeps the results waiting for an ack that `keep` says still wait;
+    /// the others, taken out, in order.
+    pub(super) fn keep_awaiting(&mut self, keep: impl Fn(&Pending) -> bool) -> Vec<Pending> {
+        let (kept, dropped) = std::mem::take(&mut self.awaiting_ack).into_iter().partition(|p| keep(p));
+        self.awaiting_ack = kept;
+        dropped
+    }
+
+    /// `client` is gone: nothing is answered to it.
+    pub(super) fn forget_client(&mut self, client: ClientId) {
+        self.token_queue.retain(|j| j.client != client);
+        self.awaiting_ack.retain(|p| p.client != client);
+        self.sleeping.retain(|_, (c, _)| *c != client);
+    }
+
+    /// Queues `job` for the token: whether it is the first queued.
+    fn queue(&mut self, job: Job) -> bool {
+        self.token_queue.push_back(job);
+        self.token_queue.len() == 1
+    }
+
+    /// Whether a queued token service may start (none runs).
+    fn one_to_run(&self) -> bool {
+        !self.token_queue.is_empty() && self.token_job.is_none()
+    }
+
+    /// The next queued token service.
+    fn next_queued(&mut self) -> Option<Job> {
+        self.token_queue.pop_front()
+    }
+
+    /// `job` goes back to the head of the queue.
+    fn requeue(&mut self, job: Job) {
+        self.token_queue.push_front(job);
+    }
+
+    /// A `sleep` of `client`'s `request_id`, job `id`, ends at `until`.
+    fn sleep(&mut self, until: Instant, id: u64, client: ClientId, request_id: u64) {
+        self.sleeping.insert((until, id), (client, request_id));
+    }
+
+    /// The next `sleep` to end.
+    fn next_wake(&self) -> Option<Instant> {
+        self.sleeping.keys().next().map(|(t, _)| *t)
+    }
+
+    /// The first `sleep` ended by `now`, taken out: whom to answer.
+    fn woken(&mut self, now: Instant) -> Option<(ClientId, u64)> {
+        let (&(t, id), _) = self.sleeping.iter().next()?;
+        if t > now {
+            return None;
+        }
+        self.sleeping.remove(&(t, id))
+    }
+
+    /// Command `id` started (`token`: the token service).
+    fn started(&mut self, id: u64, job: RunningJob, token: bool) {
+        self.jobs.insert(id, job);
+        if token {
+            self.token_job = Some(id);
+        }
+    }
+
+    /// The token service still running (not killed): its id and itself.
+    fn live_token_job(&self) -> Option<(u64, &RunningJob)> {
+        let id = self.token_job?;
+        self.jobs.get(&id).filter(|j| !j.lost).map(|j| (id, j))
+    }
+
+    /// The token service, if one runs, is to be killed (answered
+    /// `token_lost` when it ends): its id.
+    fn kill_token_job(&mut self) -> Option<u64> {
+        let id = self.token_job?;
+        let j = self.jobs.get_mut(&id).filter(|j| !j.lost)?;
+        j.lost = true;
+        Some(id)
+    }
+
+    /// Command `id` ended: it, and whether it was the token service.
+    fn ended(&mut self, id: u64) -> Option<(RunningJob, bool)> {
+        let j = self.jobs.remove(&id)?;
+        let token = self.token_job == Some(id);
+        if token {
+            self.token_job = None;
+        }
+        Some((j, token))
+    }
+
+    /// A token service's result waits for the successor's ack.
+    fn await_ack(&mut self, p: Pending) {
+        self.awaiting_ack.push(p);
+    }
 }
 
 fn packed(fence: (u64, u64)) -> u128 {
@@ -145,14 +314,14 @@ impl RdNode {
         }
         match service.as_str() {
             "echo" => self.answer(client, request_id, &service, ok(args.join(" "), None)),
-            "sleep" if self.jobs.len() + self.sleeping.len() >= self.cfg.workers => {
+            "sleep" if self.services.running() >= self.cfg.workers => {
                 self.answer(client, request_id, &service, Err(ExecError::Busy))
             }
             "sleep" => match args.as_slice() {
                 [ms] => match ms.parse::<u64>() {
                     Ok(ms) if ms <= MAX_SLEEP_MS => {
                         let id = self.fresh_id();
-                        self.sleeping.insert((now + Duration::from_millis(ms), id), (client, request_id));
+                        self.services.sleep(now + Duration::from_millis(ms), id, client, request_id);
                     }
                     _ => self.answer(client, request_id, &service, bad("sleep MS: MS must be 0..=3600000")),
                 },
@@ -170,14 +339,15 @@ impl RdNode {
                 if spec.needs_token {
                     return self.queue_for_token(Job { client, request_id, service, args });
                 }
-                if self.jobs.len() + self.sleeping.len() >= self.cfg.workers {
+                if self.services.running() >= self.cfg.workers {
                     return self.answer(client, request_id, &service, Err(ExecError::Busy));
                 }
                 let id = self.fresh_id();
                 let limit = now + spec.timeout;
                 let argv = spec.command.iter().chain(args.iter()).cloned().collect();
                 self.out.job(JobCommand::Start { id, argv, fence: None, deadline: limit, max_output: MAX_OUTPUT });
-                self.jobs.insert(id, RunningJob { client, request_id, service, fence: None, limit, lost: false });
+                let job = RunningJob { client, request_id, service, fence: None, limit, lost: false };
+                self.services.started(id, job, false);
             }
             _ => {
                 let e = ExecError::UnknownService(service.clone());
@@ -192,7 +362,7 @@ impl RdNode {
     fn queue_for_token(&mut self, job: Job) {
         let refused = if self.in_minority() {
             Some(ExecError::NoQuorum)
-        } else if self.token_queue.len() >= self.cfg.max_queue {
+        } else if self.services.queued() >= self.cfg.max_queue {
             Some(ExecError::Busy)
         } else {
             None
@@ -200,8 +370,7 @@ impl RdNode {
         if let Some(e) = refused {
             return self.answer(job.client, job.request_id, &job.service, Err(e));
         }
-        self.token_queue.push_back(job);
-        if self.token_queue.len() == 1 {
+        if self.services.queue(job) {
             self.want();
         }
     }
@@ -224,61 +393,44 @@ impl RdNode {
             limit,
             lost: false,
         };
-        self.jobs.insert(id, running);
-        self.token_job = Some(id);
+        self.services.started(id, running, true);
     }
 
     /// The lease moved: the running token service may run until its new
     /// end (never past its `timeout_ms`).
     pub(super) fn extend_token_job(&mut self) {
-        let (Some(id), Some(until)) = (self.token_job, self.lease.valid_until) else { return };
+        let (Some((id, j)), Some(until)) = (self.services.live_token_job(), self.lease.valid_until) else { return };
         if self.cfg.rules.off(RdRule::MajorityLease) {
             return;
         }
-        if let Some(j) = self.jobs.get(&id).filter(|j| !j.lost) {
-            self.out.job(JobCommand::Extend { id, deadline: until.min(j.limit) });
-        }
+        let deadline = until.min(j.limit);
+        self.out.job(JobCommand::Extend { id, deadline });
     }
 
     /// The fence of the token service running here (not yet killed), if
     /// any.
     pub(super) fn running_token_fence(&self) -> Option<(u64, u64)> {
-        let j = self.jobs.get(&self.token_job?).filter(|j| !j.lost)?;
+        let (_, j) = self.services.live_token_job()?;
         j.fence.map(unpacked)
     }
 
     /// The token is no longer owned: its running service is killed and
     /// answered `token_lost` when it ends.
     pub(super) fn kill_token_job(&mut self) {
-        if let Some(id) = self.token_job {
-            if let Some(j) = self.jobs.get_mut(&id).filter(|j| !j.lost) {
-                j.lost = true;
-                self.out.job(JobCommand::Kill { id });
-            }
+        if let Some(id) = self.services.kill_token_job() {
+            self.out.job(JobCommand::Kill { id });
         }
     }
 
     pub(super) fn on_job_end(&mut self, now: Instant, id: u64, end: JobEnd) {
-        let Some(j) = self.jobs.remove(&id) else { return };
+        let Some((j, token_job)) = self.services.ended(id) else { return };
         if matches!(end, JobEnd::Killed { deadline: true, .. }) {
             self.out.event(RdEvent::SupervisorKilled { service: j.service.clone() });
         }
-        let outcome = match end {
-            _ if j.lost => Err(ExecError::TokenLost),
-            JobEnd::Exited { status, stdout } => Ok(ServiceResult { output: stdout, status, fence: j.fence }),
-            JobEnd::Signalled { signal, stdout } => {
-                Ok(ServiceResult { output: stdout, status: 128 + signal, fence: j.fence })
-            }
-            JobEnd::Killed { .. } if now >= j.limit => Err(ExecError::TimedOut),
-            // Killed at its lease's end: the token's lease was lost.
-            JobEnd::Killed { deadline: true, .. } if j.fence.is_some() => Err(ExecError::TokenLost),
-            JobEnd::Killed { .. } => Err(ExecError::TimedOut),
-            JobEnd::Failed(e) => Err(ExecError::Spawn(e)),
-        };
-        if self.token_job != Some(id) {
+        let outcome = j.outcome(now, end);
+        if !token_job {
             return self.answer(j.client, j.request_id, &j.service, outcome);
         }
-        self.token_job = None;
         let owned = self.owns_token();
         if !owned || outcome.is_err() && !matches!(outcome, Err(ExecError::Spawn(_))) {
             // Not recorded: a retry runs it again.
@@ -296,14 +448,14 @@ impl RdNode {
         if self.successor().is_none() || self.cfg.rules.off(RdRule::AnswerAfterAck) {
             self.answer(client, request_id, &service, outcome);
         } else {
-            self.awaiting_ack.push(Pending { client, request_id, service, outcome });
+            self.services.await_ack(Pending { client, request_id, service, outcome });
         }
     }
 
     /// Runs queued token services while the token is owned and the lease
     /// valid (asking for one first).
     pub(super) fn run_queued(&mut self, now: Instant) {
-        while self.owns_token() && !self.token_queue.is_empty() && self.token_job.is_none() {
+        while self.owns_token() && self.services.one_to_run() {
             // (A minority's queue was answered `no_quorum` before the visit:
             // `after_input`, `refuse_in_minority`.)
             if self.cfg.rules.on(RdRule::MajorityLease) && !self.lease.valid(now) {
@@ -319,7 +471,7 @@ impl RdNode {
                 "n{}: a token service would run at {now:?} without a valid lease",
                 self.me.0
             );
-            let Some(job) = self.token_queue.pop_front() else { return };
+            let Some(job) = self.services.next_queued() else { return };
             let lease_until = self.lease.valid_until.unwrap_or(now);
             let Some(h) = self.held.as_mut() else { return };
             let Role::Owned { since, ran } = h.role else { return };
@@ -330,7 +482,7 @@ impl RdNode {
                     let next = super::token::next_seq(h.token.seq, self.cfg.rules);
                     let Some(next) = next else {
                         // ringd.md, Fence: no seq left in this epoch.
-                        self.token_queue.push_front(job);
+                        self.services.requeue(job);
                         self.stop_owning(now, true);
                         return;
                     };
@@ -362,26 +514,21 @@ impl RdNode {
     /// `token_lost` (a retry with the same request id gets the stored
     /// outcome if the token kept it).
     pub(super) fn refuse_in_minority(&mut self) {
-        for job in std::mem::take(&mut self.token_queue) {
+        for job in self.services.take_queue() {
             self.answer(job.client, job.request_id, &job.service, Err(ExecError::NoQuorum));
         }
-        for p in std::mem::take(&mut self.awaiting_ack) {
+        for p in self.services.take_awaiting() {
             self.answer(p.client, p.request_id, &p.service, Err(ExecError::TokenLost));
         }
     }
 
     pub(super) fn services_deadline(&self) -> Option<Instant> {
-        self.sleeping.keys().next().map(|(t, _)| *t)
+        self.services.next_wake()
     }
 
     pub(super) fn services_timeout(&mut self, now: Instant) {
-        while let Some((&(t, id), _)) = self.sleeping.iter().next() {
-            if t > now {
-                break;
-            }
-            if let Some((client, request_id)) = self.sleeping.remove(&(t, id)) {
-                self.answer(client, request_id, "sleep", ok(String::new(), None));
-            }
+        while let Some((client, request_id)) = self.services.woken(now) {
+            self.answer(client, request_id, "sleep", ok(String::new(), None));
         }
     }
 }

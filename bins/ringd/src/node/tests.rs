@@ -1,6 +1,7 @@
 //! Handler tests with exact outputs (the heartbeat ring's own messages and
 //! events are left out: `hbring` has its own tests).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use ::durable::promise::Refusal;

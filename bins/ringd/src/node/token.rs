@@ -78,11 +78,8 @@ impl RdNode {
         // Results waiting for the old token's ack: if the new token carries
         // them they wait on for ITS next ack (it may exist only here, e.g.
         // regenerated from this replica's own copy); if not, they are lost.
-        for p in std::mem::take(&mut self.awaiting_ack) {
-            match t.result_of(p.request_id) {
-                Some(_) => self.awaiting_ack.push(p),
-                None => self.answer(p.client, p.request_id, &p.service, Err(ExecError::TokenLost)),
-            }
+        for p in self.services.keep_awaiting(|p| t.result_of(p.request_id).is_some()) {
+            self.answer(p.client, p.request_id, &p.service, Err(ExecError::TokenLost));
         }
         if let Some((e, at)) = self.last_arrival {
             if e == t.epoch {
@@ -133,7 +130,7 @@ impl RdNode {
         h.token.seq = next;
         h.token.from = self.me;
         h.token.to_life = inc;
-        h.token.quiet = self.idle.pass(since, h.token.quiet, ran || !self.token_queue.is_empty());
+        h.token.quiet = self.idle.pass(since, h.token.quiet, ran || self.services.has_queued());
         let t = h.token.clone();
         h.role = Role::Unacked { to: s, inc, last_sent: now };
         self.lease.reset();
@@ -151,7 +148,7 @@ impl RdNode {
             return;
         }
         h.role = Role::Frozen { to, inc };
-        for p in std::mem::take(&mut self.awaiting_ack) {
+        for p in self.services.take_awaiting() {
             self.answer(p.client, p.request_id, &p.service, p.outcome);
         }
         if let Some((x, (epoch, seq))) = self.came_from {
@@ -220,7 +217,7 @@ impl RdNode {
                 _ => {}
             }
         }
-        for p in std::mem::take(&mut self.awaiting_ack) {
+        for p in self.services.take_awaiting() {
             self.answer(p.client, p.request_id, &p.service, Err(ExecError::TokenLost));
         }
         self.lease.reset();
@@ -256,7 +253,7 @@ impl RdNode {
                 // Alone, waiting for a lease (lease_deadline), or the
                 // successor not heard from yet: no pass due.
                 let waiting =
-                    self.token_job.is_some() || (!self.token_queue.is_empty() && self.lease.worth_waiting_any());
+                    self.services.token_job_runs() || (self.services.has_queued() && self.lease.worth_waiting_any());
                 (self.pass_target().is_some() && !waiting).then(|| *since + self.idle_hold())
             }
             Some(Role::Unacked { last_sent, .. }) => {
@@ -290,16 +287,16 @@ impl RdNode {
         if self.successor().is_none() {
             // Alone, owning: no second copy can exist; what waited for one
             // is answered now.
-            for p in std::mem::take(&mut self.awaiting_ack) {
+            for p in self.services.take_awaiting() {
                 self.answer(p.client, p.request_id, &p.service, p.outcome);
             }
         }
         self.run_queued(now);
-        if !self.owns_token() || self.token_job.is_some() {
+        if !self.owns_token() || self.services.token_job_runs() {
             // A token service runs: the token stays until it ends.
             return;
         }
-        if !self.token_queue.is_empty() && self.lease.worth_waiting(now, self.cfg.lease) {
+        if self.services.has_queued() && self.lease.worth_waiting(now, self.cfg.lease) {
             return;
         }
         let ran_now = matches!(self.held.as_ref().map(|h| &h.role), Some(Role::Owned { ran: true, .. }));
