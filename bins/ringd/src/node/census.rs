@@ -392,7 +392,7 @@ impl RdNode {
     fn regenerate(&mut self, now: Instant, epoch: u64, best: Option<Token>) {
         let mut t = Token::regenerated(epoch, self.me, best.as_ref());
         t.seq = self.cfg.first_seq.get();
-        self.came_from = None;
+        self.passing.regenerated();
         self.census.set_wanted(false);
         self.out.event(RdEvent::Regenerated { epoch });
         self.out.event(RdEvent::CensusEnded { outcome: CensusOutcome::Regenerated });

@@ -81,13 +81,8 @@ pub struct RdNode {
     held: Option<Held>,
     /// The newest (epoch, seq) accepted.
     seen: (u64, u64),
-    /// Who sent the token accepted last, and its id as received: a resend
-    /// is acked again, and TokenRelease goes there once the forward is acked.
-    came_from: Option<(NodeId, (u64, u64))>,
-    /// When the token last arrived here in which epoch (rotation time).
-    last_arrival: Option<(u64, Instant)>,
-    /// The idle hold (`token_min_hold`, `quiet`, `Wanted`).
-    idle: ftcore::idle::IdleHold,
+    /// Whom the token came from, its last arrival, the idle hold.
+    passing: token::Passing,
     /// When the token or a HolderAlive was last seen (or this life began).
     token_seen_at: Instant,
     lost_jitter: Duration,
@@ -263,9 +258,7 @@ impl Protocol for RdNode {
             promise,
             held: None,
             seen: (0, 0),
-            came_from: None,
-            last_arrival: None,
-            idle: ftcore::idle::IdleHold::new(ctx.config.token_min_hold),
+            passing: token::Passing::new(ctx.config.token_min_hold),
             token_seen_at: ctx.now,
             lost_jitter: Duration::ZERO,
             lease: lease::LeaseState::default(),
@@ -509,7 +502,7 @@ impl RdNode {
             Msg::Find { request_id, lap, hops, origin, best, best_load, best_addr } => {
                 self.on_find(now, request_id, lap, hops, origin, (best, best_load, best_addr))
             }
-            Msg::Wanted => self.idle.on_wanted(now),
+            Msg::Wanted => self.passing.on_wanted(now),
         }
     }
 }

@@ -7,13 +7,61 @@ use std::time::Duration;
 
 use api::ring::ExecError;
 use durable::promise::{Failure, Refusal};
+use ftcore::idle::IdleHold;
+use ftcore::rules::Rules;
 use ftcore::{Incarnation, NodeId};
 use timer::Instant;
 
-use ftcore::rules::Rules;
-
 use super::{Held, RdEvent, RdNode, RdRule, Role};
 use crate::msg::{Msg, Token};
+
+/// The token's passing state beside the token itself (`held`, `seen`,
+/// which every mechanism reads): whom it came from, when it last
+/// arrived, and the idle hold.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Passing {
+    /// Who sent the token accepted last, and its id as received: a resend
+    /// is acked again, and TokenRelease goes there once the forward is acked.
+    came_from: Option<(NodeId, (u64, u64))>,
+    /// When the token last arrived here in which epoch (rotation time).
+    last_arrival: Option<(u64, Instant)>,
+    /// The idle hold (`token_min_hold`, `quiet`, `Wanted`).
+    idle: IdleHold,
+}
+
+impl Passing {
+    pub(super) fn new(min_hold: Duration) -> Self {
+        Passing { came_from: None, last_arrival: None, idle: IdleHold::new(min_hold) }
+    }
+
+    /// Whether token `id` from `from` is a resend of the one accepted last.
+    fn resend_of(&self, from: NodeId, id: (u64, u64)) -> bool {
+        self.came_from == Some((from, id))
+    }
+
+    /// Token `id` from `from` is accepted.
+    fn accepted_from(&mut self, from: NodeId, id: (u64, u64)) {
+        self.came_from = Some((from, id));
+    }
+
+    /// A token was made here: it came from nobody.
+    pub(super) fn regenerated(&mut self) {
+        self.came_from = None;
+    }
+
+    /// A token of `epoch` arrived at `now`: the rotation's time, if the
+    /// last one here was of the same epoch.
+    fn arrived(&mut self, epoch: u64, now: Instant) -> Option<Duration> {
+        let took = self.last_arrival.filter(|(e, _)| *e == epoch).map(|(_, at)| now.saturating_since(at));
+        self.last_arrival = Some((epoch, now));
+        took
+    }
+
+    /// A peer wants the token (`Wanted`).
+    pub(super) fn on_wanted(&mut self, now: Instant) {
+        self.idle.on_wanted(now);
+    }
+}
 
 impl RdNode {
     pub(super) fn on_token(&mut self, now: Instant, from: NodeId, t: Token) {
@@ -41,7 +89,7 @@ impl RdNode {
                 return;
             }
         }
-        if self.came_from == Some((from, t.id())) {
+        if self.passing.resend_of(from, t.id()) {
             // A resend of the token accepted last: its ack was lost.
             self.out.send(from, Msg::TokenAck { epoch: t.epoch, seq: t.seq });
             return;
@@ -69,7 +117,7 @@ impl RdNode {
         self.abandon_census(now);
         // The ack follows the Persist of a raised epoch (after_input).
         self.out.send(from, Msg::TokenAck { epoch: t.epoch, seq: t.seq });
-        self.came_from = Some((from, t.id()));
+        self.passing.accepted_from(from, t.id());
         self.install(now, t);
     }
 
@@ -81,12 +129,9 @@ impl RdNode {
         for p in self.services.keep_awaiting(|p| t.result_of(p.request_id).is_some()) {
             self.answer(p.client, p.request_id, &p.service, Err(ExecError::TokenLost));
         }
-        if let Some((e, at)) = self.last_arrival {
-            if e == t.epoch {
-                self.out.event(RdEvent::Rotated { took: now.saturating_since(at) });
-            }
+        if let Some(took) = self.passing.arrived(t.epoch, now) {
+            self.out.event(RdEvent::Rotated { took });
         }
-        self.last_arrival = Some((t.epoch, now));
         // `seen` only rises: a token accepted is newer than it, and a
         // regenerated one's epoch is above every epoch in use here.
         ftcore::invariant!(
@@ -130,7 +175,7 @@ impl RdNode {
         h.token.seq = next;
         h.token.from = self.me;
         h.token.to_life = inc;
-        h.token.quiet = self.idle.pass(since, h.token.quiet, ran || self.services.has_queued());
+        h.token.quiet = self.passing.idle.pass(since, h.token.quiet, ran || self.services.has_queued());
         let t = h.token.clone();
         h.role = Role::Unacked { to: s, inc, last_sent: now };
         self.lease.reset();
@@ -151,7 +196,7 @@ impl RdNode {
         for p in self.services.take_awaiting() {
             self.answer(p.client, p.request_id, &p.service, p.outcome);
         }
-        if let Some((x, (epoch, seq))) = self.came_from {
+        if let Some((x, (epoch, seq))) = self.passing.came_from {
             if x != self.me {
                 self.out.send(x, Msg::TokenRelease { epoch, seq });
             }
@@ -312,7 +357,7 @@ impl RdNode {
     fn idle_hold(&self) -> Duration {
         match &self.held {
             Some(Held { token, role: Role::Owned { since, .. } }) => {
-                self.idle.hold(self.members.len(), *since, token.quiet)
+                self.passing.idle.hold(self.members.len(), *since, token.quiet)
             }
             _ => Duration::ZERO,
         }
@@ -322,7 +367,7 @@ impl RdNode {
     /// when it last left (it is then on a lap with no idle hold before it
     /// is back), every peer is told (`Wanted`).
     pub(super) fn want(&mut self) {
-        if !self.idle.should_want(self.owns_token()) {
+        if !self.passing.idle.should_want(self.owns_token()) {
             return;
         }
         self.send_to_every_peer(Msg::Wanted);
