@@ -9,21 +9,34 @@
 //! the per-handler tests.
 //!
 //! Reading guide: this file holds the node, the `Protocol` impl and the
-//! dispatch; each mechanism of ringd.md is one file, an `impl RdNode` block
-//! readable against one section of the spec:
+//! dispatch; each mechanism of ringd.md is one file, readable against one
+//! section of the spec. Each file defines its mechanism's state, one field
+//! of the node, with its fields private to the file: the logic that needs
+//! only that state is a method on it, and the file's `impl RdNode` block
+//! is the glue that hands it what it needs (settings, `now`) and acts on
+//! what it returns (sends, events, other mechanisms). What several
+//! mechanisms read stays on the node: `cfg`, `me`, `members`, the ring,
+//! the promise component, the token (`held`, `seen`), the token-lost
+//! deadline (`token_seen_at`, `lost_jitter`), `rng` and the outbox.
 //!
-//! - [`join`]: fresh-node recovery (`Hello` / `HelloAck` rounds through the
-//!   promise component);
-//! - [`repair`]: reactions to the heartbeat ring (a dead predecessor starts
-//!   a recovery, a dead successor is remembered, a new life drops the
-//!   token), `IAmNewNext` / `IAmNewPrevious` / `Copy`;
-//! - [`token`]: accepting, acknowledging, passing, resending, freezing and
-//!   releasing the token; `Stale` and superseded owners;
-//! - [`lease`]: `HolderAlive` to every replica and the owner's lease;
-//! - [`census`]: regeneration by a census a majority promised;
-//! - [`services`]: `Execute`, the built-in services, token services run
-//!   under the lease and answered once the successor has the result;
-//! - [`lookup`]: `LookUpRequest` and the circulating `Find`.
+//! - [`join`] (`join::HelloState`, `hello`): fresh-node recovery (`Hello` /
+//!   `HelloAck` rounds through the promise component);
+//! - [`repair`] (`repair::Repair`, `repair`): reactions to the heartbeat
+//!   ring (a dead predecessor starts a recovery, a dead successor is
+//!   remembered, a new life drops the token), `IAmNewNext` /
+//!   `IAmNewPrevious` / `Copy`;
+//! - [`token`] (`token::Passing`, `passing`): accepting, acknowledging,
+//!   passing, resending, freezing and releasing the token; `Stale` and
+//!   superseded owners; the idle hold;
+//! - [`lease`] (`lease::LeaseState`, `lease`): `HolderAlive` to every
+//!   replica, the owner's lease and the grantor's last ack;
+//! - [`census`] (`census::Census`, `census`): regeneration by a census a
+//!   majority promised;
+//! - [`services`] (`services::Services`, `services`): `Execute`, the
+//!   built-in services, token services run under the lease and answered
+//!   once the successor has the result;
+//! - [`lookup`] (`lookup::Lookups`, `lookups`): `LookUpRequest` and the
+//!   circulating `Find`.
 //!
 //! Time comes in as arguments; every deadline is derived from the state
 //! ([`poll_timeout`](RdNode::poll_timeout)). After every input
@@ -86,11 +99,17 @@ pub struct RdNode {
     /// When the token or a HolderAlive was last seen (or this life began).
     token_seen_at: Instant,
     lost_jitter: Duration,
+    /// The owner's lease and the grantor's last ack (`lease.rs`).
     lease: lease::LeaseState,
+    /// The own census, whether one is wanted and when (`census.rs`).
     census: census::Census,
+    /// Ring repair's recovery and IAmNewNext bookkeeping (`repair.rs`).
     repair: repair::Repair,
+    /// Fresh-node recovery rounds (`join.rs`).
     hello: join::HelloState,
+    /// Queued, running and unacked services (`services.rs`).
     services: services::Services,
+    /// Lookups started here (`lookup.rs`).
     lookups: lookup::Lookups,
     counter: u64,
     leaving: bool,
