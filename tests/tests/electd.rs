@@ -31,8 +31,9 @@ fn all_name(c: &Cluster, ids: &[u32], who: u32) -> bool {
 
 /// Five daemons agree on 5; SIGKILL of 5 while clients loop: the four
 /// survivors agree on 4 (the time is printed next to suspect_after), the
-/// clients' holds never overlap and their fences rise; 5's restart takes
-/// over again (a higher id must win once faults stop).
+/// clients' holds never overlap and their fences rise; 5 restarts and
+/// follows 4: a healthy coordinator keeps office (before 2026-11-29 the
+/// restarted 5 deposed it, a second failover for no failure).
 #[test]
 fn five_daemons_agree_on_the_highest_id_and_fail_over_after_sigkill_of_the_coordinator() {
     let _serial = serial();
@@ -109,9 +110,12 @@ fn five_daemons_agree_on_the_highest_id_and_fail_over_after_sigkill_of_the_coord
         logs(&c, &survivors)
     );
     c.restart(5).unwrap();
-    assert!(wait_until(Duration::from_secs(20), || all_name(&c, &all(5), 5)), "{}", logs(&c, &all(5)));
+    assert!(wait_until(Duration::from_secs(20), || all_name(&c, &all(5), 4)), "{}", logs(&c, &all(5)));
     let restart_ns = now_ns();
     assert!(wait_holds(&file, &[5], 2, restart_ns, Duration::from_secs(60)), "{}", logs(&c, &all(5)));
+    // Past 5's restart window (the old rule challenged then), 4 still leads.
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(all_name(&c, &all(5), 4), "the restarted 5 deposed a healthy 4\n{}", logs(&c, &all(5)));
     let (summary, _) = stop_loops(&stop, loops);
     let holds = parse_holds(&read(&file));
     check_exclusion_and_fences(&holds, &format!("{summary}\n{}", logs(&c, &all(5))));

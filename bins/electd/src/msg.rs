@@ -46,7 +46,10 @@ pub enum Msg {
         nonce: u64,
         /// Its promise values.
         values: Option<Values>,
-        /// The coordinator it follows in `term`.
+        /// The coordinator it follows in `term`. Informational: a joiner
+        /// follows the coordinator whose heartbeat it hears. (Releases
+        /// before 2026-11-29 had a higher id challenge the coordinator
+        /// named here; kept on the wire for them.)
         coordinator: Option<NodeId>,
     },
     /// Would you vote in `term` (= the asker's term + 1)? Stores nothing.

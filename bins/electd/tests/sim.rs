@@ -5,8 +5,8 @@
 //! office in one term; the clients' own replies never show two holders,
 //! and their fences rise; no lower-term grant after a grant of a higher
 //! term.
-//! After the faults (`Sim::converge`): every live process names the
-//! highest live id, and every client is served again.
+//! After the faults (`Sim::converge`): every live process names one live
+//! coordinator in office, and every client is served again.
 //!
 //! The long sweep: `SIM_SEEDS=5000 cargo test --release -p electd --test
 //! sim sweep -- --exact --ignored` (about 100 s; shard it with

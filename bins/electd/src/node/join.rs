@@ -3,8 +3,9 @@
 //! every peer at start, resent on the `Hello` timer until joined; while
 //! this process is unrecovered, the promise component's recovery rounds
 //! (`recovery_round`, its `on_hello_ack`) and the state they recover; a
-//! `HelloAck` of a running cluster joins its term, and a higher id may
-//! challenge the coordinator it names.
+//! `HelloAck` of a running cluster joins its term (its coordinator is
+//! followed once its heartbeat is heard; a higher id does not challenge
+//! it).
 
 use ::durable::promise::{AckStep, RoundStep, Values};
 use ftcore::NodeId;
@@ -93,15 +94,7 @@ impl ElNode {
         self.send(from, Msg::HelloAck { term, nonce, values, coordinator });
     }
 
-    pub(super) fn on_hello_ack(
-        &mut self,
-        now: Instant,
-        from: NodeId,
-        term: u64,
-        nonce: u64,
-        values: Option<Values>,
-        coordinator: Option<NodeId>,
-    ) {
+    pub(super) fn on_hello_ack(&mut self, now: Instant, from: NodeId, term: u64, nonce: u64, values: Option<Values>) {
         if let AckStep::Recovered { max } = self.promise.on_hello_ack(from, nonce, values, now) {
             self.state_recovered(now, max);
         }
@@ -112,11 +105,6 @@ impl ElNode {
         // heartbeat (whom we follow is decided by that heartbeat).
         if term > self.term {
             self.join_term(now, term);
-        }
-        if term == self.term {
-            if let Some(c) = coordinator {
-                self.maybe_challenge(now, c);
-            }
         }
     }
 }

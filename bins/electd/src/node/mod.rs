@@ -244,9 +244,7 @@ impl ElNode {
             Msg::PreVote { term } => return self.on_prevote(now, from, term),
             Msg::PreVoteReply { term, asked, yes } => return self.on_prevote_reply(now, from, term, asked, yes),
             Msg::Hello { nonce, .. } => return self.on_hello(from, nonce),
-            Msg::HelloAck { term, nonce, values, coordinator } => {
-                return self.on_hello_ack(now, from, term, nonce, values, coordinator)
-            }
+            Msg::HelloAck { term, nonce, values, .. } => return self.on_hello_ack(now, from, term, nonce, values),
             _ => {}
         }
         if term > self.term && self.is_coordinator() && self.cfg.rules.off(ElRule::StepDownAtAHigherTerm) {

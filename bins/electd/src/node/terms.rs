@@ -166,9 +166,9 @@ impl ElNode {
         if self.leaving || self.terms.prevoting() {
             return;
         }
-        // This process elected, or a live coordinator known that a higher
-        // id need not challenge: nothing to do.
-        if self.is_coordinator() || self.coordinator.is_some_and(|c| c > self.me && self.coordinator_alive(now)) {
+        // This process elected, or a live coordinator known (whatever its
+        // id: a healthy coordinator keeps office): nothing to do.
+        if self.is_coordinator() || (self.coordinator.is_some() && self.coordinator_alive(now)) {
             return;
         }
         self.start_prevote(now);
@@ -205,6 +205,10 @@ impl ElNode {
     }
 
     pub(super) fn on_prevote(&mut self, now: Instant, from: NodeId, asked: u64) {
+        // No while a live coordinator is known, unless the asker has a
+        // higher id: it asks only when it hears no live coordinator itself
+        // (`on_elect_timer`), as when it is cut off from the coordinator
+        // alone, and a higher id may then replace it.
         let yes = match self.coordinator {
             Some(c) if self.coordinator_alive(now) => from > c,
             _ => true,
@@ -331,19 +335,8 @@ impl ElNode {
             // Pending requests and a held grant go to the new coordinator
             // (this process's own ones too, through the loopback).
             self.coordinator_changed(now);
-            self.maybe_challenge(now, c);
             self.timers.cancel(Timer::ElectionDue);
         }
         true
-    }
-
-    /// (+) A process with a higher id than the coordinator starts an
-    /// election once its restart window has passed (a higher id must win
-    /// once faults stop).
-    pub(super) fn maybe_challenge(&mut self, now: Instant, c: NodeId) {
-        if self.me > c && !self.is_coordinator() {
-            let at = self.promise.restart_window_ends().max(now);
-            self.elect_within(at, self.cfg.election_jitter);
-        }
     }
 }

@@ -296,6 +296,37 @@ fn prevote_is_refused_while_a_live_higher_coordinator_is_known() {
     assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::PreVoteReply { term: 4, asked: 5, yes: true } }]);
 }
 
+/// (electd.md "Consumer": a healthy coordinator keeps office) A process
+/// with a higher id that joins a running cluster whose coordinator has a
+/// lower id follows it: neither the `HelloAck` naming it nor its heartbeat
+/// starts an election, and the election timer, once the restart window has
+/// passed, asks no pre-vote while that coordinator is live.
+#[test]
+fn a_higher_id_joining_a_running_cluster_follows_its_lower_coordinator() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 3, Algorithm::Relay, 4);
+    let nonce = p.handshake.nonce();
+    quiet(&mut p);
+    let ack = Msg::HelloAck { term: 4, nonce, values: None, coordinator: Some(n(2)) };
+    deliver(&mut p, T0, n(1), Incarnation(1), ack);
+    deliver(&mut p, at(T0, 1), n(2), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
+    assert_eq!(p.coordinator, Some(n(2)));
+    assert_eq!(p.timers.get(Timer::Elect), None, "no challenge armed");
+    let after_window = p.promise.restart_window_ends().max(at(T0, 2));
+    for k in 0..20u64 {
+        let t = after_window + Duration::from_millis(k * 10);
+        deliver(&mut p, t, n(2), Incarnation(1), Msg::Heartbeat { term: 4, seq: 2 + k });
+    }
+    let t = after_window + Duration::from_millis(195);
+    p.timers.set(Timer::Elect, t);
+    p.handle_timeout(t);
+    let asked: Vec<_> =
+        drain(&mut p).into_iter().filter(|o| matches!(o, Output::Send { msg: Msg::PreVote { .. }, .. })).collect();
+    assert_eq!(asked, vec![]);
+    assert!(!p.terms.prevoting());
+    assert_eq!(p.term, 4);
+}
+
 #[test]
 fn an_unreachable_coordinator_is_given_up_at_once_and_prevotes_are_granted() {
     let ring = ring_of(&[1, 2, 3]);
@@ -1492,19 +1523,25 @@ fn a_prevote_won_for_a_term_that_would_overflow_starts_nothing() {
 }
 
 /// (electd.md "Election algorithm 2 — alive-list ring": the timer starts
-/// an election only with no known coordinator; "Consumer": only a higher
-/// id challenges) The election timer does nothing while a live
-/// coordinator with a higher id is known: no pre-vote is asked.
+/// an election only with no known coordinator; "Consumer": a healthy
+/// coordinator keeps office) The election timer does nothing while a live
+/// coordinator is known, whether its id is higher or lower: no pre-vote is
+/// asked.
 #[test]
-fn the_election_timer_does_nothing_while_a_live_higher_coordinator_is_known() {
-    let ring = ring_of(&[1, 2, 3]);
-    let mut p = process(&ring, 2, Algorithm::Relay, 4);
-    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
-    quiet(&mut p);
-    p.timers.set(Timer::Elect, at(T0, 10));
-    p.handle_timeout(at(T0, 10));
-    assert_eq!(drain(&mut p), vec![]);
-    assert!(!p.terms.prevoting());
+fn the_election_timer_does_nothing_while_a_live_coordinator_is_known() {
+    for (me, c) in [(2, 3), (3, 2)] {
+        let ring = ring_of(&[1, 2, 3]);
+        let mut p = process(&ring, me, Algorithm::Relay, 4);
+        deliver(&mut p, T0, n(c), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
+        quiet(&mut p);
+        let t = p.promise.restart_window_ends().max(at(T0, 10));
+        deliver(&mut p, t, n(c), Incarnation(1), Msg::Heartbeat { term: 4, seq: 2 });
+        drain(&mut p);
+        p.timers.set(Timer::Elect, t);
+        p.handle_timeout(t);
+        assert_eq!(drain(&mut p), vec![], "{me} under {c}");
+        assert!(!p.terms.prevoting(), "{me} under {c}");
+    }
 }
 
 // ------------------------------------------------ heartbeats and the office
