@@ -448,6 +448,87 @@ impl Acker {
     }
 }
 
+/// Both halves of leasing at one site: its own lease on its grants (the
+/// renewals it sends, [`Renewer`]) and the renewals it acked for others
+/// ([`Acker`]), under one [`LeaseConfig`]. ntmutexd and tokenwatchd hold
+/// one each; their cores add the messages and the rule table.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SiteLeases {
+    renewer: Renewer,
+    acker: Acker,
+}
+
+impl SiteLeases {
+    /// No lease, nothing acked.
+    pub fn new(cfg: LeaseConfig) -> Self {
+        SiteLeases { renewer: Renewer::new(cfg), acker: Acker::new() }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &LeaseConfig {
+        self.renewer.config()
+    }
+
+    /// Until when the own lease on `epoch` lives, if it does
+    /// ([`Renewer::live_until`]).
+    pub fn live_until(&self, now: Instant, epoch: u64) -> Option<Instant> {
+        self.renewer.live_until(now, epoch)
+    }
+
+    /// The renewal due now, if any ([`Renewer::poll`]).
+    pub fn poll(
+        &mut self,
+        now: Instant,
+        active: bool,
+        epoch: u64,
+        holding: bool,
+        rng: &mut SeededRng,
+    ) -> Option<Renewal> {
+        self.renewer.poll(now, active, epoch, holding, rng)
+    }
+
+    /// When the next renewal is due, or a holder's backoff ends
+    /// ([`Renewer::next_due`]).
+    pub fn next_due(&self) -> Option<Instant> {
+        self.renewer.next_due()
+    }
+
+    /// An ack of the own renewal `round` from `from`: the lease's new end
+    /// if it grew ([`Renewer::on_ack`]).
+    pub fn on_ack(&mut self, from: NodeId, round: u64) -> Option<Instant> {
+        self.renewer.on_ack(from, round)
+    }
+
+    /// The own lease ends (the token left or was dropped).
+    pub fn end(&mut self) {
+        self.renewer.end();
+    }
+
+    /// The token is alive here: waiting sites' renewals may be acked
+    /// ([`Acker::saw_token`]).
+    pub fn saw_token(&mut self, now: Instant) {
+        self.acker.saw_token(self.renewer.config(), now);
+    }
+
+    /// The verdict on a renewal from `from` ([`Acker::judge_renewal`]).
+    pub fn judge(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        renewal: Renewal,
+        promised: Promised,
+        rules: LeaseRules,
+    ) -> RenewVerdict {
+        self.acker.judge_renewal(self.renewer.config(), now, from, renewal, promised, rules)
+    }
+
+    /// (safety) Whether an ack given here still forbids taking part in
+    /// `proposer`'s proposal, and for how long ([`Acker::busy_under`]).
+    pub fn busy_under(&self, rules: LeaseRules, now: Instant, proposer: NodeId) -> Option<Duration> {
+        self.acker.busy_under(rules, now, proposer)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

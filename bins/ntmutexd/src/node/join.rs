@@ -7,13 +7,13 @@
 
 use std::collections::BTreeSet;
 
-use ::durable::promise::{self, AckStep, RoundStep, Values};
+use ::durable::promise::{AckStep, RoundStep, Values};
 use ftcore::{Incarnation, NodeId, Protocol};
 use timer::Instant;
 
 use super::events::NtEvent;
 use super::rules::NtRule;
-use super::state::{Last, Phase, Recovery, Timer, Token, DEFERRED_MAX};
+use super::state::{Last, Phase, Recovery, Timer, DEFERRED_MAX};
 use super::NtNode;
 use crate::msg::{Body, Msg};
 
@@ -168,6 +168,7 @@ impl NtNode {
         /// epoch is only a proposal).
         fn start_with_local_token(&mut self, now: Instant) {
             let above = self.promise.stored().floor();
+            use ::durable::promise;
             let next = promise::round_of(above).checked_add(1).and_then(|r| promise::encode(r, self.promise.slot()));
             let Some(epoch) = next else { return };
             if self.promise.on_in_use(epoch, now).is_err() {
@@ -175,7 +176,7 @@ impl NtNode {
             }
             self.persist();
             self.out.event(NtEvent::Epoch(epoch));
-            self.install_token(now, Token { epoch, counter: 0 }, 0);
+            self.install_token(now, super::state::Token { epoch, counter: 0 }, 0);
         }
     }
 

@@ -14,68 +14,13 @@ use std::time::Duration;
 
 use ftcore::rules::Rules;
 use ftcore::NodeId;
-use lockservice::lease::{Acker, LeaseConfig, LeaseRules, Promised, RenewVerdict, Renewal, Renewer};
-use timer::{Instant, SeededRng};
+use lockservice::lease::{LeaseRules, Promised, RenewVerdict, Renewal};
+use timer::Instant;
 
 use super::rules::NtRule;
-use super::state::{Timer, Token};
+use super::state::Timer;
 use super::NtNode;
 use crate::msg::Body;
-
-/// Both halves of leasing at this site: its own lease on its grants (the
-/// renewals it sends) and the renewals it acked for others.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct Leases {
-    /// This site's lease on its grants (the handler tests drive it).
-    pub(super) renewer: Renewer,
-    /// The renewals this site acked, and the windows they opened.
-    acker: Acker,
-}
-
-impl Leases {
-    pub(super) fn new(config: LeaseConfig) -> Leases {
-        Leases { renewer: Renewer::new(config), acker: Acker::new() }
-    }
-
-    /// A renewal to send now, if one is due (`active`: local clients hold
-    /// or wait). The token held here (`token`) lets waiting sites' renewals
-    /// be acked; the renewal names its epoch, else `max_epoch`.
-    fn poll(
-        &mut self,
-        now: Instant,
-        active: bool,
-        token: Option<Token>,
-        max_epoch: u64,
-        rng: &mut SeededRng,
-    ) -> Option<Renewal> {
-        if token.is_some() {
-            // The token is alive here: waiting sites' renewals may be acked.
-            let cfg = self.renewer.config();
-            self.acker.saw_token(cfg, now);
-        }
-        let holding = token.is_some();
-        let epoch = token.map_or(max_epoch, |t| t.epoch);
-        self.renewer.poll(now, active, epoch, holding, rng)
-    }
-
-    /// `Acker::judge_renewal` on a renewal from `from`.
-    fn judge(
-        &mut self,
-        now: Instant,
-        from: NodeId,
-        renewal: Renewal,
-        promised: Promised,
-        rules: LeaseRules,
-    ) -> RenewVerdict {
-        let cfg = self.renewer.config();
-        self.acker.judge_renewal(cfg, now, from, renewal, promised, rules)
-    }
-
-    /// This site's lease ends now (its token is gone).
-    pub(super) fn end(&mut self) {
-        self.renewer.end();
-    }
-}
 
 /// The lease rules of a rule table, for `lockservice::lease`.
 fn lease_rules(r: Rules<NtRule>) -> LeaseRules {
@@ -98,7 +43,7 @@ impl NtNode {
                 return Some(lockservice::lease::FOREVER);
             }
         }
-        self.lease.renewer.live_until(now, token.epoch)
+        self.lease.live_until(now, token.epoch)
     }
 
     /// Sends a renewal if one is due (after every input), and keeps the
@@ -111,15 +56,18 @@ impl NtNode {
         let active = (self.locks.is_held() || self.locks.has_waiters())
             && self.join.is_running()
             && self.promise.stored().recovered();
-        let max_epoch = self.max_epoch();
-        if let Some(Renewal { round, epoch, holding }) =
-            self.lease.poll(now, active, self.token, max_epoch, &mut self.rng)
-        {
+        if self.token.is_some() {
+            // The token is alive here: waiting sites' renewals may be acked.
+            self.lease.saw_token(now);
+        }
+        // The renewal names the token's epoch, else the highest in use.
+        let (epoch, holding) = self.token.map_or((self.max_epoch(), false), |t| (t.epoch, true));
+        if let Some(Renewal { round, epoch, holding }) = self.lease.poll(now, active, epoch, holding, &mut self.rng) {
             self.broadcast(Body::LeaseRenew { round, epoch, holding });
             // Its own ack goes through the same rules as a peer's.
             self.on_lease_renew(now, self.me, round, epoch, holding);
         }
-        match self.lease.renewer.next_due() {
+        match self.lease.next_due() {
             Some(at) if active => self.timers.set(Timer::Renew, at),
             _ => self.timers.cancel(Timer::Renew),
         }
@@ -145,7 +93,7 @@ impl NtNode {
     /// An ack of our renewal `round`: the lease may have grown; the holder
     /// is told.
     pub(super) fn on_lease_ack(&mut self, now: Instant, from: NodeId, round: u64) {
-        if let Some(until) = self.lease.renewer.on_ack(from, round) {
+        if let Some(until) = self.lease.on_ack(from, round) {
             self.locks.renew(now, until, &mut self.out);
         }
     }
@@ -176,6 +124,6 @@ impl NtNode {
     /// (safety) Whether an ack this site gave still forbids promising
     /// `proposer`'s regeneration, and for how long.
     pub(super) fn lease_busy_for(&self, now: Instant, proposer: NodeId) -> Option<Duration> {
-        self.lease.acker.busy_under(lease_rules(self.cfg.rules), now, proposer)
+        self.lease.busy_under(lease_rules(self.cfg.rules), now, proposer)
     }
 }

@@ -29,7 +29,7 @@
 //! - [`regen`]: two-phase regeneration and epochs (`Proposer`: when this
 //!   life may propose);
 //! - [`lease`]: leases on grants (renewals, acks, the windows they open)
-//!   (`Leases`: the renewer and the acker);
+//!   (`lockservice::lease::SiteLeases`: the renewer and the acker);
 //! - [`leave`]: graceful leave (`Leave`);
 //! - [`status`]: `ftctl status` and read access for checkers.
 //!
@@ -77,8 +77,8 @@ use self::state::{Last, LinkKind, Phase, Recovery, Timer, Token};
 use crate::msg::{Body, Msg};
 use detect::Detector;
 use join::Join;
-use lease::Leases;
 use leave::Leave;
+use lockservice::lease::SiteLeases;
 use queue::Grants;
 use recovery::Election;
 use regen::Proposer;
@@ -122,7 +122,7 @@ pub struct NtNode {
     locks: LocalLocks,
     /// This site's lease on its grants and the renewals it acked
     /// (`lease.rs`).
-    lease: Leases,
+    lease: SiteLeases,
     timers: TimerTable<Timer>,
     out: Outbox<Msg, LockReply, NtEvent, NtDurable>,
     /// Graceful leave (`leave.rs`).
@@ -159,7 +159,7 @@ impl NtNode {
         let nonce = rng.next_u64();
         let mut node = NtNode {
             locks: LocalLocks::new(cfg.locks.clone()),
-            lease: Leases::new(cfg.lease_config(members.len())),
+            lease: SiteLeases::new(cfg.lease_config(members.len())),
             cfg,
             me,
             inc,

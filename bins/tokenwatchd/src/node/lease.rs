@@ -19,74 +19,11 @@ use std::time::Duration;
 
 use ::durable::promise;
 use ftcore::NodeId;
-use lockservice::lease::{Acker, LeaseConfig, LeaseRules, Promised, RenewVerdict, Renewal, Renewer, FOREVER};
-use timer::{Instant, SeededRng};
+use lockservice::lease::{LeaseRules, Promised, RenewVerdict, Renewal, FOREVER};
+use timer::Instant;
 
 use super::{TwConfig, TwEvent, TwNode, TwRule};
 use crate::msg::Msg;
-
-/// What the leases keep: this process's lease on its grants (its
-/// renewals and their acks), and the renewals it acked (the windows
-/// they opened).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct Leases {
-    /// This process's lease on its grants.
-    renewer: Renewer,
-    /// The renewals this process acked, and the windows they opened.
-    acker: Acker,
-}
-
-impl Leases {
-    /// No lease, nothing acked.
-    pub(super) fn new(cfg: LeaseConfig) -> Self {
-        Leases { renewer: Renewer::new(cfg), acker: Acker::new() }
-    }
-
-    /// The own lease ends (the token left or was dropped).
-    pub(super) fn end(&mut self) {
-        self.renewer.end();
-    }
-
-    /// Until when the own lease on `epoch` lives, if it does.
-    fn live_until(&self, now: Instant, epoch: u64) -> Option<Instant> {
-        self.renewer.live_until(now, epoch)
-    }
-
-    /// The renewal due now, if any (`Renewer::poll`).
-    fn poll(&mut self, now: Instant, active: bool, epoch: u64, holding: bool, rng: &mut SeededRng) -> Option<Renewal> {
-        self.renewer.poll(now, active, epoch, holding, rng)
-    }
-
-    /// When the next renewal is due (or a holder's backoff ends).
-    fn next_due(&self) -> Option<Instant> {
-        self.renewer.next_due()
-    }
-
-    /// The acker's verdict on `renewal` from `from`
-    /// (`Acker::judge_renewal`, under this process's lease settings).
-    fn judge(
-        &mut self,
-        now: Instant,
-        from: NodeId,
-        renewal: Renewal,
-        promised: Promised,
-        rules: LeaseRules,
-    ) -> RenewVerdict {
-        self.acker.judge_renewal(self.renewer.config(), now, from, renewal, promised, rules)
-    }
-
-    /// An ack of the own renewal `round` from `from`: whether the lease
-    /// grew.
-    fn on_ack(&mut self, from: NodeId, round: u64) -> bool {
-        self.renewer.on_ack(from, round).is_some()
-    }
-
-    /// (safety) Whether an ack given here still forbids adopting
-    /// `claimant`'s Claim (or proposing one), and for how long.
-    fn busy_for(&self, rules: LeaseRules, now: Instant, claimant: NodeId) -> Option<Duration> {
-        self.acker.busy_under(rules, now, claimant)
-    }
-}
 
 /// The lease rules of `cfg`'s table, for `lockservice::lease`.
 fn lease_rules(cfg: &TwConfig) -> LeaseRules {
@@ -208,7 +145,7 @@ impl TwNode {
     /// holder is told (`Renewed`, its deadline cut at the visit's end).
     /// Returns whether the lease grew.
     pub(super) fn on_lease_ack(&mut self, now: Instant, from: NodeId, round: u64) -> bool {
-        if !self.leases.on_ack(from, round) {
+        if self.leases.on_ack(from, round).is_none() {
             return false;
         }
         if let Some(until) = self.grant_lease(now) {
@@ -241,6 +178,6 @@ impl TwNode {
     /// (safety) Whether an ack this process gave still forbids adopting
     /// `claimant`'s Claim (or proposing its own), and for how long.
     pub(super) fn lease_busy_for(&self, now: Instant, claimant: NodeId) -> Option<Duration> {
-        self.leases.busy_for(lease_rules(&self.cfg), now, claimant)
+        self.leases.busy_under(lease_rules(&self.cfg), now, claimant)
     }
 }

@@ -27,7 +27,7 @@
 //!   `claim::Claims` (the own Claim, its hops and skip list, a Claim put
 //!   off, the silent peers, the Claim adopted, the token-lost deadline);
 //! - [`lease`]: leases on grants (renewals, acks, the windows they open);
-//!   `lease::Leases` (the renewer and the acker).
+//!   `lockservice::lease::SiteLeases` (the renewer and the acker).
 //!
 //! What several mechanisms read or write stays on the node: `cfg`, `me`,
 //! `members`, the promise component, `tpc` and its stored block, the live
@@ -114,7 +114,7 @@ pub struct TwNode {
     locks: LocalLocks,
     /// This process's lease on its grants, and the renewals it acked
     /// (`lease.rs`).
-    leases: lease::Leases,
+    leases: lockservice::lease::SiteLeases,
     leaving: bool,
     rng: SeededRng,
     nonce_counter: u64,
@@ -326,7 +326,7 @@ impl Protocol for TwNode {
             try_window: (ctx.config.token_min_hold + ctx.config.max_delay) * members.len() as u32,
         });
         let mut node = TwNode {
-            leases: lease::Leases::new(ctx.config.lease_config(members.len())),
+            leases: lockservice::lease::SiteLeases::new(ctx.config.lease_config(members.len())),
             members,
             me: ctx.me,
             inc: ctx.incarnation,

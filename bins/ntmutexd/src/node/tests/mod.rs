@@ -131,12 +131,12 @@ fn holder(size: u32, me: u32, k: usize) -> NtNode {
 /// due until one comes.
 fn give_lease(s: &mut NtNode) {
     let epoch = s.token.map_or(s.max_epoch(), |t| t.epoch);
-    let r = s.lease.renewer.poll(T0, true, epoch, true, &mut s.rng).expect("a first renewal");
+    let r = s.lease.poll(T0, true, epoch, true, &mut s.rng).expect("a first renewal");
     for i in 1..=s.members.len() / 2 + 1 {
-        s.lease.renewer.on_ack(n(i as u32), r.round);
+        s.lease.on_ack(n(i as u32), r.round);
     }
-    assert_eq!(s.lease.renewer.live_until(T0, epoch), Some(lease_end()));
-    let _ = s.lease.renewer.poll(T0, false, epoch, true, &mut s.rng);
+    assert_eq!(s.lease.live_until(T0, epoch), Some(lease_end()));
+    let _ = s.lease.poll(T0, false, epoch, true, &mut s.rng);
 }
 
 /// The renewal `round` of site `me` of `size` sites, sent to every peer.
