@@ -197,13 +197,20 @@ impl PromiseNode {
     pub fn new(cfg: Config, loaded: Option<Promises>, now: Instant) -> Result<Self, ConfigError> {
         let slot = cfg.validate()?;
         let fresh = loaded.is_none();
-        let stored = loaded.unwrap_or_else(Promises::fresh).loaded();
-        let restart_until = if cfg.rules.on(PromiseRule::RestartWindow) { cfg.restart_ends(now) } else { now };
+        let mut stored = loaded.unwrap_or_else(Promises::fresh).loaded();
+        // (safety) A previous life may have bound itself for longer than
+        // this config would (its lease or W was larger): the restart
+        // window covers the longest; a longer binding from now on is
+        // stored before this life acks or promises anything.
+        let previous = stored.binding();
+        let raised = stored.bind(cfg.binding());
+        let restart_until =
+            if cfg.rules.on(PromiseRule::RestartWindow) { cfg.restart_ends(now, previous) } else { now };
         Ok(PromiseNode {
             cfg,
             slot,
             stored,
-            dirty: fresh,
+            dirty: fresh || raised,
             restart_until,
             given: None,
             proposal: None,

@@ -653,10 +653,18 @@ fn a_lease_that_outlasts_suspicion_is_refused() {
 
 // ------------------------------------------- the other handlers, one each
 
-/// What [`process`] stores after joining `term` (following `follows`),
-/// its promises untouched.
+/// What a `relay` [`process`] stores after joining `term` (following
+/// `follows`): its promises untouched but for the binding window stored at
+/// start (`max(W, lease)`: W, the election timeout).
 fn stored_at(term: u64, follows: Option<u32>) -> ElDurable {
-    ElDurable { promises: Some(Promises::recovered_with(0)), term, follows: follows.map(n) }
+    stored_by(Algorithm::Relay, term, follows)
+}
+
+/// [`stored_at`] for a process of `algorithm` (its W differs).
+fn stored_by(algorithm: Algorithm, term: u64, follows: Option<u32>) -> ElDurable {
+    let c = cfg(algorithm);
+    let promises = Promises::recovered_with(0).bound(c.election_timeout.max(c.lease));
+    ElDurable { promises: Some(promises), term, follows: follows.map(n) }
 }
 
 /// Cancels the start-up timers (handshake, election, check) of a process
@@ -853,7 +861,7 @@ fn a_coordinator_lap_is_followed_and_passed_on() {
     assert_eq!(
         outs,
         vec![
-            Output::Persist(stored_at(5, Some(3))),
+            Output::Persist(stored_by(Algorithm::Ring, 5, Some(3))),
             Output::Event(ElEvent::TermJoined { term: 5 }),
             Output::Send { to: n(1), msg: Msg::HopAck { term: 5, hop: 1 } },
             Output::Event(ElEvent::CoordinatorKnown { term: 5, id: n(3) }),

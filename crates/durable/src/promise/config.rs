@@ -145,8 +145,16 @@ impl Config {
     }
 
     /// `max(W, lease)·(1+ρ)` after `start`.
-    pub(super) fn restart_ends(&self, start: Instant) -> Instant {
-        Lease::new(start, self.window.max(self.lease), self.drift_ppm).grantor_honours_until()
+    /// The window a life of this config may bind itself for: `max(W, lease)`.
+    pub(super) fn binding(&self) -> Duration {
+        self.window.max(self.lease)
+    }
+
+    /// When a life started at `start` may promise again: the longest
+    /// binding (this config's, or a previous life's `stored`) stretched by
+    /// (1+ρ).
+    pub(super) fn restart_ends(&self, start: Instant, stored: Duration) -> Instant {
+        Lease::new(start, self.binding().max(stored), self.drift_ppm).grantor_honours_until()
     }
 
     /// `W·(1+ρ)/(1−ρ)`, rounded up to the microsecond.

@@ -20,6 +20,14 @@ pub struct Promises {
     recovered: bool,
     /// What recovery found; tokens at or below it are refused for ever.
     recovered_max: u64,
+    /// (safety) The longest window, in microseconds, for which any life of
+    /// this node may have bound itself: `max(W, lease)` of every config it
+    /// ran with. A restart waits at least this long (times (1+ρ)) before it
+    /// promises, so lowering `lease_ms` or W and restarting cannot cut
+    /// short a binding the previous life gave. Files written before this
+    /// field read as 0 (the configured window then rules).
+    #[serde(default)]
+    binding_us: u64,
 }
 
 /// The three values a node answers in `HelloAck` (`None` there while it is
@@ -44,13 +52,29 @@ impl Values {
 impl Promises {
     /// A node whose state file is missing: a new disk, unrecovered.
     pub fn fresh() -> Self {
-        Promises { threshold: 0, floor: 0, own: None, in_use: 0, recovered: false, recovered_max: 0 }
+        Promises { threshold: 0, floor: 0, own: None, in_use: 0, recovered: false, recovered_max: 0, binding_us: 0 }
     }
 
     /// The state recovery stores when the highest value it heard is `max`
     /// (a new cluster recovers at 0; tests and simulators start from it).
     pub fn recovered_with(max: u64) -> Self {
-        Promises { threshold: max, floor: max, own: None, in_use: 0, recovered: true, recovered_max: max }
+        Promises {
+            threshold: max,
+            floor: max,
+            own: None,
+            in_use: 0,
+            recovered: true,
+            recovered_max: max,
+            binding_us: 0,
+        }
+    }
+
+    /// `self` with its binding window raised to `window`, as a life with
+    /// that window stores it at start (tests and simulators build expected
+    /// state files with it).
+    pub fn bound(mut self, window: std::time::Duration) -> Self {
+        self.bind(window);
+        self
     }
 
     /// Highest value promised to another proposer or seen in use.
@@ -95,6 +119,23 @@ impl Promises {
         let own = self.own.take().unwrap_or(0);
         self.floor = self.floor.max(self.threshold).max(self.in_use).max(self.recovered_max).max(own);
         self
+    }
+
+    /// The longest binding window any life of this node used.
+    pub fn binding(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(self.binding_us)
+    }
+
+    /// Raises the stored binding window to `window`; whether it rose (then
+    /// it must be stored before this life acks or promises anything).
+    pub(super) fn bind(&mut self, window: std::time::Duration) -> bool {
+        let us = u64::try_from(window.as_micros()).unwrap_or(u64::MAX);
+        if us > self.binding_us {
+            self.binding_us = us;
+            true
+        } else {
+            false
+        }
     }
 
     pub(super) fn promise(&mut self, value: u64) {

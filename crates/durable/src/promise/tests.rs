@@ -19,9 +19,12 @@ fn cfg(me: u32) -> Config {
     Config::new(vec![n(1), n(2), n(3)], n(me), W)
 }
 
-/// A recovered node started at 0, its restart window (100 ms) over at `ms(100)`.
+/// A recovered node started at 0, its restart window (100 ms) over at
+/// `ms(100)`, its start write (the binding window stored) taken.
 fn node(me: u32) -> PromiseNode {
-    PromiseNode::new(cfg(me), Some(Promises::recovered_with(0)), ms(0)).expect("valid config")
+    let mut p = PromiseNode::new(cfg(me), Some(Promises::recovered_with(0)), ms(0)).expect("valid config");
+    assert_eq!(p.take_dirty().map(|s| s.binding()), Some(W), "the binding is stored at start");
+    p
 }
 
 fn persisted(p: &mut PromiseNode) -> Promises {
@@ -183,6 +186,36 @@ fn without_promise_window_higher_proposals_pass() {
     let mut p = PromiseNode::new(c, Some(Promises::recovered_with(0)), ms(0)).expect("valid");
     let _ = p.on_proposal(n(2), 1025, ms(100)).expect("promise");
     assert!(p.on_proposal(n(3), 2050, ms(101)).is_ok());
+}
+
+/// (safety, foundation.md "Durable state": the restart window covers the
+/// longest binding of any previous life) A life that ran with lease 300 ms
+/// stores that binding; restarted with a lease of 100 ms, it still promises
+/// nothing for 300 ms: its previous life's lease acks may bind that long.
+/// Before 2026-11-29 the window came from the current config alone (100
+/// ms), and a proposal 150 ms after the restart was promised.
+#[test]
+fn a_restart_with_a_shorter_lease_waits_out_the_previous_lives_binding() {
+    let mut long = cfg(1);
+    long.lease = Duration::from_millis(300);
+    let mut first = PromiseNode::new(long, Some(Promises::recovered_with(0)), ms(0)).expect("valid");
+    let stored = persisted(&mut first);
+    assert_eq!(stored.binding(), Duration::from_millis(300));
+    let mut short = cfg(1);
+    short.lease = Duration::from_millis(100);
+    let mut second = PromiseNode::new(short, Some(stored.clone()), ms(1_000)).expect("valid");
+    assert_eq!(second.restart_window_ends(), ms(1_300));
+    assert_eq!(
+        second.on_proposal(n(2), 1025, ms(1_150)),
+        Err(Refusal::Restarting { remaining: Duration::from_millis(150) })
+    );
+    // The stored binding never falls, and an unchanged one is not rewritten.
+    assert_eq!(second.take_dirty(), None);
+    assert!(second.on_proposal(n(2), 1025, ms(1_300)).is_ok());
+    // A file written before the field existed reads as no binding.
+    let old = toml::to_string(&stored).expect("toml").replace("binding_us = 300000\n", "");
+    let read: Promises = toml::from_str(&old).expect("an old file reads");
+    assert_eq!(read.binding(), Duration::ZERO);
 }
 
 #[test]

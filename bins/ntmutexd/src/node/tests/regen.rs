@@ -74,13 +74,15 @@ fn regenerate_repeated_by_the_same_proposer_is_acked_again() {
 #[test]
 fn regenerate_in_the_restart_window_is_refused() {
     // Windows live in memory: a restarted site promises nothing until every
-    // promise of its previous life has run out.
+    // promise of its previous life has run out. The stored file was written
+    // under W = 50 ms (`stored_in_use`), longer than this site's own
+    // window: the stored binding rules (50 ms·(1+ρ) from the start).
     let mut s = restarted(4, 2, 2, stored_in_use(E));
     drain(&mut s);
     s.join.phase = Phase::Running;
     let p = proposal(2, 3);
     let out = deliver(&mut s, at(10), 3, Body::Regenerate { epoch: p });
-    assert_eq!(out, vec![send(3, nack(p, Refusal::Restarting { remaining: ms(35) }))]);
+    assert_eq!(out, vec![send(3, nack(p, Refusal::Restarting { remaining: ms(40) }))]);
 }
 
 #[test]
