@@ -168,7 +168,7 @@ impl ElNode {
         }
         // This process elected, or a live coordinator known (whatever its
         // id: a healthy coordinator keeps office): nothing to do.
-        if self.is_coordinator() || (self.coordinator.is_some() && self.coordinator_alive(now)) {
+        if self.is_coordinator() || self.coordinator_alive(now) {
             return;
         }
         self.start_prevote(now);
