@@ -22,7 +22,8 @@ pub struct ElectdConfig {
     /// The immediate answer (Queued or a denial) to a request is due this
     /// long after it was sent.
     pub request_timeout_ms: u64,
-    /// A grant's lease; at least 3·(lease_ms + suspect_after_ms).
+    /// A grant's lease; at least 3·(lease_ms + suspect_after_ms) (0: that
+    /// bound, 1050 ms at the default timing).
     pub grant_ttl_ms: u64,
     /// Most requests waiting at the coordinator.
     pub coordinator_max_queue: usize,
@@ -39,7 +40,7 @@ impl Default for ElectdConfig {
             hop_timeout_ms: 100,
             election_timeout_ms: 0,
             request_timeout_ms: 500,
-            grant_ttl_ms: 3_000,
+            grant_ttl_ms: 0,
             coordinator_max_queue: 1_024,
             election_jitter_ms: 100,
             max_queue: 1_024,
@@ -70,7 +71,8 @@ impl DaemonConfig for ElectdConfig {
 }
 
 impl ElectdConfig {
-    /// The core's settings (0 for `election_timeout_ms`: derived).
+    /// The core's settings (0 for `election_timeout_ms` or `grant_ttl_ms`:
+    /// derived).
     pub fn core(&self, common: &CommonConfig) -> ElConfig {
         self.core_with(&common.timing, common.peers.len())
     }
@@ -97,6 +99,9 @@ impl ElectdConfig {
         };
         if self.election_timeout_ms == 0 {
             c.election_timeout = c.derived_election_timeout(n);
+        }
+        if self.grant_ttl_ms == 0 {
+            c.grant_ttl = c.min_grant_ttl();
         }
         c
     }
