@@ -123,7 +123,7 @@ impl Row {
 
 pub fn run(a: DemoArgs) -> Result<ExitCode> {
     if !a.no_build {
-        build_daemons()?;
+        build_daemons("demo")?;
     }
     for d in DAEMONS.iter().chain(&["ftctl"]) {
         ftlab::bin(d)?;
@@ -173,32 +173,41 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
             started.elapsed().as_secs_f64()
         );
     }
-    if all_passed && !a.keep_logs {
-        match std::fs::remove_dir_all(&root) {
-            Ok(()) => eprintln!(
-                "ftlab demo: every check passed; configs and logs under {} deleted (--keep-logs keeps them)",
-                root.display()
-            ),
-            Err(e) => eprintln!("ftlab demo: could not delete {}: {e}", root.display()),
-        }
-    } else {
-        for r in rows.iter().filter(|r| !r.passed()) {
-            eprintln!("{}: a check failed; its configs and logs: {}", r.daemon, r.dir.display());
-        }
-        eprintln!("ftlab demo: configs and logs kept in {}", root.display());
-    }
+    let failed: Vec<(&str, &Path)> = rows.iter().filter(|r| !r.passed()).map(|r| (r.daemon, r.dir.as_path())).collect();
+    keep_or_delete_logs("demo", &root, a.keep_logs, &failed);
     Ok(if all_passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
+/// The end of a run of `ftlab CMD` whose clusters live under `root`:
+/// deletes it when nothing `failed` (daemon, its cluster's directory) and
+/// the logs are not to be kept; else says where they are.
+pub(crate) fn keep_or_delete_logs(cmd: &str, root: &Path, keep: bool, failed: &[(&str, &Path)]) {
+    if failed.is_empty() && !keep {
+        match std::fs::remove_dir_all(root) {
+            Ok(()) => eprintln!(
+                "ftlab {cmd}: every check passed; configs and logs under {} deleted (--keep-logs keeps them)",
+                root.display()
+            ),
+            Err(e) => eprintln!("ftlab {cmd}: could not delete {}: {e}", root.display()),
+        }
+    } else {
+        for (daemon, dir) in failed {
+            eprintln!("{daemon}: a check failed; its configs and logs: {}", dir.display());
+        }
+        eprintln!("ftlab {cmd}: configs and logs kept in {}", root.display());
+    }
+}
+
 /// Run through cargo (`CARGO` is set), builds the workspace's binaries in
-/// ftlab's own profile, so that `cargo run -p ftlab -- demo` on a fresh
-/// clone needs no other step. Cargo's progress shows on stderr (its
-/// stdout too goes to ftlab's stderr), so that stdout holds only the table.
-fn build_daemons() -> Result<()> {
+/// ftlab's own profile, so that `cargo run -p ftlab -- CMD` (`cmd`: demo,
+/// drill) on a fresh clone needs no other step. Cargo's progress shows on
+/// stderr (its stdout too goes to ftlab's stderr), so that stdout holds
+/// only the table.
+pub(crate) fn build_daemons(cmd: &str) -> Result<()> {
     let Some(cargo) = std::env::var_os("CARGO") else { return Ok(()) };
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
     eprintln!(
-        "ftlab demo: building the daemons (first time: a few minutes; `cargo build --workspace --bins{}`)…",
+        "ftlab {cmd}: building the daemons (first time: a few minutes; `cargo build --workspace --bins{}`)…",
         if cfg!(debug_assertions) { "" } else { " --release" }
     );
     let status = build_command(cargo, &manifest, !cfg!(debug_assertions))
@@ -208,7 +217,7 @@ fn build_daemons() -> Result<()> {
     if !status.success() {
         bail!("cargo build --workspace --bins failed ({status})");
     }
-    eprintln!("ftlab demo: the daemons are built");
+    eprintln!("ftlab {cmd}: the daemons are built");
     Ok(())
 }
 
@@ -482,7 +491,8 @@ async fn idle_kill(
     Ok((format!("node {victim} ({role})"), served.map(|t| ms(t - killed_at)), checked))
 }
 
-fn ms(ns: u128) -> f64 {
+/// Nanoseconds as milliseconds.
+pub(crate) fn ms(ns: u128) -> f64 {
     ns as f64 / 1e6
 }
 

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod chaos;
 mod demo;
+mod drill;
 mod json;
 mod up;
 
@@ -29,6 +30,33 @@ enum Cmd {
     /// safety (no overlapping grants, fences increasing, acknowledged
     /// results present). Exit status 0 only when every check passed.
     Demo(demo::DemoArgs),
+    /// Issue 38's failover figures at the default settings: per lock
+    /// daemon, a new cluster's first grant, SIGKILL of the holder's daemon
+    /// → the next grant, the killed node restarted → serving, and SIGSTOP
+    /// of the holder's daemon → the next grant, each with its target.
+    ///
+    /// One daemon after the other (ntmutexd, electd, tokenwatchd by
+    /// default), each a new cluster of N nodes on loopback with no setting
+    /// changed. (1) All N are spawned back to back and a client of node 1
+    /// asks at once, again after every refusal: spawn → its grant (target
+    /// 2 s). (2) A client holds the lock through the victim (ntmutexd,
+    /// tokenwatchd: node 2, where the token then is; electd: the
+    /// coordinator), a client of the lowest other node waits, the victim is
+    /// SIGKILLed: kill → the waiter's grant (300 ms; tokenwatchd 1 s). (3)
+    /// The victim is started again and a client of it asks at once:
+    /// restart → its grant (2 s). (4) As (2) with SIGSTOP (then SIGCONT) of
+    /// another node (ntmutexd, tokenwatchd: node 3; electd: the
+    /// coordinator): stop → the waiter's grant (suspect_after_ms +
+    /// lease_ms + 100 ms = 450 ms; tokenwatchd 1.5 s). (5) The safety
+    /// checks over every grant the drill's clients recorded: no two
+    /// overlapping, fences increasing.
+    ///
+    /// Each wait is given 60 s; a figure that has not come by then is
+    /// "none". Exit status 0 when every figure was measured and the safety
+    /// checks passed, even when targets were missed (a figure over its
+    /// target is marked "over target"); 1 otherwise. tokenwatchd takes a
+    /// minute or more at the defaults.
+    Drill(drill::DrillArgs),
     /// Write configs for N nodes of DAEMON (each its own state_dir under
     /// DIR/state), start them, print their endpoints, PIDs, a Prometheus
     /// file_sd targets file and the command that runs Prometheus on it
@@ -69,6 +97,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.cmd {
         Cmd::Demo(a) => demo::run(a),
+        Cmd::Drill(a) => drill::run(a),
         Cmd::Up(a) => up::run(a),
         Cmd::Kill(a) => up::kill(a),
         Cmd::Restart(a) => up::restart(a),
