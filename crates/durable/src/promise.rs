@@ -151,6 +151,16 @@ pub struct PromiseNode {
     stored: Promises,
     dirty: bool,
     restart_until: Instant,
+    /// NC1: a fresh node started with `--new-cluster` waives its restart
+    /// window provisionally; this is where the window ends if NC3 revokes
+    /// the waiver.
+    waived: Option<Instant>,
+    /// NC4: recovered by NC2 (the cluster is new): the first proposal goes
+    /// by rank, not after a random delay.
+    new_cluster_start: bool,
+    /// NC3: the waiver was revoked or ran out: this life recovers as if
+    /// started without `--new-cluster`.
+    flag_void: bool,
     given: Option<Given>,
     proposal: Option<Proposal>,
     recovery: Recovery,
@@ -204,14 +214,20 @@ impl PromiseNode {
         // stored before this life acks or promises anything.
         let previous = stored.binding();
         let raised = stored.bind(cfg.binding());
-        let restart_until =
-            if cfg.rules.on(PromiseRule::RestartWindow) { cfg.restart_ends(now, previous) } else { now };
+        let window_ends = if cfg.rules.on(PromiseRule::RestartWindow) { cfg.restart_ends(now, previous) } else { now };
+        // NC1: nothing binds a life that never ran; the answers decide
+        // (NC2/NC3) whether this one had none.
+        let waive = cfg.new_cluster && !stored.recovered();
+        let (restart_until, waived) = if waive { (now, Some(window_ends)) } else { (window_ends, None) };
         Ok(PromiseNode {
             cfg,
             slot,
             stored,
             dirty: fresh || raised,
             restart_until,
+            waived,
+            new_cluster_start: false,
+            flag_void: false,
             given: None,
             proposal: None,
             recovery: Recovery::default(),
@@ -594,9 +610,30 @@ impl PromiseNode {
 
     /// The earliest time for this life's first proposal: the end of the
     /// restart window plus a random delay of up to W, so that a cold
-    /// restart of every node does not start N colliding proposals.
+    /// restart of every node does not start N colliding proposals. A fresh
+    /// node started with `--new-cluster` cannot know yet (it recovers
+    /// first): the end of the window it would have without the flag; once
+    /// it recovers, [`PromiseNode::first_proposal_in_new_cluster`] says.
     pub fn first_proposal_at(&self, rng: &mut SeededRng) -> Instant {
-        self.restart_until + rng.duration_between(Duration::ZERO, self.cfg.window)
+        self.waived.unwrap_or(self.restart_until) + rng.duration_between(Duration::ZERO, self.cfg.window)
+    }
+
+    /// NC4: after recovering in a new cluster (NC2), the first proposal is
+    /// due `rank · lease·(1+ρ)` after `now`, rank being this node's position
+    /// among the configured ids: the lowest live id proposes first and the
+    /// others see its value in use before their turn. `None` otherwise.
+    pub fn first_proposal_in_new_cluster(&self, now: Instant) -> Option<Instant> {
+        self.new_cluster_start.then(|| {
+            // One step more than the rank, so that peers started at about
+            // the same time have recovered too (an unrecovered peer refuses).
+            let step = self.cfg.stretched(self.cfg.lease.max(Duration::from_millis(1)));
+            now + step.saturating_mul(u32::from(self.slot) + 1)
+        })
+    }
+
+    /// Whether this life recovered by NC2 (its cluster was new).
+    pub fn new_cluster_start(&self) -> bool {
+        self.new_cluster_start
     }
 
     // ---- fresh-node recovery ----
@@ -606,6 +643,14 @@ impl PromiseNode {
     pub fn recovery_round(&mut self, nonce: u64, now: Instant) -> RoundStep {
         if self.stored.recovered() {
             return RoundStep::NotNeeded;
+        }
+        // A waiver that has not led to recovery by the end of the window
+        // it stood for lapses (a host down at the first start): the node
+        // recovers as before NC1, the flag's ⌊N/2⌋ rule included; answers
+        // so far were pre-window ones.
+        if self.waived.is_some_and(|ends| now >= ends) {
+            self.waived = None;
+            self.recovery = Recovery::default();
         }
         if now < self.restart_until {
             return RoundStep::Wait { until: self.restart_until };
@@ -631,14 +676,45 @@ impl PromiseNode {
 
     fn try_recover(&mut self) -> RoundStep {
         let others = self.cfg.members.len() - 1;
-        match self.recovery.decide(others, self.cfg.new_cluster) {
-            Some((max, in_use)) => {
-                self.stored.recover(max, in_use);
-                self.dirty = true;
-                self.recovery = Recovery::default();
-                RoundStep::Recovered { max: self.stored.recovered_max() }
+        if let Some(window_ends) = self.waived {
+            // NC3: somebody has promised or used a value: the cluster is
+            // not new, and this life waits its restart window after all.
+            let guard = self.cfg.rules.on(PromiseRule::NewClusterGuard);
+            if self.recovery.any_value() && guard {
+                self.void_flag();
+                self.restart_until = window_ends;
+                return RoundStep::Wait { until: window_ends };
             }
+            // NC2: a majority of the others, each unrecovered or all zeros
+            // (without the guard, the flag's old ⌊N/2⌋).
+            let needed = if guard { others / 2 + 1 } else { others.div_ceil(2) };
+            return match self.recovery.decide_new_cluster(needed) {
+                Some((max, in_use)) => {
+                    self.waived = None;
+                    self.new_cluster_start = true;
+                    self.recovered(max, in_use)
+                }
+                None => RoundStep::Send,
+            };
+        }
+        match self.recovery.decide(others, self.cfg.new_cluster && !self.flag_void) {
+            Some((max, in_use)) => self.recovered(max, in_use),
             None => RoundStep::Send,
         }
+    }
+
+    /// NC3: no more waiver, and no `--new-cluster` rule, for this life;
+    /// the answers so far are forgotten.
+    fn void_flag(&mut self) {
+        self.waived = None;
+        self.flag_void = true;
+        self.recovery = Recovery::default();
+    }
+
+    fn recovered(&mut self, max: u64, in_use: u64) -> RoundStep {
+        self.stored.recover(max, in_use);
+        self.dirty = true;
+        self.recovery = Recovery::default();
+        RoundStep::Recovered { max: self.stored.recovered_max() }
     }
 }

@@ -86,6 +86,10 @@ impl ElNode {
             self.term_since = now;
         }
         self.start_term = self.start_term.max(max);
+        // NC4: a new cluster's first election goes by rank.
+        if let Some(at) = self.promise.first_proposal_in_new_cluster(now) {
+            self.timers.set(Timer::Elect, at);
+        }
     }
 
     pub(super) fn on_hello(&mut self, from: NodeId, nonce: u64) {

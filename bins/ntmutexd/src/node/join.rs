@@ -211,12 +211,16 @@ impl NtNode {
                 self.hello_all();
                 self.timers.set(Timer::Recover, now + self.cfg.suspect_after);
             }
-            RoundStep::Recovered { max } => self.state_recovered(max),
+            RoundStep::Recovered { max } => self.state_recovered(now, max),
         }
     }
 
-    fn state_recovered(&mut self, max: u64) {
+    fn state_recovered(&mut self, now: Instant, max: u64) {
         self.timers.cancel(Timer::Recover);
+        // NC4: a new cluster's first regeneration goes by rank.
+        if let Some(at) = self.promise.first_proposal_in_new_cluster(now) {
+            self.regen.proposals_from = at;
+        }
         // Stored before this site promises, grants or proposes anything.
         self.persist();
         self.out.event(NtEvent::StateRecovered { max });
@@ -241,7 +245,7 @@ impl NtNode {
         values: Option<Values>,
     ) {
         if let AckStep::Recovered { max } = self.promise.on_hello_ack(from, nonce, values, now) {
-            self.state_recovered(max);
+            self.state_recovered(now, max);
         }
         if let Some(bootstrap) = self.join.on_hello_ack(from, running, self.members.len()) {
             self.finish_join(now, bootstrap);

@@ -85,6 +85,11 @@ pub(super) struct Census {
 }
 
 impl Census {
+    /// NC4: a new cluster's first census not before `at`.
+    pub(super) fn first_at(&mut self, at: Instant) {
+        self.not_before = at;
+    }
+
     /// None in flight nor wanted; the first may start at `first`.
     pub(super) fn new(first: Instant) -> Self {
         Census { run: None, late: None, not_before: first, stall_waited: None, wanted: false, copy: None }

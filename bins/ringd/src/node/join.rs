@@ -49,7 +49,7 @@ impl RdNode {
                 Some(now + self.cfg.suspect_after.max(Duration::from_millis(1)))
             }
             RoundStep::Recovered { max } => {
-                self.out.event(RdEvent::StateRecovered { max });
+                self.recovered(now, max);
                 None
             }
         };
@@ -71,10 +71,18 @@ impl RdNode {
         self.out.send(from, Msg::HelloAck { nonce, values });
     }
 
-    pub(super) fn on_hello_ack(&mut self, _now: Instant, from: NodeId, nonce: u64, values: Option<Values>) {
-        if let AckStep::Recovered { max } = self.promise.on_hello_ack(from, nonce, values, _now) {
-            self.out.event(RdEvent::StateRecovered { max });
+    pub(super) fn on_hello_ack(&mut self, now: Instant, from: NodeId, nonce: u64, values: Option<Values>) {
+        if let AckStep::Recovered { max } = self.promise.on_hello_ack(from, nonce, values, now) {
+            self.recovered(now, max);
             self.hello.schedule(None);
+        }
+    }
+
+    fn recovered(&mut self, now: Instant, max: u64) {
+        self.out.event(RdEvent::StateRecovered { max });
+        // NC4: a new cluster's first census goes by rank.
+        if let Some(at) = self.promise.first_proposal_in_new_cluster(now) {
+            self.census.first_at(at);
         }
     }
 }

@@ -170,6 +170,12 @@ impl Claims {
         self.deferred = Some(skip);
     }
 
+    /// NC4: a new cluster has had no token anywhere: the first own Claim
+    /// starts at `at`, not a token-lost deadline after this life began.
+    pub(super) fn first_at(&mut self, at: Instant) {
+        self.defer(at, Vec::new());
+    }
+
     /// No own Claim before `at`.
     fn retry_at(&mut self, at: Instant) {
         self.not_before = at;

@@ -99,7 +99,13 @@ impl TwNode {
     pub(super) fn on_join_ack(&mut self, now: Instant, from: NodeId, nonce: u64, values: Option<Values>) {
         if !self.promise.stored().recovered() {
             match self.promise.on_hello_ack(from, nonce, values, now) {
-                AckStep::Recovered { max } => self.out.event(TwEvent::StateRecovered { max }),
+                AckStep::Recovered { max } => {
+                    self.out.event(TwEvent::StateRecovered { max });
+                    // NC4: a new cluster's first Claim goes by rank.
+                    if let Some(at) = self.promise.first_proposal_in_new_cluster(now) {
+                        self.claims.first_at(at);
+                    }
+                }
                 AckStep::Pending | AckStep::Ignored => return,
             }
         }

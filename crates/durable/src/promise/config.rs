@@ -51,6 +51,14 @@ ftcore::rules! {
             spec: "docs/foundation.md, Durable state",
             scenario: "mutation_no_restart_window_is_caught",
         },
+        /// NC2/NC3: a fresh node that waived its restart window under
+        /// `--new-cluster` recovers early only from answers that are all
+        /// `none` or zeros; any value above zero revokes the waiver.
+        NewClusterGuard {
+            switch: "no_new_cluster_guard",
+            spec: "docs/foundation.md, Fresh nodes (NC2, NC3)",
+            scenario: "mutation_no_new_cluster_guard_is_caught",
+        },
         /// A proposal equal to the threshold is refused: a value is
         /// promised to one proposer only.
         TiesRefused {
@@ -132,6 +140,11 @@ impl Config {
 
     pub(super) fn is_member(&self, id: NodeId) -> bool {
         self.members.contains(&id)
+    }
+
+    /// `d·(1+ρ)`, rounded up.
+    pub(super) fn stretched(&self, d: Duration) -> Duration {
+        Lease::new(Instant::ZERO, d, self.drift_ppm).grantor_honours_until().saturating_since(Instant::ZERO)
     }
 
     /// `W·(1+ρ)` after `at`: until then a promise holds.

@@ -70,6 +70,25 @@ impl Recovery {
         true
     }
 
+    /// Whether any counted answer has a value above zero (NC3).
+    pub(super) fn any_value(&self) -> bool {
+        self.answers.values().flatten().any(|v| v.max() > 0)
+    }
+
+    /// NC2: `Some((max of all values, max in use))` once `needed` others
+    /// have answered. The caller has checked [`Recovery::any_value`] first
+    /// (with the guard on, every counted answer is then `none` or zeros).
+    pub(super) fn decide_new_cluster(&self, needed: usize) -> Option<(u64, u64)> {
+        (self.answers.len() >= needed).then(|| self.maxima())
+    }
+
+    fn maxima(&self) -> (u64, u64) {
+        let vals = self.answers.values().flatten();
+        let max = vals.clone().map(Values::max).max().unwrap_or(0);
+        let in_use = vals.map(|v| v.in_use).max().unwrap_or(0);
+        (max, in_use)
+    }
+
     /// `Some((max of all values, max in use))` once the answers suffice:
     /// ⌊(N−1)/2⌋+1 others with values, or all N−1 others, or (new cluster)
     /// ⌊N/2⌋ others with nothing in use.
@@ -80,11 +99,6 @@ impl Recovery {
         let enough = with_values > others / 2
             || self.answers.len() >= others
             || (new_cluster && !any_in_use && self.answers.len() >= n / 2);
-        enough.then(|| {
-            let vals = self.answers.values().flatten();
-            let max = vals.clone().map(Values::max).max().unwrap_or(0);
-            let in_use = vals.map(|v| v.in_use).max().unwrap_or(0);
-            (max, in_use)
-        })
+        enough.then(|| self.maxima())
     }
 }

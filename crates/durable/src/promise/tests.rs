@@ -540,20 +540,60 @@ fn recovery_from_all_others_even_without_values() {
 
 #[test]
 fn new_cluster_recovers_from_half_with_nothing_in_use() {
+    // The waiver (NC1) is revoked by the first answer with a value (NC3);
+    // after the window, without the flag's rule, it needs a majority.
     let mut p = fresh(1, 5, true);
-    let _ = p.recovery_round(1, ms(100));
-    assert_eq!(p.on_hello_ack(n(2), 1, None, ms(110)), AckStep::Pending);
-    assert_eq!(p.on_hello_ack(n(3), 1, vals(0, 7, 9), ms(110)), AckStep::Recovered { max: 9 });
-    // Any value in use makes it ignore --new-cluster.
+    assert_eq!(p.recovery_round(1, ms(1)), RoundStep::Send);
+    assert_eq!(p.on_hello_ack(n(2), 1, None, ms(2)), AckStep::Pending);
+    assert_eq!(p.on_hello_ack(n(3), 1, vals(0, 7, 9), ms(2)), AckStep::Pending);
+    assert_eq!(p.restart_window_ends(), ms(100));
+    assert_eq!(p.recovery_round(2, ms(50)), RoundStep::Wait { until: ms(100) });
+    // A late answer to the pre-window round does not count.
+    assert_eq!(p.on_hello_ack(n(4), 1, None, ms(60)), AckStep::Ignored);
+    assert_eq!(p.recovery_round(3, ms(100)), RoundStep::Send);
+    assert_eq!(p.on_hello_ack(n(2), 3, None, ms(110)), AckStep::Pending);
+    assert_eq!(p.on_hello_ack(n(3), 3, vals(0, 7, 9), ms(110)), AckStep::Pending);
+    assert_eq!(p.on_hello_ack(n(4), 3, vals(0, 0, 0), ms(110)), AckStep::Pending);
+    assert_eq!(p.on_hello_ack(n(5), 3, vals(0, 0, 0), ms(110)), AckStep::Recovered { max: 9 });
+    assert_eq!(p.first_proposal_in_new_cluster(ms(110)), None);
+    // A waiver that ran out (too few answered in the window: hosts down at
+    // the first start) lapses: after the window the flag's ⌊N/2⌋ rule
+    // applies as before.
     let mut p = fresh(1, 5, true);
-    let _ = p.recovery_round(1, ms(100));
-    assert_eq!(p.on_hello_ack(n(2), 1, None, ms(110)), AckStep::Pending);
-    assert_eq!(p.on_hello_ack(n(3), 1, vals(1, 7, 9), ms(110)), AckStep::Pending);
-    // Without the flag it needs more.
+    assert_eq!(p.recovery_round(1, ms(1)), RoundStep::Send);
+    assert_eq!(p.on_hello_ack(n(2), 1, None, ms(2)), AckStep::Pending);
+    assert_eq!(p.recovery_round(2, ms(100)), RoundStep::Send);
+    assert_eq!(p.on_hello_ack(n(2), 1, None, ms(105)), AckStep::Ignored);
+    assert_eq!(p.on_hello_ack(n(2), 2, None, ms(110)), AckStep::Pending);
+    assert_eq!(p.on_hello_ack(n(3), 2, vals(0, 7, 9), ms(110)), AckStep::Recovered { max: 9 });
+    // Without the flag it needs as much.
     let mut p = fresh(1, 5, false);
     let _ = p.recovery_round(1, ms(100));
     assert_eq!(p.on_hello_ack(n(2), 1, None, ms(110)), AckStep::Pending);
     assert_eq!(p.on_hello_ack(n(3), 1, vals(0, 7, 9), ms(110)), AckStep::Pending);
+}
+
+/// NC1–NC2: a fresh node started with `--new-cluster` asks at once, and a
+/// majority of the others answering `none` or zeros ends its restart
+/// window then; NC4: its first proposal is due one step more than its
+/// rank later.
+#[test]
+fn a_new_cluster_node_recovers_at_once_when_a_majority_of_the_others_know_nothing() {
+    let mut p = fresh(2, 5, true);
+    assert_eq!(p.recovery_round(1, ms(1)), RoundStep::Send);
+    assert_eq!(p.on_hello_ack(n(1), 1, None, ms(2)), AckStep::Pending);
+    assert_eq!(p.on_hello_ack(n(3), 1, vals(0, 0, 0), ms(2)), AckStep::Pending);
+    assert_eq!(p.on_hello_ack(n(4), 1, None, ms(3)), AckStep::Recovered { max: 0 });
+    assert!(persisted(&mut p).recovered());
+    assert!(p.new_cluster_start());
+    // No restart window left: it promises at once.
+    assert!(p.on_proposal(n(1), 1024, ms(4)).is_ok());
+    // Rank 1 (the second configured id): two steps of lease·(1+ρ), the
+    // lease being at least 1 ms.
+    assert_eq!(p.first_proposal_in_new_cluster(ms(3)), Some(ms(5)));
+    // Without the flag the same answers wait for the window.
+    let mut q = fresh(2, 5, false);
+    assert_eq!(q.recovery_round(1, ms(1)), RoundStep::Wait { until: ms(100) });
 }
 
 #[test]
