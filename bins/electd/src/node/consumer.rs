@@ -177,9 +177,12 @@ impl ConsumerState {
     }
 
     /// Coordinator `c` is new: a confirmed grant (any grant, with
-    /// `unconfirmed_too`) is re-registered with it.
+    /// `unconfirmed_too`) is re-registered with it. Never an expired one
+    /// (its expiry timer may come later in the same wake-up after a
+    /// pause): a coordinator would honour a grant nobody holds.
     fn reregister_with(&mut self, now: Instant, c: NodeId, unconfirmed_too: bool) -> HeldAtChange {
         match self.grant.as_mut() {
+            Some(g) if now >= g.expiry => HeldAtChange::Nothing,
             Some(g) if g.confirmed || unconfirmed_too => {
                 g.to = c;
                 g.adoption = Adoption::Asked(now);

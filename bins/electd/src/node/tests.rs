@@ -482,6 +482,19 @@ fn an_expired_grant_is_not_re_registered() {
     );
 }
 
+/// Nor when the coordinator changes after the grant's expiry but before
+/// its expiry timer (both in one wake-up after a pause): the new
+/// coordinator hears no re-registration of it.
+#[test]
+fn an_expired_grant_is_not_re_registered_with_a_new_coordinator() {
+    let (mut p, f) = consumer_granted_confirmed();
+    let expired = p.consumer.expiry().expect("held");
+    let outs = deliver(&mut p, expired, n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 1 });
+    let reregistered = Msg::Request { term: 5, req: 0, queued: None, holding: Some(f) };
+    assert!(!outs.contains(&Output::Send { to: n(2), msg: reregistered }), "{outs:?}");
+    assert!(outs.contains(&Output::Send { to: n(2), msg: Msg::HeartbeatAck { term: 5, seq: 1 } }), "{outs:?}");
+}
+
 #[test]
 fn a_broken_link_to_the_coordinator_resends_the_queued_request() {
     let mut p = consumer_granted_unconfirmed();
