@@ -427,6 +427,12 @@ impl PromiseNode {
             Some(p) if p.value < value => self.drop_own(),
             _ => None,
         };
+        // A value at or above the one promised here is in use: the promised
+        // proposal can no longer complete after it (foundation.md, Promise
+        // windows), which is all the window guards against. It ends.
+        if self.given.is_some_and(|g| g.value <= value) {
+            self.given = None;
+        }
         let raised = value > self.stored.in_use();
         if raised {
             self.stored.see_in_use(value);

@@ -160,6 +160,24 @@ fn promise_window_refuses_higher_proposals_of_others() {
     assert!(p.on_proposal(n(3), 2050, ms(200)).is_ok());
 }
 
+/// The window ends early once the promised value, or a higher one, is in
+/// use here: the promised proposal can no longer complete after it. A
+/// lower value in use ends nothing.
+#[test]
+fn a_promise_window_ends_when_a_value_at_or_above_it_is_in_use() {
+    let mut p = node(1);
+    let _ = p.on_proposal(n(2), 2050, ms(100)).expect("promise");
+    assert!(p.on_in_use(1025, ms(110)).is_err(), "below the threshold: refused");
+    assert_eq!(p.on_proposal(n(3), 3075, ms(120)), Err(Refusal::Busy { remaining: Duration::from_millis(80) }));
+    assert!(p.on_in_use(2050, ms(130)).is_ok());
+    assert!(p.on_proposal(n(3), 3075, ms(140)).is_ok(), "the window ended with 2050 in use");
+    // A higher value than the promised one ends it too.
+    let mut q = node(1);
+    let _ = q.on_proposal(n(2), 2050, ms(100)).expect("promise");
+    assert!(q.on_in_use(3073, ms(130)).is_ok());
+    assert!(q.on_proposal(n(3), 4099, ms(140)).is_ok());
+}
+
 #[test]
 fn promise_window_is_stretched_by_drift() {
     let mut c = cfg(1);
