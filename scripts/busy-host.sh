@@ -5,13 +5,18 @@
 # WRITERS (2) writers fsyncing 128 MiB in a loop, for DUR seconds.
 # Prints the holds and how many lost their lease (ftctl exit 69).
 # Usage: scripts/busy-host.sh BIN_DIR DUR   (BIN_DIR: target/release)
+# Lossy links instead (docs/benchmarks.md, Leases on lossy links):
+#   DAEMON=tokenwatchd DROP=0.2 SPIN=0 WRITERS=0 scripts/busy-host.sh BIN_DIR DUR
+# (DROP sets tokenwatchd's [chaos] drop_rate on every node).
 set -u
 BIN=${1:?BIN_DIR}; DUR=${2:?DUR}
+DAEMON=${DAEMON:-ntmutexd}
+[ -n "${DROP:-}" ] && export TOKENWATCHD_CHAOS__DROP_RATE="$DROP"
 D=$(mktemp -d /tmp/busy.XXXX)
-"$BIN/ftlab" up ntmutexd -n 5 --dir "$D" > "$D/up.out" 2>&1 &
+"$BIN/ftlab" up "$DAEMON" -n 5 --dir "$D" > "$D/up.out" 2>&1 &
 UP=$!
 for i in $(seq 1 100); do grep -q "running;" "$D/up.out" 2>/dev/null && break; sleep 0.2; done
-sleep 3
+sleep ${SETTLE:-3}
 ADDRS=$(awk '/^[1-9] +[0-9]+ /{print $4}' "$D/up.out")
 [ -z "$ADDRS" ] && { cat "$D/up.out"; kill $UP; exit 1; }
 PIDS=()

@@ -46,6 +46,15 @@ fn every_fault_breaks(m: Rules<TwRule>, seeds: u64) -> SimError {
     first_failure(seeds, |seed| every_fault(seed, m).map(|_| ())).expect("no seed broke without the rule")
 }
 
+/// The every-fault run with `m`: some seed must break safety (two
+/// holders, or a fence below one granted), not only another invariant.
+fn every_fault_violates(m: Rules<TwRule>, seeds: u64) -> SimError {
+    first_failure(seeds, |seed| {
+        every_fault(seed, m).map(|_| ()).or_else(|e| if is_violation(&e) { Err(e) } else { Ok(()) })
+    })
+    .expect("no seed broke safety without the rule")
+}
+
 /// A lossy, fault-free ring with `m`.
 fn lossy_breaks(m: Rules<TwRule>, seeds: u64) -> SimError {
     first_failure(seeds, |seed| {
@@ -264,7 +273,7 @@ fn acks_never_changing_tpc_is_needed() {
 
 #[test]
 fn bypass_by_a_claim_is_needed() {
-    let e = every_fault_breaks(Rules::all_but(&[TwRule::BypassByAClaim]), 60);
+    let e = every_fault_violates(Rules::all_but(&[TwRule::BypassByAClaim]), 60);
     assert!(is_violation(&e), "{e}");
 }
 
@@ -923,15 +932,16 @@ fn claim_busy_for_a_newer_token_is_needed() {
 
 /// The newer-token `Busy`, masked by the lease window: in
 /// `claim_behind_a_late_hand_off` every process the Claim reaches after the
-/// token acked a renewal of the token's holders. With both off, seed 16
-/// of 0–19 breaks (2 of 0–59: 16, 59; 2026-11-27): the Claim passes the
-/// processes the token has left, and the claimant's token grants while a
-/// client of the old one holds; with either on, none of 0–59.
+/// token acked a renewal of the token's holders. With both off, seed 29
+/// of 0–29 breaks (2026-11-29, with renewals retried on lossy links; before
+/// them seed 16, 2 of 0–59): the Claim passes the processes the token has
+/// left, and the claimant's token grants while a client of the old one
+/// holds; with either on, none of 0–99.
 #[test]
 fn claim_busy_for_a_newer_token_masked_by_lease_window() {
     let all = Rules::all_but(&[TwRule::ClaimBusyForANewerToken, TwRule::LeaseAckBindsTheAcker]);
     let e = breaks_only(
-        20,
+        30,
         claim_behind_a_late_hand_off,
         all,
         &[all.with(TwRule::ClaimBusyForANewerToken), all.with(TwRule::LeaseAckBindsTheAcker)],
@@ -1012,8 +1022,10 @@ fn claim_busy_while_awaiting_masked_by_stale_renewal_refusal() {
         all,
         &[all.with(TwRule::ClaimBusyWhileAwaiting), all.with(TwRule::StaleRenewalsRefused)],
     );
-    // Seed 0: `n3 granted fence 0x100000000000000ac after 0x300000000000000ac`.
-    assert!(e.message.contains(" after 0x"), "{e}");
+    // Seed 0 until 2026-11-28: `n3 granted fence 0x100000000000000ac after
+    // 0x300000000000000ac`; with renewals retried on lossy links, seed 1:
+    // `n3 granted fence 0x2…b5 while n4's grant 0x3…b5 … holds until …`.
+    assert!(is_violation(&e), "{e}");
 }
 
 #[test]

@@ -133,12 +133,27 @@ pub struct LeaseConfig {
     pub drift_ppm: u32,
     /// Configured sites (the majority is `sites/2 + 1`).
     pub sites: usize,
+    /// Lossy links (tokenwatchd's UDP): a round that no majority acked
+    /// within [`LeaseConfig::retry_every`] is followed by a new round at
+    /// once, so that a lost renewal or ack costs milliseconds, not the
+    /// lease. Off on reliable links (ntmutexd's TCP), where a retry only
+    /// adds load to a busy host.
+    pub lossy: bool,
 }
 
 impl LeaseConfig {
     /// `renew_ms = lease_ms/3`.
     pub fn renew_every(&self) -> Duration {
         self.lease / 3
+    }
+
+    /// On lossy links, a round not settled this long after it was sent is
+    /// followed by a new one: `renew/8` (about 4 ms at the default lease),
+    /// so that at least four rounds fit between a renewal's due time and
+    /// the earliest end of the client's hold (`renew` later at the
+    /// default `kill_grace`); `None` on reliable links.
+    pub fn retry_every(&self) -> Option<Duration> {
+        self.lossy.then(|| (self.renew_every() / 8).max(Duration::from_micros(500)))
     }
 
     /// Acks needed: a majority of the configured sites.
@@ -196,8 +211,8 @@ struct Round {
 }
 
 /// Most rounds kept waiting for acks (older ones can no longer extend the
-/// lease past newer ones anyway).
-const ROUNDS_KEPT: usize = 8;
+/// lease past newer ones anyway): a renewal period's worth of retries.
+const ROUNDS_KEPT: usize = 12;
 
 /// The renewing half: one site's lease on its lock.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -265,7 +280,7 @@ impl Renewer {
             None => true,
             Some(_) if !live && !was_active => true,
             Some((e, h, _)) if (e, h) != (epoch, holding) && !live => true,
-            Some((_, _, at)) => now >= at + self.cfg.renew_every(),
+            Some((_, _, at)) => now >= at + self.cfg.renew_every() || self.retry_due(now, at),
         };
         if !due {
             return None;
@@ -298,8 +313,35 @@ impl Renewer {
             return None;
         }
         let (_, _, at) = self.last?;
-        let due = at + self.cfg.renew_every();
+        let mut due = at + self.cfg.renew_every();
+        if let Some(retry) = self.cfg.retry_every() {
+            if self.retrying(at + retry).is_some() {
+                due = due.min(at + retry);
+            }
+        }
         Some(self.quiet_until.map_or(due, |q| q.max(due)))
+    }
+
+    /// Whether the latest round sent has not reached a majority yet.
+    fn unsettled(&self) -> bool {
+        self.rounds.contains_key(&self.round)
+    }
+
+    /// Lossy links: the latest round, sent at `at`, is unsettled past the
+    /// retry interval, by a holding site or by a waiting one whose lease
+    /// is still live (the token it waits for is granted at once on that
+    /// lease). A waiting site with no live lease does not retry: its
+    /// renewals go unacked while no holder is live, and retrying them
+    /// would only flood.
+    fn retry_due(&self, now: Instant, at: Instant) -> bool {
+        self.retrying(now).is_some_and(|retry| now >= at + retry)
+    }
+
+    /// The retry interval if a retry is pending at `now`.
+    fn retrying(&self, now: Instant) -> Option<Duration> {
+        let (epoch, holding, _) = self.last?;
+        let extending = holding || self.live_until(now, epoch).is_some();
+        self.cfg.retry_every().filter(|_| extending && self.unsettled())
     }
 
     /// `from` (this site included) acked `round`. Returns the new end of
@@ -542,7 +584,8 @@ mod tests {
     }
 
     /// lease 90 ms, ρ = 1 % (to make the drift visible), 5 sites.
-    const CFG: LeaseConfig = LeaseConfig { lease: Duration::from_millis(90), drift_ppm: 10_000, sites: 5 };
+    const CFG: LeaseConfig =
+        LeaseConfig { lease: Duration::from_millis(90), drift_ppm: 10_000, sites: 5, lossy: false };
 
     #[test]
     fn settings_arithmetic() {
@@ -555,7 +598,7 @@ mod tests {
         assert!(CFG.check_against(Duration::from_millis(122)).is_err());
         assert!(CFG.check_against(Duration::from_millis(123)).is_ok());
         // The defaults (lease 100, ρ = 0.1 %) against suspect_after 250.
-        let d = LeaseConfig { lease: Duration::from_millis(100), drift_ppm: 1_000, sites: 3 };
+        let d = LeaseConfig { lease: Duration::from_millis(100), drift_ppm: 1_000, sites: 3, lossy: false };
         assert!(d.check_against(Duration::from_millis(250)).is_ok());
         // 100.1 + 33.33 = 133.43 ms against 133·0.999 = 132.87 ms.
         assert!(d.check_against(Duration::from_millis(134)).is_ok());
@@ -601,6 +644,58 @@ mod tests {
         for i in 1..=3 {
             assert_eq!(r.on_ack(n(i), 1), None);
         }
+    }
+
+    /// On lossy links a holder's round that no majority acked within
+    /// `renew/8` is followed by a new round, whose acks give the lease
+    /// from its own send time; a settled round is not retried.
+    #[test]
+    fn on_lossy_links_a_holders_unsettled_round_is_retried_at_once() {
+        let cfg = LeaseConfig { lossy: true, ..CFG };
+        let retry = cfg.retry_every().expect("lossy");
+        assert_eq!(retry, Duration::from_micros(3_750));
+        let mut r = Renewer::new(cfg);
+        let mut rng = SeededRng::new(1);
+        assert_eq!(r.poll(at(0), true, 7, true, &mut rng).map(|x| x.round), Some(1));
+        r.on_ack(n(1), 1);
+        assert_eq!(r.next_due(), Some(Instant::ZERO + retry));
+        assert_eq!(r.poll(Instant::from_micros(3_749), true, 7, true, &mut rng), None);
+        let again = r.poll(Instant::ZERO + retry, true, 7, true, &mut rng).expect("retried");
+        assert_eq!(again.round, 2);
+        for i in 1..=3 {
+            r.on_ack(n(i), 2);
+        }
+        assert_eq!(r.live_until(at(5), 7), Some(Instant::from_micros(3_750 + 89_100)));
+        // Settled: the next round comes a renewal period later.
+        assert_eq!(r.next_due(), Some(Instant::from_micros(3_750 + 30_000)));
+        // A late majority of round 1 changes nothing.
+        for i in 2..=3 {
+            assert_eq!(r.on_ack(n(i), 1), None);
+        }
+    }
+
+    /// No retries on reliable links, nor for a waiting site without a live
+    /// lease (its renewals go unacked while no holder is live); a waiting
+    /// site whose lease lives retries (the token is granted at once on it).
+    #[test]
+    fn reliable_links_and_waiters_without_a_lease_do_not_retry() {
+        let mut rng = SeededRng::new(1);
+        let mut r = Renewer::new(CFG);
+        r.poll(at(0), true, 7, true, &mut rng).expect("first");
+        assert_eq!(r.next_due(), Some(at(30)));
+        assert_eq!(r.poll(at(29), true, 7, true, &mut rng), None);
+        let mut w = Renewer::new(LeaseConfig { lossy: true, ..CFG });
+        w.poll(at(0), true, 7, false, &mut rng).expect("first");
+        assert_eq!(w.next_due(), Some(at(30)));
+        assert_eq!(w.poll(at(29), true, 7, false, &mut rng), None);
+        // Round 2 settles: a live lease; round 3 does not: retried.
+        assert_eq!(w.poll(at(30), true, 7, false, &mut rng).map(|x| x.round), Some(2));
+        for i in 1..=3 {
+            w.on_ack(n(i), 2);
+        }
+        assert_eq!(w.poll(at(60), true, 7, false, &mut rng).map(|x| x.round), Some(3));
+        assert_eq!(w.next_due(), Some(Instant::from_micros(63_750)));
+        assert_eq!(w.poll(Instant::from_micros(63_750), true, 7, false, &mut rng).map(|x| x.round), Some(4));
     }
 
     #[test]

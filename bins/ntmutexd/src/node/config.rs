@@ -54,7 +54,7 @@ impl Default for NtConfig {
 impl NtConfig {
     /// The lease settings for a cluster of `sites`.
     pub fn lease_config(&self, sites: usize) -> LeaseConfig {
-        LeaseConfig { lease: self.lease, drift_ppm: self.drift_ppm, sites }
+        LeaseConfig { lease: self.lease, drift_ppm: self.drift_ppm, sites, lossy: false }
     }
 
     /// Checks the settings for a cluster of `sites`: the one place they

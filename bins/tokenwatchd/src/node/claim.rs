@@ -63,6 +63,9 @@ pub(super) struct Claims {
     /// token shows itself, so that processes that lost it together do not
     /// all claim at once (they would only refuse each other).
     lost_jitter: Duration,
+    /// NC4: the first own Claim of a new cluster is put off to its rank's
+    /// turn; adopting another's Claim first cancels it.
+    first_pending: bool,
 }
 
 /// What a Claim hop due now needs.
@@ -89,6 +92,7 @@ impl Claims {
             token_seen_at: now,
             token_at: now,
             lost_jitter: Duration::ZERO,
+            first_pending: false,
         }
     }
 
@@ -174,6 +178,7 @@ impl Claims {
     /// starts at `at`, not a token-lost deadline after this life began.
     pub(super) fn first_at(&mut self, at: Instant) {
         self.defer(at, Vec::new());
+        self.first_pending = true;
     }
 
     /// No own Claim before `at`.
@@ -191,6 +196,7 @@ impl Claims {
 
     /// The own Claim of `epoch` was sent at `now`, skipping `skip`.
     fn started(&mut self, epoch: u64, now: Instant, skip: &[NodeId]) {
+        self.first_pending = false;
         self.own = Some((epoch, now));
         self.skip.clear();
         self.skip.extend_from_slice(skip);
@@ -203,6 +209,11 @@ impl Claims {
 
     fn adopt(&mut self, epoch: u64, claimant: NodeId) {
         self.adopted = Some((epoch, claimant));
+        // NC4: somebody claimed before this process's turn: its own first
+        // Claim waits for the token-lost deadline like any other.
+        if std::mem::take(&mut self.first_pending) {
+            self.deferred = None;
+        }
     }
 
     /// When a token last here counts as gone (W after it).
@@ -390,12 +401,15 @@ impl TwNode {
             None => self.promise.on_proposal(claim.claimant, claim.epoch, now),
         };
         match promised {
-            Err(Refusal::Restarting { .. }) => {
-                // In its restart window a process promises nothing, but a
-                // refusal would abandon a Claim that the others may well
-                // carry to a majority, and send its claimant into the long
-                // backoff: it passes the Claim on like a silent process
-                // skipped, adopting nothing (it is no adopter).
+            Err(Refusal::Restarting { .. } | Refusal::Unrecovered) => {
+                // In its restart window, or unrecovered (a fresh node whose
+                // peers have not answered enough yet: in a new cluster
+                // started together, or on lossy links), a process promises
+                // nothing, but a refusal would abandon a Claim that the
+                // others may well carry to a majority, and send its
+                // claimant into the long backoff: it passes the Claim on
+                // like a silent process skipped, adopting nothing (it is
+                // no adopter).
                 self.claims.adopt(claim.epoch, claim.claimant);
                 // Its token may follow within W, as for an adopted Claim.
                 self.token_activity(now);

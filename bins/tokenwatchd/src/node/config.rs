@@ -85,7 +85,7 @@ impl TwConfig {
 
     /// The lease settings for `n` processes.
     pub fn lease_config(&self, n: usize) -> LeaseConfig {
-        LeaseConfig { lease: self.lease, drift_ppm: self.drift_ppm, sites: n }
+        LeaseConfig { lease: self.lease, drift_ppm: self.drift_ppm, sites: n, lossy: true }
     }
 
     /// Checks the settings for `n` processes: the one place they are
