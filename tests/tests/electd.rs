@@ -29,6 +29,12 @@ fn all_name(c: &Cluster, ids: &[u32], who: u32) -> bool {
     ids.iter().all(|id| coordinator_seen_by(c, *id).as_deref() == Some(&who.to_string()))
 }
 
+/// Every one of `ids` names the same coordinator, whichever it is.
+fn all_agree(c: &Cluster, ids: &[u32]) -> bool {
+    let named: Vec<Option<String>> = ids.iter().map(|id| coordinator_seen_by(c, *id)).collect();
+    named.first().is_some_and(|first| first.is_some() && named.iter().all(|n| n == first))
+}
+
 /// Five daemons agree on 5; SIGKILL of 5 while clients loop: the four
 /// survivors agree on 4 (the time is printed next to suspect_after), the
 /// clients' holds never overlap and their fences rise; 5 restarts and
@@ -143,7 +149,10 @@ fn fences_keep_increasing_across_a_cold_restart_of_every_daemon() {
         for id in all(3) {
             c.restart(id).unwrap();
         }
-        assert!(wait_until(Duration::from_secs(20), || all_name(&c, &all(3), 3)), "{}", logs(&c, &all(3)));
+        // One coordinator that all name: the highest id usually, but not
+        // always (a process still in its restart window, or falsely
+        // suspected on a loaded machine, is skipped: electd.md).
+        assert!(wait_until(Duration::from_secs(20), || all_agree(&c, &all(3))), "{}", logs(&c, &all(3)));
     }
     let holds = parse_holds(&read(&file));
     assert_eq!(holds.len(), 6, "{holds:?}");
