@@ -158,8 +158,8 @@ pub struct PromiseNode {
     /// NC4: recovered by NC2 (the cluster is new): the first proposal goes
     /// by rank, not after a random delay.
     new_cluster_start: bool,
-    /// NC3: the waiver was revoked or ran out: this life recovers as if
-    /// started without `--new-cluster`.
+    /// NC3: the waiver was revoked by an answer with a value: this life
+    /// recovers as if started without `--new-cluster`.
     flag_void: bool,
     given: Option<Given>,
     proposal: Option<Proposal>,
@@ -625,9 +625,10 @@ impl PromiseNode {
     }
 
     /// NC4: after recovering in a new cluster (NC2), the first proposal is
-    /// due `rank · lease·(1+ρ)` after `now`, rank being this node's position
-    /// among the configured ids: the lowest live id proposes first and the
-    /// others see its value in use before their turn. `None` otherwise.
+    /// due `(slot + 1) · lease·(1+ρ)` after `now`, the slot being this
+    /// node's position in the configured peer list: the first-listed live
+    /// node proposes first and the others see its value in use before
+    /// their turn. `None` otherwise.
     pub fn first_proposal_in_new_cluster(&self, now: Instant) -> Option<Instant> {
         self.new_cluster_start.then(|| {
             // One step more than the rank, so that peers started at about
