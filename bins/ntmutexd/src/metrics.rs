@@ -54,12 +54,11 @@ pub fn record(e: &NtEvent, m: &Metrics) {
         NtEvent::Joined { bootstrap } => {
             tracing::info!(bootstrap, "joined the cluster");
             // Bootstrap: every node is starting, one of them makes the
-            // first token; otherwise one is in use already.
-            if *bootstrap {
-                FIRST_TOKEN.starting();
-            } else {
-                FIRST_TOKEN.token_seen();
-            }
+            // first token. Otherwise a peer was running already, but in a
+            // new cluster whose nodes recover at once (`--new-cluster`,
+            // foundation.md NC1-NC4) that peer may have no token yet: a
+            // token or epoch seen here (below) is what says one exists.
+            FIRST_TOKEN.starting();
         }
         NtEvent::RecoveryStarted { mech } => {
             tracing::warn!(mechanism = mech.label(), "failure detected: recovery started");
