@@ -322,38 +322,51 @@ fn tokenwatchd(tw: &mut Cluster, s: &mut Scrapes) {
     s.take(tw, "tokenwatchd", &live);
 }
 
-/// electd: the first election (3 leads), a grant through node 1 (the
-/// coordinator's grant wait is in node 3's scrape, taken before the kill),
-/// then a SIGKILL of the coordinator, a failover to 2 and a grant by 2.
+/// electd: the first election, a grant through node 1 (the coordinator's
+/// grant wait is in the coordinator's scrape, taken before the kill), then
+/// a SIGKILL of the coordinator, a failover and a grant by the new one.
+///
+/// Which process leads is not fixed: the highest live id is usual, but
+/// with this test's 10 ms hop timeout on a loaded 2-core machine a hop can
+/// go unacked and its successor is then skipped (CI on ecb6599 settled on
+/// 1 in term 25). The test waits for one coordinator that all name.
 fn electd(el: &mut Cluster, s: &mut Scrapes) {
     let all = [1, 2, 3];
-    let all_name =
-        |c: &Cluster, ids: &[u32], who: f64| ids.iter().all(|id| c.metric(*id, "electd_coordinator_id") == Some(who));
+    let agreed = |c: &Cluster, ids: &[u32]| -> Option<u32> {
+        let first = c.metric(ids[0], "electd_coordinator_id")?;
+        let same = ids.iter().all(|id| c.metric(*id, "electd_coordinator_id") == Some(first));
+        (same && first >= 1.0).then_some(first as u32)
+    };
+    let mut coordinator = None;
     assert!(
-        wait_until(Duration::from_secs(20), || all_name(el, &all, 3.0)),
-        "no coordinator 3; logs:\n{}",
+        wait_until(Duration::from_secs(20), || {
+            coordinator = agreed(el, &all);
+            coordinator.is_some()
+        }),
+        "no coordinator that all three name; logs:\n{}",
         logs(el, &all)
     );
-    assert!(lock_once(el, 1), "log:\n{}\n{}", el.log(1), el.log(3));
+    let c = coordinator.expect("found");
+    assert!(lock_once(el, 1), "log:\n{}\n{}", el.log(1), el.log(c));
     assert!(
-        wait_until(Duration::from_secs(5), || names_of(el, &[3]).contains("electd_grant_wait_seconds_bucket")),
-        "no grant recorded by the coordinator; log:\n{}",
-        el.log(3)
+        wait_until(Duration::from_secs(5), || names_of(el, &[c]).contains("electd_grant_wait_seconds_bucket")),
+        "no grant recorded by the coordinator {c}; log:\n{}",
+        el.log(c)
     );
-    // Two scrapes of a 1 s interval see node 3's grant before it dies.
+    // Two scrapes of a 1 s interval see the coordinator's grant before it dies.
     std::thread::sleep(Duration::from_millis(2500));
     s.take(el, "electd", &all);
-    el.kill(3);
-    let live = [1, 2];
+    el.kill(c);
+    let live: Vec<u32> = all.iter().copied().filter(|id| *id != c).collect();
     assert!(
-        wait_until(Duration::from_secs(20), || all_name(el, &live, 2.0)
+        wait_until(Duration::from_secs(20), || agreed(el, &live).is_some_and(|n| n != c)
             && live.iter().all(|id| el
                 .scrape(*id)
                 .is_ok_and(|t| exposed(&t).contains("electd_failover_duration_seconds_bucket")))),
-        "no failover to 2 after 3 was killed; logs:\n{}",
+        "no failover after the coordinator {c} was killed; logs:\n{}",
         logs(el, &live)
     );
-    assert!(lock_once(el, 1), "no grant after the failover; logs:\n{}", logs(el, &live));
+    assert!(lock_once(el, live[0]), "no grant after the failover; logs:\n{}", logs(el, &live));
     s.take(el, "electd", &live);
 }
 
