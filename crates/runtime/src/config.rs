@@ -64,7 +64,9 @@ pub struct CommonArgs {
     /// Log line format (overrides `log_format`).
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
-    /// Validate the configuration, print the effective config and exit.
+    /// Validate the configuration, print the effective config followed by
+    /// the worst-case failover times these settings give (as TOML comments)
+    /// and exit.
     #[arg(long)]
     pub check_config: bool,
     /// The first start of a new cluster only (like etcd's
@@ -364,6 +366,79 @@ pub trait DaemonConfig: Serialize + DeserializeOwned + Default + Clone + Debug {
         let _ = var;
         Ok(None)
     }
+
+    /// The worst case of each failover row for these settings
+    /// (failover.md, "--check-config"), computed from the functions the
+    /// core arms its timers with; `--check-config` prints them. Empty (the
+    /// default): the daemon grants nothing.
+    fn worst_cases(&self, common: &CommonConfig) -> Vec<WorstCase> {
+        let _ = common;
+        Vec::new()
+    }
+}
+
+/// What a row of `--check-config`'s worst cases times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorstRow {
+    /// The holder's (or coordinator's) daemon is killed: its peers see its
+    /// connections close. Until a client of another node is granted.
+    Kill,
+    /// It is stopped (SIGSTOP, a lost host): silence only. Until a client
+    /// of another node is granted.
+    Stop,
+    /// Every node of a new cluster started at once with `--new-cluster`:
+    /// until the first grant.
+    FirstGrant,
+    /// The same without `--new-cluster`.
+    FirstGrantWithoutFlag,
+    /// A node restarted with its state file: until it serves its clients.
+    Restart,
+}
+
+impl WorstRow {
+    /// The row's words in `--check-config`'s output.
+    pub fn label(self) -> &'static str {
+        match self {
+            WorstRow::Kill => "holder's daemon killed -> next grant",
+            WorstRow::Stop => "holder's host silent (SIGSTOP) -> next grant",
+            WorstRow::FirstGrant => "new cluster (--new-cluster) -> first grant",
+            WorstRow::FirstGrantWithoutFlag => "new cluster, no --new-cluster -> first grant",
+            WorstRow::Restart => "restarted node -> serving",
+        }
+    }
+}
+
+/// One row of the worst cases: its bound at the given settings and how it
+/// is made up (in the keys' names), assuming peer messages arrive within
+/// their timeouts and no second failure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorstCase {
+    /// What is timed.
+    pub row: WorstRow,
+    /// The bound (`None`: none without a further event, said in `how`).
+    pub bound: Option<Duration>,
+    /// The sum it comes from, e.g. `lease_ms·(1+ρ) + suspect_after_ms`.
+    pub how: String,
+}
+
+/// `--check-config`'s worst cases as TOML comments (so the output still
+/// loads), after [`effective_toml`]; empty for a daemon without any.
+pub fn worst_cases_toml<D: DaemonConfig>(cfg: &Config<D>) -> String {
+    let rows = cfg.daemon.worst_cases(&cfg.common);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let width = rows.iter().map(|r| r.row.label().len()).max().unwrap_or(0);
+    let mut out = format!(
+        "\n# Worst cases at these settings, N = {} (docs/failover.md, \"--check-config\"):\n\
+         # peer messages within their timeouts, no second failure.\n",
+        cfg.common.peers.len()
+    );
+    for r in rows {
+        let bound = r.bound.map_or_else(|| "unbounded".to_string(), |d| format!("{} ms", d.as_millis()));
+        out.push_str(&format!("#   {:<width$}  {:>10}  = {}\n", r.row.label(), bound, r.how));
+    }
+    out
 }
 
 /// Common keys set from a daemon's alias variables
@@ -1136,6 +1211,18 @@ mod tests {
             });
             Ok(Some(AliasLayer { source: "seed variables SEED_ID".into(), node_id: Some(id), peers }))
         }
+
+        /// A kill row from `grant_ttl_ms` and one without a bound.
+        fn worst_cases(&self, common: &CommonConfig) -> Vec<WorstCase> {
+            vec![
+                WorstCase {
+                    row: WorstRow::Kill,
+                    bound: Some(Duration::from_millis(self.grant_ttl_ms + common.timing.lease_ms)),
+                    how: "grant_ttl_ms + lease_ms".into(),
+                },
+                WorstCase { row: WorstRow::FirstGrantWithoutFlag, bound: None, how: "every peer's answer".into() },
+            ]
+        }
     }
 
     /// A daemon whose keys are kebab-case.
@@ -1846,6 +1933,27 @@ command = "echo"
             assert_eq!(again.common, resolved);
             assert_eq!(again.daemon, cfg.daemon);
             assert_eq!(effective_toml(&again), text);
+            Ok(())
+        });
+    }
+
+    /// `--check-config`'s worst cases follow the effective configuration
+    /// as comments: the output still loads, to the same configuration.
+    #[test]
+    fn worst_cases_are_comments_after_the_effective_configuration() {
+        jailed(|jail| {
+            let cfg = load_file(jail, &file("grant_ttl_ms = 900", ""))?;
+            let rows = worst_cases_toml(&cfg);
+            assert!(rows.contains("N = 3"), "{rows}");
+            assert!(rows.contains("holder's daemon killed -> next grant") && rows.contains("1000 ms"), "{rows}");
+            assert!(rows.contains("unbounded  = every peer's answer"), "{rows}");
+            assert!(rows.lines().all(|l| l.is_empty() || l.starts_with('#')), "{rows}");
+            let text = effective_toml(&cfg) + &rows;
+            jail.create_file("effective.toml", &text)?;
+            let again = load::<TestD>(&CommonArgs { config: Some("effective.toml".into()), ..CommonArgs::default() })?;
+            assert_eq!(again.daemon, cfg.daemon);
+            let kebab = Config { common: cfg.common.clone(), daemon: KebabD::default() };
+            assert_eq!(worst_cases_toml(&kebab), "", "no rows, no text");
             Ok(())
         });
     }

@@ -111,7 +111,7 @@ pub fn main<D: DaemonConfig, P: Protocol + Send + 'static>(
 pub fn run<D: DaemonConfig, P: Protocol + Send + 'static>(args: &CommonArgs, spec: DaemonSpec<D, P>) -> ExitCode {
     let cfg = config::exit_on_error(config::load::<D>(args));
     if args.check_config {
-        print!("{}", config::effective_toml(&cfg));
+        print!("{}{}", config::effective_toml(&cfg), config::worst_cases_toml(&cfg));
         return ExitCode::SUCCESS;
     }
     logging::init(cfg.common.log_format, &cfg.common.log_level);
