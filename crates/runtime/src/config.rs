@@ -430,12 +430,14 @@ pub fn worst_cases_toml<D: DaemonConfig>(cfg: &Config<D>) -> String {
     }
     let width = rows.iter().map(|r| r.row.label().len()).max().unwrap_or(0);
     let mut out = format!(
-        "\n# Worst cases at these settings, N = {} (docs/failover.md, \"--check-config\"):\n\
+        "\n# Worst cases at these settings, N = {} (docs/{}.md, \"Worst cases\"):\n\
          # peer messages within their timeouts, no second failure.\n",
-        cfg.common.peers.len()
+        cfg.common.peers.len(),
+        D::NAME
     );
     for r in rows {
-        let bound = r.bound.map_or_else(|| "unbounded".to_string(), |d| format!("{} ms", d.as_millis()));
+        // Rounded up: a bound printed below its value would not be one.
+        let bound = r.bound.map_or_else(|| "unbounded".to_string(), |d| format!("{} ms", d.as_micros().div_ceil(1000)));
         out.push_str(&format!("#   {:<width$}  {:>10}  = {}\n", r.row.label(), bound, r.how));
     }
     out
@@ -1212,12 +1214,13 @@ mod tests {
             Ok(Some(AliasLayer { source: "seed variables SEED_ID".into(), node_id: Some(id), peers }))
         }
 
-        /// A kill row from `grant_ttl_ms` and one without a bound.
+        /// A kill row of `grant_ttl_ms + lease_ms` and 1 µs (printed rounded
+        /// up) and one without a bound.
         fn worst_cases(&self, common: &CommonConfig) -> Vec<WorstCase> {
             vec![
                 WorstCase {
                     row: WorstRow::Kill,
-                    bound: Some(Duration::from_millis(self.grant_ttl_ms + common.timing.lease_ms)),
+                    bound: Some(Duration::from_micros(1_000 * (self.grant_ttl_ms + common.timing.lease_ms) + 1)),
                     how: "grant_ttl_ms + lease_ms".into(),
                 },
                 WorstCase { row: WorstRow::FirstGrantWithoutFlag, bound: None, how: "every peer's answer".into() },
@@ -1945,7 +1948,10 @@ command = "echo"
             let cfg = load_file(jail, &file("grant_ttl_ms = 900", ""))?;
             let rows = worst_cases_toml(&cfg);
             assert!(rows.contains("N = 3"), "{rows}");
-            assert!(rows.contains("holder's daemon killed -> next grant") && rows.contains("1000 ms"), "{rows}");
+            assert!(
+                rows.contains("holder's daemon killed -> next grant") && rows.contains("1001 ms"),
+                "rounded up: {rows}"
+            );
             assert!(rows.contains("unbounded  = every peer's answer"), "{rows}");
             assert!(rows.lines().all(|l| l.is_empty() || l.starts_with('#')), "{rows}");
             let text = effective_toml(&cfg) + &rows;

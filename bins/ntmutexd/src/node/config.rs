@@ -57,6 +57,37 @@ impl NtConfig {
         LeaseConfig { lease: self.lease, drift_ppm: self.drift_ppm, sites, lossy: false }
     }
 
+    /// What the promise component is set up with (foundation.md, Durable
+    /// state): W = `lease` is the promise window and the proposal
+    /// deadline, and with the lease it sizes the restart window
+    /// `max(W, lease)·(1+ρ)`.
+    pub fn promise_setup(&self) -> promise::Setup {
+        promise::Setup {
+            window: self.lease,
+            lease: self.lease,
+            drift_ppm: self.drift_ppm,
+            promise_window: self.rules.on(NtRule::PromiseWindow),
+            rules: promise::rules_from(self.rules, |x| match x {
+                NtRule::RestartWindow => Some(promise::PromiseRule::RestartWindow),
+                NtRule::TiesRefused => Some(promise::PromiseRule::TiesRefused),
+                _ => None,
+            }),
+        }
+    }
+
+    /// A search, M1 or regeneration window: one round trip, `2·t_msg`
+    /// (closed early once every awaited peer has answered).
+    pub fn window(&self) -> Duration {
+        self.t_msg * 2
+    }
+
+    /// The COMMIT timer and the linking wait on a cluster of `sites`:
+    /// `(N + 1)·t_msg`, as a request may be forwarded up to N − 1 times on
+    /// a degenerate tree.
+    pub fn commit_timeout(&self, sites: usize) -> Duration {
+        self.t_msg.saturating_mul(u32::try_from(sites).unwrap_or(u32::MAX).saturating_add(1))
+    }
+
     /// Checks the settings for a cluster of `sites`: the one place they
     /// are validated (the daemon's config check calls it too).
     pub fn validate(&self, sites: usize) -> Result<(), NtError> {

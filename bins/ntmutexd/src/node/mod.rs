@@ -139,18 +139,7 @@ impl NtNode {
     fn new(ctx: Context<NtConfig, NtDurable>) -> Result<Self, NtError> {
         ctx.membership.require(ctx.me)?;
         ctx.config.validate(ctx.membership.len())?;
-        let cfg = &ctx.config;
-        let setup = promise::Setup {
-            window: cfg.lease,
-            lease: cfg.lease,
-            drift_ppm: cfg.drift_ppm,
-            promise_window: cfg.rules.on(NtRule::PromiseWindow),
-            rules: promise::rules_from(cfg.rules, |x| match x {
-                NtRule::RestartWindow => Some(promise::PromiseRule::RestartWindow),
-                NtRule::TiesRefused => Some(promise::PromiseRule::TiesRefused),
-                _ => None,
-            }),
-        };
+        let setup = ctx.config.promise_setup();
         let promise = PromiseNode::for_core(&ctx, setup, ctx.stored.as_ref().and_then(|s| s.promises.clone()))?;
         let Context { me, incarnation: inc, membership, now, seed, config: cfg, .. } = ctx;
         let members: Vec<NodeId> = membership.ids().collect();

@@ -159,8 +159,7 @@ impl NtNode {
     }
 
     pub(super) fn commit_timeout(&self) -> Duration {
-        // A request may be forwarded up to N - 1 times on a degenerate tree.
-        self.cfg.t_msg * (self.members.len() as u32 + 1)
+        self.cfg.commit_timeout(self.members.len())
     }
 
     pub(super) fn on_request(&mut self, now: Instant, requester: NodeId, seq: u64, hops: u32) {

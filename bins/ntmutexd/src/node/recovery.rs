@@ -88,7 +88,7 @@ impl NtNode {
                 let rest = std::mem::take(rest);
                 self.recovery = Recovery::M1 { started, asking: p, rest };
                 self.send(p, Body::AreYouAlive);
-                self.timers.set(Timer::Window, now + self.cfg.t_msg * 2);
+                self.timers.set(Timer::Window, now + self.cfg.window());
                 return;
             }
         }
@@ -133,7 +133,7 @@ impl NtNode {
                 }
             }
         }
-        self.timers.set(Timer::Window, now + self.cfg.t_msg * 2);
+        self.timers.set(Timer::Window, now + self.cfg.window());
         self.maybe_close_window(now);
     }
 

@@ -82,7 +82,7 @@ impl NtNode {
         self.broadcast(Body::Regenerate { epoch });
         let waiting = self.live_others();
         self.recovery = Recovery::Regen { mech, started, proposal: epoch, waiting };
-        self.timers.set(Timer::Window, now + self.cfg.t_msg * 2);
+        self.timers.set(Timer::Window, now + self.cfg.window());
         self.maybe_finish_regeneration(now);
     }
 
