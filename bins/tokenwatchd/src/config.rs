@@ -2,8 +2,12 @@
 
 use std::time::Duration;
 
-use runtime::config::{Bound, CommonConfig, ConfigError, DaemonConfig, Timing};
+use durable::promise::{AckStep, PromiseNode};
+use ftcore::{Context, Incarnation};
+use membership::Membership;
+use runtime::config::{Bound, CommonConfig, ConfigError, DaemonConfig, Timing, WorstCase, WorstRow};
 use serde::{Deserialize, Serialize};
+use timer::Instant;
 
 use crate::node::TwConfig;
 
@@ -104,9 +108,152 @@ impl DaemonConfig for TokenwatchdConfig {
         self.core(common).validate(common.peers.len()).map_err(|e| ConfigError::new(e.key(), e.to_string()))?;
         Ok(())
     }
+
+    /// The failover rows (tokenwatchd.md, Worst cases), from the settings
+    /// the core arms its timers with ([`TokenwatchdConfig::core`]). Claims
+    /// that meet both fail and back off by a promise window or more, and
+    /// may meet again, so every row that waits for a Claim among several
+    /// possible claimants has no bound (`None`); its `how` gives the time
+    /// when one Claim is alone.
+    fn worst_cases(&self, common: &CommonConfig) -> Vec<WorstCase> {
+        let n = common.peers.len();
+        let c = self.core(common);
+        let n32 = u32::try_from(n).unwrap_or(u32::MAX);
+        // δ per hop or answer: `k` of them.
+        let hops = |k: u32| c.max_delay.saturating_mul(k);
+        let w = c.token_lost_after;
+        let (restart_window, first_turn) = first_claims(&c, n32);
+        let case = |row, bound, how: String| WorstCase { row, bound, how };
+
+        let one_claim = self.failover_by_one_claim(common);
+        let failover = if n < 3 {
+            "with N < 3 a Claim needs the lost process's promise".to_string()
+        } else {
+            format!(
+                "Claims that meet fail and back off; one Claim alone: 1.5·token_lost_after_ms + bypass_after_ms \
+                 + (3N−2)·max_datagram_delay_ms = {} ms",
+                ceil_ms(one_claim)
+            )
+        };
+
+        // NC4: each node recovers within 2δ of the start (Join, JoinAck);
+        // the first-listed claims one turn after that, the k-th listed k
+        // turns after, and the first Claim reaches the second-listed
+        // within δ: its turn can come first (the Claims may meet) only
+        // if 3δ ≥ a turn. Then the lap (Nδ), the token to the client's
+        // node ((N−1)δ) and a lease round (2δ).
+        let first_grant = first_turn.map(|turn| (turn, turn.saturating_add(hops(2 * n32 + 3))));
+        let (first_bound, first_how) = match first_grant {
+            None => (None, "a single fresh node never recovers".to_string()),
+            Some((turn, t)) if hops(3) < turn => (Some(t), "lease_ms·(1+ρ) + (2N+3)·max_datagram_delay_ms".to_string()),
+            Some((_, t)) => (
+                None,
+                format!(
+                    "NC4 turns may meet (3·max_datagram_delay_ms ≥ lease_ms·(1+ρ)); else \
+                     lease_ms·(1+ρ) + (2N+3)·max_datagram_delay_ms = {} ms",
+                    ceil_ms(t)
+                ),
+            ),
+        };
+
+        // The restart window, then each node's first Claim up to W later.
+        let alone = restart_window.saturating_add(w).saturating_add(hops(2 * n32 + 1));
+        let without_flag = format!(
+            "needs every peer's answer, then first Claims may meet; one Claim alone: \
+             max(token_lost_after_ms, lease_ms)·(1+ρ) + token_lost_after_ms + (2N+1)·max_datagram_delay_ms = {} ms",
+            ceil_ms(alone)
+        );
+
+        let (restart, restart_how) = if n < 3 {
+            (None, "with N < 3 a pending hand-off needs the restarted node's promise".to_string())
+        } else {
+            // The token's way to it: every other visit (each ending at
+            // max_hold) and hop; or a hand-off to it was pending: the
+            // bypass, a Claim lap skipping it, the new token's hop. Then
+            // a lease round (2δ).
+            let lap = c.max_hold.saturating_mul(n32 - 1).saturating_add(hops(n32 + 3));
+            let bypass = c.bypass_after.saturating_add(hops(n32 + 2));
+            let mut t = lap.max(bypass);
+            let mut how = "max((N−1)·max_hold_ms + (N+3)·max_datagram_delay_ms, \
+                           bypass_after_ms + (N+2)·max_datagram_delay_ms)"
+                .to_string();
+            if c.tpc_reserve > 1 {
+                // It answers the token of its last block `Stale`: one
+                // regeneration, once the lease acks given behind the
+                // last holder (lease·(1+ρ) twice) no longer refuse it and
+                // the retry's random part (up to W/10,
+                // `PromiseNode::retry_after`) has passed.
+                let lease = c.lease_config(n).honoured_until(Instant::ZERO).saturating_since(Instant::ZERO);
+                t = t.saturating_add(lease.saturating_mul(2)).saturating_add(w / 10).saturating_add(hops(n32 + 3));
+                how += " + 2·lease_ms·(1+ρ) + token_lost_after_ms/10 + (N+3)·max_datagram_delay_ms";
+            }
+            (Some(t), how)
+        };
+
+        vec![
+            case(WorstRow::Kill, None, failover.clone()),
+            case(WorstRow::Stop, None, failover),
+            case(WorstRow::FirstGrant, first_bound, first_how),
+            case(WorstRow::FirstGrantWithoutFlag, None, without_flag),
+            case(WorstRow::Restart, restart, restart_how),
+        ]
+    }
+}
+
+/// `d` in whole milliseconds, rounded up.
+fn ceil_ms(d: Duration) -> u128 {
+    d.as_micros().div_ceil(1000)
+}
+
+/// What the promise component makes of `c` for the first-listed of `n`
+/// nodes started on a new disk at time zero: its restart window
+/// (`max(W, lease)·(1+ρ)`), and, started with `--new-cluster` and
+/// recovered from a majority of the others that know nothing (NC2), how
+/// long after that its first Claim is due (NC4's first turn,
+/// `lease·(1+ρ)`; `None` when it cannot recover so).
+fn first_claims(c: &TwConfig, n: u32) -> (Duration, Option<Duration>) {
+    let membership = Membership::of_size(n.max(1));
+    let ids: Vec<_> = membership.ids().collect();
+    let mut ctx = Context::<(), ()>::new(ids[0], Incarnation(1), membership, Instant::ZERO, ());
+    let since = |t: Instant| t.saturating_since(Instant::ZERO);
+    let Ok(plain) = PromiseNode::for_core(&ctx, c.promise_setup(), None) else {
+        return (Duration::MAX, None);
+    };
+    let restart_window = since(plain.restart_window_ends());
+    ctx.new_cluster = true;
+    let Ok(mut fresh) = PromiseNode::for_core(&ctx, c.promise_setup(), None) else {
+        return (restart_window, None);
+    };
+    let _ = fresh.recovery_round(1, Instant::ZERO);
+    for peer in &ids[1..] {
+        if let AckStep::Recovered { .. } = fresh.on_hello_ack(*peer, 1, None, Instant::ZERO) {
+            break;
+        }
+    }
+    (restart_window, fresh.first_proposal_in_new_cluster(Instant::ZERO).map(since))
 }
 
 impl TokenwatchdConfig {
+    /// The holder's daemon killed or stopped (silence only: over UDP
+    /// tokenwatchd takes no hint from the transport) → a client waiting
+    /// at another process granted, when one process claims alone (its
+    /// Claim may be refused by a process that saw the token later, and
+    /// retried, but meets no other): the last to see the token, the
+    /// holder's predecessor, has its hand-off confirmed by the ACK (N−1
+    /// hops); some process claims at most W plus the deadline's random
+    /// part ([`TwConfig::lost_jitter_max`]) after that; the Claim's lap
+    /// waits `bypass_after` at the silent process and takes N−1 hops; the
+    /// new token takes at most N−2 hops to the waiter, which grants after
+    /// a lease round (2δ).
+    pub fn failover_by_one_claim(&self, common: &CommonConfig) -> Duration {
+        let c = self.core(common);
+        let n = u32::try_from(common.peers.len()).unwrap_or(u32::MAX);
+        c.token_lost_after
+            .saturating_add(c.lost_jitter_max())
+            .saturating_add(c.bypass_after)
+            .saturating_add(c.max_delay.saturating_mul((3 * n).saturating_sub(2)))
+    }
+
     /// The core's settings (0 for `bypass_after_ms` / `token_lost_after_ms`
     /// means: derived from the others).
     pub fn core(&self, common: &CommonConfig) -> TwConfig {
@@ -159,10 +306,92 @@ mod tests {
         assert_eq!(cfg.daemon.core(&cfg.common), TwConfig::default());
     }
 
-    fn common(lease_ms: u64, suspect_after_ms: u64) -> CommonConfig {
-        let peers = (1..=3)
+    fn peers(n: u32) -> Vec<PeerConfig> {
+        (1..=n)
             .map(|id| PeerConfig { id, addr: format!("127.0.0.1:{}", 7300 + id).parse().expect("an address") })
-            .collect();
+            .collect()
+    }
+
+    /// Each row as (row, bound in µs, how).
+    fn rows(c: &TokenwatchdConfig, common: &CommonConfig) -> Vec<(WorstRow, Option<u128>, String)> {
+        c.worst_cases(common).into_iter().map(|r| (r.row, r.bound.map(|b| b.as_micros()), r.how)).collect()
+    }
+
+    /// `--check-config`'s rows at the defaults on 5 nodes (W = 11 443.75
+    /// ms, `bypass_after` = 2150 ms, δ = 50 ms, lease·(1+ρ) = 100.1 ms).
+    /// Only a restarted node has a bound: every other row waits for a
+    /// Claim that may meet another (tests/worst.rs shows them meet).
+    #[test]
+    fn worst_cases_at_the_defaults_on_five_nodes() {
+        let common = CommonConfig { node_id: 1, peers: peers(5), ..CommonConfig::default() };
+        let c = TokenwatchdConfig::default();
+        let none = |row, how: &str| (row, None, how.to_string());
+        assert_eq!(
+            rows(&c, &common),
+            vec![
+                none(
+                    WorstRow::Kill,
+                    "Claims that meet fail and back off; one Claim alone: 1.5·token_lost_after_ms + bypass_after_ms \
+                     + (3N−2)·max_datagram_delay_ms = 19966 ms"
+                ),
+                none(
+                    WorstRow::Stop,
+                    "Claims that meet fail and back off; one Claim alone: 1.5·token_lost_after_ms + bypass_after_ms \
+                     + (3N−2)·max_datagram_delay_ms = 19966 ms"
+                ),
+                none(
+                    WorstRow::FirstGrant,
+                    "NC4 turns may meet (3·max_datagram_delay_ms ≥ lease_ms·(1+ρ)); else \
+                     lease_ms·(1+ρ) + (2N+3)·max_datagram_delay_ms = 751 ms"
+                ),
+                none(
+                    WorstRow::FirstGrantWithoutFlag,
+                    "needs every peer's answer, then first Claims may meet; one Claim alone: \
+                     max(token_lost_after_ms, lease_ms)·(1+ρ) + token_lost_after_ms \
+                     + (2N+1)·max_datagram_delay_ms = 23449 ms"
+                ),
+                (
+                    WorstRow::Restart,
+                    Some(8_400_000),
+                    "max((N−1)·max_hold_ms + (N+3)·max_datagram_delay_ms, \
+                     bypass_after_ms + (N+2)·max_datagram_delay_ms)"
+                        .to_string()
+                ),
+            ]
+        );
+        // 19 965.625 ms with one Claim: 11 443.75 + 5 721.875 + 2150 + 13·50.
+        assert_eq!(c.failover_by_one_claim(&common), Duration::from_micros(19_965_625));
+    }
+
+    /// A first grant is bounded once NC4's turns cannot meet (3δ below
+    /// lease·(1+ρ)); a counter stored ahead costs a restarted node one
+    /// regeneration; N < 3 has no failover.
+    #[test]
+    fn worst_cases_that_change_with_the_settings() {
+        let common = CommonConfig { node_id: 1, peers: peers(5), ..CommonConfig::default() };
+        let fast = TokenwatchdConfig { max_datagram_delay_ms: 30, ..TokenwatchdConfig::default() };
+        let first = rows(&fast, &common).into_iter().find(|r| r.0 == WorstRow::FirstGrant);
+        // 100.1 + 13·30 ms.
+        let how = "lease_ms·(1+ρ) + (2N+3)·max_datagram_delay_ms".to_string();
+        assert_eq!(first, Some((WorstRow::FirstGrant, Some(490_100), how)));
+
+        let reserve = TokenwatchdConfig { tpc_reserve: 16, ..TokenwatchdConfig::default() };
+        let restart = rows(&reserve, &common).into_iter().find(|r| r.0 == WorstRow::Restart);
+        // 8400 + 2·100.1 + 11 443.75/10 + 8·50 ms.
+        let how = "max((N−1)·max_hold_ms + (N+3)·max_datagram_delay_ms, \
+                   bypass_after_ms + (N+2)·max_datagram_delay_ms) \
+                   + 2·lease_ms·(1+ρ) + token_lost_after_ms/10 + (N+3)·max_datagram_delay_ms"
+            .to_string();
+        assert_eq!(restart, Some((WorstRow::Restart, Some(10_144_575), how)));
+
+        let two = CommonConfig { node_id: 1, peers: peers(2), ..CommonConfig::default() };
+        let bounded: Vec<WorstRow> =
+            fast.worst_cases(&two).into_iter().filter(|r| r.bound.is_some()).map(|r| r.row).collect();
+        assert_eq!(bounded, vec![WorstRow::FirstGrant]);
+    }
+
+    fn common(lease_ms: u64, suspect_after_ms: u64) -> CommonConfig {
+        let peers = peers(3);
         let timing = Timing { lease_ms, suspect_after_ms, ..Timing::default() };
         CommonConfig { node_id: 1, peers, timing, ..CommonConfig::default() }
     }

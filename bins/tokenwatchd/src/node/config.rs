@@ -83,6 +83,32 @@ impl TwConfig {
             .saturating_add(self.bypass_after.saturating_mul(n32.div_ceil(2)))
     }
 
+    /// The most the random part of the token-lost deadline adds to W
+    /// (`token_lost_after / 2`): a process whose token last showed itself
+    /// at `t` claims between `t + W` and `t + W + W/2`. The part is drawn
+    /// anew each time, so that processes that lost the token together do
+    /// not all claim at once.
+    pub fn lost_jitter_max(&self) -> Duration {
+        self.token_lost_after / 2
+    }
+
+    /// What the promise component is set up with: W is the promise window
+    /// and a Claim's deadline, and with the lease it makes the restart
+    /// window (`max(W, lease)·(1+ρ)`).
+    pub fn promise_setup(&self) -> promise::Setup {
+        promise::Setup {
+            window: self.token_lost_after,
+            lease: self.lease,
+            drift_ppm: self.drift_ppm,
+            promise_window: self.rules.on(TwRule::PromiseWindow),
+            rules: promise::rules_from(self.rules, |x| match x {
+                TwRule::RestartWindow => Some(promise::PromiseRule::RestartWindow),
+                TwRule::TiesRefused => Some(promise::PromiseRule::TiesRefused),
+                _ => None,
+            }),
+        }
+    }
+
     /// The lease settings for `n` processes.
     pub fn lease_config(&self, n: usize) -> LeaseConfig {
         LeaseConfig { lease: self.lease, drift_ppm: self.drift_ppm, sites: n, lossy: true }

@@ -55,7 +55,7 @@ mod tests;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use ::durable::promise::{self, PromiseNode, Promises};
+use ::durable::promise::{PromiseNode, Promises};
 use ftcore::{
     ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport, Then,
 };
@@ -168,7 +168,7 @@ impl TwNode {
     /// The token showed itself (accepted, confirmed, or a Claim adopted
     /// whose token follows within W): the token-lost deadline starts over.
     fn token_activity(&mut self, now: Instant) {
-        let jitter = self.rng.duration_between(Duration::ZERO, self.cfg.token_lost_after / 2);
+        let jitter = self.rng.duration_between(Duration::ZERO, self.cfg.lost_jitter_max());
         self.claims.token_activity(now, jitter);
     }
 
@@ -289,18 +289,7 @@ impl Protocol for TwNode {
     fn start(ctx: Context<TwConfig, TwDurable>) -> Result<Self, TwError> {
         let members: Vec<NodeId> = ctx.membership.ids().collect();
         ctx.config.validate(members.len())?;
-        let cfg = &ctx.config;
-        let setup = promise::Setup {
-            window: cfg.token_lost_after,
-            lease: cfg.lease,
-            drift_ppm: cfg.drift_ppm,
-            promise_window: cfg.rules.on(TwRule::PromiseWindow),
-            rules: promise::rules_from(cfg.rules, |x| match x {
-                TwRule::RestartWindow => Some(promise::PromiseRule::RestartWindow),
-                TwRule::TiesRefused => Some(promise::PromiseRule::TiesRefused),
-                _ => None,
-            }),
-        };
+        let setup = ctx.config.promise_setup();
         let stored = ctx.stored.clone();
         let loaded = stored.as_ref().and_then(|d| d.promises.clone());
         let kept_promises = loaded.clone().filter(|_| ctx.config.rules.off(TwRule::DurableEpoch));
