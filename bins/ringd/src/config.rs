@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use runtime::config::{Bound, CommonConfig, ConfigError, DaemonConfig, Timing};
+use runtime::config::{Bound, CommonConfig, ConfigError, DaemonConfig, Timing, WorstCase, WorstRow};
 use serde::{Deserialize, Serialize};
 
 use crate::node::{RdConfig, ServiceSpec};
@@ -95,6 +95,66 @@ impl DaemonConfig for RingdConfig {
         self.core(common).validate(common.peers.len()).map_err(|e| ConfigError::new(e.key(), e.to_string()))?;
         Ok(())
     }
+
+    /// The failover rows (ringd.md, "Worst cases (`--check-config`)"),
+    /// from the settings the core arms its timers with
+    /// ([`RingdConfig::core_with`]). A grant is a token service run for a
+    /// client and answered, no other token service queued on the way; each
+    /// peer message is allowed a heartbeat, as a hop is in the lap of
+    /// `token_lost_after`'s bound ([`RdConfig::lap`]).
+    fn worst_cases(&self, common: &CommonConfig) -> Vec<WorstCase> {
+        let n = common.peers.len();
+        let c = self.core_with(&common.timing, n);
+        let n32 = u32::try_from(n).unwrap_or(u32::MAX);
+        let messages = |k: u32| c.heartbeat.saturating_mul(k);
+        // A census at the token-lost deadline: the last sign of the token
+        // (a message), `token_lost_after` plus its jitter on a clock up to
+        // ρ slow, a rival census started meanwhile (a message: the highest
+        // wins), the census's round, the hops to the client's replica (N−2
+        // around a dead holder; N−1, with no last sign, at a first start),
+        // its lease round and its pass acked. The kill and stop
+        // rows' worst case: a holder that made the token itself leaves no
+        // frozen copy with its predecessor for ring repair to hand on
+        // (with one, the census starts at once, after the acked renewals'
+        // `lease·(1+ρ)` at worst). A new cluster's first census waits for
+        // the deadline too (NC4's turn comes sooner).
+        let census = c
+            .stretched(c.token_lost_after.saturating_add(c.lost_jitter_max()))
+            .saturating_add(messages(n32.saturating_add(6)));
+        let census_how = "(token_lost_after_ms + suspect_after_ms)·(1+ρ) + (N+6)·heartbeat_ms";
+        // One replica down: the others are a majority from N = 3 on.
+        let (survivors, majority) = (n - 1, n / 2 + 1);
+        let failover = if n == 1 {
+            (None, "no other replica".to_string())
+        } else if survivors >= majority || self.allow_minority {
+            (Some(census), census_how.to_string())
+        } else {
+            (None, "the survivor is no majority (allow_minority = false)".to_string())
+        };
+        // The restarted replica's Wanted (its predecessor learns its life
+        // from it and the holder passes at once), the token's way to it (a
+        // lap at most), its lease round, its pass acked; its restart window
+        // holds back no token service. Assumed: the token did not go down
+        // with it (then the kill or stop row comes first). Alone, its
+        // token always does: a census.
+        let restart = if n > 1 {
+            let rejoin = c.stretched(c.lap(n)).saturating_add(messages(5));
+            (rejoin, "N·(token_min_hold_ms + heartbeat_ms)·(1+ρ) + 5·heartbeat_ms".to_string())
+        } else {
+            (census, census_how.to_string())
+        };
+        // A fresh replica recovers only from every other one's answer (none
+        // has values yet); all up at once, the census waits for the same
+        // deadline as with the flag.
+        let without_flag = "every peer's answer (fresh: from all N−1; all up at once: as with the flag)";
+        vec![
+            WorstCase { row: WorstRow::Kill, bound: failover.0, how: failover.1.clone() },
+            WorstCase { row: WorstRow::Stop, bound: failover.0, how: failover.1 },
+            WorstCase { row: WorstRow::FirstGrant, bound: Some(census), how: census_how.into() },
+            WorstCase { row: WorstRow::FirstGrantWithoutFlag, bound: None, how: without_flag.into() },
+            WorstCase { row: WorstRow::Restart, bound: Some(restart.0), how: restart.1 },
+        ]
+    }
 }
 
 impl RingdConfig {
@@ -154,5 +214,31 @@ mod tests {
     fn the_cores_default_is_an_empty_config_files() {
         let cfg = load_minimal::<RingdConfig>(DEFAULT_CLUSTER_SIZE).expect("a minimal config loads");
         assert_eq!(RdConfig { client_addr: String::new(), ..cfg.daemon.core(&cfg.common) }, RdConfig::default());
+    }
+
+    /// `--check-config`'s worst cases at the defaults, N = 5 (ringd.md,
+    /// "Worst cases"): token_lost_after 1400.1 ms (derived), the census
+    /// after (1400.1 + 250)·1.001 = 1651.751 ms, then 11 messages of 50 ms;
+    /// a restart's lap 5·80·1.001 = 400.4 ms, then 5 messages.
+    #[test]
+    fn worst_cases_at_the_defaults() {
+        let cfg = load_minimal::<RingdConfig>(DEFAULT_CLUSTER_SIZE).expect("a minimal config loads");
+        let rows: Vec<(WorstRow, Option<Duration>, String)> =
+            cfg.daemon.worst_cases(&cfg.common).into_iter().map(|r| (r.row, r.bound, r.how)).collect();
+        let ms = |ms: u64, us: u64| Some(Duration::from_micros(ms * 1_000 + us));
+        let census = "(token_lost_after_ms + suspect_after_ms)·(1+ρ) + (N+6)·heartbeat_ms";
+        let expected = [
+            (WorstRow::Kill, ms(2_201, 751), census),
+            (WorstRow::Stop, ms(2_201, 751), census),
+            (WorstRow::FirstGrant, ms(2_201, 751), census),
+            (
+                WorstRow::FirstGrantWithoutFlag,
+                None,
+                "every peer's answer (fresh: from all N−1; all up at once: as with the flag)",
+            ),
+            (WorstRow::Restart, ms(650, 400), "N·(token_min_hold_ms + heartbeat_ms)·(1+ρ) + 5·heartbeat_ms"),
+        ];
+        let expected: Vec<_> = expected.into_iter().map(|(r, b, h)| (r, b, h.to_string())).collect();
+        assert_eq!(rows, expected);
     }
 }

@@ -78,17 +78,33 @@ impl Default for RdConfig {
 }
 
 impl RdConfig {
+    /// A lap of the token round `n` replicas: N·(token_min_hold +
+    /// heartbeat), an idle hold and a hop at each (a hop's message is
+    /// allowed a heartbeat).
+    pub fn lap(&self, n: usize) -> Duration {
+        let n32 = u32::try_from(n).unwrap_or(u32::MAX);
+        (self.token_min_hold + self.heartbeat).saturating_mul(n32)
+    }
+
+    /// `d·(1+ρ)`, rounded up to the microsecond: the longest `d` on
+    /// another replica's clock (a grantor's end of a lease).
+    pub fn stretched(&self, d: Duration) -> Duration {
+        Lease::new(Instant::ZERO, d, self.drift_ppm).grantor_honours_until().saturating_since(Instant::ZERO)
+    }
+
     /// The least `token_lost_after` for `n` replicas: `suspect_after + 2
     /// laps + lease·(1+ρ)`, a lap being N·(token_min_hold + heartbeat)
     /// (ringd.md, Regeneration).
     pub fn token_lost_bound(&self, n: usize) -> Duration {
-        let n32 = u32::try_from(n).unwrap_or(u32::MAX);
-        let lap = (self.token_min_hold + self.heartbeat).saturating_mul(n32);
-        self.suspect_after.saturating_add(lap.saturating_mul(2)).saturating_add(
-            Lease::new(Instant::ZERO, self.lease, self.drift_ppm)
-                .grantor_honours_until()
-                .saturating_since(Instant::ZERO),
-        )
+        self.suspect_after.saturating_add(self.lap(n).saturating_mul(2)).saturating_add(self.stretched(self.lease))
+    }
+
+    /// The most random delay added to `token_lost_after` each time the
+    /// token shows itself (so that replicas do not all census at once):
+    /// a census is due at most `token_lost_after + lost_jitter_max` after
+    /// the last sign of the token.
+    pub fn lost_jitter_max(&self) -> Duration {
+        self.suspect_after
     }
 
     /// The default `token_lost_after` for `n` replicas: the bound plus one
