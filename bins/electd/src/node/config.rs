@@ -101,6 +101,18 @@ impl ElConfig {
         (self.lease + self.suspect_after) * 3
     }
 
+    /// The failover gap: a coordinator grants nothing for
+    /// `(lease + grant_ttl)·(1+ρ) + hop_timeout` after taking office
+    /// (electd.md, "Failover gap").
+    pub fn failover_gap(&self) -> Duration {
+        self.stretched(self.lease + self.grant_ttl) + self.hop_timeout
+    }
+
+    /// How long a pre-vote waits for its answers: `2 × hop_timeout`.
+    pub fn prevote_timeout(&self) -> Duration {
+        self.hop_timeout * 2
+    }
+
     /// Checks the settings for `n` processes: the one place they are
     /// validated (the daemon's `--check-config` calls it too).
     pub fn validate(&self, n: usize) -> Result<(), ElError> {
@@ -139,7 +151,7 @@ impl ElConfig {
     }
 
     /// `d·(1+ρ)`, rounded up.
-    pub(super) fn stretched(&self, d: Duration) -> Duration {
+    pub fn stretched(&self, d: Duration) -> Duration {
         Lease::new(Instant::ZERO, d, self.drift_ppm).grantor_honours_until().saturating_since(Instant::ZERO)
     }
 

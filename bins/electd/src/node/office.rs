@@ -99,11 +99,7 @@ impl ElNode {
     fn quorum_reached(&mut self, now: Instant, seq: u64) {
         let deadline = self.term_since + self.cfg.shrunk(self.cfg.election_timeout);
         let term = self.term;
-        let gap = if self.cfg.rules.on(ElRule::FailoverGap) {
-            self.cfg.stretched(self.cfg.lease + self.cfg.grant_ttl) + self.cfg.hop_timeout
-        } else {
-            Duration::ZERO
-        };
+        let gap = if self.cfg.rules.on(ElRule::FailoverGap) { self.cfg.failover_gap() } else { Duration::ZERO };
         let Role::Coordinator(o) = &mut self.role else { return };
         o.quorum_from(seq);
         if o.took_office.is_some() {

@@ -190,7 +190,7 @@ impl ElNode {
         for m in self.others() {
             self.send(m, Msg::PreVote { term: asked });
         }
-        self.timers.set(Timer::PreVoteDue, now + self.cfg.hop_timeout * 2);
+        self.timers.set(Timer::PreVoteDue, now + self.cfg.prevote_timeout());
         self.maybe_prevote_won(now);
     }
 
