@@ -332,6 +332,13 @@ impl ElNode {
             if c != self.me {
                 self.role = Role::Consumer;
             }
+            // A pre-vote under way asked for a term because no coordinator
+            // was known: one is now. Won later, it would depose a
+            // coordinator elected but not yet in office (CI on ecb6599:
+            // 25 terms in 600 ms at start-up).
+            if self.terms.prevote_lost() {
+                self.timers.cancel(Timer::PreVoteDue);
+            }
             // Pending requests and a held grant go to the new coordinator
             // (this process's own ones too, through the loopback).
             self.coordinator_changed(now);

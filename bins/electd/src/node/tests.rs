@@ -933,6 +933,23 @@ fn a_consumer_that_hears_no_heartbeat_for_suspect_after_gives_its_coordinator_up
     assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= silent + p.cfg.election_jitter));
 }
 
+/// A pre-vote asks for a term because no coordinator is known; once the
+/// term's coordinator is known, winning it would depose a coordinator
+/// elected but not yet in office (CI on ecb6599: 25 terms in 600 ms at a
+/// cluster's start, each pre-vote won after the last election's result).
+#[test]
+fn a_prevote_ends_when_the_terms_coordinator_becomes_known() {
+    let mut p = prevoting();
+    drain(&mut p);
+    deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
+    assert_eq!(p.coordinator, Some(n(3)));
+    assert!(!p.terms.prevoting());
+    assert_eq!(p.timers.get(Timer::PreVoteDue), None);
+    let yes = Msg::PreVoteReply { term: 4, asked: 5, yes: true };
+    assert_eq!(deliver(&mut p, at(T0, 2), n(1), Incarnation(1), yes), vec![]);
+    assert_eq!(p.term, 4, "no new term: the coordinator of 4 stays");
+}
+
 #[test]
 fn a_grant_no_longer_honoured_is_freed_and_the_next_request_granted() {
     let (mut p, mut now) = coordinator_in_office();
