@@ -333,8 +333,14 @@ impl Renewer {
     /// lease). A waiting site with no live lease does not retry: its
     /// renewals go unacked while no holder is live, and retrying them
     /// would only flood.
+    ///
+    /// Judged at the retry's own due time, as [`next_due`](Self::next_due)
+    /// judges it: judged at `now`, a waiting site polled after its lease
+    /// ended found no retry due while `next_due` still named that past
+    /// time, and its driver spun on it (a tokenwatchd node in the
+    /// simulator: 200,000 timeouts at one instant).
     fn retry_due(&self, now: Instant, at: Instant) -> bool {
-        self.retrying(now).is_some_and(|retry| now >= at + retry)
+        self.cfg.retry_every().is_some_and(|retry| now >= at + retry && self.retrying(at + retry).is_some())
     }
 
     /// The retry interval if a retry is pending at `now`.
@@ -696,6 +702,34 @@ mod tests {
         assert_eq!(w.poll(at(60), true, 7, false, &mut rng).map(|x| x.round), Some(3));
         assert_eq!(w.next_due(), Some(Instant::from_micros(63_750)));
         assert_eq!(w.poll(Instant::from_micros(63_750), true, 7, false, &mut rng).map(|x| x.round), Some(4));
+    }
+
+    /// Whatever the time a site is polled at, it either sends or its next
+    /// due time is later: a waiting site whose unsettled round's retry
+    /// fell due while its lease lived, polled only after the lease ended,
+    /// sends that retry (it once sent nothing and stayed due in the past).
+    #[test]
+    fn a_retry_due_while_the_lease_lived_is_sent_when_polled_late() {
+        let mut rng = SeededRng::new(1);
+        let mut w = Renewer::new(LeaseConfig { lossy: true, ..CFG });
+        w.poll(at(0), true, 7, false, &mut rng).expect("first");
+        for i in 1..=3 {
+            w.on_ack(n(i), 1);
+        }
+        let end = w.live_until(at(1), 7).expect("a live lease");
+        // Round 2, unsettled, sent so that its retry falls due before the
+        // lease ends.
+        let retry = LeaseConfig { lossy: true, ..CFG }.retry_every().expect("lossy");
+        let sent = Instant::from_micros(end.as_micros() - (retry + Duration::from_millis(1)).as_micros() as u64);
+        assert_eq!(w.poll(sent, true, 7, false, &mut rng).map(|x| x.round), Some(2));
+        let due = w.next_due().expect("due");
+        assert_eq!(due, sent + retry);
+        // Polled only after the lease ended.
+        let late = end + Duration::from_millis(1);
+        match w.poll(late, true, 7, false, &mut rng) {
+            Some(r) => assert_eq!(r.round, 3),
+            None => assert!(w.next_due().is_some_and(|d| d > late), "due {:?} at {late:?}", w.next_due()),
+        }
     }
 
     #[test]

@@ -166,6 +166,10 @@ pub struct JobRecord {
     pub ended: Option<Instant>,
 }
 
+/// Steps at one instant of virtual time after which [`Sim::run_until`]
+/// reports no progress (a live-lock of timers) instead of spinning.
+pub const STEPS_WITHOUT_PROGRESS: u32 = 200_000;
+
 /// What checkers see: the cores, and everything observable so far.
 #[derive(Debug)]
 pub struct World<P: Protocol> {
@@ -652,11 +656,26 @@ impl<P: Protocol> Sim<P> {
 
     /// Runs until virtual time `end` (or until a checker fails).
     pub fn run_until(&mut self, end: Instant) -> Result<(), SimError> {
+        // Steps taken without virtual time moving: a core whose timeout
+        // stays due after it was handled would spin here for ever (and
+        // fill the trace until memory runs out).
+        let mut still = (self.world.now, 0u32);
         while let Some(t) = self.next_time() {
             if t > end {
                 break;
             }
             self.step_at(t)?;
+            if self.world.now == still.0 {
+                still.1 += 1;
+                if still.1 >= STEPS_WITHOUT_PROGRESS {
+                    return Err(self.error(format!(
+                        "no progress: {STEPS_WITHOUT_PROGRESS} steps at {} (a timeout that stays due once handled?)",
+                        self.world.now
+                    )));
+                }
+            } else {
+                still = (self.world.now, 0);
+            }
         }
         self.world.now = self.world.now.max(end);
         Ok(())
