@@ -55,7 +55,12 @@ fn every_fault_violates(m: Rules<TwRule>, seeds: u64) -> SimError {
     .expect("no seed broke safety without the rule")
 }
 
-/// A lossy, fault-free ring with `m`.
+/// A lossy, fault-free ring with `m`: it must break safety or serve
+/// fewer than 400 grants in 15 s. With every rule on, 20 % loss serves
+/// about 770 (738–783 over seeds 0–7); without the ACK rule about 235
+/// (229–240): since lease renewals are retried on lossy links the ring
+/// serves three times more than when this threshold was 100, and no seed
+/// of 0–199 fell below that any more.
 fn lossy_breaks(m: Rules<TwRule>, seeds: u64) -> SimError {
     first_failure(seeds, |seed| {
         let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.2, 0.05);
@@ -63,7 +68,7 @@ fn lossy_breaks(m: Rules<TwRule>, seeds: u64) -> SimError {
         sim.check(safety());
         sim.run_until(Instant::from_millis(15_000))?;
         let g = grants(sim.world());
-        if g.len() < 100 {
+        if g.len() < 400 {
             return Err(sim.error(format!("only {} grants", g.len())));
         }
         Ok(())
@@ -932,16 +937,17 @@ fn claim_busy_for_a_newer_token_is_needed() {
 
 /// The newer-token `Busy`, masked by the lease window: in
 /// `claim_behind_a_late_hand_off` every process the Claim reaches after the
-/// token acked a renewal of the token's holders. With both off, seed 29
-/// of 0–29 breaks (2026-11-29, with renewals retried on lossy links; before
-/// them seed 16, 2 of 0–59): the Claim passes the processes the token has
-/// left, and the claimant's token grants while a client of the old one
-/// holds; with either on, none of 0–99.
+/// token acked a renewal of the token's holders. With both off, seed 72
+/// of 0–72 breaks (seeds 72, 88, 106, 145 of 0–199; before a promise
+/// window ended at its value's use, seed 29; before lease retries, seed
+/// 16): the Claim passes the processes the token has left, and the
+/// claimant's token grants while a client of the old one holds; with
+/// either on, none of those seeds break.
 #[test]
 fn claim_busy_for_a_newer_token_masked_by_lease_window() {
     let all = Rules::all_but(&[TwRule::ClaimBusyForANewerToken, TwRule::LeaseAckBindsTheAcker]);
     let e = breaks_only(
-        30,
+        73,
         claim_behind_a_late_hand_off,
         all,
         &[all.with(TwRule::ClaimBusyForANewerToken), all.with(TwRule::LeaseAckBindsTheAcker)],

@@ -35,6 +35,33 @@ fn lossy_ring_serves_everyone_with_unique_rising_fences() {
     });
 }
 
+/// A one-node cluster on a fresh disk serves once its restart window is
+/// over (it joined unrecovered and never claimed: no grant ever), and
+/// again after a crash and a restart with its state.
+#[test]
+fn a_one_node_cluster_serves_from_a_fresh_disk_and_after_a_restart() {
+    for_seeds(5, |seed| {
+        let net = NetConfig::datagram(Duration::from_micros(200), Duration::from_millis(5), 0.0, 0.0);
+        let mut sim = cluster(seed, 1, net);
+        sim.check(safety());
+        sim.run_until(Instant::from_millis(5_000))?;
+        let first = grants(sim.world()).len();
+        if first == 0 {
+            return Err(sim.error("a lone fresh node granted nothing in 5 s"));
+        }
+        sim.after(Duration::ZERO, Action::Crash(NodeId(1)));
+        sim.run_for(Duration::from_millis(10))?;
+        sim.after(Duration::ZERO, Action::Restart(NodeId(1)));
+        // The crash lost the clients' requests: a new client asks.
+        sim.after(Duration::from_millis(1), acquire(NodeId(1), ClientId(7)));
+        sim.run_for(Duration::from_millis(5_000))?;
+        if grants(sim.world()).len() <= first {
+            return Err(sim.error("no grant after the restart"));
+        }
+        Ok(())
+    });
+}
+
 #[test]
 fn a_crashed_holder_is_replaced_by_a_regenerated_token() {
     for_seeds(20, |seed| {

@@ -60,9 +60,12 @@ impl Handshake {
 }
 
 impl TwNode {
-    /// Starts the handshake (N = 1 joins at once).
+    /// Starts the handshake. A lone process (N = 1) with its state joins
+    /// at once; on a fresh disk it first recovers, after its restart
+    /// window, from nobody (it once joined unrecovered and never claimed:
+    /// a one-node cluster never granted).
     pub(super) fn start_joining(&mut self, now: Instant) {
-        if self.members.len() == 1 {
+        if self.members.len() == 1 && self.promise.stored().recovered() {
             self.joined();
             return;
         }
@@ -82,9 +85,20 @@ impl TwNode {
             return;
         }
         let nonce = self.fresh_nonce();
-        if let RoundStep::Wait { until } = self.promise.recovery_round(nonce, now) {
-            self.handshake.joining(nonce, until);
-            return;
+        match self.promise.recovery_round(nonce, now) {
+            RoundStep::Wait { until } => {
+                self.handshake.joining(nonce, until);
+                return;
+            }
+            // Alone: nobody to answer, recovered once the window is over.
+            RoundStep::Recovered { max } => {
+                self.state_recovered(now, max);
+                if self.members.len() == 1 {
+                    self.joined();
+                    return;
+                }
+            }
+            RoundStep::NotNeeded | RoundStep::Send => {}
         }
         self.handshake.joining(nonce, now + self.cfg.ring_timeout);
         self.send_to_every_peer(Msg::Join { nonce });
@@ -99,18 +113,21 @@ impl TwNode {
     pub(super) fn on_join_ack(&mut self, now: Instant, from: NodeId, nonce: u64, values: Option<Values>) {
         if !self.promise.stored().recovered() {
             match self.promise.on_hello_ack(from, nonce, values, now) {
-                AckStep::Recovered { max } => {
-                    self.out.event(TwEvent::StateRecovered { max });
-                    // NC4: a new cluster's first Claim goes by rank.
-                    if let Some(at) = self.promise.first_proposal_in_new_cluster(now) {
-                        self.claims.first_at(at);
-                    }
-                }
+                AckStep::Recovered { max } => self.state_recovered(now, max),
                 AckStep::Pending | AckStep::Ignored => return,
             }
         }
         if self.handshake.is_joining() {
             self.joined();
+        }
+    }
+
+    /// A fresh process recovered what its peers answered (`max`).
+    fn state_recovered(&mut self, now: Instant, max: u64) {
+        self.out.event(TwEvent::StateRecovered { max });
+        // NC4: a new cluster's first Claim goes by rank.
+        if let Some(at) = self.promise.first_proposal_in_new_cluster(now) {
+            self.claims.first_at(at);
         }
     }
 

@@ -425,11 +425,21 @@ impl TwNode {
                 self.out.event(TwEvent::Passed { to });
             }
             // N = 1, or alone by choice: keep it (sending it to oneself
-            // would be stale and lose it).
+            // would be stale and lose it). (safety) Kept, it counts as
+            // accepted again: tpc rises (stored first), or the next visit's
+            // first grant would repeat the last fence (a one-node cluster
+            // granted `fence X after X` once it could grant at all).
             None if self.members.len() == 1
                 || self.cfg.allow_minority
                 || self.cfg.rules.off(TwRule::NoMinorityHolder) =>
             {
+                let Some(tpc) = self.next_count(self.tpc) else {
+                    // tpc would overflow: grant nothing, claim (its token
+                    // restarts at 1).
+                    self.leases.end();
+                    return self.start_claim(now, Vec::new());
+                };
+                self.tpc = tpc;
                 self.install(now, v.epoch, quiet)
             }
             // (safety) No minority holder: drop the copy, claim.
