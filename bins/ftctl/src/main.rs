@@ -71,8 +71,9 @@ enum Cmd {
         #[arg(long, value_name = "DUR", default_value = "30s", value_parser = client::duration::parse)]
         timeout: Duration,
         /// How long before the lease's end CMD gets SIGTERM (SIGKILL at the
-        /// end). Default 50ms: half the default lease_ms = 100; set it to
-        /// half your lease_ms.
+        /// end). Default 20ms: a fifth of the default lease_ms = 100; set
+        /// it to a fifth of your lease_ms (what CMD needs to exit cleanly,
+        /// within the slack its renewals need).
         #[arg(long, value_name = "DUR", default_value = lock::DEFAULT_KILL_GRACE, value_parser = client::duration::parse)]
         kill_grace: Duration,
         /// The command to run and its arguments (put `--` before them).
