@@ -116,8 +116,7 @@ impl DaemonConfig for RingdConfig {
         // rows' worst case: a holder that made the token itself leaves no
         // frozen copy with its predecessor for ring repair to hand on
         // (with one, the census starts at once, after the acked renewals'
-        // `lease·(1+ρ)` at worst). A new cluster's first census waits for
-        // the deadline too (NC4's turn comes sooner).
+        // `lease·(1+ρ)` at worst).
         let census = c
             .stretched(c.token_lost_after.saturating_add(c.lost_jitter_max()))
             .saturating_add(messages(n32.saturating_add(6)));
@@ -143,14 +142,26 @@ impl DaemonConfig for RingdConfig {
         } else {
             (census, census_how.to_string())
         };
+        // A new cluster started with the flag, all up at once: each recovers
+        // from its peers' answers (a round trip), and the first census
+        // comes at its rank's NC4 turn, `(slot + 1)·lease·(1+ρ)` later, not
+        // at the token-lost deadline. A later rank's turn may bring a rival
+        // census (the highest wins), the last at `N·lease·(1+ρ)`; then the
+        // census's round, the hops to the client's replica (N−1), its lease
+        // round and its pass acked.
+        let first = c
+            .stretched(c.lease.max(Duration::from_millis(1)).saturating_mul(n32))
+            .saturating_add(messages(n32.saturating_add(7)));
+        let first_how = "N·lease_ms·(1+ρ) + (N+7)·heartbeat_ms";
         // A fresh replica recovers only from every other one's answer (none
-        // has values yet); all up at once, the census waits for the same
-        // deadline as with the flag.
-        let without_flag = "every peer's answer (fresh: from all N−1; all up at once: as with the flag)";
+        // has values yet); all up at once, its first census waits for the
+        // token-lost deadline, as after a kill.
+        let without_flag =
+            "every peer's answer (fresh: from all N−1; all up at once: the token-lost deadline, as the kill row)";
         vec![
             WorstCase { row: WorstRow::Kill, bound: failover.0, how: failover.1.clone() },
             WorstCase { row: WorstRow::Stop, bound: failover.0, how: failover.1 },
-            WorstCase { row: WorstRow::FirstGrant, bound: Some(census), how: census_how.into() },
+            WorstCase { row: WorstRow::FirstGrant, bound: Some(first), how: first_how.into() },
             WorstCase { row: WorstRow::FirstGrantWithoutFlag, bound: None, how: without_flag.into() },
             WorstCase { row: WorstRow::Restart, bound: Some(restart.0), how: restart.1 },
         ]
@@ -230,11 +241,11 @@ mod tests {
         let expected = [
             (WorstRow::Kill, ms(2_201, 751), census),
             (WorstRow::Stop, ms(2_201, 751), census),
-            (WorstRow::FirstGrant, ms(2_201, 751), census),
+            (WorstRow::FirstGrant, ms(1_100, 500), "N·lease_ms·(1+ρ) + (N+7)·heartbeat_ms"),
             (
                 WorstRow::FirstGrantWithoutFlag,
                 None,
-                "every peer's answer (fresh: from all N−1; all up at once: as with the flag)",
+                "every peer's answer (fresh: from all N−1; all up at once: the token-lost deadline, as the kill row)",
             ),
             (WorstRow::Restart, ms(650, 400), "N·(token_min_hold_ms + heartbeat_ms)·(1+ρ) + 5·heartbeat_ms"),
         ];

@@ -353,12 +353,24 @@ impl<P: Protocol> Sim<P> {
     /// # Panics
     /// If the core refuses `config` (a test bug).
     pub fn new(seed: u64, n: u32, net: NetConfig, config: P::Config) -> Self {
+        Self::started(seed, n, net, config, false)
+    }
+
+    /// [`Sim::new`] with every node's first life started with
+    /// `--new-cluster` (`Context::new_cluster`): a brand-new cluster whose
+    /// operator passed the flag. Restarts start without it, as the flag's
+    /// contract says.
+    pub fn new_cluster(seed: u64, n: u32, net: NetConfig, config: P::Config) -> Self {
+        Self::started(seed, n, net, config, true)
+    }
+
+    fn started(seed: u64, n: u32, net: NetConfig, config: P::Config, new_cluster: bool) -> Self {
         let mut rng = SeededRng::new(seed);
         let membership = Membership::of_size(n);
         let slots = (1..=n)
             .map(|i| {
-                let core =
-                    start::<P>(&membership, &config, NodeId(i), Incarnation(1), Instant::ZERO, rng.next_u64(), None);
+                let (id, seed) = (NodeId(i), rng.next_u64());
+                let core = start::<P>(&membership, &config, id, Incarnation(1), Instant::ZERO, seed, None, new_cluster);
                 Slot { core: Some(core), disk: None, incarnation: Incarnation(1), starts: 1, paused: false }
             })
             .collect();
@@ -855,7 +867,7 @@ impl<P: Protocol> Sim<P> {
                     slot.incarnation = inc;
                     slot.starts += 1;
                     let stored = slot.disk.clone();
-                    slot.core = Some(start::<P>(&self.membership, &self.config, id, inc, now, seed, stored));
+                    slot.core = Some(start::<P>(&self.membership, &self.config, id, inc, now, seed, stored, false));
                     self.log(|| format!("{now} {id} RESTART as {inc}"));
                     self.drain(id);
                 }
@@ -1149,6 +1161,7 @@ impl<P: Protocol> Sim<P> {
 }
 
 /// Builds one simulated core.
+#[allow(clippy::too_many_arguments)]
 fn start<P: Protocol>(
     membership: &Membership,
     config: &P::Config,
@@ -1157,6 +1170,7 @@ fn start<P: Protocol>(
     now: Instant,
     seed: u64,
     stored: Option<P::Durable>,
+    new_cluster: bool,
 ) -> P {
     let ctx = Context {
         me,
@@ -1166,7 +1180,7 @@ fn start<P: Protocol>(
         seed,
         config: config.clone(),
         stored,
-        new_cluster: false,
+        new_cluster,
     };
     P::start(ctx).unwrap_or_else(|e| panic!("the simulated core {me} refused its config: {e}"))
 }

@@ -82,17 +82,44 @@ pub(super) struct Census {
     wanted: bool,
     /// A recovery's copy waiting for the census it supplies.
     copy: Option<Token>,
+    /// A new cluster's first census (NC4's turn) is due then, not at the
+    /// token-lost deadline: before any census no token exists there to
+    /// wait for. Cleared once the token shows itself (a failed census is
+    /// retried after its retry delay meanwhile).
+    new_cluster_turn: Option<Instant>,
 }
 
 impl Census {
-    /// NC4: a new cluster's first census not before `at`.
+    /// NC4: a new cluster's first census at `at`, its rank's turn (not
+    /// before, and not later for want of a token-lost deadline).
     pub(super) fn first_at(&mut self, at: Instant) {
         self.not_before = at;
+        self.new_cluster_turn = Some(at);
+    }
+
+    /// The token (or its owner's `HolderAlive`) showed itself: a new
+    /// cluster's turn is over, the token-lost deadline rules.
+    pub(super) fn token_seen(&mut self) {
+        self.new_cluster_turn = None;
+    }
+
+    /// When the token counts as lost: at `lost_at`, or at a new cluster's
+    /// turn if that comes first.
+    fn lost(&self, lost_at: Instant) -> Instant {
+        self.new_cluster_turn.map_or(lost_at, |t| t.min(lost_at))
     }
 
     /// None in flight nor wanted; the first may start at `first`.
     pub(super) fn new(first: Instant) -> Self {
-        Census { run: None, late: None, not_before: first, stall_waited: None, wanted: false, copy: None }
+        Census {
+            run: None,
+            late: None,
+            not_before: first,
+            stall_waited: None,
+            wanted: false,
+            copy: None,
+            new_cluster_turn: None,
+        }
     }
 
     /// Whether an own census is in flight.
@@ -129,14 +156,14 @@ impl Census {
         } else if self.wanted {
             Some(self.not_before)
         } else {
-            Some(lost_at.max(self.not_before))
+            Some(self.lost(lost_at).max(self.not_before))
         }
     }
 
     /// Whether a census is due at `now` (the token lost at `lost_at`), none
     /// running.
     pub(super) fn due(&self, now: Instant, lost_at: Instant) -> bool {
-        let due = self.wanted || now >= lost_at;
+        let due = self.wanted || now >= self.lost(lost_at);
         due && self.run.is_none() && now >= self.not_before
     }
 

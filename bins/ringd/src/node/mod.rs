@@ -211,6 +211,7 @@ impl RdNode {
     /// The token (or its owner's HolderAlive) showed itself.
     fn token_activity(&mut self, now: Instant) {
         self.token_seen_at = now;
+        self.census.token_seen();
         self.lost_jitter = self.rng.duration_between(Duration::ZERO, self.cfg.lost_jitter_max());
     }
 
