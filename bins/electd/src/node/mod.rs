@@ -123,7 +123,7 @@ impl ElNode {
         self.members.len() / 2 + 1
     }
 
-    /// The next process after this one in ring order that is not suspected
+    /// The next process after `after` in ring order that is not suspected
     /// (`None`: nobody else).
     fn successor(&self) -> Option<NodeId> {
         let i = self.members.iter().position(|m| *m == self.me)?;
