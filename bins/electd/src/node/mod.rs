@@ -102,6 +102,11 @@ pub struct ElNode {
     /// Peers that left a hop unacked or broke their connection, until
     /// heard from again.
     suspected: BTreeSet<NodeId>,
+    /// The coordinator this consumer gave up for silence: skipped in
+    /// elections (as a suspected peer is) until heard from, but not
+    /// reported down: a resumed coordinator talks to its new coordinator
+    /// only, and would stay "down" at every other consumer.
+    silent: Option<NodeId>,
     /// Peers heard from, with their life.
     heard: membership::Lives,
     relay: relay::RelayState,
@@ -123,12 +128,13 @@ impl ElNode {
         self.members.len() / 2 + 1
     }
 
-    /// The next process after `after` in ring order that is not suspected
-    /// (`None`: nobody else).
+    /// The next process after this one in ring order that is neither
+    /// suspected nor a coordinator given up for silence (`None`: nobody
+    /// else).
     fn successor(&self) -> Option<NodeId> {
         let i = self.members.iter().position(|m| *m == self.me)?;
         let n = self.members.len();
-        (1..n).map(|k| self.members[(i + k) % n]).find(|m| !self.suspected.contains(m))
+        (1..n).map(|k| self.members[(i + k) % n]).find(|m| !self.suspected.contains(m) && self.silent != Some(*m))
     }
 
     fn others(&self) -> Vec<NodeId> {
@@ -366,6 +372,7 @@ impl Protocol for ElNode {
             last_heard: ctx.now,
             lost_coordinator_at: None,
             suspected: BTreeSet::new(),
+            silent: None,
             heard: membership::Lives::default(),
             relay: relay::RelayState::default(),
             ring: ring::RingState::default(),
@@ -429,6 +436,9 @@ impl Protocol for ElNode {
             return Then::Done;
         }
         self.suspected.remove(&from);
+        if self.silent == Some(from) {
+            self.silent = None;
+        }
         self.dispatch(now, from, msg);
         Then::AfterInput
     }

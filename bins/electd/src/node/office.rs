@@ -143,7 +143,7 @@ impl ElNode {
 
     /// The periodic check: a coordinator without a quorum for
     /// `suspect_after` steps down; a consumer whose coordinator is silent
-    /// for `suspect_after` starts an election (jittered).
+    /// for `suspect_after` starts an election (jittered) that skips it.
     pub(super) fn on_check(&mut self, now: Instant) {
         self.timers.set(Timer::Check, now + self.cfg.heartbeat);
         let lacking = match &self.role {
@@ -161,6 +161,9 @@ impl ElNode {
         }
         if let (Role::Consumer, Some(c)) = (&self.role, self.coordinator) {
             if c != self.me && now.saturating_since(self.last_heard) >= self.cfg.suspect_after {
+                // The election this starts skips it instead of waiting
+                // hop_timeout at it.
+                self.silent = Some(c);
                 self.lose_coordinator(now);
             }
         }

@@ -931,6 +931,13 @@ fn a_consumer_that_hears_no_heartbeat_for_suspect_after_gives_its_coordinator_up
     assert_eq!(drain(&mut p), vec![]);
     assert_eq!((p.coordinator, p.lost_coordinator_at), (None, Some(silent)));
     assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= silent + p.cfg.election_jitter));
+    // The election skips the silent coordinator rather than waiting
+    // hop_timeout at it (a SIGSTOPped coordinator), without reporting it
+    // down; hearing from it ends that.
+    assert_eq!((p.silent, p.suspected.contains(&n(3))), (Some(n(3)), false));
+    assert_eq!(p.successor(), Some(n(1)));
+    deliver(&mut p, at(silent, 1), n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 2 });
+    assert_eq!((p.silent, p.successor()), (None, Some(n(3))));
 }
 
 /// A pre-vote asks for a term because no coordinator is known; once the
