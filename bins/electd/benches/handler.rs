@@ -24,7 +24,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use electd::{Algorithm, ElNode, Msg};
 use ftcore::{testing, ClientId, NodeId, Output, OutputOf, Protocol};
-use lockservice::LockRequest;
+use lockservice::{LockName, LockRequest};
 use sim::{NetConfig, Sim};
 use timer::Instant;
 
@@ -54,7 +54,7 @@ fn lock_path(c: &mut Criterion) {
     // An idle coordinator; consumer a's request for its client.
     let now0 = sim.now();
     let idle = sim.world().core(coord).cloned().unwrap();
-    assert!(idle.current_grant().is_none(), "nothing granted yet");
+    assert!(idle.current_grant(&LockName::unnamed()).is_none(), "nothing granted yet");
     let acquire = LockRequest::Acquire { timeout_ms: 60_000 };
     let request = sent_by_client(sim.world().core(a).unwrap(), now0, acquire, coord);
     assert!(matches!(request, Msg::Request { .. }), "{request:?}");
@@ -73,8 +73,8 @@ fn lock_path(c: &mut Criterion) {
     sim.run_for(Duration::from_millis(50)).expect("runs");
     let now1 = sim.now();
     let busy = sim.world().core(coord).cloned().unwrap();
-    assert_eq!(busy.current_grant().map(|(n, _)| n), Some(a), "a holds the grant");
-    assert!(sim.world().core(a).unwrap().holder().is_some(), "a's client holds the lock");
+    assert_eq!(busy.current_grant(&LockName::unnamed()).map(|(n, _)| n), Some(a), "a holds the grant");
+    assert!(sim.world().core(a).unwrap().holder(&LockName::unnamed()).is_some(), "a's client holds the lock");
     let release = sent_by_client(sim.world().core(a).unwrap(), now1, LockRequest::Release, coord);
     assert!(matches!(release, Msg::Release { .. }), "{release:?}");
     let out = testing::deliver(&mut busy.clone(), now1, a, inc_a, release.clone());

@@ -28,11 +28,11 @@ pub struct ElectdConfig {
     /// A grant's lease; at least 3·(lease_ms + suspect_after_ms) (0: that
     /// bound, 1050 ms at the default timing).
     pub grant_ttl_ms: u64,
-    /// Most requests waiting at the coordinator.
+    /// Most requests waiting at the coordinator for one lock.
     pub coordinator_max_queue: usize,
     /// A consumer's election start is delayed by a random time up to this.
     pub election_jitter_ms: u64,
-    /// Most local clients waiting at once.
+    /// Most local clients waiting at once for one lock.
     pub max_queue: usize,
 }
 
@@ -212,7 +212,7 @@ impl ElectdConfig {
     /// The core's settings (0 for `election_timeout_ms` or `grant_ttl_ms`:
     /// derived).
     pub fn core(&self, common: &CommonConfig) -> ElConfig {
-        self.core_with(&common.timing, common.peers.len())
+        ElConfig { max_locks: common.limits.max_locks, ..self.core_with(&common.timing, common.peers.len()) }
     }
 
     /// The core's settings from these keys and `[timing]` on a cluster of
@@ -232,6 +232,7 @@ impl ElectdConfig {
             coordinator_max_queue: self.coordinator_max_queue,
             election_jitter: ms(self.election_jitter_ms),
             max_queue: self.max_queue,
+            max_locks: runtime::config::Limits::default().max_locks,
             rules: Default::default(),
             first_counter: Default::default(),
         };

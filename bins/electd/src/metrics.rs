@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use lockservice::NamedEvent;
 use runtime::metrics::{Metric, Metrics, DEPARTURES, FENCES, LOCKS};
 
 use crate::node::{Algorithm, ElEvent, PreVoteOutcome};
@@ -66,7 +67,12 @@ pub const TABLE: &[Metric] = &[
     Metric::counter(
         "denials_total",
         &["reason"],
-        "Lock requests denied, by reason (not_coordinator, queue_full, no_quorum).",
+        "Lock requests denied, by reason (not_coordinator, queue_full, no_quorum, too_many_locks).",
+    ),
+    Metric::counter(
+        "lock_requests_refused_total",
+        &["reason"],
+        "Local lock requests refused before any lock's queue, by reason (bad_name, too_many_locks).",
     ),
     Metric::counter("refused_total", &["reason"], "Peer messages refused, by reason."),
     Metric::counter(
@@ -80,7 +86,8 @@ pub const TABLE: &[Metric] = &[
     Metric::gauge("is_coordinator", &[], "1 while this node is the coordinator in office, else 0."),
     Metric::gauge("coordinator_id", &[], "The node id of the known coordinator, 0 if none."),
     Metric::gauge("term", &[], "The current term at this node; exact below 2^53."),
-    Metric::gauge("queue_length", &[], "Lock requests queued at the coordinator."),
+    Metric::gauge("queue_length", &[], "Lock requests queued at the coordinator, over every lock name."),
+    Metric::gauge("locks_active", &[], "Lock names this node's clients hold or wait for."),
 ];
 
 /// Declares the metrics once at start (counters at 0).
@@ -99,19 +106,25 @@ pub fn declare(m: &Metrics) {
     for k in ELECTION_KINDS {
         m.counter("election_messages_total", &[("type", k)]).increment(0);
     }
-    for r in ["not_coordinator", "queue_full", "no_quorum"] {
+    for r in ["not_coordinator", "queue_full", "no_quorum", "too_many_locks"] {
         m.counter("denials_total", &[("reason", r)]).increment(0);
+    }
+    for r in ["bad_name", "too_many_locks"] {
+        m.counter("lock_requests_refused_total", &[("reason", r)]).increment(0);
     }
 }
 
 /// Records one core event.
 pub fn record(e: &ElEvent, m: &Metrics) {
     match e {
-        ElEvent::Lock(e) => {
-            if matches!(e, lockservice::LockEvent::Granted { .. }) {
+        ElEvent::Lock(NamedEvent::Lock { event, .. }) => {
+            if matches!(event, lockservice::LockEvent::Granted { .. }) {
                 served();
             }
-            lockservice::metrics::record(e, |n| m.name(n))
+            lockservice::metrics::record(event, |n| m.name(n))
+        }
+        ElEvent::Lock(NamedEvent::Refused { reason }) => {
+            m.counter("lock_requests_refused_total", &[("reason", reason)]).increment(1);
         }
         ElEvent::Joined => {
             JOINED_AT.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(std::time::Instant::now);
@@ -208,7 +221,14 @@ mod tests {
 
     /// One event of each kind.
     fn every_event() -> Vec<ElEvent> {
-        let mut v: Vec<ElEvent> = lockservice::metrics::examples().into_iter().map(ElEvent::Lock).collect();
+        let name = lockservice::LockName::unnamed();
+        let mut v: Vec<ElEvent> = lockservice::metrics::examples()
+            .into_iter()
+            .map(|event| ElEvent::Lock(NamedEvent::Lock { name: name.clone(), event }))
+            .collect();
+        for reason in ["bad_name", "too_many_locks"] {
+            v.push(ElEvent::Lock(NamedEvent::Refused { reason }));
+        }
         for algorithm in [Algorithm::Relay, Algorithm::Ring] {
             v.push(ElEvent::ElectionStarted { term: 2, algorithm });
             v.push(ElEvent::ElectionCompleted {

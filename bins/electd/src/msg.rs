@@ -3,7 +3,13 @@
 
 use durable::promise::Values;
 use ftcore::{message_kinds, Incarnation, NodeId};
+use lockservice::LockName;
 use serde::{Deserialize, Serialize};
+
+/// The most grants one `Renew`, `RenewAck` or `RenewRefused` lists (a
+/// node holding more sends several): 1,024 × 24 bytes fits the default
+/// 64 KiB frame.
+pub const MAX_BATCH: usize = 1_024;
 
 /// Why a coordinator (or a process that is not one) refused a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -14,6 +20,8 @@ pub enum Denial {
     QueueFull,
     /// The coordinator's quorum lease has lapsed (or it has not taken office).
     NoQuorum,
+    /// The coordinator knows `max_locks` names with a queue or a holder.
+    TooManyLocks,
 }
 
 impl Denial {
@@ -23,6 +31,7 @@ impl Denial {
             Denial::NotCoordinator(_) => "not_coordinator",
             Denial::QueueFull => "queue_full",
             Denial::NoQuorum => "no_quorum",
+            Denial::TooManyLocks => "too_many_locks",
         }
     }
 }
@@ -147,10 +156,13 @@ pub enum Msg {
         /// The heartbeat acked.
         seq: u64,
     },
-    /// A consumer's access request on behalf of its local clients.
+    /// A consumer's access request on behalf of its local clients of one
+    /// lock.
     Request {
         /// The sender's term.
         term: u64,
+        /// The lock.
+        name: LockName,
         /// The consumer's request number.
         req: u64,
         /// The (term, position) of an earlier `Queued` answer (failover).
@@ -162,6 +174,8 @@ pub enum Msg {
     Queued {
         /// The coordinator's term.
         term: u64,
+        /// The lock.
+        name: LockName,
         /// The request.
         req: u64,
         /// Its position (per term, increasing).
@@ -171,6 +185,8 @@ pub enum Msg {
     Denied {
         /// The answerer's term.
         term: u64,
+        /// The lock.
+        name: LockName,
         /// The request.
         req: u64,
         /// Why.
@@ -180,35 +196,35 @@ pub enum Msg {
     Granted {
         /// The coordinator's term.
         term: u64,
+        /// The lock.
+        name: LockName,
         /// The request.
         req: u64,
         /// (term, counter) packed.
         fence: u128,
     },
-    /// The holder renews its grant (and, the first time, confirms it).
+    /// The holder renews its grants (and, the first time, confirms each):
+    /// one message per coordinator per period for every grant held, each
+    /// named by its fence (unique: the counter is office-wide).
     Renew {
         /// The holder's term.
         term: u64,
-        /// The grant.
-        fence: u128,
-        /// Renewal number.
-        seq: u64,
+        /// (fence, renewal number) of each grant renewed.
+        grants: Vec<(u128, u64)>,
     },
-    /// A renewal was honoured.
+    /// Renewals honoured.
     RenewAck {
         /// The coordinator's term.
         term: u64,
-        /// The grant.
-        fence: u128,
-        /// The renewal.
-        seq: u64,
+        /// (fence, renewal number) of each renewal acked.
+        acks: Vec<(u128, u64)>,
     },
-    /// A renewal was refused: the grant is over.
+    /// Renewals refused: those grants are over.
     RenewRefused {
         /// The answerer's term.
         term: u64,
-        /// The grant.
-        fence: u128,
+        /// The grants.
+        fences: Vec<u128>,
     },
     /// The holder gives the resource back.
     Release {

@@ -15,7 +15,7 @@ use ftcore::rules::Rules;
 use ftcore::{ClientId, NodeId};
 use kit::{acquire, cluster_without, config, faults};
 use lockservice::check::LockJudge;
-use lockservice::{LockReply, LockRequest};
+use lockservice::{LockReply, LockRequest, NamedEvent};
 use sim::model::{client_per_node, setting, Bounds, Channel, CoreModel, Seen, Summary};
 use timer::Instant;
 
@@ -23,7 +23,8 @@ const N: u32 = 3;
 
 fn judge(j: &mut LockJudge, t: Instant, node: NodeId, seen: Seen<'_, ElEvent, LockReply>) -> Result<(), String> {
     match seen {
-        Seen::Event(ElEvent::Lock(l)) => j.on_event(t, node, l),
+        // One lock (the unnamed one) in this model.
+        Seen::Event(ElEvent::Lock(NamedEvent::Lock { event, .. })) => j.on_event(t, node, event),
         _ => Ok(()),
     }
 }

@@ -137,6 +137,38 @@ fn failover_gap_is_needed() {
     defended(Rules::all_but(&[ElRule::FailoverGap]), &[AT_ONCE, LEASE_OVERLAP], failover_gap);
 }
 
+// ------------------------------------------------------ office-wide counter
+
+/// (safety) One grant counter per office (named-locks.md). 1's client
+/// takes lock `a` and releases it: the coordinator forgets `a` (nothing
+/// waits for or holds it); 2's client takes `b`; 1's client asks for `a`
+/// again in the same office. Its fence must be above the first (a counter
+/// per name would count from the start again and repeat it).
+fn office_wide_counter(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), SimError> {
+    let mut sim = cluster(seed, 5, alg, m, Duration::from_millis(20));
+    elect(&mut sim, 5)?;
+    let named = |node: u32, name: &str| {
+        let name = lockservice::LockName::parse(name).expect("a valid name");
+        Action::Request(NodeId(node), client(node), lockservice::LockRequest::AcquireNamed { name, timeout_ms: 60_000 })
+    };
+    for (node, name) in [(1, "a"), (2, "b"), (1, "a")] {
+        sim.after(Duration::ZERO, named(node, name));
+        until_granted(&mut sim, node, Duration::from_millis(500))?;
+        sim.run_for(Duration::from_millis(50))?;
+    }
+    sim.run_for(Duration::from_millis(100))
+}
+
+#[test]
+fn office_wide_counter_holds() {
+    holds(office_wide_counter);
+}
+
+#[test]
+fn office_wide_counter_is_needed() {
+    defended(Rules::all_but(&[ElRule::OfficeWideCounter]), &["after"], office_wide_counter);
+}
+
 // ------------------------------------------------------------ quorum lease
 
 /// (safety) Quorum lease. 1 holds a grant from 5 (its client holds 1.5
@@ -301,7 +333,7 @@ fn adopted_grant_at_failover(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Res
     // After 5's failover gap, (lease + grant_ttl)·(1+ρ) + hop_timeout.
     until_granted(&mut sim, 1, ttl * 2)?;
     let granted_at = sim.now();
-    let Some((_, fence)) = sim.world().core(NodeId(1)).and_then(|c| c.holder()) else {
+    let Some((_, fence)) = sim.world().core(NodeId(1)).and_then(|c| c.holder(&lockservice::LockName::unnamed())) else {
         return Err(sim.error("1's client holds nothing"));
     };
     sim.drop_kind(NodeId(1), NodeId(5), "renew", u32::MAX);
@@ -324,7 +356,9 @@ fn adopted_grant_at_failover(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Res
     }
     sim.uncut(NodeId(4), NodeId(1));
     let end = sim.now() + Duration::from_millis(50);
-    while sim.world().core(NodeId(4)).and_then(|c| c.current_grant()) != Some((NodeId(1), fence)) {
+    while sim.world().core(NodeId(4)).and_then(|c| c.current_grant(&lockservice::LockName::unnamed()))
+        != Some((NodeId(1), fence))
+    {
         if sim.now() > end {
             return Err(sim.error("4 did not adopt 1's grant within 50 ms of office"));
         }

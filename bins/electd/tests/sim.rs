@@ -20,7 +20,10 @@ use std::time::Duration;
 use electd::{Algorithm, ElEvent, ElNode, ElRule};
 use ftcore::rules::Rules;
 use ftcore::NodeId;
-use kit::{cluster, config, converged, faults, paused_run_checked, paused_run_without, run_with_faults, safety};
+use kit::{
+    cluster, config, converged, faults, paused_run_checked, paused_run_without, run_with_faults, safety, Workload,
+};
+use lockservice::{LockName, NamedEvent};
 use sim::{for_seeds, for_seeds_with, Action, FaultPlan};
 use timer::Instant;
 
@@ -209,13 +212,74 @@ fn both_algorithms_under_pauses_slow_links_and_wiped_disks() {
     for_seeds_with(&[162], 100, |seed| paused_run(seed, alg_of(seed)));
 }
 
+/// Named locks (named-locks.md): three clients on every process asking
+/// for four names, under crashes, kills, wiped disks, pauses, slow links
+/// and partitions. Each name is judged on its own (no two holders of a
+/// name, its fences rising), and after the faults every client of every
+/// live process is served again, whatever name it asks for.
+fn named_run(seed: u64) -> Result<(), sim::SimError> {
+    let n = 3 + (seed % 4) as u32;
+    let load = Workload { names: 4, per_node: 3 };
+    let plan = FaultPlan {
+        crashes: 3,
+        kills: 1,
+        wipes: 1,
+        pauses: 3,
+        pause_len: (Duration::from_millis(10), Duration::from_millis(600)),
+        slow_periods: 1,
+        slow_extra: Duration::from_millis(60),
+        ..faults(n)
+    };
+    kit::run_of(seed, n, alg_of(seed), Rules::ALL_ON, &plan, load, kit::safety_under_pauses_of(load.names))
+}
+
+#[test]
+fn several_names_under_every_fault() {
+    for_seeds(40, named_run);
+}
+
+/// Without faults, names do not serialize: at some instant several names
+/// are held at once, by clients of different processes.
+#[test]
+fn several_names_are_held_at_once() {
+    for alg in [Algorithm::Relay, Algorithm::Ring] {
+        for_seeds(5, |seed| {
+            let load = Workload { names: 4, per_node: 3 };
+            let mut sim = kit::cluster_of(seed, 5, alg, Rules::ALL_ON, load);
+            sim.check(kit::safety_of(load.names));
+            sim.run_until(Instant::from_millis(1_500))?;
+            let mut held: std::collections::BTreeMap<LockName, u128> = Default::default();
+            let mut most = 0;
+            for (_, _, e) in &sim.world().events {
+                match e {
+                    ElEvent::Lock(NamedEvent::Lock { name, event: lockservice::LockEvent::Granted { fence, .. } }) => {
+                        held.insert(name.clone(), *fence);
+                    }
+                    ElEvent::Lock(NamedEvent::Lock { name, event: lockservice::LockEvent::Released { fence, .. } })
+                        if held.get(name) == Some(fence) =>
+                    {
+                        held.remove(name);
+                    }
+                    _ => {}
+                }
+                most = most.max(held.len());
+            }
+            if most < 3 {
+                return Err(sim.error(format!("at most {most} names held at once")));
+            }
+            Ok(())
+        });
+    }
+}
+
 #[test]
 #[ignore = "long: SIM_SEEDS=5000"]
 fn sweep() {
     for_seeds(5_000, |seed| {
         let alg = alg_of(seed);
         faulty_run(seed, alg)?;
-        paused_run(seed, alg)
+        paused_run(seed, alg)?;
+        named_run(seed)
     });
 }
 
@@ -325,12 +389,12 @@ fn a_holder_keeps_its_grant_through_a_failover() {
                 sim.run_until(Instant::from_millis(1_500))?;
                 sim.after(Duration::ZERO, kit::acquire(NodeId(h), ftcore::ClientId(1)));
                 sim.run_for(ttl)?;
-                let Some((_, fence)) = sim.world().core(NodeId(h)).and_then(|c| c.holder()) else {
+                let Some((_, fence)) = sim.world().core(NodeId(h)).and_then(|c| c.holder(&LockName::unnamed())) else {
                     return Err(sim.error(format!("{h}'s client was not granted")));
                 };
                 sim.after(Duration::ZERO, how(NodeId(5)));
                 sim.run_for(ttl * 2)?;
-                let adopted = sim.world().core(NodeId(4)).and_then(|c| c.current_grant());
+                let adopted = sim.world().core(NodeId(4)).and_then(|c| c.current_grant(&LockName::unnamed()));
                 if adopted != Some((NodeId(h), fence)) {
                     return Err(sim.error(format!("4 honours {adopted:x?}, not {h}'s grant {fence:#x}")));
                 }

@@ -8,6 +8,10 @@ pub const OK: u8 = 0;
 /// Any error: cannot connect, no answer at all, refused, a reply that
 /// makes no sense.
 pub const ERROR: u8 = 1;
+/// Bad arguments (clap's own status for them), and `ftctl lock NAME`
+/// against a daemon that serves no named locks: the request cannot work
+/// there however often it is retried.
+pub const BAD_ARGUMENTS: u8 = 2;
 /// `ftctl leader`: the daemon knows no coordinator (an election is under way).
 pub const NO_LEADER: u8 = 3;
 /// `ftctl exec`: unknown service, or bad arguments for it (EX_USAGE).
@@ -44,7 +48,9 @@ Exit status:
   1             error: cannot connect, no answer from the daemon (not even its
                 \"not obtained\" by --timeout plus 2 s), the daemon refused the
                 request, bad reply
-  2             bad arguments
+  2             bad arguments (an invalid NAME: nothing is sent), or NAME
+                against a daemon that serves no named locks (ntmutexd,
+                tokenwatchd, ringd, or an older electd): its reason is printed
   69            the lock was lost while CMD ran (revoked, the daemon went away,
                 or its lease ran out: CMD got SIGTERM, and SIGKILL at the
                 lease's end), or the grant's lease had already ended (CMD
@@ -56,13 +62,19 @@ Exit status:
   126, 127      CMD could not be started / was not found (nothing ran)
   130, 143      SIGINT / SIGTERM while waiting for the lock
 
+NAME is 1-128 bytes of A-Z a-z 0-9 . _ / - (an invalid one exits 2 before
+anything is sent). Without NAME, the unnamed lock: one per cluster, the one
+every daemon serves. electd serves named locks, each independent of the
+others; ntmutexd and tokenwatchd refuse them (exit 2). CMD comes after `--`.
+
 ringd and hbringd grant no client locks: against them ftctl lock says so and
 exits 1 (ringd's cluster-exclusive jobs are its needs_token command
 services: `ftctl exec SERVICE`).
 
 CMD runs with FTCOORD_FENCE=<fencing token> in its environment: a number
-larger than any granted before anywhere in the cluster. Pass it to whatever
-the lock protects so that it can refuse a late writer holding an older one.
+larger than any granted before anywhere in the cluster for that lock. Pass
+it to whatever the lock protects so that it can refuse a late writer holding
+an older one. FTCOORD_LOCK_NAME is NAME (empty for the unnamed lock).
 
 The grant is a lease that the daemon keeps renewing while it can prove it
 still holds the lock: CMD gets SIGTERM --kill-grace before the lease's end
@@ -75,6 +87,28 @@ not against a pause of CMD or of ftctl itself: for that, pass the fence on.
 SIGINT or SIGTERM while CMD runs is forwarded to CMD (to its process only:
 a CMD that starts children should exec or pass signals on); the lock is
 released once CMD has exited, and ftctl exits with CMD's status.";
+
+/// `--help` text for `ftctl locks`.
+pub const LOCKS_HELP: &str = "\
+Asks the daemon at --addr which locks its node knows (each waited for or
+held by a local client, or granted here), and prints one row per lock: its
+name ((unnamed) for the unnamed lock), whether a local client holds it and
+with which fence, the fence of the last grant seen here, and its local
+waiters; the locks with the most waiters first, at most 256, then a line
+`N locks known` (saying how many are not shown when over 256). This is one
+node's view: other nodes hold and wait for locks of their own.
+
+With --json, one line:
+{\"known\":2,\"listed\":2,\"locks\":[{\"name\":\"db\",\"held\":true,
+\"held_fence\":\"18446744073709551623\",\"last_fence\":\"18446744073709551623\",
+\"waiters\":3},…]} (name \"\" for the unnamed lock; fences as decimal
+strings, 128-bit: beyond many JSON parsers; null when there is none).
+
+Exit status:
+  0  the locks were printed
+  1  error: cannot connect, no answer, the daemon grants no client locks or
+     does not list them (an older version), refused, bad reply
+  2  bad arguments";
 
 /// `--help` text for `ftctl leader`.
 pub const LEADER_HELP: &str = "\
@@ -190,8 +224,19 @@ mod tests {
 
     #[test]
     fn statuses_do_not_collide_with_each_other() {
-        let mut all =
-            [OK, ERROR, NO_LEADER, USAGE, LOCK_LOST, TIMED_OUT, CANNOT_EXECUTE, NOT_FOUND, of_signal(2), of_signal(15)];
+        let mut all = [
+            OK,
+            ERROR,
+            BAD_ARGUMENTS,
+            NO_LEADER,
+            USAGE,
+            LOCK_LOST,
+            TIMED_OUT,
+            CANNOT_EXECUTE,
+            NOT_FOUND,
+            of_signal(2),
+            of_signal(15),
+        ];
         all.sort_unstable();
         assert!(all.windows(2).all(|w| w[0] != w[1]), "{all:?}");
     }

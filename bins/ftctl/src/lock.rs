@@ -1,8 +1,10 @@
-//! `ftctl lock`: run a command while this host holds the cluster-wide lock.
+//! `ftctl lock [NAME]`: run a command while this host holds a cluster-wide
+//! lock (NAME, or the unnamed lock).
 //!
-//! One run: connect, send `Acquire`, wait for the answer (at most the
-//! timeout plus [`client::lock::ANSWER_GRACE`] for the daemon's own
-//! answer), run CMD with `FTCOORD_FENCE`, watch the hold while CMD runs,
+//! One run: connect, send `Acquire` (`AcquireNamed` for NAME), wait for
+//! the answer (at most the timeout plus [`client::lock::ANSWER_GRACE`] for
+//! the daemon's own answer), run CMD with `FTCOORD_FENCE` and
+//! `FTCOORD_LOCK_NAME`, watch the hold while CMD runs,
 //! send `Release` when it exits, and exit with its status. The hold is
 //! tied to the connection: the daemon also releases it when ftctl goes
 //! away, so every early exit is safe even when the `Release` is never
@@ -20,6 +22,12 @@
 //! protected: SIGTERM at once, SIGKILL at `lease_until` if it is still
 //! alive.
 //!
+//! NAME was validated while parsing the arguments (exit 2 before anything
+//! is sent). A daemon that serves no names refuses NAME (`refuses_names`),
+//! or, older, closes the connection on `AcquireNamed`: exit 2 either way,
+//! like other arguments that cannot work. Every message names the lock
+//! (``lock `NAME` lost: ...``); those of the unnamed lock read as before.
+//!
 //! What each answer means and when the lease's signals are due are decided
 //! by pure functions ([`on_wait_reply`], [`lease_plan`]; the replies while
 //! holding by [`client::lock::on_hold_reply`]), tested on their own.
@@ -29,9 +37,12 @@ use std::io;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use client::lock::{self as locking, lease_phrase, Answer, Grant, HoldEvent, LockGuard, LostReason, ReleaseError};
+use client::lock::{
+    self as locking, lease_phrase, lock_label, refuses_names, Answer, Grant, HoldEvent, LockGuard, LostReason,
+    ReleaseError,
+};
 use client::ClientError;
-use lockservice::LockRequest;
+use lockservice::{LockName, LockRequest};
 use tokio::process::{Child, Command};
 
 use crate::daemon::{self, LockClient};
@@ -40,6 +51,9 @@ use crate::signals::{self, Sig, Signals};
 
 /// The environment variable carrying the fencing token to CMD.
 pub const FENCE_ENV: &str = "FTCOORD_FENCE";
+/// The environment variable carrying the lock's name to CMD (empty for the
+/// unnamed lock).
+pub const NAME_ENV: &str = "FTCOORD_LOCK_NAME";
 
 /// `--kill-grace`'s default: a fifth of the default `lease_ms` (100).
 /// ftctl cannot know the daemon's `lease_ms`; with another one, pass a
@@ -56,6 +70,8 @@ const GIVE_UP_SEND: Duration = Duration::from_secs(1);
 /// What `ftctl lock` was asked to do.
 #[derive(Debug)]
 pub struct LockArgs {
+    /// The lock ([`LockName::unnamed`] without NAME).
+    pub name: LockName,
     /// How long to wait for the grant (0: only if it can be granted at once).
     pub timeout: Duration,
     /// How long before the lease's end CMD gets SIGTERM (SIGKILL at the end).
@@ -75,26 +91,32 @@ enum Wait {
     GiveUp(u8, String),
 }
 
-/// What the answer to `Acquire` from the daemon at `addr` means. A daemon
-/// that answered "not in time" is a temporary failure (75); one that did
-/// not answer at all is an error (1), like one that cannot be reached.
-fn on_wait_reply(answer: Result<Answer, ClientError>, addr: &str, timeout: Duration) -> Wait {
+/// What the answer to an acquire of lock `name` from the daemon at `addr`
+/// means. A daemon that answered "not in time" is a temporary failure
+/// (75); one that did not answer at all is an error (1), like one that
+/// cannot be reached; one that serves no named locks refusing NAME is a
+/// usage error (2): retrying cannot help.
+fn on_wait_reply(answer: Result<Answer, ClientError>, addr: &str, name: &LockName, timeout: Duration) -> Wait {
+    let lock = lock_label(name);
     match answer {
         Ok(Answer::Granted(grant)) => Wait::Granted(grant),
-        Ok(Answer::TimedOut) => Wait::Exit(exit::TIMED_OUT, not_obtained(timeout)),
-        Ok(Answer::Refused(reason)) => Wait::Exit(exit::ERROR, format!("lock refused: {reason}")),
-        Ok(Answer::Lost(reason)) => Wait::Exit(exit::LOCK_LOST, format!("lock lost: {reason}")),
+        Ok(Answer::TimedOut) => Wait::Exit(exit::TIMED_OUT, not_obtained(name, timeout)),
+        Ok(Answer::Refused(reason)) if !name.is_unnamed() && refuses_names(&reason) => {
+            Wait::Exit(exit::BAD_ARGUMENTS, format!("{lock} refused: {reason}"))
+        }
+        Ok(Answer::Refused(reason)) => Wait::Exit(exit::ERROR, format!("{lock} refused: {reason}")),
+        Ok(Answer::Lost(reason)) => Wait::Exit(exit::LOCK_LOST, format!("{lock} lost: {reason}")),
         Err(ClientError::Timeout(_)) => Wait::GiveUp(exit::ERROR, no_answer(addr, timeout)),
-        Err(e) => Wait::Exit(exit::ERROR, format!("waiting for the lock: {e}")),
+        Err(e) => Wait::Exit(exit::ERROR, format!("waiting for the {lock}: {e}")),
     }
 }
 
-/// The daemon's own "not within the timeout".
-fn not_obtained(timeout: Duration) -> String {
-    if timeout.is_zero() {
-        "not obtained: the lock is held (try-lock, --timeout 0)".to_string()
-    } else {
-        format!("lock not obtained within {}", client::duration::show(timeout))
+/// The daemon's own "not within the timeout" for lock `name`.
+fn not_obtained(name: &LockName, timeout: Duration) -> String {
+    match (timeout.is_zero(), name.is_unnamed()) {
+        (true, true) => "not obtained: the lock is held (try-lock, --timeout 0)".to_string(),
+        (true, false) => format!("not obtained: {} is held (try-lock, --timeout 0)", lock_label(name)),
+        (false, _) => format!("{} not obtained within {}", lock_label(name), client::duration::show(timeout)),
     }
 }
 
@@ -154,24 +176,27 @@ pub async fn run(addr: &str, args: &LockArgs) -> Result<u8> {
     let mut client = daemon::connect(addr).await?;
 
     let answer = tokio::select! {
-        answer = locking::acquire(&mut client, args.timeout) => answer,
+        answer = locking::acquire_named(&mut client, &args.name, args.timeout) => answer,
         sig = signals.recv() => {
             give_up(&mut client).await;
-            eprintln!("ftctl: SIG{} while waiting for the lock; gave up", sig.name());
+            eprintln!("ftctl: SIG{} while waiting for the {}; gave up", sig.name(), lock_label(&args.name));
             return Ok(exit::of_signal(sig.number()));
         }
     };
     // A reply that is no lock reply, or a daemon that hung up: it may speak
-    // another API (ringd, hbringd).
+    // another API (ringd, hbringd), or predate named locks.
     let other_api = matches!(answer, Err(ClientError::Frame(_) | ClientError::Closed | ClientError::Unexpected(_)));
     let timed_out = matches!(answer, Ok(Answer::TimedOut));
-    let grant = match on_wait_reply(answer, addr, args.timeout) {
+    let grant = match on_wait_reply(answer, addr, &args.name, args.timeout) {
         Wait::Granted(grant) => grant,
         Wait::Exit(code, message) => {
-            let no_locks = if other_api { grants_no_locks(addr).await } else { None };
+            let other = if other_api { other_api_message(addr, &args.name).await } else { None };
             let why = if timed_out { not_joined(addr).await } else { None };
-            match (no_locks, why) {
-                (Some(no_locks), _) => eprintln!("ftctl: {no_locks}"),
+            match (other, why) {
+                (Some((code, other)), _) => {
+                    eprintln!("ftctl: {other}");
+                    return Ok(code);
+                }
                 (None, Some(why)) => eprintln!("ftctl: {message}: {why}"),
                 (None, None) => eprintln!("ftctl: {message}"),
             }
@@ -183,29 +208,40 @@ pub async fn run(addr: &str, args: &LockArgs) -> Result<u8> {
             return Ok(code);
         }
     };
-    hold(LockGuard::new(client, grant), &mut signals, args).await
+    hold(LockGuard::named(client, args.name.clone(), grant), &mut signals, args).await
 }
 
 /// Runs CMD under the granted lock; returns ftctl's exit status.
 async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &LockArgs) -> Result<u8> {
-    let program = args.cmd[0].to_string_lossy().into_owned();
+    let Some((cmd, cmd_args)) = args.cmd.split_first() else {
+        // clap requires CMD; nothing to run is nothing to hold for.
+        warn_if_err(release(guard).await);
+        eprintln!("ftctl: no command to run (put it after `--`)");
+        return Ok(exit::BAD_ARGUMENTS);
+    };
+    let program = cmd.to_string_lossy().into_owned();
+    let lock = lock_label(guard.name());
     let term_in = match room_to_start(&mut guard, args.kill_grace).await {
         Ok(term_in) => term_in,
         Err(why) => {
             // Dropping the guard closes the connection: the daemon releases.
-            eprintln!("ftctl: lock lost before {program} started: {why}; {program} not run");
+            eprintln!("ftctl: {lock} lost before {program} started: {why}; {program} not run");
             return Ok(exit::LOCK_LOST);
         }
     };
-    let mut child =
-        match Command::new(&args.cmd[0]).args(&args.cmd[1..]).env(FENCE_ENV, guard.fence().to_string()).spawn() {
-            Ok(child) => child,
-            Err(e) => {
-                warn_if_err(release(guard).await);
-                eprintln!("ftctl: cannot run {program}: {e}");
-                return Ok(if e.kind() == io::ErrorKind::NotFound { exit::NOT_FOUND } else { exit::CANNOT_EXECUTE });
-            }
-        };
+    let mut child = match Command::new(cmd)
+        .args(cmd_args)
+        .env(FENCE_ENV, guard.fence().to_string())
+        .env(NAME_ENV, guard.name().as_str())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => {
+            warn_if_err(release(guard).await);
+            eprintln!("ftctl: cannot run {program}: {e}");
+            return Ok(if e.kind() == io::ErrorKind::NotFound { exit::NOT_FOUND } else { exit::CANNOT_EXECUTE });
+        }
+    };
     let pid = child.id();
     // When CMD gets SIGTERM for the lease's end; `None` once it has.
     let mut term_at = Some(tokio::time::Instant::now() + term_in);
@@ -228,11 +264,11 @@ async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &LockArgs) -> R
                 HoldEvent::Lost(why @ LostReason::LeaseExpired(_)) => {
                     let _ = child.start_kill();
                     let _ = child.wait().await;
-                    eprintln!("ftctl: lock lost: {why}; {program} killed (SIGKILL)");
+                    eprintln!("ftctl: {lock} lost: {why}; {program} killed (SIGKILL)");
                     return Ok(exit::LOCK_LOST);
                 }
                 HoldEvent::Lost(why) => {
-                    eprintln!("ftctl: lock lost: {why}; stopping {program} (SIGTERM)");
+                    eprintln!("ftctl: {lock} lost: {why}; stopping {program} (SIGTERM)");
                     stop(&mut child, &program, term_at.is_some(), guard.lease_until(), args.kill_grace).await;
                     return Ok(exit::LOCK_LOST);
                 }
@@ -259,7 +295,7 @@ async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &LockArgs) -> R
     warn_if_err(release(guard).await);
     if term_at.is_none() {
         // Stopped for its lease's end: CMD did not finish under the lock.
-        eprintln!("ftctl: lock lost: the lease ran out; {program} was stopped (exit status {status})");
+        eprintln!("ftctl: {lock} lost: the lease ran out; {program} was stopped (exit status {status})");
         return Ok(exit::LOCK_LOST);
     }
     Ok(status)
@@ -316,12 +352,35 @@ pub fn no_locks_message(daemon: &str) -> Option<String> {
     }
 }
 
-/// Asks the daemon at `addr` (a new connection) which it is; the message
-/// for a daemon that grants no locks.
-async fn grants_no_locks(addr: &str) -> Option<String> {
+/// Asks the daemon at `addr` (a new connection) which daemon it is.
+pub async fn daemon_name(addr: &str) -> Option<String> {
     let mut c = tokio::time::timeout(PROBE, daemon::connect(addr)).await.ok()?.ok()?;
     let status = tokio::time::timeout(PROBE, c.status()).await.ok()?.ok()?;
-    no_locks_message(&status.daemon)
+    Some(status.daemon)
+}
+
+/// What `ftctl lock` says when `daemon` (its name as its status gives it)
+/// at `addr` hung up on, or answered nonsense to, a request for lock
+/// `name`, and the exit status: a daemon that grants no locks says so
+/// (1); a lock daemon asked for a named lock predates named locks (2).
+/// `None`: nothing more to say than the error itself.
+fn other_api(daemon: &str, addr: &str, name: &LockName) -> Option<(u8, String)> {
+    if let Some(message) = no_locks_message(daemon) {
+        return Some((exit::ERROR, message));
+    }
+    (!name.is_unnamed()).then(|| {
+        let message = format!(
+            "{daemon} at {addr} does not serve named locks: it closed the connection on the request for {} \
+             (a version without them; electd serves named locks)",
+            lock_label(name)
+        );
+        (exit::BAD_ARGUMENTS, message)
+    })
+}
+
+/// Asks the daemon at `addr` (a new connection) which it is; [`other_api`].
+async fn other_api_message(addr: &str, name: &LockName) -> Option<(u8, String)> {
+    other_api(&daemon_name(addr).await?, addr, name)
 }
 
 /// How long asking a daemon that answered "not in time" for its status may take.
@@ -343,9 +402,10 @@ async fn give_up(client: &mut LockClient) {
 
 /// Releases the lock; a warning if that was not clean.
 async fn release(guard: LockGuard) -> Result<(), String> {
+    let lock = lock_label(guard.name());
     match guard.release().await {
         Ok(()) => Ok(()),
-        Err(ReleaseError::Lost(why)) => Err(format!("the lock was lost as the command ended: {why}")),
+        Err(ReleaseError::Lost(why)) => Err(format!("the {lock} was lost as the command ended: {why}")),
         Err(e @ ReleaseError::NoConfirmation(ClientError::Timeout(_))) => {
             Err(format!("{e} (the daemon releases when ftctl disconnects)"))
         }
@@ -395,12 +455,15 @@ mod tests {
 
     #[test]
     fn a_grant_runs_the_command_with_its_fence() {
-        assert_eq!(on_wait_reply(Ok(Answer::Granted(grant(42))), ADDR, T), Wait::Granted(grant(42)));
+        assert_eq!(
+            on_wait_reply(Ok(Answer::Granted(grant(42))), ADDR, &LockName::unnamed(), T),
+            Wait::Granted(grant(42))
+        );
     }
 
     #[test]
     fn wait_replies_map_to_exit_statuses() {
-        let code = |r| match on_wait_reply(r, ADDR, T) {
+        let code = |r| match on_wait_reply(r, ADDR, &LockName::unnamed(), T) {
             Wait::Exit(code, _) | Wait::GiveUp(code, _) => code,
             Wait::Granted(g) => panic!("granted {g:?}"),
         };
@@ -416,16 +479,19 @@ mod tests {
     #[test]
     fn wait_messages_say_why() {
         assert_eq!(
-            on_wait_reply(Ok(Answer::Refused("queue full".into())), ADDR, T),
+            on_wait_reply(Ok(Answer::Refused("queue full".into())), ADDR, &LockName::unnamed(), T),
             Wait::Exit(exit::ERROR, "lock refused: queue full".into())
         );
         assert_eq!(
-            on_wait_reply(Ok(Answer::TimedOut), ADDR, Duration::from_millis(500)),
+            on_wait_reply(Ok(Answer::TimedOut), ADDR, &LockName::unnamed(), Duration::from_millis(500)),
             Wait::Exit(exit::TIMED_OUT, "lock not obtained within 500 ms".into())
         );
-        let Wait::GiveUp(exit::ERROR, m) =
-            on_wait_reply(Err(ClientError::Timeout(Duration::from_secs(4))), ADDR, Duration::from_secs(2))
-        else {
+        let Wait::GiveUp(exit::ERROR, m) = on_wait_reply(
+            Err(ClientError::Timeout(Duration::from_secs(4))),
+            ADDR,
+            &LockName::unnamed(),
+            Duration::from_secs(2),
+        ) else {
             panic!("no answer must give up with exit 1")
         };
         assert!(m.starts_with("no answer from the daemon at 127.0.0.1:7201 within 2 s"), "{m}");
@@ -434,9 +500,72 @@ mod tests {
     #[test]
     fn a_try_lock_says_the_lock_is_held() {
         assert_eq!(
-            on_wait_reply(Ok(Answer::TimedOut), ADDR, Duration::ZERO),
+            on_wait_reply(Ok(Answer::TimedOut), ADDR, &LockName::unnamed(), Duration::ZERO),
             Wait::Exit(exit::TIMED_OUT, "not obtained: the lock is held (try-lock, --timeout 0)".into())
         );
+    }
+
+    fn name(s: &str) -> LockName {
+        LockName::parse(s).unwrap()
+    }
+
+    #[test]
+    fn messages_about_a_named_lock_name_it() {
+        let db = name("db/migrate");
+        let wait = |r| on_wait_reply(r, ADDR, &db, T);
+        assert_eq!(
+            wait(Ok(Answer::TimedOut)),
+            Wait::Exit(exit::TIMED_OUT, "lock `db/migrate` not obtained within 30 s".into())
+        );
+        assert_eq!(
+            on_wait_reply(Ok(Answer::TimedOut), ADDR, &db, Duration::ZERO),
+            Wait::Exit(exit::TIMED_OUT, "not obtained: lock `db/migrate` is held (try-lock, --timeout 0)".into())
+        );
+        assert_eq!(
+            wait(Ok(Answer::Refused("too many locks: this node knows 10000 (limits.max_locks)".into()))),
+            Wait::Exit(
+                exit::ERROR,
+                "lock `db/migrate` refused: too many locks: this node knows 10000 (limits.max_locks)".into()
+            )
+        );
+        assert_eq!(
+            wait(Ok(Answer::Lost("daemon is shutting down".into()))),
+            Wait::Exit(exit::LOCK_LOST, "lock `db/migrate` lost: daemon is shutting down".into())
+        );
+        assert_eq!(
+            wait(Err(ClientError::Closed)),
+            Wait::Exit(exit::ERROR, "waiting for the lock `db/migrate`: the daemon closed the connection".into())
+        );
+    }
+
+    #[test]
+    fn a_daemon_serving_no_names_refusing_one_is_a_usage_error() {
+        let reason = "this daemon serves one unnamed lock: named locks are not supported (docs/named-locks.md)";
+        assert_eq!(
+            on_wait_reply(Ok(Answer::Refused(reason.into())), ADDR, &name("jobs"), T),
+            Wait::Exit(exit::BAD_ARGUMENTS, format!("lock `jobs` refused: {reason}"))
+        );
+        // The unnamed lock is never refused for that (nor is a daemon's
+        // odd wording taken for it then).
+        assert_eq!(
+            on_wait_reply(Ok(Answer::Refused(reason.into())), ADDR, &LockName::unnamed(), T),
+            Wait::Exit(exit::ERROR, format!("lock refused: {reason}"))
+        );
+    }
+
+    #[test]
+    fn a_lock_daemon_hanging_up_on_a_name_predates_names() {
+        let (code, m) = other_api("ntmutexd", ADDR, &name("jobs")).unwrap();
+        assert_eq!(code, exit::BAD_ARGUMENTS);
+        assert!(m.starts_with("ntmutexd at 127.0.0.1:7201 does not serve named locks: it closed the connection on the request for lock `jobs`"), "{m}");
+        // Hanging up on the unnamed lock is only an error.
+        assert_eq!(other_api("ntmutexd", ADDR, &LockName::unnamed()), None);
+        // ringd and hbringd say they grant no locks, named or not.
+        for n in [name("jobs"), LockName::unnamed()] {
+            let (code, m) = other_api("hbringd", ADDR, &n).unwrap();
+            assert_eq!(code, exit::ERROR);
+            assert!(m.starts_with("hbringd grants no client locks"), "{m}");
+        }
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! `ftctl`: the command-line client of every ftcoord daemon.
 //!
-//! `status` works against any daemon; `lock` against the lock-granting
-//! ones (ntmutexd, tokenwatchd, electd); `leader` against electd; `lookup`
-//! and `exec` against ringd. Each command lives in its module;
+//! `status` works against any daemon; `lock` and `locks` against the
+//! lock-granting ones (ntmutexd, tokenwatchd, electd; a named lock against
+//! electd only); `leader` against electd; `lookup` and `exec` against
+//! ringd. Each command lives in its module;
 //! this file parses arguments and maps results to exit statuses.
 #![forbid(unsafe_code)]
 
@@ -10,6 +11,7 @@ mod daemon;
 mod exit;
 mod leader;
 mod lock;
+mod locks;
 mod ring;
 mod signals;
 mod status;
@@ -19,6 +21,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use lockservice::LockName;
 
 /// The client tool for ftcoord daemons.
 #[derive(Parser, Debug)]
@@ -31,8 +34,8 @@ struct Cli {
     /// The daemon's client address (its `client_listen`), HOST:PORT.
     #[arg(long, global = true, env = "FTCTL_ADDR", default_value = "127.0.0.1:7201", value_name = "ADDR")]
     addr: String,
-    /// Print results as JSON (`status`, `leader`, `lookup`, `exec`; `lock`
-    /// prints nothing of its own).
+    /// Print results as JSON (`status`, `leader`, `locks`, `lookup`,
+    /// `exec`; `lock` prints nothing of its own).
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -54,18 +57,24 @@ enum Cmd {
         #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = client::duration::parse)]
         every: Duration,
     },
-    /// Run CMD while holding the cluster-wide lock.
+    /// Run CMD while holding a cluster-wide lock (NAME, or the unnamed one).
     ///
-    /// Waits for the lock, runs CMD with FTCOORD_FENCE set, releases the
-    /// lock when CMD exits and exits with CMD's status. CMD runs under the
-    /// grant's lease: SIGTERM at its end minus --kill-grace, SIGKILL at its
-    /// end, unless the daemon renews it first. If the lock is lost while CMD
-    /// runs, CMD is sent SIGTERM at once (SIGKILL at the lease's end).
+    /// Waits for the lock, runs CMD with FTCOORD_FENCE and FTCOORD_LOCK_NAME
+    /// set, releases the lock when CMD exits and exits with CMD's status.
+    /// CMD runs under the grant's lease: SIGTERM at its end minus
+    /// --kill-grace, SIGKILL at its end, unless the daemon renews it first.
+    /// If the lock is lost while CMD runs, CMD is sent SIGTERM at once
+    /// (SIGKILL at the lease's end).
     #[command(
-        override_usage = "ftctl lock [--timeout DUR] [--kill-grace DUR] [--addr ADDR] -- CMD [ARGS]...",
+        override_usage = "ftctl lock [NAME] [--timeout DUR] [--kill-grace DUR] [--addr ADDR] -- CMD [ARGS]...",
         after_help = exit::LOCK_HELP
     )]
     Lock {
+        /// The lock: 1-128 bytes of A-Z a-z 0-9 . _ / - (electd serves named
+        /// locks; ntmutexd and tokenwatchd refuse them). Without NAME: the
+        /// cluster's unnamed lock.
+        #[arg(value_name = "NAME", value_parser = LockName::parse)]
+        name: Option<LockName>,
         /// How long to wait for the lock: 500ms, 10s, 2m, 1h (a unit is
         /// required); 0 takes it only if it is free at once.
         #[arg(long, value_name = "DUR", default_value = "30s", value_parser = client::duration::parse)]
@@ -76,10 +85,16 @@ enum Cmd {
         /// within the slack its renewals need).
         #[arg(long, value_name = "DUR", default_value = lock::DEFAULT_KILL_GRACE, value_parser = client::duration::parse)]
         kill_grace: Duration,
-        /// The command to run and its arguments (put `--` before them).
-        #[arg(value_name = "CMD", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+        /// The command to run and its arguments, after `--` (what comes
+        /// before it is NAME and options).
+        #[arg(value_name = "CMD", required = true, num_args = 1.., last = true, allow_hyphen_values = true)]
         cmd: Vec<OsString>,
     },
+    /// List the locks this node knows: held here, last fence, local waiters.
+    ///
+    /// The names with the most local waiters first (at most 256 of them).
+    #[command(after_help = exit::LOCKS_HELP)]
+    Locks,
     /// Find the least-loaded ringd replica: its id, client address and load.
     #[command(after_help = exit::LOOKUP_HELP)]
     Lookup {
@@ -151,8 +166,36 @@ fn man(out: &mut dyn std::io::Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The hint added to a parse error of `ftctl lock` that lacks CMD or has
+/// a word too many: CMD goes after `--` (a word before it is NAME).
+const CMD_AFTER_DASHES: &str = "tip: CMD goes after `--`, as in `ftctl lock [NAME] -- CMD [ARGS]...`; \
+                                a word before `--` is the lock's NAME";
+
+/// The hint for parse error `e` of command line `args`, if it is `ftctl
+/// lock` missing CMD, or with an unexpected argument and no `--` at all.
+fn parse_hint(e: &clap::Error, args: &[OsString]) -> Option<&'static str> {
+    use clap::error::ErrorKind;
+    let lock = e.to_string().contains("Usage: ftctl lock [NAME]");
+    let no_dashes = !args.iter().any(|a| a == "--");
+    let hint = match e.kind() {
+        ErrorKind::MissingRequiredArgument => true,
+        ErrorKind::UnknownArgument => no_dashes,
+        _ => false,
+    };
+    (lock && hint).then_some(CMD_AFTER_DASHES)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let Some(hint) = parse_hint(&e, &args) else { e.exit() };
+            let _ = e.print();
+            eprintln!("{hint}");
+            return ExitCode::from(exit::BAD_ARGUMENTS);
+        }
+    };
     match cli.command {
         Cmd::Completions { shell } => {
             completions(shell, &mut std::io::stdout());
@@ -182,9 +225,11 @@ fn main() -> ExitCode {
         match cli.command {
             Cmd::Status => status::run(&cli.addr, cli.json).await.map(|()| exit::OK),
             Cmd::Leader { watch, every } => leader::run(&cli.addr, cli.json, watch, every).await,
-            Cmd::Lock { timeout, kill_grace, cmd } => {
-                lock::run(&cli.addr, &lock::LockArgs { timeout, kill_grace, cmd }).await
+            Cmd::Lock { name, timeout, kill_grace, cmd } => {
+                let name = name.unwrap_or_else(LockName::unnamed);
+                lock::run(&cli.addr, &lock::LockArgs { name, timeout, kill_grace, cmd }).await
             }
+            Cmd::Locks => locks::run(&cli.addr, cli.json).await,
             Cmd::Lookup { timeout } => ring::run_lookup(&cli.addr, cli.json, timeout).await,
             Cmd::Exec { on, timeout, request_id, mut service } => {
                 let args = service.split_off(1);
@@ -218,7 +263,7 @@ mod tests {
             let mut out = Vec::new();
             completions(shell, &mut out);
             let text = String::from_utf8(out).unwrap();
-            for word in ["status", "leader", "lock", "lookup", "exec", "addr", "timeout", "kill-grace"] {
+            for word in ["status", "leader", "lock", "locks", "lookup", "exec", "addr", "timeout", "kill-grace"] {
                 assert!(text.contains(word), "{shell}: {word} missing");
             }
         }
@@ -230,10 +275,86 @@ mod tests {
         man(&mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with(".ie") || text.contains(".TH ftctl"), "{}", &text[..200.min(text.len())]);
-        for page in ["ftctl\\-lock", "ftctl\\-status", "ftctl\\-exec"] {
+        for page in ["ftctl\\-lock", "ftctl\\-locks", "ftctl\\-status", "ftctl\\-exec"] {
             assert!(text.contains(page), "{page} missing");
         }
         assert!(text.contains("EX_TEMPFAIL"), "the lock exit statuses are missing");
+    }
+
+    /// The `lock` command's NAME, timeout and CMD from `args` (after `ftctl`).
+    fn parse_lock(args: &[&str]) -> Result<(Option<String>, Duration, Vec<String>), clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("ftctl").chain(args.iter().copied()))?;
+        match cli.command {
+            Cmd::Lock { name, timeout, cmd, .. } => Ok((
+                name.map(|n| n.as_str().to_string()),
+                timeout,
+                cmd.into_iter().map(|c| c.to_string_lossy().into_owned()).collect(),
+            )),
+            other => panic!("not lock: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn lock_takes_an_optional_name_before_the_double_dash() {
+        let cmd = |c: &[&str]| c.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let secs = Duration::from_secs;
+        // Today's scripts.
+        assert_eq!(parse_lock(&["lock", "--", "true"]).unwrap(), (None, secs(30), cmd(&["true"])));
+        assert_eq!(
+            parse_lock(&["lock", "--timeout", "5s", "--", "sh", "-c", "x"]).unwrap(),
+            (None, secs(5), cmd(&["sh", "-c", "x"]))
+        );
+        // A name, before or after the options.
+        assert_eq!(
+            parse_lock(&["lock", "db/migrate", "--", "true", "--timeout", "1s"]).unwrap(),
+            (Some("db/migrate".into()), secs(30), cmd(&["true", "--timeout", "1s"]))
+        );
+        assert_eq!(
+            parse_lock(&["--addr", "127.0.0.1:1", "lock", "--timeout", "5s", "jobs.nightly", "--", "a", "--", "b"])
+                .unwrap(),
+            (Some("jobs.nightly".into()), secs(5), cmd(&["a", "--", "b"]))
+        );
+        assert_eq!(
+            parse_lock(&["lock", "x", "--timeout", "2s", "--", "true"]).unwrap(),
+            (Some("x".into()), secs(2), cmd(&["true"]))
+        );
+    }
+
+    #[test]
+    fn lock_refuses_bad_names_and_a_cmd_without_the_double_dash() {
+        for (name, text) in [
+            ("", "invalid lock name: it is empty"),
+            ("a b", "invalid lock name: byte 0x20 at offset 1"),
+            ("a:b", "invalid lock name: byte 0x3a at offset 1"),
+        ] {
+            let e = parse_lock(&["lock", name, "--", "true"]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{name:?}: {e}");
+            assert!(e.to_string().contains(text), "{name:?}: {e}");
+        }
+        let long = "x".repeat(129);
+        let e = parse_lock(&["lock", &long, "--", "true"]).unwrap_err();
+        assert!(e.to_string().contains("invalid lock name: 129 bytes, the most is 128"), "{e}");
+        assert!(parse_lock(&["lock", &"x".repeat(128), "--", "true"]).is_ok());
+        // CMD comes after `--`: without it, a word is NAME and CMD is missing.
+        let hint = |args: &[&str]| {
+            let e = parse_lock(args).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{args:?}: {e}");
+            let full: Vec<OsString> = ["ftctl"].iter().chain(args).map(OsString::from).collect();
+            parse_hint(&e, &full)
+        };
+        for args in [
+            &["lock", "true"][..],
+            &["lock", "echo", "hi"],
+            &["lock", "--timeout", "1s", "sh", "-c", "x"],
+            &["lock", "db", "--"],
+            &["lock"],
+        ] {
+            assert_eq!(hint(args), Some(CMD_AFTER_DASHES), "{args:?}");
+        }
+        // Other errors, and other commands, get no such hint.
+        assert_eq!(hint(&["lock", "a b", "--", "true"]), None);
+        assert_eq!(hint(&["lock", "--bogus", "--", "true"]), None);
+        assert_eq!(hint(&["exec"]), None);
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! `ftctl lock` against a scripted fake lock daemon: a listener speaking
-//! the client framing, answered by hand from each test.
+//! `ftctl lock` and `ftctl locks` against a scripted fake lock daemon: a
+//! listener speaking the client framing, answered by hand from each test.
 
 mod common;
 
@@ -9,9 +9,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use client::{ClientRequest, ClientResponse};
-use common::{finish, spawn, Outcome};
+use common::{dead_addr, finish, run, spawn, Outcome};
 use futures::{SinkExt, StreamExt};
-use lockservice::{LockReply, LockRequest};
+use lockservice::{LockInfo, LockName, LockReply, LockRequest};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::Framed;
 use wire::ClientCodec;
@@ -44,6 +44,36 @@ impl FakeDaemon {
             tokio::time::timeout(STEP, self.listener.accept()).await.expect("ftctl never connected").unwrap();
         Conn { framed: Framed::new(stream, ClientCodec::default()) }
     }
+
+    /// Answers ftctl's status probe (a second connection) as `daemon`.
+    async fn answer_status_as(&self, daemon: &str) {
+        let mut probe = self.accept().await;
+        let req = tokio::time::timeout(STEP, probe.framed.next()).await.expect("no probe").unwrap().unwrap();
+        assert_eq!(req, ClientRequest::Status);
+        let report = client::StatusReport {
+            daemon: daemon.into(),
+            node: ftcore::NodeId(1),
+            incarnation: ftcore::Incarnation(1),
+            role: "member".into(),
+            peers: vec![],
+            details: vec![],
+        };
+        probe.framed.send(ClientResponse::Status(report)).await.unwrap();
+    }
+
+    /// Whether ftctl connected at all (after it has exited: a connection
+    /// it made waits in the listener's backlog).
+    async fn was_connected(&self) -> bool {
+        tokio::time::timeout(Duration::from_millis(300), self.listener.accept()).await.is_ok()
+    }
+}
+
+/// What lockservice's one-lock queue (ntmutexd, tokenwatchd, ringd) says
+/// to a named request.
+const NO_NAMES: &str = "this daemon serves one unnamed lock: named locks are not supported (docs/named-locks.md)";
+
+fn name(s: &str) -> LockName {
+    LockName::parse(s).unwrap()
 }
 
 /// The daemon's end of one client connection.
@@ -128,7 +158,7 @@ async fn granted_runs_cmd_with_the_fence_releases_and_exits_with_its_status() {
 #[tokio::test]
 async fn success_is_zero_and_a_missing_release_confirmation_only_warns() {
     let daemon = FakeDaemon::start().await;
-    let ftctl = ftctl_lock(&daemon.addr, &["--timeout", "500ms", "true"]);
+    let ftctl = ftctl_lock(&daemon.addr, &["--timeout", "500ms", "--", "true"]);
     let mut conn = daemon.accept().await;
     conn.answer_acquire(500, LockReply::Granted { fence: 1, lease_until_us: lease(LONG) }).await;
     assert_eq!(conn.recv().await, Some(LockRequest::Release));
@@ -444,4 +474,233 @@ async fn a_missing_cmd_releases_and_exits_127() {
     let out = finish(ftctl, STEP).await;
     assert_eq!(out.code, 127, "{out:?}");
     assert!(out.stderr.contains("cannot run /nonexistent/ftctl-test-cmd"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn a_named_lock_is_asked_by_name_and_cmd_gets_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("env");
+    let daemon = FakeDaemon::start().await;
+    let script = format!("echo \"$FTCOORD_LOCK_NAME $FTCOORD_FENCE\" > {}", file.display());
+    let ftctl = ftctl_lock(&daemon.addr, &["db/migrate-2026.11_a", "--timeout", "2s", "--", "sh", "-c", &script]);
+
+    let mut conn = daemon.accept().await;
+    assert_eq!(
+        conn.recv().await,
+        Some(LockRequest::AcquireNamed { name: name("db/migrate-2026.11_a"), timeout_ms: 2000 })
+    );
+    conn.send(LockReply::Granted { fence: 1 << 64, lease_until_us: lease(LONG) }).await;
+    assert_eq!(conn.recv().await, Some(LockRequest::Release), "no release after the command");
+    conn.send(LockReply::Released).await;
+
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "db/migrate-2026.11_a 18446744073709551616\n");
+    assert!(out.stderr.is_empty(), "{out:?}");
+}
+
+#[tokio::test]
+async fn the_unnamed_lock_is_asked_with_acquire_and_its_name_is_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("env");
+    let daemon = FakeDaemon::start().await;
+    let script = format!("echo \"[${{FTCOORD_LOCK_NAME-unset}}]\" > {}", file.display());
+    let ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", &script]);
+
+    let mut conn = daemon.accept().await;
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 5, lease_until_us: lease(LONG) }).await;
+    assert_eq!(conn.recv().await, Some(LockRequest::Release));
+    conn.send(LockReply::Released).await;
+
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "[]\n", "set, and empty");
+}
+
+#[tokio::test]
+async fn invalid_names_exit_2_before_connecting() {
+    let daemon = FakeDaemon::start().await;
+    let long = "x".repeat(129);
+    for (bad, says) in [
+        ("", "invalid lock name: it is empty"),
+        (long.as_str(), "invalid lock name: 129 bytes, the most is 128"),
+        ("a b", "invalid lock name: byte 0x20 at offset 1"),
+        ("db:1", "invalid lock name: byte 0x3a at offset 2"),
+        ("é", "invalid lock name: byte 0xc3 at offset 0"),
+    ] {
+        let out = finish(ftctl_lock(&daemon.addr, &[bad, "--", "true"]), STEP).await;
+        assert_eq!(out.code, 2, "{bad:?}: {out:?}");
+        assert!(out.stderr.contains(says), "{bad:?}: {}", out.stderr);
+        assert!(!daemon.was_connected().await, "{bad:?}: ftctl connected");
+    }
+    // Nothing listening: still the name's error, not the connection's.
+    let out = run(&["--addr", &dead_addr(), "lock", "a b", "--", "true"]).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("invalid lock name"), "{}", out.stderr);
+    assert!(!out.stderr.contains("cannot connect"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn cmd_without_the_double_dash_is_a_usage_error_that_says_where_cmd_goes() {
+    let daemon = FakeDaemon::start().await;
+    for args in [&["true"][..], &["--timeout", "1s", "sh", "-c", "exit 0"], &["db", "--"]] {
+        let out = finish(ftctl_lock(&daemon.addr, args), STEP).await;
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        assert!(out.stderr.contains("tip: CMD goes after `--`"), "{args:?}: {}", out.stderr);
+        assert!(!daemon.was_connected().await, "{args:?}: ftctl connected");
+    }
+}
+
+#[tokio::test]
+async fn a_daemon_serving_no_names_refusing_one_exits_2_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let daemon = FakeDaemon::start().await;
+    let script = format!("touch {}", marker.display());
+    let ftctl = ftctl_lock(&daemon.addr, &["jobs", "--", "sh", "-c", &script]);
+    let mut conn = daemon.accept().await;
+    assert_eq!(conn.recv().await, Some(LockRequest::AcquireNamed { name: name("jobs"), timeout_ms: 30_000 }));
+    conn.send(LockReply::Refused { reason: NO_NAMES.into() }).await;
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains(&format!("lock `jobs` refused: {NO_NAMES}")), "{}", out.stderr);
+    assert!(!marker.exists(), "the command ran without the lock");
+}
+
+#[tokio::test]
+async fn other_refusals_of_a_named_lock_exit_1_and_name_it() {
+    let daemon = FakeDaemon::start().await;
+    let ftctl = ftctl_lock(&daemon.addr, &["jobs", "--", "true"]);
+    let mut conn = daemon.accept().await;
+    let _ = conn.recv().await;
+    conn.send(LockReply::Refused { reason: "too many locks: this node knows 10000 (limits.max_locks)".into() }).await;
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("lock `jobs` refused: too many locks"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn a_daemon_hanging_up_on_a_name_predates_named_locks() {
+    let daemon = FakeDaemon::start().await;
+    let ftctl = ftctl_lock(&daemon.addr, &["jobs", "--", "true"]);
+    let mut conn = daemon.accept().await;
+    assert!(conn.recv().await.is_some());
+    // An older daemon cannot decode kind 2 and closes the connection.
+    drop(conn);
+    daemon.answer_status_as("ntmutexd").await;
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    let says = format!("ntmutexd at {} does not serve named locks", daemon.addr);
+    assert!(out.stderr.contains(&says), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn losing_a_named_lock_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let daemon = FakeDaemon::start().await;
+    let ftctl = ftctl_lock(&daemon.addr, &["jobs/nightly", "--", "sh", "-c", &sleeper(&pidfile)]);
+    let mut conn = daemon.accept().await;
+    let _ = conn.recv().await;
+    conn.send(LockReply::Granted { fence: 7, lease_until_us: lease(LONG) }).await;
+    let pid = read_pid(&pidfile).await;
+    conn.send(LockReply::LockLost { reason: "revoked after max_hold".into() }).await;
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(out.stderr.contains("lock `jobs/nightly` lost: revoked after max_hold"), "{}", out.stderr);
+    assert!(!alive(pid));
+}
+
+/// `ftctl --addr ADDR locks ARGS…` against a fake daemon answering
+/// `ListLocks` with `reply`.
+async fn locks_answered(args: &[&str], reply: LockReply) -> Outcome {
+    let daemon = FakeDaemon::start().await;
+    let mut all = vec!["--addr", &daemon.addr, "locks"];
+    all.extend_from_slice(args);
+    let ftctl = spawn(&all);
+    let mut conn = daemon.accept().await;
+    assert_eq!(conn.recv().await, Some(LockRequest::ListLocks));
+    conn.send(reply).await;
+    finish(ftctl, STEP).await
+}
+
+fn some_locks() -> LockReply {
+    let fence = (3 << 64) + 9;
+    LockReply::Locks {
+        locks: vec![
+            LockInfo { name: name("db/migrate"), held_fence: None, last_fence: Some(fence), waiters: 4 },
+            LockInfo {
+                name: LockName::unnamed(),
+                held_fence: Some(fence + 1),
+                last_fence: Some(fence + 1),
+                waiters: 0,
+            },
+        ],
+        known: 2,
+    }
+}
+
+#[tokio::test]
+async fn locks_prints_a_table_and_the_count() {
+    let out = locks_answered(&[], some_locks()).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        out.stdout,
+        "\
+NAME        HELD HERE                        LAST FENCE            WAITERS
+db/migrate  no                               55340232221128654857  4
+(unnamed)   yes, fence 55340232221128654858  55340232221128654858  0
+2 locks known
+"
+    );
+    assert!(out.stderr.is_empty(), "{out:?}");
+
+    let reply = LockReply::Locks {
+        locks: vec![LockInfo { name: name("a"), held_fence: None, last_fence: None, waiters: 1 }],
+        known: 10_000,
+    };
+    let out = locks_answered(&[], reply).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.ends_with("10000 locks known, 9999 not shown (the most waited-for are listed)\n"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[tokio::test]
+async fn locks_json_is_one_object_with_fences_as_strings() {
+    let out = locks_answered(&["--json"], some_locks()).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        out.stdout,
+        "{\"known\":2,\"listed\":2,\"locks\":[\
+         {\"name\":\"db/migrate\",\"held\":false,\"held_fence\":null,\"last_fence\":\"55340232221128654857\",\"waiters\":4},\
+         {\"name\":\"\",\"held\":true,\"held_fence\":\"55340232221128654858\",\"last_fence\":\"55340232221128654858\",\
+         \"waiters\":0}]}\n"
+    );
+}
+
+#[tokio::test]
+async fn locks_refused_or_not_understood_is_an_error() {
+    let out = locks_answered(&[], LockReply::Refused { reason: "daemon is shutting down".into() }).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("list of locks refused: daemon is shutting down"), "{}", out.stderr);
+
+    // A daemon without `ListLocks` hangs up; its status says which it is.
+    for (daemon_name, says) in [
+        ("hbringd", "hbringd grants no client locks".to_string()),
+        ("electd", "electd at ADDR does not list its locks".to_string()),
+    ] {
+        let daemon = FakeDaemon::start().await;
+        let ftctl = spawn(&["--addr", &daemon.addr, "locks"]);
+        let mut conn = daemon.accept().await;
+        assert_eq!(conn.recv().await, Some(LockRequest::ListLocks));
+        drop(conn);
+        daemon.answer_status_as(daemon_name).await;
+        let out = finish(ftctl, STEP).await;
+        assert_eq!(out.code, 1, "{out:?}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+        assert!(out.stderr.contains(&says.replace("ADDR", &daemon.addr)), "{}", out.stderr);
+    }
 }

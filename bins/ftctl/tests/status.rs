@@ -48,6 +48,8 @@ async fn connection_refused_says_what_to_do() {
     for args in [
         vec!["--addr", &addr, "status"],
         vec!["--addr", &addr, "lock", "--", "true"],
+        vec!["--addr", &addr, "lock", "db", "--", "true"],
+        vec!["--addr", &addr, "locks"],
         vec!["--addr", &addr, "lookup"],
         vec!["--addr", &addr, "exec", "echo", "x"],
         vec!["exec", "--on", &addr, "echo", "x"],
@@ -89,7 +91,9 @@ async fn bad_addresses_and_durations_are_usage_errors() {
 async fn help_documents_the_exit_statuses() {
     let out = run(&["lock", "--help"]).await;
     assert_eq!(out.code, 0, "{out:?}");
-    for needle in ["75", "69", "130", "143", "CMD's status", "FTCOORD_FENCE", "--timeout"] {
+    for needle in
+        ["75", "69", "130", "143", "CMD's status", "FTCOORD_FENCE", "FTCOORD_LOCK_NAME", "[NAME]", "--timeout"]
+    {
         assert!(out.stdout.contains(needle), "lock --help lacks {needle}:\n{}", out.stdout);
     }
     let out = run(&["exec", "--help"]).await;
@@ -102,6 +106,11 @@ async fn help_documents_the_exit_statuses() {
     let out = run(&["lookup", "--help"]).await;
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.contains("Exit status") && out.stdout.contains("replica 3 127.0.0.1:7803 load 0"));
+    let out = run(&["locks", "--help"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    for needle in ["Exit status", "locks known", "\"held_fence\""] {
+        assert!(out.stdout.contains(needle), "locks --help lacks {needle}:\n{}", out.stdout);
+    }
     let out = run(&["status", "--help"]).await;
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.contains("Exit status"), "{}", out.stdout);

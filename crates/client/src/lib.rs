@@ -18,7 +18,9 @@
 //! in the order the core produces them, and some (a lock's `LockLost`)
 //! arrive unasked, so callers read with [`Client::recv`].
 //!
-//! [`lock`] is the cluster-wide lock as a guard with a lease (`ftctl lock`).
+//! [`lock`] is a cluster-wide lock, the unnamed one or a named one, as a
+//! guard with a lease (`ftctl lock [NAME]`), and the list of the locks a
+//! node knows (`ftctl locks`).
 //!
 //! May depend on: `api`, `ftcore`, `wire`, `lockservice`, `timer`, tokio.
 //! Used by: `ftctl`, `ftlab`, the real-process tests; never by a daemon

@@ -1,9 +1,18 @@
-//! The cluster-wide lock of ntmutexd, tokenwatchd and electd, held as a
+//! The cluster-wide locks of ntmutexd, tokenwatchd and electd, held as a
 //! lease (reliability.md, Pauses and leases; `ftctl lock` is built on it).
 //!
-//! [`lock`] connects, asks and waits; a grant is a [`LockGuard`] that keeps
-//! the connection (the daemon releases a hold whose client goes away, so
-//! dropping the guard releases too, just later than [`LockGuard::release`]).
+//! [`lock`] (the unnamed lock) and [`lock_named`] (a named one,
+//! named-locks.md) connect, ask and wait; a grant is a [`LockGuard`] that
+//! keeps the connection (the daemon releases a hold whose client goes away,
+//! so dropping the guard releases too, just later than
+//! [`LockGuard::release`]). One connection waits for or holds one lock.
+//! electd serves named locks; ntmutexd, tokenwatchd and ringd refuse them
+//! (see [`refuses_names`]). [`list_locks`] asks a node which locks it knows
+//! (`ftctl locks`).
+//!
+//! Replies do not repeat the name (the connection is bound to it): the
+//! guard knows it ([`LockGuard::name`]), and the errors [`lock_named`]
+//! builds say it ([`lock_label`]).
 //!
 //! A grant is a lease: it ends at [`LockGuard::lease_until`], an absolute
 //! CLOCK_MONOTONIC instant on this host (the daemon's host: compare it with
@@ -41,7 +50,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use lockservice::{LockReply, LockRequest};
+use ftcore::Message;
+use lockservice::{LockInfo, LockName, LockReply, LockRequest};
 use timer::{monotonic_now, Instant};
 
 use crate::{Client, ClientError};
@@ -56,6 +66,41 @@ pub const ANSWER_GRACE: Duration = Duration::from_secs(2);
 pub const RELEASE_WAIT: Duration = Duration::from_secs(2);
 /// How long sending a `Release` may take when not waiting for the answer.
 const SEND_WAIT: Duration = Duration::from_secs(1);
+/// How long [`list_locks`] waits for the daemon's `Locks`.
+pub const LIST_WAIT: Duration = Duration::from_secs(5);
+
+/// What every daemon that serves no named locks says when refusing one
+/// (lockservice's one-lock queue: ntmutexd, tokenwatchd, ringd).
+const NO_NAMES_PHRASE: &str = "named locks are not supported";
+
+/// Whether a refusal's `reason` says the daemon serves no named locks (as
+/// opposed to a refusal of this request: a full queue, too many locks, the
+/// daemon leaving).
+pub fn refuses_names(reason: &str) -> bool {
+    reason.contains(NO_NAMES_PHRASE)
+}
+
+/// The lock as messages name it: `lock` for the unnamed lock (the messages
+/// of a single-lock cluster stay as they were), ``lock `NAME` `` for a
+/// named one.
+pub fn lock_label(name: &LockName) -> String {
+    if name.is_unnamed() {
+        "lock".to_string()
+    } else {
+        format!("lock `{}`", name.as_str())
+    }
+}
+
+/// The request that asks for lock `name`: `Acquire` for the unnamed lock
+/// (what every daemon understands), `AcquireNamed` for a named one.
+pub fn acquire_request(name: &LockName, timeout: Duration) -> LockRequest {
+    let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+    if name.is_unnamed() {
+        LockRequest::Acquire { timeout_ms }
+    } else {
+        LockRequest::AcquireNamed { name: name.clone(), timeout_ms }
+    }
+}
 
 /// A grant: the fence and the end of its lease.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,7 +111,7 @@ pub struct Grant {
     pub lease_until: Instant,
 }
 
-/// What the daemon answered to `Acquire`.
+/// What the daemon answered to `Acquire` (or `AcquireNamed`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answer {
     /// The lock is the caller's (check that the lease has not already ended).
@@ -92,6 +137,7 @@ pub fn on_answer(reply: Result<LockReply, ClientError>) -> Result<Answer, Client
         LockReply::LockLost { reason } => Ok(Answer::Lost(reason)),
         LockReply::Released => Err(ClientError::Unexpected("`released` in answer to a lock request".into())),
         LockReply::Renewed { .. } => Err(ClientError::Unexpected("`renewed` before any grant".into())),
+        LockReply::Locks { .. } => Err(ClientError::Unexpected("`locks` in answer to a lock request".into())),
     }
 }
 
@@ -101,8 +147,15 @@ pub fn on_answer(reply: Result<LockReply, ClientError>) -> Result<Answer, Client
 /// within `timeout` plus [`ANSWER_GRACE`] is `ClientError::Timeout`, after
 /// which the caller should send `Release` (or close the connection).
 pub async fn acquire(client: &mut LockClient, timeout: Duration) -> Result<Answer, ClientError> {
-    let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-    client.send(LockRequest::Acquire { timeout_ms }).await?;
+    acquire_named(client, &LockName::unnamed(), timeout).await
+}
+
+/// [`acquire`] for lock `name` (`AcquireNamed`; `Acquire` for the unnamed
+/// lock). A daemon that serves no names answers `Answer::Refused` with a
+/// reason that [`refuses_names`]; an older daemon closes the connection
+/// (`ClientError::Closed`).
+pub async fn acquire_named(client: &mut LockClient, name: &LockName, timeout: Duration) -> Result<Answer, ClientError> {
+    client.send(acquire_request(name, timeout)).await?;
     let within = timeout.saturating_add(ANSWER_GRACE);
     match tokio::time::timeout(within, client.recv()).await {
         Err(_) => Err(ClientError::Timeout(within)),
@@ -121,12 +174,26 @@ pub async fn acquire(client: &mut LockClient, timeout: Duration) -> Result<Answe
 /// [`lost`](LockGuard::lost) resolves at once: check
 /// [`lease_left`](LockGuard::lease_left) before starting work.
 pub async fn lock(addr: SocketAddr, timeout: Duration) -> Result<Option<LockGuard>, ClientError> {
+    lock_named(addr, &LockName::unnamed(), timeout).await
+}
+
+/// [`lock`] for lock `name` ([`LockName::unnamed`] is [`lock`] itself).
+/// A refusal names the lock (``lock `db`: too many locks ...``); a daemon
+/// that serves no names refuses with a reason that [`refuses_names`].
+pub async fn lock_named(
+    addr: SocketAddr,
+    name: &LockName,
+    timeout: Duration,
+) -> Result<Option<LockGuard>, ClientError> {
     let mut client = LockClient::connect(addr).await?;
-    match acquire(&mut client, timeout).await {
-        Ok(Answer::Granted(grant)) => Ok(Some(LockGuard::new(client, grant))),
+    let label = lock_label(name);
+    match acquire_named(&mut client, name, timeout).await {
+        Ok(Answer::Granted(grant)) => Ok(Some(LockGuard::named(client, name.clone(), grant))),
         Ok(Answer::TimedOut) => Ok(None),
-        Ok(Answer::Refused(reason)) => Err(ClientError::Refused(reason)),
-        Ok(Answer::Lost(reason)) => Err(ClientError::Refused(format!("lock lost while waiting: {reason}"))),
+        // The unnamed lock's refusals stay the daemon's words alone.
+        Ok(Answer::Refused(reason)) if name.is_unnamed() => Err(ClientError::Refused(reason)),
+        Ok(Answer::Refused(reason)) => Err(ClientError::Refused(format!("{label}: {reason}"))),
+        Ok(Answer::Lost(reason)) => Err(ClientError::Refused(format!("{label} lost while waiting: {reason}"))),
         Err(e) => {
             if matches!(e, ClientError::Timeout(_)) {
                 let _ = tokio::time::timeout(SEND_WAIT, client.send(LockRequest::Release)).await;
@@ -134,6 +201,30 @@ pub async fn lock(addr: SocketAddr, timeout: Duration) -> Result<Option<LockGuar
             Err(e)
         }
     }
+}
+
+/// Asks the daemon on `client` which locks its node knows (`ListLocks`),
+/// waiting at most `wait` for the answer: the locks listed (the most
+/// waited-for first, at most [`lockservice::MAX_LISTED`]) and how many the
+/// node knows in all (more than listed when over that). Changes nothing;
+/// the connection may still acquire afterwards. A daemon that predates
+/// `ListLocks` closes the connection (`ClientError::Closed`).
+pub async fn list(client: &mut LockClient, wait: Duration) -> Result<(Vec<LockInfo>, u64), ClientError> {
+    match client.call(LockRequest::ListLocks, wait).await? {
+        LockReply::Locks { locks, known } => Ok((locks, known)),
+        LockReply::Refused { reason } => Err(ClientError::Refused(reason)),
+        other => {
+            let kind = <LockReply as Message>::kind_name(other.kind()).unwrap_or("?");
+            Err(ClientError::Unexpected(format!("`{kind}` in answer to a list of locks")))
+        }
+    }
+}
+
+/// Connects to the daemon at `addr` and [`list`]s its node's locks, waiting
+/// at most [`LIST_WAIT`].
+pub async fn list_locks(addr: SocketAddr) -> Result<(Vec<LockInfo>, u64), ClientError> {
+    let mut client = LockClient::connect(addr).await?;
+    list(&mut client, LIST_WAIT).await
 }
 
 /// Why a hold ended without the client asking.
@@ -192,9 +283,12 @@ pub fn on_hold_reply(reply: Result<LockReply, ClientError>) -> HoldEvent {
         }
         Err(ClientError::Refused(reason)) => HoldEvent::Ignored(format!("the daemon said: {reason}")),
         Err(e) => HoldEvent::Lost(LostReason::Disconnected(format!("connection to the daemon failed: {e}"))),
-        Ok(other @ (LockReply::Granted { .. } | LockReply::TimedOut | LockReply::Refused { .. })) => {
-            HoldEvent::Ignored(format!("ignoring an unexpected reply while holding the lock: {other:?}"))
-        }
+        Ok(
+            other @ (LockReply::Granted { .. }
+            | LockReply::TimedOut
+            | LockReply::Refused { .. }
+            | LockReply::Locks { .. }),
+        ) => HoldEvent::Ignored(format!("ignoring an unexpected reply while holding the lock: {other:?}")),
     }
 }
 
@@ -214,20 +308,35 @@ pub enum ReleaseError {
     NoConfirmation(ClientError),
 }
 
-/// The cluster-wide lock, held: the connection it was granted on, its
-/// fence, and its lease.
+/// A cluster-wide lock, held: its name, the connection it was granted on,
+/// its fence, and its lease.
 #[derive(Debug)]
 pub struct LockGuard {
     client: LockClient,
+    name: LockName,
     fence: u128,
     lease_until: Instant,
     lost: Option<LostReason>,
 }
 
 impl LockGuard {
-    /// The guard of `grant`, received on `client` (after [`acquire`]).
+    /// The guard of `grant` of the unnamed lock, received on `client`
+    /// (after [`acquire`]).
     pub fn new(client: LockClient, grant: Grant) -> Self {
-        LockGuard { client, fence: grant.fence, lease_until: grant.lease_until, lost: None }
+        Self::named(client, LockName::unnamed(), grant)
+    }
+
+    /// The guard of `grant` of lock `name`, received on `client` (after
+    /// [`acquire_named`]).
+    pub fn named(client: LockClient, name: LockName, grant: Grant) -> Self {
+        LockGuard { client, name, fence: grant.fence, lease_until: grant.lease_until, lost: None }
+    }
+
+    /// The lock held ([`LockName::unnamed`] for the unnamed lock; its
+    /// `Display` is `(unnamed)`). [`LostReason`] and [`ReleaseError`] say
+    /// why, this says which: ``format!("{} lost: {why}", lock_label(guard.name()))``.
+    pub fn name(&self) -> &LockName {
+        &self.name
     }
 
     /// The fencing token: larger than any granted before anywhere in the
@@ -323,7 +432,12 @@ impl LockGuard {
                         return Err(ReleaseError::Refused(reason))
                     }
                     // A renewal or a stray reply to an earlier request.
-                    Ok(LockReply::Renewed { .. } | LockReply::Granted { .. } | LockReply::TimedOut) => {}
+                    Ok(
+                        LockReply::Renewed { .. }
+                        | LockReply::Granted { .. }
+                        | LockReply::TimedOut
+                        | LockReply::Locks { .. },
+                    ) => {}
                     Err(e) => return Err(ReleaseError::NoConfirmation(e)),
                 }
             }
@@ -554,6 +668,126 @@ mod tests {
         assert!(e.to_string().starts_with("no release confirmation"), "{e}");
     }
 
+    fn name(s: &str) -> LockName {
+        LockName::parse(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_named_lock_is_asked_by_name_and_the_guard_knows_it() {
+        let addr = fake_daemon(|mut conn| async move {
+            assert_eq!(
+                conn.recv().await,
+                Some(LockRequest::AcquireNamed { name: name("db/migrate-1"), timeout_ms: 1000 })
+            );
+            conn.send(LockReply::Granted { fence: 11, lease_until_us: in_us(Duration::from_secs(30)) }).await;
+            assert_eq!(conn.recv().await, Some(LockRequest::Release));
+            conn.send(LockReply::Released).await;
+        })
+        .await;
+        let guard = lock_named(addr, &name("db/migrate-1"), Duration::from_secs(1)).await.unwrap().expect("granted");
+        assert_eq!(guard.name(), &name("db/migrate-1"));
+        assert_eq!(guard.fence(), 11);
+        guard.release().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_unnamed_lock_is_asked_with_acquire() {
+        let addr = fake_daemon(|mut conn| async move {
+            grant(&mut conn, 1000, Duration::from_secs(30)).await;
+            let _ = conn.recv().await;
+        })
+        .await;
+        let guard = lock_named(addr, &LockName::unnamed(), Duration::from_secs(1)).await.unwrap().expect("granted");
+        assert!(guard.name().is_unnamed());
+        assert_eq!(guard.name().to_string(), "(unnamed)");
+        // `lock` is the unnamed lock too.
+        let addr = fake_daemon(|mut conn| async move {
+            grant(&mut conn, 1000, Duration::from_secs(30)).await;
+            let _ = conn.recv().await;
+        })
+        .await;
+        assert!(granted(addr).await.name().is_unnamed());
+    }
+
+    #[tokio::test]
+    async fn refusals_and_losses_of_a_named_lock_name_it() {
+        let no_names = "this daemon serves one unnamed lock: named locks are not supported (docs/named-locks.md)";
+        let addr = fake_daemon(move |mut conn| async move {
+            let _ = conn.recv().await;
+            conn.send(LockReply::Refused { reason: no_names.into() }).await;
+        })
+        .await;
+        let e = lock_named(addr, &name("jobs"), Duration::ZERO).await.unwrap_err();
+        let ClientError::Refused(reason) = &e else { panic!("{e:?}") };
+        assert_eq!(reason, &format!("lock `jobs`: {no_names}"));
+        assert!(refuses_names(reason), "{reason}");
+
+        let addr = fake_daemon(|mut conn| async move {
+            let _ = conn.recv().await;
+            conn.send(LockReply::LockLost { reason: "daemon is shutting down".into() }).await;
+        })
+        .await;
+        let e = lock_named(addr, &name("jobs"), Duration::ZERO).await.unwrap_err();
+        assert!(
+            matches!(&e, ClientError::Refused(r) if r == "lock `jobs` lost while waiting: daemon is shutting down"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn requests_labels_and_the_no_names_refusal() {
+        assert_eq!(
+            acquire_request(&LockName::unnamed(), Duration::from_millis(1500)),
+            LockRequest::Acquire { timeout_ms: 1500 }
+        );
+        assert_eq!(
+            acquire_request(&name("a.b"), Duration::MAX),
+            LockRequest::AcquireNamed { name: name("a.b"), timeout_ms: u64::MAX }
+        );
+        assert_eq!(lock_label(&LockName::unnamed()), "lock");
+        assert_eq!(lock_label(&name("db/x")), "lock `db/x`");
+        assert!(refuses_names(
+            "tokenwatchd serves one token ring: named locks are not supported (docs/tokenwatchd.md)"
+        ));
+        assert!(!refuses_names("too many locks: this node knows 10000 (limits.max_locks)"));
+        assert!(!refuses_names("queue full"));
+    }
+
+    #[tokio::test]
+    async fn list_locks_returns_the_locks_and_how_many_are_known() {
+        let info = LockInfo { name: name("db"), held_fence: Some(1 << 70), last_fence: Some(1 << 70), waiters: 2 };
+        let sent = info.clone();
+        let addr = fake_daemon(move |mut conn| async move {
+            assert_eq!(conn.recv().await, Some(LockRequest::ListLocks));
+            conn.send(LockReply::Locks { locks: vec![sent], known: 300 }).await;
+        })
+        .await;
+        assert_eq!(list_locks(addr).await.unwrap(), (vec![info], 300));
+
+        let addr = fake_daemon(|mut conn| async move {
+            let _ = conn.recv().await;
+            conn.send(LockReply::Refused { reason: "daemon is shutting down".into() }).await;
+        })
+        .await;
+        let e = list_locks(addr).await.unwrap_err();
+        assert!(matches!(&e, ClientError::Refused(r) if r == "daemon is shutting down"), "{e:?}");
+
+        let addr = fake_daemon(|mut conn| async move {
+            let _ = conn.recv().await;
+            conn.send(LockReply::TimedOut).await;
+        })
+        .await;
+        let e = list_locks(addr).await.unwrap_err();
+        assert!(matches!(&e, ClientError::Unexpected(r) if r == "`timed_out` in answer to a list of locks"), "{e:?}");
+
+        // An older daemon hangs up on a request kind it does not know.
+        let addr = fake_daemon(|mut conn| async move {
+            let _ = conn.recv().await;
+        })
+        .await;
+        assert!(matches!(list_locks(addr).await, Err(ClientError::Closed)));
+    }
+
     #[test]
     fn answers_map_every_reply() {
         assert_eq!(
@@ -566,6 +800,7 @@ mod tests {
         assert!(matches!(on_answer(Ok(LockReply::Released)), Err(ClientError::Unexpected(_))));
         assert!(matches!(on_answer(Ok(LockReply::Renewed { lease_until_us: 1 })), Err(ClientError::Unexpected(_))));
         assert!(matches!(on_answer(Err(ClientError::Closed)), Err(ClientError::Closed)));
+        assert!(matches!(on_answer(Ok(LockReply::Locks { locks: vec![], known: 0 })), Err(ClientError::Unexpected(_))));
     }
 
     #[test]
@@ -591,6 +826,7 @@ mod tests {
             Ok(LockReply::TimedOut),
             Ok(LockReply::Refused { reason: "already held".into() }),
             Err(ClientError::Refused("no".into())),
+            Ok(LockReply::Locks { locks: vec![], known: 0 }),
         ] {
             assert!(matches!(on_hold_reply(r), HoldEvent::Ignored(_)));
         }

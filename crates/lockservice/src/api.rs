@@ -3,6 +3,8 @@
 use ftcore::message_kinds;
 use serde::{Deserialize, Serialize};
 
+use crate::LockName;
+
 /// A fence (interfaces.md, Fences): the pair (epoch, counter) of two u64,
 /// ordered lexicographically, packed as one u128, `epoch·2⁶⁴ + counter`.
 /// `FTCOORD_FENCE` is this number in decimal.
@@ -25,9 +27,42 @@ pub enum LockRequest {
     },
     /// Give the lock back (or stop waiting for it).
     Release,
+    /// Wait for the lock `name`, at most `timeout_ms` milliseconds (kind
+    /// 2, appended: kinds 0 and 1 keep their bytes). One connection waits
+    /// for or holds one lock at a time. Daemons that serve one unnamed
+    /// lock refuse it.
+    AcquireNamed {
+        /// The lock (1–128 bytes of `[A-Za-z0-9._/-]`).
+        name: LockName,
+        /// How long the client is willing to wait.
+        timeout_ms: u64,
+    },
+    /// The locks this node knows (answered [`LockReply::Locks`]); changes
+    /// nothing, and the connection may still acquire afterwards.
+    ListLocks,
 }
 
-message_kinds!(LockRequest { Acquire => "acquire", Release => "release" });
+message_kinds!(LockRequest {
+    Acquire => "acquire",
+    Release => "release",
+    AcquireNamed => "acquire_named",
+    ListLocks => "list_locks",
+});
+
+/// One lock a node knows, as `ftctl locks` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LockInfo {
+    /// The lock (empty: the unnamed lock).
+    pub name: LockName,
+    /// The fence of a local client's hold, if one holds it here.
+    pub held_fence: Option<u128>,
+    /// The fence of the last grant made here while this node knew the
+    /// name (electd; daemons serving one unnamed lock report only
+    /// `held_fence` and leave this empty).
+    pub last_fence: Option<u128>,
+    /// Local clients waiting for it.
+    pub waiters: u32,
+}
 
 /// What the daemon answers (or says unasked: `LockLost`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -67,7 +102,18 @@ pub enum LockReply {
         /// Why.
         reason: String,
     },
+    /// The answer to `ListLocks`: the names with the most local waiters
+    /// first, at most [`MAX_LISTED`] of them, and how many the node knows.
+    Locks {
+        /// The locks listed.
+        locks: Vec<LockInfo>,
+        /// How many this node knows in all (more than listed if over the cap).
+        known: u64,
+    },
 }
+
+/// The most locks one `Locks` reply lists (it fits one client frame).
+pub const MAX_LISTED: usize = 256;
 
 message_kinds!(LockReply {
     Granted => "granted",
@@ -76,4 +122,5 @@ message_kinds!(LockReply {
     Released => "released",
     LockLost => "lock_lost",
     Refused => "refused",
+    Locks => "locks",
 });

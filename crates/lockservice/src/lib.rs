@@ -21,6 +21,10 @@ pub mod check;
 pub mod lease;
 mod local;
 pub mod metrics;
+mod name;
+mod named;
 
-pub use api::{fence, fence_parts, LockReply, LockRequest};
+pub use api::{fence, fence_parts, LockInfo, LockReply, LockRequest, MAX_LISTED};
 pub use local::{LocalLocks, LockEvent, LockOut, LocksConfig, ReleaseHow};
+pub use name::{LockName, NameError, MAX_NAME_LEN};
+pub use named::{NamedEvent, NamedLocks};

@@ -57,7 +57,7 @@ use std::time::Duration;
 use ftcore::{ClientId, EventSink, ReplySink};
 use timer::{Instant, Lease, TimerTable};
 
-use crate::{LockReply, LockRequest};
+use crate::{LockInfo, LockName, LockReply, LockRequest};
 
 const QUEUE_FULL: &str = "queue full";
 const ALREADY_WAITING: &str = "already waiting for the lock";
@@ -66,6 +66,7 @@ const NOT_HOLDING: &str = "not holding the lock";
 const SHUTTING_DOWN: &str = "daemon is shutting down";
 const HELD_TOO_LONG: &str = "held longer than max_hold_ms";
 const LEASE_EXPIRED: &str = "lease expired: the daemon could not renew it in time";
+const NO_NAMES: &str = "this daemon serves one unnamed lock: named locks are not supported (docs/named-locks.md)";
 
 /// Where [`LocalLocks`] pushes its replies and events: the embedding core's
 /// output buffer (an `ftcore::Outbox` whose reply and event types convert
@@ -218,7 +219,28 @@ impl LocalLocks {
         match req {
             LockRequest::Acquire { timeout_ms } => self.acquire(now, client, Duration::from_millis(timeout_ms), out),
             LockRequest::Release => self.release(now, client, out),
+            // One unnamed lock: a name is refused, changing nothing.
+            LockRequest::AcquireNamed { .. } => self.refuse(client, NO_NAMES, out),
+            LockRequest::ListLocks => {
+                let info = LockInfo {
+                    name: LockName::unnamed(),
+                    held_fence: self.hold.as_ref().map(|h| h.fence),
+                    last_fence: None,
+                    waiters: u32::try_from(self.waiters.len()).unwrap_or(u32::MAX),
+                };
+                out.reply(client, LockReply::Locks { locks: vec![info], known: 1 });
+            }
         }
+    }
+
+    /// Whether `client` waits or holds here (a revoked hold included).
+    pub fn knows(&self, client: ClientId) -> bool {
+        self.holds(client) || self.waiters.iter().any(|w| w.client == client)
+    }
+
+    /// Whether nobody waits or holds: the queue may be forgotten.
+    pub fn is_idle(&self) -> bool {
+        self.hold.is_none() && self.waiters.is_empty()
     }
 
     /// The client's connection closed: its hold ends (event `Disconnected`)

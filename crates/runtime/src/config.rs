@@ -213,6 +213,11 @@ pub struct Limits {
     /// Log lines per second per reason and source for refused frames and
     /// connections; default 1 (counters keep totals).
     pub log_burst_per_s: u32,
+    /// Lock names a node knows at once (with a local waiter or holder, or,
+    /// at electd's coordinator, a queue or holder); a request for one more
+    /// is refused `too many locks`. Default 10000. Daemons serving one
+    /// unnamed lock ignore it.
+    pub max_locks: usize,
 }
 
 impl Default for Limits {
@@ -227,6 +232,7 @@ impl Default for Limits {
             accept_backoff_ms: 100,
             client_credit: 64,
             log_burst_per_s: 1,
+            max_locks: 10_000,
         }
     }
 }
@@ -258,6 +264,7 @@ pub const BOUNDS: &[Bound] = &[
     ("limits.accept_backoff_ms", 1, 60_000),
     ("limits.client_credit", 1, 1 << 16),
     ("limits.log_burst_per_s", 0, 1_000_000),
+    ("limits.max_locks", 1, 10_000_000),
 ];
 
 /// Why a key's range is what it is, added to its out-of-range message.

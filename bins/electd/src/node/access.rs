@@ -1,14 +1,16 @@
 //! The coordinator's FIFO access service (electd.md, "Coordinator: FIFO
-//! access service"): one holder at a time in queue order, each grant a
-//! lease of `grant_ttl` renewed by its holder, fences (term, counter)
-//! strictly increasing, the failover gap after taking office, adoption of
-//! an unexpired grant from an earlier term.
+//! access service"; named-locks.md, "electd"): per lock name one holder
+//! at a time in queue order, each grant a lease of `grant_ttl` renewed by
+//! its holder, fences (term, counter) strictly increasing over every name
+//! (one counter per office), the failover gap after taking office,
+//! adoption of an unexpired grant from an earlier term. A name with no
+//! queue and no holder is forgotten: nothing per name is ever stored.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use ftcore::NodeId;
-use lockservice::fence;
+use lockservice::{fence, LockName};
 use timer::Instant;
 
 use super::state::{not_coordinator, Role, Timer};
@@ -42,6 +44,13 @@ pub(super) struct Grant {
     renew_from: Instant,
 }
 
+/// One lock name's queue and holder at the coordinator.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct NameQueue {
+    pub(super) queue: Vec<QueueEntry>,
+    pub(super) holder: Option<Grant>,
+}
+
 /// The coordinator's state in its term.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Office {
@@ -55,11 +64,16 @@ pub(super) struct Office {
     hb: BTreeMap<u64, (Instant, BTreeSet<NodeId>)>,
     /// h: the send time of the latest heartbeat acked by a majority.
     quorum_at: Option<Instant>,
+    /// (safety) One grant counter for every name of the office
+    /// (`OfficeWideCounter`): a forgotten name asked for again within the
+    /// office gets a fence above all earlier ones.
     counter: u64,
-    pub(super) queue: Vec<QueueEntry>,
+    /// The names with a queue or a holder.
+    pub(super) names: std::collections::BTreeMap<LockName, NameQueue>,
+    /// The name of each grant honoured, by fence.
+    by_fence: BTreeMap<u128, LockName>,
     next_pos: u64,
     arrivals: u64,
-    pub(super) holder: Option<Grant>,
 }
 
 impl Office {
@@ -73,11 +87,53 @@ impl Office {
             hb: BTreeMap::new(),
             quorum_at: None,
             counter: first_counter,
-            queue: Vec::new(),
+            names: BTreeMap::new(),
+            by_fence: BTreeMap::new(),
             next_pos: 0,
             arrivals: 0,
-            holder: None,
         }
+    }
+
+    /// Requests queued, over every name.
+    pub(super) fn queued(&self) -> usize {
+        self.names.values().map(|q| q.queue.len()).sum()
+    }
+
+    /// Grants honoured now, over every name.
+    pub(super) fn held(&self) -> usize {
+        self.by_fence.len()
+    }
+
+    /// The grants honoured: (name, holder, fence).
+    pub(super) fn grants(&self) -> impl Iterator<Item = (&LockName, NodeId, u128)> {
+        self.names.iter().filter_map(|(n, q)| q.holder.as_ref().map(|g| (n, g.node, g.fence)))
+    }
+
+    /// The earliest instant a holder's honour time ends.
+    pub(super) fn next_holder_expiry(&self) -> Option<Instant> {
+        self.names.values().filter_map(|q| q.holder.as_ref().map(|g| g.honour_until)).min()
+    }
+
+    /// Forgets `name` if nothing waits for or holds it.
+    fn forget_if_idle(&mut self, name: &LockName) {
+        if self.names.get(name).is_some_and(|q| q.queue.is_empty() && q.holder.is_none()) {
+            self.names.remove(name);
+        }
+    }
+
+    fn set_holder(&mut self, name: &LockName, g: Grant) {
+        let q = self.names.entry(name.clone()).or_default();
+        if let Some(old) = q.holder.replace(g.clone()) {
+            self.by_fence.remove(&old.fence);
+        }
+        self.by_fence.insert(g.fence, name.clone());
+    }
+
+    fn clear_holder(&mut self, name: &LockName) {
+        if let Some(g) = self.names.get_mut(name).and_then(|q| q.holder.take()) {
+            self.by_fence.remove(&g.fence);
+        }
+        self.forget_if_idle(name);
     }
 
     /// Records a heartbeat sent now (acked by `me`); forgets those older
@@ -126,51 +182,69 @@ impl Office {
         cfg: &ElConfig,
         now: Instant,
         from: NodeId,
+        name: &LockName,
         req: u64,
         queued: Option<(u64, u64)>,
         holding: Option<u128>,
         term: u64,
     ) -> Answer {
         let honour = cfg.stretched(cfg.grant_ttl);
+        let known = self.names.get(name);
         if let Some(f) = holding {
             // A consumer holding an unexpired grant of an earlier term
-            // re-registers it: adopted as holder, renewed only once the
-            // predecessor's quorum lease has lapsed.
-            let same = self.holder.as_ref().is_some_and(|g| g.node == from && g.fence == f);
-            if same || (self.holder.is_none() && lockservice::fence_parts(f).0 < term) {
+            // re-registers it: adopted as holder of its name, renewed only
+            // once the predecessor's quorum lease has lapsed.
+            let holder = known.and_then(|q| q.holder.as_ref());
+            let same = holder.is_some_and(|g| g.node == from && g.fence == f);
+            if same || (holder.is_none() && lockservice::fence_parts(f).0 < term && !self.by_fence.contains_key(&f)) {
                 let adopt_from = self.took_office.map(|t| t + cfg.stretched(cfg.lease));
                 let renew_from =
                     if cfg.rules.on(ElRule::AdoptedRenewalWaits) { adopt_from.unwrap_or(now) } else { now };
-                self.holder = Some(Grant { node: from, fence: f, honour_until: now + honour, renew_from });
-                return Answer::Adopted { fence: f, until: now + honour };
+                self.set_holder(name, Grant { node: from, fence: f, honour_until: now + honour, renew_from });
+                return Answer::Adopted { fence: f };
             }
             return Answer::RenewRefused(f);
         }
-        if let Some(e) = self.queue.iter().find(|e| e.node == from && e.req == req) {
+        if let Some(e) = known.and_then(|q| q.queue.iter().find(|e| e.node == from && e.req == req)) {
             return Answer::Queued { pos: e.key.1, len: None };
         }
-        if self.holder.as_ref().is_some_and(|g| g.node == from) && queued.is_none() {
-            // The holder asks again before its release arrived (FIFO link:
-            // it cannot): treat as a new request all the same.
+        // A live grant is adopted whatever the bound; a new name is not.
+        if known.is_none() && self.names.len() >= cfg.max_locks {
+            return Answer::TooManyLocks;
         }
-        if self.queue.len() >= cfg.coordinator_max_queue {
+        if known.is_some_and(|q| q.queue.len() >= cfg.coordinator_max_queue) {
             return Answer::Full;
+        }
+        ftcore::mutant! {
+            // A counter per name: a name new to the office counts from the
+            // start again.
+            if known.is_none() && cfg.rules.off(ElRule::OfficeWideCounter) {
+                self.counter = cfg.first_counter.get();
+            }
         }
         let pos = self.next_pos;
         self.next_pos += 1;
         self.arrivals += 1;
         let key = queued.unwrap_or((term, pos));
-        self.queue.push(QueueEntry { node: from, req, key, arrival: self.arrivals, since: now });
+        let q = self.names.entry(name.clone()).or_default();
+        q.queue.push(QueueEntry { node: from, req, key, arrival: self.arrivals, since: now });
         // FIFO across failover: by (term, position) of the first Queued
         // answer, then by arrival; never by host clocks.
-        self.queue.sort_by_key(|e| (e.key, e.arrival));
-        Answer::Queued { pos, len: Some(self.queue.len()) }
+        q.queue.sort_by_key(|e| (e.key, e.arrival));
+        Answer::Queued { pos, len: Some(self.queued()) }
     }
 
-    /// Grants the head of the queue in `term` if nothing is held and it
-    /// may grant (`may_grant`), past the failover gap.
-    fn grant_next(&mut self, cfg: &ElConfig, now: Instant, term: u64, may_grant: bool) -> NextGrant {
-        if !may_grant || self.holder.is_some() || self.queue.is_empty() {
+    /// The names whose queue's head may be granted: nothing held, someone
+    /// queued.
+    fn grantable(&self) -> Vec<LockName> {
+        self.names.iter().filter(|(_, q)| q.holder.is_none() && !q.queue.is_empty()).map(|(n, _)| n.clone()).collect()
+    }
+
+    /// Grants the head of `name`'s queue in `term` if nothing is held and
+    /// it may grant (`may_grant`), past the failover gap.
+    fn grant_next(&mut self, cfg: &ElConfig, now: Instant, name: &LockName, term: u64, may_grant: bool) -> NextGrant {
+        let ready = self.names.get(name).is_some_and(|q| q.holder.is_none() && !q.queue.is_empty());
+        if !may_grant || !ready {
             return NextGrant::Nothing;
         }
         if now < self.gap_until {
@@ -192,18 +266,19 @@ impl Office {
             self.term
         );
         self.counter = counter;
-        let e = self.queue.remove(0);
+        let Some(e) = self.names.get_mut(name).map(|q| q.queue.remove(0)) else { return NextGrant::Nothing };
         let f = fence(term, counter);
         let honour_until = now + cfg.stretched(cfg.grant_ttl);
-        self.holder = Some(Grant { node: e.node, fence: f, honour_until, renew_from: now });
-        NextGrant::Granted { entry: e, fence: f, until: honour_until, len: self.queue.len() }
+        self.set_holder(name, Grant { node: e.node, fence: f, honour_until, renew_from: now });
+        NextGrant::Granted { entry: e, fence: f, len: self.queued() }
     }
 
     /// Renewal of fence `f` by `from` in `term` (`may_grant`: under the
     /// quorum lease).
     fn renew(&mut self, cfg: &ElConfig, now: Instant, from: NodeId, f: u128, term: u64, may_grant: bool) -> Renewal {
         let honour = cfg.stretched(cfg.grant_ttl);
-        match self.holder.as_mut() {
+        let holder = self.by_fence.get(&f).and_then(|n| self.names.get_mut(n)).and_then(|q| q.holder.as_mut());
+        match holder {
             Some(g) if g.node == from && g.fence == f => {
                 if may_grant && now >= g.renew_from {
                     ftcore::invariant!(
@@ -212,7 +287,7 @@ impl Office {
                         "a grant of a higher term than {term} renewed: {f:#x}"
                     );
                     g.honour_until = now + honour;
-                    Renewal::Acked { until: now + honour }
+                    Renewal::Acked
                 } else {
                     Renewal::NotYet
                 }
@@ -223,38 +298,41 @@ impl Office {
 
     /// `from` released fence `f`: whether it held it (now freed).
     fn release(&mut self, from: NodeId, f: u128) -> bool {
-        if self.holder.as_ref().is_some_and(|g| g.node == from && g.fence == f) {
-            self.holder = None;
+        let Some(name) = self.by_fence.get(&f).cloned() else { return false };
+        if self.names.get(&name).and_then(|q| q.holder.as_ref()).is_some_and(|g| g.node == from) {
+            self.clear_holder(&name);
             return true;
         }
         false
     }
 
-    /// The holder's honour time may be over: it is freed (`Ok`), or
-    /// honoured until (`Err`) a later instant; `None`: nothing held.
-    fn holder_expiry(&mut self, now: Instant) -> Option<Result<(), Instant>> {
-        match &self.holder {
-            Some(g) if now >= g.honour_until => {
-                self.holder = None;
-                Some(Ok(()))
-            }
-            Some(g) => Some(Err(g.honour_until)),
-            None => None,
+    /// Frees every holder whose honour time is over: how many.
+    fn holder_expiry(&mut self, now: Instant) -> usize {
+        let over: Vec<LockName> = self
+            .names
+            .iter()
+            .filter(|(_, q)| q.holder.as_ref().is_some_and(|g| now >= g.honour_until))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in &over {
+            self.clear_holder(n);
         }
+        over.len()
     }
 }
 
 /// The answer to a request.
 enum Answer {
-    /// A held grant re-registered: adopted as holder, honoured until
-    /// `until`.
-    Adopted { fence: u128, until: Instant },
+    /// A held grant re-registered: adopted as holder.
+    Adopted { fence: u128 },
     /// A held grant not adopted.
     RenewRefused(u128),
     /// Queued at `pos`; `len`: the queue's new length if it was added.
     Queued { pos: u64, len: Option<usize> },
-    /// The queue is full.
+    /// The name's queue is full.
     Full,
+    /// A new name, and `max_locks` names are known.
+    TooManyLocks,
 }
 
 /// What granting the queue's head gave.
@@ -266,13 +344,13 @@ enum NextGrant {
     /// The counter would pass u64::MAX.
     Exhausted,
     /// `entry` granted `fence`, honoured until `until`; `len` left queued.
-    Granted { entry: QueueEntry, fence: u128, until: Instant, len: usize },
+    Granted { entry: QueueEntry, fence: u128, len: usize },
 }
 
 /// What a renewal gets.
 enum Renewal {
-    /// Acked: honoured until `until`.
-    Acked { until: Instant },
+    /// Acked: honoured for `grant_ttl·(1+ρ)` from now.
+    Acked,
     /// The holder's, but not renewed now (no quorum lease, or an adopted
     /// grant before its predecessor's lease lapsed): no answer.
     NotYet,
@@ -287,6 +365,7 @@ impl ElNode {
         &mut self,
         now: Instant,
         from: NodeId,
+        name: LockName,
         req: u64,
         queued: Option<(u64, u64)>,
         holding: Option<u128>,
@@ -295,99 +374,131 @@ impl ElNode {
         let may_grant = self.may_grant(now);
         let known = self.coordinator;
         let Role::Coordinator(o) = &mut self.role else {
-            return self.deny(from, req, not_coordinator(known));
+            return self.deny(from, name, req, not_coordinator(known));
         };
         if !may_grant {
-            return self.deny(from, req, Denial::NoQuorum);
+            return self.deny(from, name, req, Denial::NoQuorum);
         }
-        match o.request(&self.cfg, now, from, req, queued, holding, term) {
-            Answer::Adopted { fence: f, until } => {
-                self.timers.set(Timer::HolderExpiry, until);
-                self.send(from, Msg::Granted { term, req, fence: f });
+        match o.request(&self.cfg, now, from, &name, req, queued, holding, term) {
+            Answer::Adopted { fence: f } => {
+                self.rearm_holder_expiry();
+                self.send(from, Msg::Granted { term, name, req, fence: f });
             }
-            Answer::RenewRefused(f) => self.send(from, Msg::RenewRefused { term, fence: f }),
+            Answer::RenewRefused(f) => self.send(from, Msg::RenewRefused { term, fences: vec![f] }),
             Answer::Queued { pos, len } => {
-                self.send(from, Msg::Queued { term, req, pos });
+                self.send(from, Msg::Queued { term, name, req, pos });
                 if let Some(len) = len {
                     self.out.event(ElEvent::QueueLength(len));
                 }
             }
-            Answer::Full => self.deny(from, req, Denial::QueueFull),
+            Answer::Full => self.deny(from, name, req, Denial::QueueFull),
+            Answer::TooManyLocks => self.deny(from, name, req, Denial::TooManyLocks),
         }
     }
 
-    fn deny(&mut self, to: NodeId, req: u64, why: Denial) {
+    fn deny(&mut self, to: NodeId, name: LockName, req: u64, why: Denial) {
         let term = self.term;
         if req != 0 {
             // Re-registrations (request 0) are sent again on every
             // heartbeat until office: not counted as client denials.
             self.out.event(ElEvent::Denied { reason: why.label() });
         }
-        self.send(to, Msg::Denied { term, req, why });
+        self.send(to, Msg::Denied { term, name, req, why });
     }
 
-    /// Grants the head of the queue if nothing is held, in office, under
-    /// the quorum lease and past the failover gap.
+    /// Sets the holder-expiry timer at the earliest honour time (or
+    /// cancels it: nothing held).
+    fn rearm_holder_expiry(&mut self) {
+        let at = match &self.role {
+            Role::Coordinator(o) => o.next_holder_expiry(),
+            _ => None,
+        };
+        match at {
+            Some(at) => self.timers.set(Timer::HolderExpiry, at),
+            None => self.timers.cancel(Timer::HolderExpiry),
+        }
+    }
+
+    /// Grants the head of each name's queue whose name nothing holds, in
+    /// office, under the quorum lease and past the failover gap.
     pub(super) fn grant_next(&mut self, now: Instant) {
         let may_grant = self.may_grant(now);
         let term = self.term;
         let Role::Coordinator(o) = &mut self.role else { return };
-        match o.grant_next(&self.cfg, now, term, may_grant) {
-            NextGrant::Nothing => {}
-            NextGrant::AfterGap(at) => self.timers.set(Timer::GapEnds, at),
-            NextGrant::Exhausted => {
-                // (safety) The counter would pass u64::MAX: grant nothing
-                // more and start term + 1 (no pre-vote: this process leads).
-                let next = term.saturating_add(1);
-                self.step_down(now, "grant counter exhausted");
-                self.start_term(now, next);
-            }
-            NextGrant::Granted { entry: e, fence: f, until, len } => {
-                self.timers.set(Timer::HolderExpiry, until);
-                self.send(e.node, Msg::Granted { term, req: e.req, fence: f });
-                self.out.event(ElEvent::Granted { fence: f, waited: now.saturating_since(e.since) });
-                self.out.event(ElEvent::QueueLength(len));
+        if !may_grant {
+            return;
+        }
+        for name in o.grantable() {
+            let Role::Coordinator(o) = &mut self.role else { return };
+            match o.grant_next(&self.cfg, now, &name, term, may_grant) {
+                NextGrant::Nothing => {}
+                NextGrant::AfterGap(at) => {
+                    self.timers.set(Timer::GapEnds, at);
+                    return;
+                }
+                NextGrant::Exhausted => {
+                    // (safety) The counter would pass u64::MAX: grant
+                    // nothing more and start term + 1 (no pre-vote: this
+                    // process leads).
+                    let next = term.saturating_add(1);
+                    self.step_down(now, "grant counter exhausted");
+                    self.start_term(now, next);
+                    return;
+                }
+                NextGrant::Granted { entry: e, fence: f, len } => {
+                    self.send(e.node, Msg::Granted { term, name, req: e.req, fence: f });
+                    self.out.event(ElEvent::Granted { fence: f, waited: now.saturating_since(e.since) });
+                    self.out.event(ElEvent::QueueLength(len));
+                }
             }
         }
+        self.rearm_holder_expiry();
     }
 
     /// (safety) A renewal is acked only under the quorum lease, by the
-    /// coordinator honouring that grant.
-    pub(super) fn on_renew(&mut self, now: Instant, from: NodeId, f: u128, seq: u64) {
+    /// coordinator honouring that grant. One answer of each kind per batch.
+    pub(super) fn on_renew(&mut self, now: Instant, from: NodeId, grants: Vec<(u128, u64)>) {
         let may_grant = self.may_grant(now);
         let term = self.term;
-        let Role::Coordinator(o) = &mut self.role else {
-            return self.send(from, Msg::RenewRefused { term, fence: f });
-        };
-        match o.renew(&self.cfg, now, from, f, term, may_grant) {
-            Renewal::Acked { until } => {
-                self.timers.set(Timer::HolderExpiry, until);
-                self.send(from, Msg::RenewAck { term, fence: f, seq });
+        let mut acks = Vec::new();
+        let mut refused = Vec::new();
+        match &mut self.role {
+            Role::Coordinator(o) => {
+                for (f, seq) in grants {
+                    match o.renew(&self.cfg, now, from, f, term, may_grant) {
+                        Renewal::Acked => acks.push((f, seq)),
+                        Renewal::NotYet => {}
+                        Renewal::Refused => refused.push(f),
+                    }
+                }
             }
-            Renewal::NotYet => {}
-            Renewal::Refused => self.send(from, Msg::RenewRefused { term, fence: f }),
+            _ => refused = grants.into_iter().map(|(f, _)| f).collect(),
+        }
+        if !acks.is_empty() {
+            self.rearm_holder_expiry();
+            self.send(from, Msg::RenewAck { term, acks });
+        }
+        if !refused.is_empty() {
+            self.send(from, Msg::RenewRefused { term, fences: refused });
         }
     }
 
     pub(super) fn on_release(&mut self, now: Instant, from: NodeId, f: u128) {
         let Role::Coordinator(o) = &mut self.role else { return };
         if o.release(from, f) {
-            self.timers.cancel(Timer::HolderExpiry);
+            self.rearm_holder_expiry();
             self.grant_next(now);
         }
     }
 
-    /// The holder's renewals stopped: the resource is free once its grant
-    /// is no longer honoured.
+    /// The holders' renewals stopped: each name is free once its grant is
+    /// no longer honoured.
     pub(super) fn on_holder_expiry(&mut self, now: Instant) {
         let Role::Coordinator(o) = &mut self.role else { return };
-        match o.holder_expiry(now) {
-            Some(Ok(())) => {
-                self.out.event(ElEvent::LeaseExpired);
-                self.grant_next(now);
-            }
-            Some(Err(at)) => self.timers.set(Timer::HolderExpiry, at),
-            None => {}
+        for _ in 0..o.holder_expiry(now) {
+            self.out.event(ElEvent::LeaseExpired);
         }
+        self.rearm_holder_expiry();
+        self.grant_next(now);
     }
 }

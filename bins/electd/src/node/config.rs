@@ -60,8 +60,10 @@ pub struct ElConfig {
     pub coordinator_max_queue: usize,
     /// `election_jitter_ms`: a consumer's election start is delayed up to this.
     pub election_jitter: Duration,
-    /// Most local clients waiting at once.
+    /// Most local clients waiting at once for one lock.
     pub max_queue: usize,
+    /// `limits.max_locks`: names known at once, here and at the coordinator.
+    pub max_locks: usize,
     /// The (safety) rules: all on, except in a mutation test
     /// (`ftcore/mutations`: `tests/safety.rs` switches each off in the
     /// scenario that shows it needed; no config key sets them).
@@ -139,7 +141,7 @@ impl ElConfig {
         if self.grant_ttl < self.min_grant_ttl() && self.rules.on(ElRule::GrantTtlBound) {
             return Err(ElError::GrantTtlTooShort { need: self.min_grant_ttl() });
         }
-        if self.coordinator_max_queue == 0 || self.max_queue == 0 {
+        if self.coordinator_max_queue == 0 || self.max_queue == 0 || self.max_locks == 0 {
             return Err(ElError::ZeroQueue);
         }
         Ok(())
@@ -198,7 +200,7 @@ pub enum ElError {
         need: Duration,
     },
     /// A queue bound is 0.
-    #[error("coordinator_max_queue and max_queue must be at least 1")]
+    #[error("coordinator_max_queue, max_queue and limits.max_locks must be at least 1")]
     ZeroQueue,
     /// The promise component refused the settings.
     #[error(transparent)]

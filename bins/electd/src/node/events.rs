@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use ftcore::NodeId;
-use lockservice::LockEvent;
+use lockservice::NamedEvent;
 
 use super::Algorithm;
 
@@ -30,8 +30,9 @@ impl PreVoteOutcome {
 /// What the core reports to metrics, logs and checkers.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ElEvent {
-    /// The local lock service did something.
-    Lock(LockEvent),
+    /// The local lock service did something (to a lock, or refused a
+    /// request before any lock's queue).
+    Lock(NamedEvent),
     /// The process may serve: it knows the coordinator (or is it).
     Joined,
     /// A higher term was joined (stored).
@@ -130,8 +131,8 @@ pub enum ElEvent {
     QueueLength(usize),
 }
 
-impl From<LockEvent> for ElEvent {
-    fn from(e: LockEvent) -> Self {
+impl From<NamedEvent> for ElEvent {
+    fn from(e: NamedEvent) -> Self {
         ElEvent::Lock(e)
     }
 }

@@ -62,7 +62,7 @@ use ::durable::promise::{self, PromiseNode};
 use ftcore::{
     ClientId, Context, Incarnation, JoinState, NodeId, Outbox, OutputOf, PeerView, Protocol, StatusReport, Then,
 };
-use lockservice::{LocalLocks, LockReply, LockRequest, LocksConfig};
+use lockservice::{LockName, LockReply, LockRequest, LocksConfig, NamedLocks};
 use timer::{Instant, SeededRng, TimerTable};
 
 use crate::msg::Msg;
@@ -114,7 +114,7 @@ pub struct ElNode {
     terms: terms::TermsState,
     handshake: join::Handshake,
     consumer: consumer::ConsumerState,
-    locks: LocalLocks,
+    locks: NamedLocks,
     timers: TimerTable<Timer>,
     /// Messages this process sent itself, handled after the current input.
     loopback: VecDeque<Msg>,
@@ -192,9 +192,9 @@ impl ElNode {
         }
     }
 
-    /// The local client holding the lock, with its fence.
-    pub fn holder(&self) -> Option<(ClientId, u128)> {
-        self.locks.holder()
+    /// The local client holding lock `name`, with its fence.
+    pub fn holder(&self, name: &LockName) -> Option<(ClientId, u128)> {
+        self.locks.holder(name)
     }
 
     /// The promise component (read access for checkers).
@@ -202,10 +202,11 @@ impl ElNode {
         &self.promise
     }
 
-    /// The coordinator's current grant (holder, fence), if this is it.
-    pub fn current_grant(&self) -> Option<(NodeId, u128)> {
+    /// The coordinator's current grant of `name` (holder, fence), if
+    /// this is it.
+    pub fn current_grant(&self, name: &LockName) -> Option<(NodeId, u128)> {
         match &self.role {
-            Role::Coordinator(o) => o.holder.as_ref().map(|g| (g.node, g.fence)),
+            Role::Coordinator(o) => o.grants().find(|(n, _, _)| *n == name).map(|(_, node, f)| (node, f)),
             _ => None,
         }
     }
@@ -308,13 +309,13 @@ impl ElNode {
             }
             Msg::Heartbeat { term, seq } => self.on_heartbeat(now, from, term, seq),
             Msg::HeartbeatAck { term, seq } => self.on_heartbeat_ack(now, from, term, seq),
-            Msg::Request { req, queued, holding, .. } => self.on_request(now, from, req, queued, holding),
-            Msg::Queued { term, req, pos } => self.on_queued(now, from, term, req, pos),
-            Msg::Denied { req, why, .. } => self.on_denied(now, from, req, why),
-            Msg::Granted { req, fence, .. } => self.on_granted(now, from, req, fence),
-            Msg::Renew { fence, seq, .. } => self.on_renew(now, from, fence, seq),
-            Msg::RenewAck { fence, seq, .. } => self.on_renew_ack(now, fence, seq),
-            Msg::RenewRefused { fence, .. } => self.on_renew_refused(now, fence),
+            Msg::Request { name, req, queued, holding, .. } => self.on_request(now, from, name, req, queued, holding),
+            Msg::Queued { term, name, req, pos } => self.on_queued(now, from, term, &name, req, pos),
+            Msg::Denied { name, req, why, .. } => self.on_denied(now, from, &name, req, why),
+            Msg::Granted { name, req, fence, .. } => self.on_granted(now, from, &name, req, fence),
+            Msg::Renew { grants, .. } => self.on_renew(now, from, grants),
+            Msg::RenewAck { acks, .. } => self.on_renew_ack(now, acks),
+            Msg::RenewRefused { fences, .. } => self.on_renew_refused(now, fences),
             Msg::Release { fence, .. } => self.on_release(now, from, fence),
         }
     }
@@ -351,13 +352,16 @@ impl Protocol for ElNode {
         let follows = if term == stored.term { stored.follows } else { None };
         let mut rng = SeededRng::new(ctx.seed);
         let first_election = promise.first_proposal_at(&mut rng);
-        let locks = LocalLocks::new(LocksConfig {
-            max_queue: ctx.config.max_queue,
-            // The grant's lease bounds a hold; no local max_hold.
-            max_hold: None,
-            // A request's round trip to the coordinator and back.
-            try_window: ctx.config.request_timeout,
-        });
+        let locks = NamedLocks::new(
+            LocksConfig {
+                max_queue: ctx.config.max_queue,
+                // The grant's lease bounds a hold; no local max_hold.
+                max_hold: None,
+                // A request's round trip to the coordinator and back.
+                try_window: ctx.config.request_timeout,
+            },
+            ctx.config.max_locks,
+        );
         let mut node = ElNode {
             me: ctx.me,
             inc: ctx.incarnation,
@@ -504,7 +508,7 @@ impl Protocol for ElNode {
     }
 
     fn is_left(&self) -> bool {
-        self.leaving && !self.locks.is_held() && !self.consumer.holds_grant()
+        self.leaving && !self.locks.any_held() && !self.consumer.holds_grant()
     }
 
     fn poll_output(&mut self) -> Option<OutputOf<Self>> {
@@ -533,12 +537,16 @@ impl Protocol for ElNode {
             ("follows".to_string(), show(self.follows)),
             ("algorithm".to_string(), self.cfg.algorithm.label().to_string()),
             ("has_grant".to_string(), self.consumer.holds_grant().to_string()),
+            ("grants_held".to_string(), self.consumer.grants_held().to_string()),
             ("waiting".to_string(), self.locks.waiting().to_string()),
+            ("locks_active".to_string(), self.locks.known().to_string()),
             ("recovered".to_string(), self.promise.stored().recovered().to_string()),
         ];
         if let Role::Coordinator(o) = &self.role {
-            details.push(("queue".to_string(), o.queue.len().to_string()));
-            details.push(("holder".to_string(), show(o.holder.as_ref().map(|g| g.node))));
+            details.push(("queue".to_string(), o.queued().to_string()));
+            details.push(("held".to_string(), o.held().to_string()));
+            let unnamed = o.grants().find(|(n, _, _)| n.is_unnamed()).map(|(_, node, _)| node);
+            details.push(("holder".to_string(), show(unnamed)));
         }
         StatusReport {
             daemon: "electd".into(),
@@ -564,7 +572,7 @@ impl Protocol for ElNode {
 
     fn gauges(&self) -> Vec<(&'static str, f64)> {
         let queue = match &self.role {
-            Role::Coordinator(o) => o.queue.len() as f64,
+            Role::Coordinator(o) => o.queued() as f64,
             _ => 0.0,
         };
         vec![
@@ -572,6 +580,7 @@ impl Protocol for ElNode {
             ("coordinator_id", self.coordinator.map_or(0.0, |c| f64::from(c.0))),
             ("term", self.term as f64),
             ("queue_length", queue),
+            ("locks_active", self.locks.known() as f64),
         ]
     }
 }

@@ -146,5 +146,13 @@ ftcore::rules! {
             spec: "docs/electd.md, Heartbeats and the quorum lease",
             scenario: "second_elected_lap_guard_masked_by_failover_gap",
         },
+        /// One grant counter per office, shared by every lock name: a
+        /// name forgotten when idle and asked for again in the same office
+        /// gets a fence above all earlier ones (nothing per name is stored).
+        OfficeWideCounter {
+            switch: "counter_per_name",
+            spec: "docs/electd.md, Coordinator: FIFO access service",
+            scenario: "office_wide_counter_is_needed",
+        },
     }
 }

@@ -9,7 +9,7 @@ use ::durable::promise::Promises;
 use ftcore::rules::Rules;
 use ftcore::testing::{deliver, drain};
 use ftcore::Output;
-use lockservice::LockEvent;
+use lockservice::{LockEvent, LockName, NamedEvent};
 use membership::{Member, Membership};
 
 use super::*;
@@ -19,6 +19,26 @@ const T0: Instant = Instant::from_millis(10_000);
 
 fn n(i: u32) -> NodeId {
     NodeId(i)
+}
+
+/// The unnamed lock (what `Acquire` asks for).
+fn unnamed() -> LockName {
+    LockName::unnamed()
+}
+
+/// The lock `s` (a valid name).
+fn named(s: &str) -> LockName {
+    LockName::parse(s).expect("a valid lock name")
+}
+
+/// An event of the unnamed lock's local queue.
+fn lock(event: LockEvent) -> ElEvent {
+    lock_of(&unnamed(), event)
+}
+
+/// An event of lock `name`'s local queue.
+fn lock_of(name: &LockName, event: LockEvent) -> ElEvent {
+    ElEvent::Lock(NamedEvent::Lock { name: name.clone(), event })
 }
 
 fn cfg(algorithm: Algorithm) -> ElConfig {
@@ -359,10 +379,11 @@ fn consumer_granted_unconfirmed() -> ElNode {
     deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
     p.handle_request(T0, ClientId(1), LockRequest::Acquire { timeout_ms: 10_000 });
     let outs = drain(&mut p);
-    assert!(
-        outs.contains(&Output::Send { to: n(3), msg: Msg::Request { term: 4, req: 1, queued: None, holding: None } })
-    );
-    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Queued { term: 4, req: 1, pos: 0 });
+    assert!(outs.contains(&Output::Send {
+        to: n(3),
+        msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None }
+    }));
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Queued { term: 4, name: unnamed(), req: 1, pos: 0 });
     p
 }
 
@@ -371,8 +392,8 @@ fn consumer_granted_unconfirmed() -> ElNode {
 fn consumer_granted_confirmed() -> (ElNode, u128) {
     let mut p = consumer_granted_unconfirmed();
     let f = lockservice::fence(4, 1);
-    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f });
-    deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::RenewAck { term: 4, fence: f, seq: 1 });
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, name: unnamed(), req: 1, fence: f });
+    deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::RenewAck { term: 4, acks: vec![(f, 1)] });
     (p, f)
 }
 
@@ -380,8 +401,8 @@ fn consumer_granted_confirmed() -> (ElNode, u128) {
 fn an_unconfirmed_grant_is_given_back_when_the_coordinator_changes() {
     let mut p = consumer_granted_unconfirmed();
     let f = lockservice::fence(4, 1);
-    let outs = deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f });
-    assert_eq!(outs, vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, fence: f, seq: 1 } }]);
+    let outs = deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, name: unnamed(), req: 1, fence: f });
+    assert_eq!(outs, vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, grants: vec![(f, 1)] } }]);
     // Coordinator 2 of term 5 heard before any renewal was acked: the
     // grant goes back to 3, and the request (its place kept) to 2; it is
     // not re-registered (`holding`) and the client is not granted.
@@ -392,30 +413,33 @@ fn an_unconfirmed_grant_is_given_back_when_the_coordinator_changes() {
         sends,
         vec![
             &Output::Send { to: n(3), msg: Msg::Release { term: 5, fence: f } },
-            &Output::Send { to: n(2), msg: Msg::Request { term: 5, req: 2, queued: Some((4, 0)), holding: None } },
+            &Output::Send {
+                to: n(2),
+                msg: Msg::Request { term: 5, name: unnamed(), req: 2, queued: Some((4, 0)), holding: None }
+            },
             &Output::Send { to: n(2), msg: Msg::HeartbeatAck { term: 5, seq: 1 } },
         ]
     );
-    assert!(!p.consumer.holds_grant() && p.holder().is_none());
+    assert!(!p.consumer.holds_grant() && p.holder(&unnamed()).is_none());
 }
 
 #[test]
 fn a_confirmed_grant_is_re_registered_with_the_new_coordinator() {
     let mut p = consumer_granted_unconfirmed();
     let f = lockservice::fence(4, 1);
-    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f });
-    let outs = deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::RenewAck { term: 4, fence: f, seq: 1 });
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, name: unnamed(), req: 1, fence: f });
+    let outs = deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::RenewAck { term: 4, acks: vec![(f, 1)] });
     // The client's lease is the grant's: the acked renewal's send time
     // (T0) + grant_ttl·(1−ρ).
     let until = T0 + p.cfg.shrunk(p.cfg.grant_ttl);
-    assert_eq!(p.consumer.expiry(), Some(until));
+    assert_eq!(p.timers.get(Timer::GrantExpiry), Some(until));
     let granted = LockReply::Granted { fence: f, lease_until_us: until.as_micros() };
     assert!(outs.contains(&Output::Reply { client: ClientId(1), reply: granted }), "{outs:?}");
     let outs = deliver(&mut p, at(T0, 5), n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 1 });
     assert!(
         outs.contains(&Output::Send {
             to: n(2),
-            msg: Msg::Request { term: 5, req: 0, queued: None, holding: Some(f) }
+            msg: Msg::Request { term: 5, name: unnamed(), req: 0, queued: None, holding: Some(f) }
         }),
         "{outs:?}"
     );
@@ -424,8 +448,8 @@ fn a_confirmed_grant_is_re_registered_with_the_new_coordinator() {
 /// The re-registration reaches the new coordinator before it is in
 /// office and is denied: it goes again after the ack of each of its
 /// heartbeats (not twice at one instant), never a renewal meanwhile; once
-/// echoed, renewals go every heartbeat until one is acked, then every
-/// `grant_ttl/3` again.
+/// echoed, renewals go every heartbeat until one is acked, then (after
+/// the heartbeat tick already armed) every `grant_ttl/3` again.
 #[test]
 fn a_denied_re_registration_is_sent_again_until_echoed() {
     let (mut p, f) = consumer_granted_confirmed();
@@ -440,11 +464,11 @@ fn a_denied_re_registration_is_sent_again_until_echoed() {
             })
             .collect()
     };
-    let again = Msg::Request { term: 5, req: 0, queued: None, holding: Some(f) };
+    let again = Msg::Request { term: 5, name: unnamed(), req: 0, queued: None, holding: Some(f) };
     let hb = |seq| Msg::Heartbeat { term: 5, seq };
     let outs = sends(deliver(&mut p, at(T0, 5), n(2), Incarnation(1), hb(1)));
     assert_eq!(outs, vec![again.clone(), Msg::HeartbeatAck { term: 5, seq: 1 }]);
-    let denied = Msg::Denied { term: 5, req: 0, why: Denial::NoQuorum };
+    let denied = Msg::Denied { term: 5, name: unnamed(), req: 0, why: Denial::NoQuorum };
     assert_eq!(sends(deliver(&mut p, at(T0, 6), n(2), Incarnation(1), denied)), vec![]);
     let outs = sends(deliver(&mut p, at(T0, 25), n(2), Incarnation(1), hb(2)));
     assert_eq!(outs, vec![Msg::HeartbeatAck { term: 5, seq: 2 }, again.clone()]);
@@ -455,17 +479,23 @@ fn a_denied_re_registration_is_sent_again_until_echoed() {
     assert_eq!(sends(drain(&mut p)), vec![again]);
     // Echoed: a renewal at once, then every heartbeat until one is acked.
     let echoed = at(tick, 1);
-    let outs = sends(deliver(&mut p, echoed, n(2), Incarnation(1), Msg::Granted { term: 5, req: 0, fence: f }));
-    assert_eq!(outs, vec![Msg::Renew { term: 5, fence: f, seq: 2 }]);
+    let outs = sends(deliver(
+        &mut p,
+        echoed,
+        n(2),
+        Incarnation(1),
+        Msg::Granted { term: 5, name: unnamed(), req: 0, fence: f },
+    ));
+    assert_eq!(outs, vec![Msg::Renew { term: 5, grants: vec![(f, 2)] }]);
     p.handle_timeout(echoed + p.cfg.heartbeat);
-    assert_eq!(sends(drain(&mut p)), vec![Msg::Renew { term: 5, fence: f, seq: 3 }]);
+    assert_eq!(sends(drain(&mut p)), vec![Msg::Renew { term: 5, grants: vec![(f, 3)] }]);
     let acked = echoed + p.cfg.heartbeat + Duration::from_millis(1);
-    deliver(&mut p, acked, n(2), Incarnation(1), Msg::RenewAck { term: 5, fence: f, seq: 3 });
+    deliver(&mut p, acked, n(2), Incarnation(1), Msg::RenewAck { term: 5, acks: vec![(f, 3)] });
     p.handle_timeout(echoed + p.cfg.heartbeat * 2);
     assert_eq!(sends(drain(&mut p)), vec![], "no renewal a heartbeat after the ack");
     p.handle_timeout(echoed + p.cfg.heartbeat + p.cfg.grant_ttl / 3);
-    assert_eq!(sends(drain(&mut p)), vec![Msg::Renew { term: 5, fence: f, seq: 4 }]);
-    assert_eq!(p.holder().map(|(_, f)| f), Some(f));
+    assert_eq!(sends(drain(&mut p)), vec![Msg::Renew { term: 5, grants: vec![(f, 4)] }]);
+    assert_eq!(p.holder(&unnamed()).map(|(_, f)| f), Some(f));
 }
 
 /// An expired grant is never re-registered (after a pause, a heartbeat
@@ -474,7 +504,7 @@ fn a_denied_re_registration_is_sent_again_until_echoed() {
 fn an_expired_grant_is_not_re_registered() {
     let (mut p, _) = consumer_granted_confirmed();
     deliver(&mut p, at(T0, 5), n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 1 });
-    let expired = p.consumer.expiry().expect("held");
+    let expired = p.timers.get(Timer::GrantExpiry).expect("held");
     let outs = deliver(&mut p, expired, n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 2 });
     assert_eq!(
         outs.iter().filter(|o| matches!(o, Output::Send { .. })).collect::<Vec<_>>(),
@@ -488,9 +518,9 @@ fn an_expired_grant_is_not_re_registered() {
 #[test]
 fn an_expired_grant_is_not_re_registered_with_a_new_coordinator() {
     let (mut p, f) = consumer_granted_confirmed();
-    let expired = p.consumer.expiry().expect("held");
+    let expired = p.timers.get(Timer::GrantExpiry).expect("held");
     let outs = deliver(&mut p, expired, n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 1 });
-    let reregistered = Msg::Request { term: 5, req: 0, queued: None, holding: Some(f) };
+    let reregistered = Msg::Request { term: 5, name: unnamed(), req: 0, queued: None, holding: Some(f) };
     assert!(!outs.contains(&Output::Send { to: n(2), msg: reregistered }), "{outs:?}");
     assert!(outs.contains(&Output::Send { to: n(2), msg: Msg::HeartbeatAck { term: 5, seq: 1 } }), "{outs:?}");
 }
@@ -503,7 +533,10 @@ fn a_broken_link_to_the_coordinator_resends_the_queued_request() {
     p.handle_link_lost(at(T0, 2), n(3));
     assert_eq!(
         drain(&mut p),
-        vec![Output::Send { to: n(3), msg: Msg::Request { term: 4, req: 1, queued: Some((4, 0)), holding: None } }]
+        vec![Output::Send {
+            to: n(3),
+            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: Some((4, 0)), holding: None }
+        }]
     );
     // A broken link to another process changes nothing here.
     p.handle_link_lost(at(T0, 3), n(2));
@@ -560,7 +593,7 @@ fn acked_until(p: &mut ElNode, mut outs: Vec<OutputOf<ElNode>>, end: Instant) ->
 }
 
 fn request(req: u64) -> Msg {
-    Msg::Request { term: 5, req, queued: None, holding: None }
+    Msg::Request { term: 5, name: unnamed(), req, queued: None, holding: None }
 }
 
 #[test]
@@ -571,9 +604,9 @@ fn a_request_is_queued_and_granted_with_the_terms_first_fence() {
     assert_eq!(
         outs,
         vec![
-            Output::Send { to: n(1), msg: Msg::Queued { term: 5, req: 1, pos: 0 } },
+            Output::Send { to: n(1), msg: Msg::Queued { term: 5, name: unnamed(), req: 1, pos: 0 } },
             Output::Event(ElEvent::QueueLength(1)),
-            Output::Send { to: n(1), msg: Msg::Granted { term: 5, req: 1, fence: f } },
+            Output::Send { to: n(1), msg: Msg::Granted { term: 5, name: unnamed(), req: 1, fence: f } },
             Output::Event(ElEvent::Granted { fence: f, waited: Duration::ZERO }),
             Output::Event(ElEvent::QueueLength(0)),
         ]
@@ -583,22 +616,22 @@ fn a_request_is_queued_and_granted_with_the_terms_first_fence() {
     assert_eq!(
         outs,
         vec![
-            Output::Send { to: n(2), msg: Msg::Queued { term: 5, req: 7, pos: 1 } },
+            Output::Send { to: n(2), msg: Msg::Queued { term: 5, name: unnamed(), req: 7, pos: 1 } },
             Output::Event(ElEvent::QueueLength(1)),
         ]
     );
     // Renewals: the holder's is acked; another's refused.
-    let outs = deliver(&mut p, now, n(1), Incarnation(1), Msg::Renew { term: 5, fence: f, seq: 1 });
-    assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::RenewAck { term: 5, fence: f, seq: 1 } }]);
-    let outs = deliver(&mut p, now, n(2), Incarnation(1), Msg::Renew { term: 5, fence: f, seq: 1 });
-    assert_eq!(outs, vec![Output::Send { to: n(2), msg: Msg::RenewRefused { term: 5, fence: f } }]);
+    let outs = deliver(&mut p, now, n(1), Incarnation(1), Msg::Renew { term: 5, grants: vec![(f, 1)] });
+    assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::RenewAck { term: 5, acks: vec![(f, 1)] } }]);
+    let outs = deliver(&mut p, now, n(2), Incarnation(1), Msg::Renew { term: 5, grants: vec![(f, 1)] });
+    assert_eq!(outs, vec![Output::Send { to: n(2), msg: Msg::RenewRefused { term: 5, fences: vec![f] } }]);
     // 1 releases: 2 is granted the next fence.
     let g = lockservice::fence(5, 2);
     let outs = deliver(&mut p, at(now, 3), n(1), Incarnation(1), Msg::Release { term: 5, fence: f });
     assert_eq!(
         outs,
         vec![
-            Output::Send { to: n(2), msg: Msg::Granted { term: 5, req: 7, fence: g } },
+            Output::Send { to: n(2), msg: Msg::Granted { term: 5, name: unnamed(), req: 7, fence: g } },
             Output::Event(ElEvent::Granted { fence: g, waited: Duration::from_millis(3) }),
             Output::Event(ElEvent::QueueLength(0)),
         ]
@@ -610,12 +643,21 @@ fn a_request_to_a_consumer_is_denied_naming_the_coordinator() {
     let ring = ring_of(&[1, 2, 3]);
     let mut p = process(&ring, 2, Algorithm::Relay, 4);
     deliver(&mut p, T0, n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 1 });
-    let outs = deliver(&mut p, T0, n(1), Incarnation(1), Msg::Request { term: 4, req: 3, queued: None, holding: None });
+    let outs = deliver(
+        &mut p,
+        T0,
+        n(1),
+        Incarnation(1),
+        Msg::Request { term: 4, name: unnamed(), req: 3, queued: None, holding: None },
+    );
     assert_eq!(
         outs,
         vec![
             Output::Event(ElEvent::Denied { reason: "not_coordinator" }),
-            Output::Send { to: n(1), msg: Msg::Denied { term: 4, req: 3, why: Denial::NotCoordinator(Some(n(3))) } },
+            Output::Send {
+                to: n(1),
+                msg: Msg::Denied { term: 4, name: unnamed(), req: 3, why: Denial::NotCoordinator(Some(n(3))) }
+            },
         ]
     );
 }
@@ -630,7 +672,7 @@ fn a_coordinator_whose_quorum_lease_lapsed_denies_no_quorum() {
         outs,
         vec![
             Output::Event(ElEvent::Denied { reason: "no_quorum" }),
-            Output::Send { to: n(1), msg: Msg::Denied { term: 5, req: 1, why: Denial::NoQuorum } },
+            Output::Send { to: n(1), msg: Msg::Denied { term: 5, name: unnamed(), req: 1, why: Denial::NoQuorum } },
         ]
     );
 }
@@ -647,7 +689,7 @@ fn a_full_queue_denies_queue_full() {
         outs,
         vec![
             Output::Event(ElEvent::Denied { reason: "queue_full" }),
-            Output::Send { to: n(1), msg: Msg::Denied { term: 5, req: 2, why: Denial::QueueFull } },
+            Output::Send { to: n(1), msg: Msg::Denied { term: 5, name: unnamed(), req: 2, why: Denial::QueueFull } },
         ]
     );
 }
@@ -988,17 +1030,17 @@ fn a_grant_no_longer_honoured_is_freed_and_the_next_request_granted() {
         rest,
         vec![
             Output::Event(ElEvent::LeaseExpired),
-            Output::Send { to: n(2), msg: Msg::Granted { term: 5, req: 7, fence: g } },
+            Output::Send { to: n(2), msg: Msg::Granted { term: 5, name: unnamed(), req: 7, fence: g } },
             Output::Event(ElEvent::Granted { fence: g, waited: now.saturating_since(granted_at) }),
             Output::Event(ElEvent::QueueLength(0)),
         ]
     );
-    assert_eq!(p.current_grant(), Some((n(2), g)));
+    assert_eq!(p.current_grant(&unnamed()), Some((n(2), g)));
     // 1's late renewal is refused.
-    let renew = Msg::Renew { term: 5, fence: f, seq: 1 };
+    let renew = Msg::Renew { term: 5, grants: vec![(f, 1)] };
     assert_eq!(
         deliver(&mut p, now, n(1), Incarnation(1), renew),
-        vec![Output::Send { to: n(1), msg: Msg::RenewRefused { term: 5, fence: f } }]
+        vec![Output::Send { to: n(1), msg: Msg::RenewRefused { term: 5, fences: vec![f] } }]
     );
 }
 
@@ -1010,17 +1052,27 @@ fn a_queued_answer_is_noted_and_its_place_confirmed_every_grant_ttl() {
     p.handle_request(T0, ClientId(1), LockRequest::Acquire { timeout_ms: 10_000 });
     drain(&mut p);
     // Another request's answer, or one from another process: ignored.
-    assert_eq!(deliver(&mut p, T0, n(3), Incarnation(1), Msg::Queued { term: 4, req: 9, pos: 3 }), vec![]);
-    assert_eq!(deliver(&mut p, T0, n(2), Incarnation(1), Msg::Queued { term: 4, req: 1, pos: 3 }), vec![]);
+    assert_eq!(
+        deliver(&mut p, T0, n(3), Incarnation(1), Msg::Queued { term: 4, name: unnamed(), req: 9, pos: 3 }),
+        vec![]
+    );
+    assert_eq!(
+        deliver(&mut p, T0, n(2), Incarnation(1), Msg::Queued { term: 4, name: unnamed(), req: 1, pos: 3 }),
+        vec![]
+    );
     assert_eq!(p.timers.get(Timer::RequestDue), Some(T0 + p.cfg.request_timeout));
-    let outs = deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::Queued { term: 4, req: 1, pos: 0 });
+    let outs =
+        deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::Queued { term: 4, name: unnamed(), req: 1, pos: 0 });
     assert_eq!(outs, vec![]);
     assert_eq!(p.timers.get(Timer::RequestDue), Some(at(T0, 1) + p.cfg.grant_ttl));
     // Its place goes with the request when it is sent again.
     p.handle_link_lost(at(T0, 2), n(3));
     assert_eq!(
         drain(&mut p),
-        vec![Output::Send { to: n(3), msg: Msg::Request { term: 4, req: 1, queued: Some((4, 0)), holding: None } }]
+        vec![Output::Send {
+            to: n(3),
+            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: Some((4, 0)), holding: None }
+        }]
     );
 }
 
@@ -1040,18 +1092,51 @@ fn consumer_asking() -> ElNode {
 #[test]
 fn a_not_coordinator_denial_is_retried_at_the_named_process_and_a_full_queue_backs_off() {
     let mut p = consumer_asking();
-    let denied = Msg::Denied { term: 4, req: 1, why: Denial::NotCoordinator(Some(n(2))) };
+    let denied = Msg::Denied { term: 4, name: unnamed(), req: 1, why: Denial::NotCoordinator(Some(n(2))) };
     let outs = deliver(&mut p, at(T0, 1), n(3), Incarnation(1), denied);
     assert_eq!(
         outs,
-        vec![Output::Send { to: n(2), msg: Msg::Request { term: 4, req: 1, queued: None, holding: None } }]
+        vec![Output::Send {
+            to: n(2),
+            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None }
+        }]
     );
-    let full = Msg::Denied { term: 4, req: 1, why: Denial::QueueFull };
+    let full = Msg::Denied { term: 4, name: unnamed(), req: 1, why: Denial::QueueFull };
     let outs = deliver(&mut p, at(T0, 2), n(2), Incarnation(1), full);
     assert_eq!(outs, vec![]);
     // Nothing pending: a later answer to request 1 is ignored.
-    assert_eq!(deliver(&mut p, at(T0, 3), n(2), Incarnation(1), Msg::Queued { term: 4, req: 1, pos: 0 }), vec![]);
+    assert_eq!(
+        deliver(&mut p, at(T0, 3), n(2), Incarnation(1), Msg::Queued { term: 4, name: unnamed(), req: 1, pos: 0 }),
+        vec![]
+    );
     assert_eq!(p.timers.get(Timer::RequestDue), Some(at(T0, 2) + p.cfg.request_timeout));
+}
+
+/// (electd.md "Consumer": `request_timeout` bounds the immediate answer;
+/// `not_coordinator` retries at the named id) The request retried at the
+/// coordinator a denial names waits a whole `request_timeout` for that
+/// coordinator's answer, as the first one did (the old core re-armed the
+/// request timer on every send): a denial that took most of the timeout
+/// must not make the retry's answer overdue at once (an election, and the
+/// request sent again to the process that just denied it).
+#[test]
+fn a_retry_at_the_named_coordinator_waits_a_whole_request_timeout() {
+    let mut p = consumer_asking();
+    // The denial comes back late in the first request's timeout.
+    let late = T0 + (p.cfg.request_timeout - Duration::from_millis(5));
+    let denied = Msg::Denied { term: 4, name: unnamed(), req: 1, why: Denial::NotCoordinator(Some(n(2))) };
+    assert_eq!(
+        deliver(&mut p, late, n(3), Incarnation(1), denied),
+        vec![Output::Send {
+            to: n(2),
+            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None }
+        }]
+    );
+    assert_eq!(p.timers.get(Timer::RequestDue), Some(late + p.cfg.request_timeout));
+    // The first request's due time passes: the retry is not overdue yet.
+    p.handle_timeout(T0 + p.cfg.request_timeout);
+    assert_eq!(drain(&mut p), vec![]);
+    assert_eq!(p.timers.get(Timer::Elect), None, "no election");
 }
 
 #[test]
@@ -1061,7 +1146,10 @@ fn an_unanswered_request_starts_an_election_and_is_sent_again() {
     p.handle_timeout(due);
     assert_eq!(
         drain(&mut p),
-        vec![Output::Send { to: n(3), msg: Msg::Request { term: 4, req: 1, queued: None, holding: None } }]
+        vec![Output::Send {
+            to: n(3),
+            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None }
+        }]
     );
     assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= due + p.cfg.election_jitter));
 }
@@ -1070,15 +1158,15 @@ fn an_unanswered_request_starts_an_election_and_is_sent_again() {
 fn a_refused_renewal_loses_the_grant() {
     let (mut p, f) = consumer_granted_confirmed();
     // Another fence's refusal changes nothing.
-    let other = Msg::RenewRefused { term: 4, fence: lockservice::fence(4, 2) };
+    let other = Msg::RenewRefused { term: 4, fences: vec![lockservice::fence(4, 2)] };
     assert_eq!(deliver(&mut p, at(T0, 2), n(3), Incarnation(1), other), vec![]);
-    let outs = deliver(&mut p, at(T0, 3), n(3), Incarnation(1), Msg::RenewRefused { term: 4, fence: f });
+    let outs = deliver(&mut p, at(T0, 3), n(3), Incarnation(1), Msg::RenewRefused { term: 4, fences: vec![f] });
     let lost = LockReply::LockLost { reason: "the coordinator refused the renewal".into() };
     assert_eq!(outs, vec![Output::Reply { client: ClientId(1), reply: lost }]);
     // Nothing is renewed any more; the client, told, holds at most until
     // its lease ends.
     assert!(!p.consumer.holds_grant());
-    assert_eq!(p.holder(), Some((ClientId(1), f)));
+    assert_eq!(p.holder(&unnamed()), Some((ClientId(1), f)));
 }
 
 #[test]
@@ -1086,7 +1174,7 @@ fn an_unrenewed_grant_expires_and_its_client_loses_the_lock() {
     let (mut p, f) = consumer_granted_confirmed();
     quiet(&mut p);
     p.timers.cancel(Timer::Renew);
-    let expiry = p.consumer.expiry().expect("held");
+    let expiry = p.timers.get(Timer::GrantExpiry).expect("held");
     p.handle_timeout(expiry);
     let lost = LockReply::LockLost { reason: "lease expired: the daemon could not renew it in time".into() };
     // Held from its grant at T0 + 1 ms (the renewal's ack).
@@ -1096,11 +1184,11 @@ fn an_unrenewed_grant_expires_and_its_client_loses_the_lock() {
         drain(&mut p),
         vec![
             Output::Reply { client: ClientId(1), reply: lost },
-            Output::Event(ElEvent::Lock(released)),
+            Output::Event(lock(released)),
             Output::Event(ElEvent::LeaseExpired),
         ]
     );
-    assert!(!p.consumer.holds_grant() && p.holder().is_none());
+    assert!(!p.consumer.holds_grant() && p.holder(&unnamed()).is_none());
 }
 
 #[test]
@@ -1111,10 +1199,7 @@ fn a_client_gone_while_holding_gives_the_grant_back() {
     let released = LockEvent::Released { client: ClientId(1), fence: f, held: Duration::from_millis(1), how };
     assert_eq!(
         drain(&mut p),
-        vec![
-            Output::Event(ElEvent::Lock(released)),
-            Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } },
-        ]
+        vec![Output::Event(lock(released)), Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } },]
     );
     assert!(!p.consumer.holds_grant());
 }
@@ -1236,7 +1321,7 @@ fn lower_term_acks_and_stale_answers_are_dropped_unanswered() {
         Msg::StaleTerm { term: 6, coordinator: Some(n(3)) },
         Msg::HopAck { term: 6, hop: 1 },
         Msg::HeartbeatAck { term: 6, seq: 1 },
-        Msg::RenewAck { term: 6, fence: lockservice::fence(6, 1), seq: 1 },
+        Msg::RenewAck { term: 6, acks: vec![(lockservice::fence(6, 1), 1)] },
     ] {
         assert_eq!(deliver(&mut p, T0, n(3), Incarnation(1), msg.clone()), vec![], "{msg:?}");
     }
@@ -1751,7 +1836,7 @@ fn the_failover_gap_ends_and_the_head_of_the_queue_is_granted() {
     assert_eq!(
         deliver(&mut p, asked, n(1), Incarnation(1), request(1)),
         vec![
-            Output::Send { to: n(1), msg: Msg::Queued { term: 5, req: 1, pos: 0 } },
+            Output::Send { to: n(1), msg: Msg::Queued { term: 5, name: unnamed(), req: 1, pos: 0 } },
             Output::Event(ElEvent::QueueLength(1)),
         ]
     );
@@ -1761,7 +1846,7 @@ fn the_failover_gap_ends_and_the_head_of_the_queue_is_granted() {
     assert_eq!(
         drain(&mut p),
         vec![
-            Output::Send { to: n(1), msg: Msg::Granted { term: 5, req: 1, fence: f } },
+            Output::Send { to: n(1), msg: Msg::Granted { term: 5, name: unnamed(), req: 1, fence: f } },
             Output::Event(ElEvent::Granted { fence: f, waited: gap_until.saturating_since(asked) }),
             Output::Event(ElEvent::QueueLength(0)),
         ]
@@ -1777,8 +1862,8 @@ fn a_request_queued_already_is_answered_its_place_again() {
     deliver(&mut p, now, n(1), Incarnation(1), request(1));
     deliver(&mut p, now, n(2), Incarnation(1), request(7));
     let outs = deliver(&mut p, at(now, 1), n(2), Incarnation(1), request(7));
-    assert_eq!(outs, vec![Output::Send { to: n(2), msg: Msg::Queued { term: 5, req: 7, pos: 1 } }]);
-    assert!(matches!(&p.role, Role::Coordinator(o) if o.queue.len() == 1));
+    assert_eq!(outs, vec![Output::Send { to: n(2), msg: Msg::Queued { term: 5, name: unnamed(), req: 7, pos: 1 } }]);
+    assert!(matches!(&p.role, Role::Coordinator(o) if o.queued() == 1));
 }
 
 /// (safety, electd.md "Coordinator: FIFO access service", Failover gap) A
@@ -1792,19 +1877,19 @@ fn a_re_registered_grant_is_adopted_but_renewed_only_after_the_predecessors_leas
     deliver(&mut p, at(T0, 1), n(1), Incarnation(1), Msg::HeartbeatAck { term: 5, seq: 1 });
     assert!(p.in_office() && p.may_grant(at(T0, 2)));
     let f = lockservice::fence(4, 7);
-    let holding = |f| Msg::Request { term: 5, req: 0, queued: None, holding: Some(f) };
+    let holding = |f| Msg::Request { term: 5, name: unnamed(), req: 0, queued: None, holding: Some(f) };
     assert_eq!(
         deliver(&mut p, at(T0, 2), n(1), Incarnation(1), holding(f)),
-        vec![Output::Send { to: n(1), msg: Msg::Granted { term: 5, req: 0, fence: f } }]
+        vec![Output::Send { to: n(1), msg: Msg::Granted { term: 5, name: unnamed(), req: 0, fence: f } }]
     );
-    assert_eq!(p.current_grant(), Some((n(1), f)));
-    assert_eq!(deliver(&mut p, at(T0, 3), n(1), Incarnation(1), Msg::Renew { term: 5, fence: f, seq: 1 }), vec![]);
+    assert_eq!(p.current_grant(&unnamed()), Some((n(1), f)));
+    assert_eq!(deliver(&mut p, at(T0, 3), n(1), Incarnation(1), Msg::Renew { term: 5, grants: vec![(f, 1)] }), vec![]);
     let other = lockservice::fence(4, 6);
     assert_eq!(
         deliver(&mut p, at(T0, 3), n(2), Incarnation(1), holding(other)),
-        vec![Output::Send { to: n(2), msg: Msg::RenewRefused { term: 5, fence: other } }]
+        vec![Output::Send { to: n(2), msg: Msg::RenewRefused { term: 5, fences: vec![other] } }]
     );
-    assert_eq!(p.current_grant(), Some((n(1), f)));
+    assert_eq!(p.current_grant(&unnamed()), Some((n(1), f)));
 }
 
 /// (electd.md "Coordinator: FIFO access service": one holder at a time) A
@@ -1819,7 +1904,7 @@ fn a_release_of_a_grant_its_sender_does_not_hold_frees_nothing() {
     assert_eq!(deliver(&mut p, at(now, 1), n(2), Incarnation(1), Msg::Release { term: 5, fence: f }), vec![]);
     let wrong = lockservice::fence(5, 9);
     assert_eq!(deliver(&mut p, at(now, 1), n(1), Incarnation(1), Msg::Release { term: 5, fence: wrong }), vec![]);
-    assert_eq!(p.current_grant(), Some((n(1), f)));
+    assert_eq!(p.current_grant(&unnamed()), Some((n(1), f)));
 }
 
 // ------------------------------------------------------------- the consumer
@@ -1845,7 +1930,10 @@ fn a_client_acquire_sends_one_request_to_the_known_coordinator() {
     p.handle_request(at(T0, 1), ClientId(1), acquire.clone());
     assert_eq!(
         drain(&mut p),
-        vec![Output::Send { to: n(3), msg: Msg::Request { term: 4, req: 1, queued: None, holding: None } }]
+        vec![Output::Send {
+            to: n(3),
+            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None }
+        }]
     );
     assert_eq!(p.timers.get(Timer::RequestDue), Some(at(T0, 1) + p.cfg.request_timeout));
     p.handle_request(at(T0, 2), ClientId(2), acquire.clone());
@@ -1870,7 +1958,10 @@ fn a_client_acquire_without_a_known_coordinator_waits_for_one() {
         sends,
         vec![
             &Output::Send { to: n(3), msg: Msg::HeartbeatAck { term: 4, seq: 1 } },
-            &Output::Send { to: n(3), msg: Msg::Request { term: 4, req: 1, queued: None, holding: None } },
+            &Output::Send {
+                to: n(3),
+                msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None }
+            },
         ]
     );
 }
@@ -1891,11 +1982,11 @@ fn a_client_release_of_its_hold_gives_the_grant_back() {
         drain(&mut p),
         vec![
             Output::Reply { client: ClientId(1), reply: LockReply::Released },
-            Output::Event(ElEvent::Lock(released)),
+            Output::Event(lock(released)),
             Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } },
         ]
     );
-    assert!(!p.consumer.holds_grant() && p.holder().is_none());
+    assert!(!p.consumer.holds_grant() && p.holder(&unnamed()).is_none());
 }
 
 /// (electd.md "Coordinator: FIFO access service") A client gone while
@@ -1909,14 +2000,14 @@ fn a_client_gone_while_waiting_leaves_and_its_late_grant_is_given_back() {
     assert_eq!(p.locks.waiting(), 0);
     let f = lockservice::fence(4, 1);
     assert_eq!(
-        deliver(&mut p, at(T0, 2), n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f }),
-        vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, fence: f, seq: 1 } }]
+        deliver(&mut p, at(T0, 2), n(3), Incarnation(1), Msg::Granted { term: 4, name: unnamed(), req: 1, fence: f }),
+        vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, grants: vec![(f, 1)] } }]
     );
     assert_eq!(
-        deliver(&mut p, at(T0, 3), n(3), Incarnation(1), Msg::RenewAck { term: 4, fence: f, seq: 1 }),
+        deliver(&mut p, at(T0, 3), n(3), Incarnation(1), Msg::RenewAck { term: 4, acks: vec![(f, 1)] }),
         vec![Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } }]
     );
-    assert!(!p.consumer.holds_grant() && p.holder().is_none());
+    assert!(!p.consumer.holds_grant() && p.holder(&unnamed()).is_none());
 }
 
 /// (electd.md "Consumer", deviation) A `no_quorum` denial starts an
@@ -1925,7 +2016,7 @@ fn a_client_gone_while_waiting_leaves_and_its_late_grant_is_given_back() {
 #[test]
 fn a_no_quorum_denial_starts_an_election_within_the_jitter() {
     let mut p = consumer_asking();
-    let denied = Msg::Denied { term: 4, req: 1, why: Denial::NoQuorum };
+    let denied = Msg::Denied { term: 4, name: unnamed(), req: 1, why: Denial::NoQuorum };
     assert_eq!(deliver(&mut p, at(T0, 1), n(2), Incarnation(1), denied.clone()), vec![]);
     assert_eq!(p.timers.get(Timer::Elect), None);
     let now = at(T0, 2);
@@ -1941,7 +2032,7 @@ fn a_grant_nobody_here_waits_for_is_given_back() {
     let mut p = consumer_idle();
     let f = lockservice::fence(4, 3);
     assert_eq!(
-        deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::Granted { term: 4, req: 5, fence: f }),
+        deliver(&mut p, at(T0, 1), n(3), Incarnation(1), Msg::Granted { term: 4, name: unnamed(), req: 5, fence: f }),
         vec![Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } }]
     );
     assert!(!p.consumer.holds_grant());
@@ -1956,8 +2047,8 @@ fn a_grant_nobody_here_waits_for_is_given_back() {
 fn renewal_acks_grant_the_client_then_move_its_lease() {
     let mut p = consumer_granted_unconfirmed();
     let f = lockservice::fence(4, 1);
-    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, req: 1, fence: f });
-    let ack = |seq| Msg::RenewAck { term: 4, fence: f, seq };
+    deliver(&mut p, T0, n(3), Incarnation(1), Msg::Granted { term: 4, name: unnamed(), req: 1, fence: f });
+    let ack = |seq| Msg::RenewAck { term: 4, acks: vec![(f, seq)] };
     assert_eq!(deliver(&mut p, at(T0, 1), n(3), Incarnation(1), ack(5)), vec![]);
     let ttl = p.cfg.shrunk(p.cfg.grant_ttl);
     let until = T0 + ttl;
@@ -1970,20 +2061,20 @@ fn renewal_acks_grant_the_client_then_move_its_lease() {
                 client: ClientId(1),
                 reply: LockReply::Granted { fence: f, lease_until_us: until.as_micros() }
             },
-            Output::Event(ElEvent::Lock(granted)),
+            Output::Event(lock(granted)),
         ]
     );
     quiet(&mut p);
     let tick = T0 + p.cfg.grant_ttl / 3;
     p.handle_timeout(tick);
-    assert_eq!(drain(&mut p), vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, fence: f, seq: 2 } }]);
+    assert_eq!(drain(&mut p), vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, grants: vec![(f, 2)] } }]);
     let until = tick + ttl;
     let renewed = LockEvent::Renewed { client: ClientId(1), fence: f, lease_until: until };
     assert_eq!(
         deliver(&mut p, at(tick, 1), n(3), Incarnation(1), ack(2)),
         vec![
             Output::Reply { client: ClientId(1), reply: LockReply::Renewed { lease_until_us: until.as_micros() } },
-            Output::Event(ElEvent::Lock(renewed)),
+            Output::Event(lock(renewed)),
         ]
     );
 }
@@ -2019,7 +2110,7 @@ fn a_holder_shutting_down_leaves_once_its_client_releases() {
         drain(&mut p),
         vec![
             Output::Reply { client: ClientId(1), reply: LockReply::Released },
-            Output::Event(ElEvent::Lock(released)),
+            Output::Event(lock(released)),
             Output::Send { to: n(3), msg: Msg::Release { term: 4, fence: f } },
         ]
     );
@@ -2043,4 +2134,316 @@ fn the_coordinators_own_client_is_granted_within_its_request() {
         .collect();
     assert_eq!(granted.len(), 1, "{granted:?}");
     assert!(p.loopback.is_empty());
+}
+
+// -------------------------------------------------------------- named locks
+
+/// `AcquireNamed` of lock `name`, waiting up to 10 s.
+fn acquire_named(name: &str) -> LockRequest {
+    LockRequest::AcquireNamed { name: named(name), timeout_ms: 10_000 }
+}
+
+/// Request `req` of lock `name` in term `term`, with no place and no grant.
+fn request_of(term: u64, name: &str, req: u64) -> Msg {
+    Msg::Request { term, name: named(name), req, queued: None, holding: None }
+}
+
+/// [`consumer_idle`], then client 1 asks for lock `a` at T0 + 1 ms and
+/// client 2 for lock `b` at T0 + 2 ms: one request each to coordinator 3,
+/// each naming its lock, numbered node-wide (1 and 2).
+fn two_names_asked() -> ElNode {
+    let mut p = consumer_idle();
+    p.handle_request(at(T0, 1), ClientId(1), acquire_named("a"));
+    assert_eq!(drain(&mut p), vec![Output::Send { to: n(3), msg: request_of(4, "a", 1) }]);
+    p.handle_request(at(T0, 2), ClientId(2), acquire_named("b"));
+    assert_eq!(drain(&mut p), vec![Output::Send { to: n(3), msg: request_of(4, "b", 2) }]);
+    // One node-wide request timer, at the earliest answer due.
+    assert_eq!(p.timers.get(Timer::RequestDue), Some(at(T0, 1) + p.cfg.request_timeout));
+    assert_eq!(p.locks.known(), 2);
+    p
+}
+
+/// [`two_names_asked`], then lock `a` granted fence (4, 1) at T0 + 3 ms and
+/// `b` fence (4, 2) at T0 + 4 ms, each first renewal acked 2 ms later:
+/// client 1 holds `a`, client 2 holds `b`.
+fn two_names_held() -> (ElNode, u128, u128) {
+    let mut p = two_names_asked();
+    let (fa, fb) = (lockservice::fence(4, 1), lockservice::fence(4, 2));
+    deliver(&mut p, at(T0, 3), n(3), Incarnation(1), Msg::Granted { term: 4, name: named("a"), req: 1, fence: fa });
+    deliver(&mut p, at(T0, 4), n(3), Incarnation(1), Msg::Granted { term: 4, name: named("b"), req: 2, fence: fb });
+    deliver(&mut p, at(T0, 5), n(3), Incarnation(1), Msg::RenewAck { term: 4, acks: vec![(fa, 1)] });
+    deliver(&mut p, at(T0, 6), n(3), Incarnation(1), Msg::RenewAck { term: 4, acks: vec![(fb, 1)] });
+    assert_eq!((p.holder(&named("a")), p.holder(&named("b"))), (Some((ClientId(1), fa)), Some((ClientId(2), fb))));
+    (p, fa, fb)
+}
+
+/// (named-locks.md "electd": the consumer keeps its pending request and
+/// held grant per name) Two locks asked for by local clients of one
+/// consumer: one `Request` each, naming its lock; each `Granted` is
+/// renewed at once, alone, and each client is granted its own fence only
+/// when its own grant's renewal is acked.
+#[test]
+fn two_names_are_requested_apart_and_each_client_granted_after_its_own_ack() {
+    let mut p = two_names_asked();
+    let (a, b) = (named("a"), named("b"));
+    let (fa, fb) = (lockservice::fence(4, 1), lockservice::fence(4, 2));
+    let outs =
+        deliver(&mut p, at(T0, 3), n(3), Incarnation(1), Msg::Granted { term: 4, name: a.clone(), req: 1, fence: fa });
+    assert_eq!(outs, vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, grants: vec![(fa, 1)] } }]);
+    let outs =
+        deliver(&mut p, at(T0, 4), n(3), Incarnation(1), Msg::Granted { term: 4, name: b.clone(), req: 2, fence: fb });
+    assert_eq!(outs, vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, grants: vec![(fb, 1)] } }]);
+    // Nothing pending any more: the request timer is off; the renewal
+    // timer is armed at the first grant's grant_ttl/3 (the second's is
+    // later).
+    assert_eq!(p.timers.get(Timer::RequestDue), None);
+    assert_eq!(p.timers.get(Timer::Renew), Some(at(T0, 3) + p.cfg.grant_ttl / 3));
+    assert_eq!(p.consumer.grants_held(), 2);
+    // b's renewal acked first: only client 2 is granted, its lease from
+    // that renewal's send time.
+    let ttl = p.cfg.shrunk(p.cfg.grant_ttl);
+    let until_b = at(T0, 4) + ttl;
+    let granted_b =
+        LockEvent::Granted { client: ClientId(2), fence: fb, waited: Duration::from_millis(3), lease_until: until_b };
+    assert_eq!(
+        deliver(&mut p, at(T0, 5), n(3), Incarnation(1), Msg::RenewAck { term: 4, acks: vec![(fb, 1)] }),
+        vec![
+            Output::Reply {
+                client: ClientId(2),
+                reply: LockReply::Granted { fence: fb, lease_until_us: until_b.as_micros() }
+            },
+            Output::Event(lock_of(&b, granted_b)),
+        ]
+    );
+    assert_eq!((p.holder(&a), p.holder(&b)), (None, Some((ClientId(2), fb))));
+    // Then a's: client 1, with a's fence.
+    let until_a = at(T0, 3) + ttl;
+    let granted_a =
+        LockEvent::Granted { client: ClientId(1), fence: fa, waited: Duration::from_millis(5), lease_until: until_a };
+    assert_eq!(
+        deliver(&mut p, at(T0, 6), n(3), Incarnation(1), Msg::RenewAck { term: 4, acks: vec![(fa, 1)] }),
+        vec![
+            Output::Reply {
+                client: ClientId(1),
+                reply: LockReply::Granted { fence: fa, lease_until_us: until_a.as_micros() }
+            },
+            Output::Event(lock_of(&a, granted_a)),
+        ]
+    );
+    assert_eq!((p.holder(&a), p.holder(&b)), (Some((ClientId(1), fa)), Some((ClientId(2), fb))));
+    // The node-wide expiry timer: the earliest lease of the two.
+    assert_eq!(p.timers.get(Timer::GrantExpiry), Some(until_a));
+}
+
+/// (named-locks.md "electd": renewals per node) At the renewal tick every
+/// grant held is renewed in one `Renew` to their coordinator, and one
+/// `RenewAck` listing both moves both clients' leases.
+#[test]
+fn the_renewal_tick_renews_every_grant_held_in_one_message() {
+    let (mut p, fa, fb) = two_names_held();
+    let (a, b) = (named("a"), named("b"));
+    let tick = at(T0, 3) + p.cfg.grant_ttl / 3;
+    assert_eq!(p.timers.get(Timer::Renew), Some(tick));
+    p.handle_timeout(tick);
+    assert_eq!(
+        drain(&mut p),
+        vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, grants: vec![(fa, 2), (fb, 2)] } }]
+    );
+    assert_eq!(p.timers.get(Timer::Renew), Some(tick + p.cfg.grant_ttl / 3));
+    let until = tick + p.cfg.shrunk(p.cfg.grant_ttl);
+    let renewed = |client, fence| LockEvent::Renewed { client: ClientId(client), fence, lease_until: until };
+    let reply = || LockReply::Renewed { lease_until_us: until.as_micros() };
+    assert_eq!(
+        deliver(&mut p, at(tick, 1), n(3), Incarnation(1), Msg::RenewAck { term: 4, acks: vec![(fa, 2), (fb, 2)] }),
+        vec![
+            Output::Reply { client: ClientId(1), reply: reply() },
+            Output::Event(lock_of(&a, renewed(1, fa))),
+            Output::Reply { client: ClientId(2), reply: reply() },
+            Output::Event(lock_of(&b, renewed(2, fb))),
+        ]
+    );
+    assert_eq!(p.timers.get(Timer::GrantExpiry), Some(until));
+}
+
+/// Process 3 of ring {1, 2, 3}, elected in term 5 at T0, its heartbeats
+/// acked by 1 until it is in office within its failover gap (as in
+/// `the_failover_gap_ends_and_the_head_of_the_queue_is_granted`). Returns
+/// it, the time reached and the gap's end.
+fn coordinator_in_its_gap() -> (ElNode, Instant, Instant) {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 3, Algorithm::Relay, 4);
+    let elected = Msg::Elected { term: 5, d: n(3), decider: n(1), accepted: false, hop: 1 };
+    let outs = deliver(&mut p, T0, n(2), Incarnation(1), elected);
+    let now = acked_until(&mut p, outs, at(T0, 440));
+    deliver(&mut p, now, n(1), Incarnation(1), Msg::HeartbeatAck { term: 5, seq: 23 });
+    let gap_until = match &p.role {
+        Role::Coordinator(o) => o.gap_until,
+        _ => panic!("coordinator"),
+    };
+    assert!(p.may_grant(at(now, 1)) && gap_until > at(now, 1), "{gap_until:?}");
+    (p, now, gap_until)
+}
+
+/// (safety, named-locks.md "electd": one counter per office,
+/// `OfficeWideCounter`) Two names queued at the coordinator are granted
+/// at once, with fences (term, c) and (term, c + 1) of the one counter; a
+/// name released is forgotten, and asked for again within the office it
+/// gets a fence above every earlier one (a per-name counter would repeat
+/// (term, 1)). The holder-expiry timer runs at the earliest honour time,
+/// and stops once nothing is held.
+#[test]
+fn two_names_are_granted_at_once_from_one_counter_and_a_forgotten_name_gets_a_higher_fence() {
+    let (mut p, now, gap_until) = coordinator_in_its_gap();
+    let asked = at(now, 1);
+    assert_eq!(
+        deliver(&mut p, asked, n(1), Incarnation(1), request_of(5, "a", 1)),
+        vec![
+            Output::Send { to: n(1), msg: Msg::Queued { term: 5, name: named("a"), req: 1, pos: 0 } },
+            Output::Event(ElEvent::QueueLength(1)),
+        ]
+    );
+    assert_eq!(
+        deliver(&mut p, asked, n(2), Incarnation(1), request_of(5, "b", 7)),
+        vec![
+            Output::Send { to: n(2), msg: Msg::Queued { term: 5, name: named("b"), req: 7, pos: 1 } },
+            Output::Event(ElEvent::QueueLength(2)),
+        ]
+    );
+    assert_eq!(p.timers.get(Timer::HolderExpiry), None);
+    p.handle_timeout(gap_until);
+    let (fa, fb) = (lockservice::fence(5, 1), lockservice::fence(5, 2));
+    let waited = gap_until.saturating_since(asked);
+    assert_eq!(
+        drain(&mut p),
+        vec![
+            Output::Send { to: n(1), msg: Msg::Granted { term: 5, name: named("a"), req: 1, fence: fa } },
+            Output::Event(ElEvent::Granted { fence: fa, waited }),
+            Output::Event(ElEvent::QueueLength(1)),
+            Output::Send { to: n(2), msg: Msg::Granted { term: 5, name: named("b"), req: 7, fence: fb } },
+            Output::Event(ElEvent::Granted { fence: fb, waited }),
+            Output::Event(ElEvent::QueueLength(0)),
+        ]
+    );
+    assert_eq!(p.current_grant(&named("a")), Some((n(1), fa)));
+    assert_eq!(p.current_grant(&named("b")), Some((n(2), fb)));
+    let honour = p.cfg.stretched(p.cfg.grant_ttl);
+    assert_eq!(p.timers.get(Timer::HolderExpiry), Some(gap_until + honour));
+    // b renewed later: the expiry timer stays at a's honour time.
+    let later = at(gap_until, 5);
+    assert_eq!(
+        deliver(&mut p, later, n(2), Incarnation(1), Msg::Renew { term: 5, grants: vec![(fb, 1)] }),
+        vec![Output::Send { to: n(2), msg: Msg::RenewAck { term: 5, acks: vec![(fb, 1)] } }]
+    );
+    assert_eq!(p.timers.get(Timer::HolderExpiry), Some(gap_until + honour));
+    // a released: nothing waits for it, so it is forgotten; the expiry
+    // timer moves to b's honour time.
+    let released = at(gap_until, 6);
+    assert_eq!(deliver(&mut p, released, n(1), Incarnation(1), Msg::Release { term: 5, fence: fa }), vec![]);
+    assert!(matches!(&p.role, Role::Coordinator(o) if !o.names.contains_key(&named("a")) && o.held() == 1));
+    assert_eq!(p.timers.get(Timer::HolderExpiry), Some(later + honour));
+    // Asked again in the same office: the next fence of the one counter.
+    let fa2 = lockservice::fence(5, 3);
+    assert_eq!(
+        deliver(&mut p, at(released, 1), n(1), Incarnation(1), request_of(5, "a", 2)),
+        vec![
+            Output::Send { to: n(1), msg: Msg::Queued { term: 5, name: named("a"), req: 2, pos: 2 } },
+            Output::Event(ElEvent::QueueLength(1)),
+            Output::Send { to: n(1), msg: Msg::Granted { term: 5, name: named("a"), req: 2, fence: fa2 } },
+            Output::Event(ElEvent::Granted { fence: fa2, waited: Duration::ZERO }),
+            Output::Event(ElEvent::QueueLength(0)),
+        ]
+    );
+    assert!(fa2 > fb && fb > fa);
+    // Both released: nothing held, no holder-expiry timer, no name kept.
+    let end = at(released, 2);
+    assert_eq!(deliver(&mut p, end, n(1), Incarnation(1), Msg::Release { term: 5, fence: fa2 }), vec![]);
+    assert_eq!(deliver(&mut p, end, n(2), Incarnation(1), Msg::Release { term: 5, fence: fb }), vec![]);
+    assert_eq!(p.timers.get(Timer::HolderExpiry), None);
+    assert!(matches!(&p.role, Role::Coordinator(o) if o.names.is_empty() && o.held() == 0));
+}
+
+/// (named-locks.md "electd": bounds) A coordinator that knows `max_locks`
+/// names denies a request for another `too_many_locks`; the names it knows
+/// are still served.
+#[test]
+fn a_coordinator_at_max_locks_denies_a_new_name_too_many_locks() {
+    let (mut p, now) = coordinator_in_office();
+    p.cfg.max_locks = 1;
+    let fa = lockservice::fence(5, 1);
+    deliver(&mut p, now, n(1), Incarnation(1), request_of(5, "a", 1));
+    assert_eq!(p.current_grant(&named("a")), Some((n(1), fa)));
+    assert_eq!(
+        deliver(&mut p, now, n(2), Incarnation(1), request_of(5, "b", 7)),
+        vec![
+            Output::Event(ElEvent::Denied { reason: "too_many_locks" }),
+            Output::Send {
+                to: n(2),
+                msg: Msg::Denied { term: 5, name: named("b"), req: 7, why: Denial::TooManyLocks }
+            },
+        ]
+    );
+    // A name it knows is queued as before.
+    assert_eq!(
+        deliver(&mut p, now, n(2), Incarnation(1), request_of(5, "a", 8)),
+        vec![
+            Output::Send { to: n(2), msg: Msg::Queued { term: 5, name: named("a"), req: 8, pos: 1 } },
+            Output::Event(ElEvent::QueueLength(1)),
+        ]
+    );
+    assert!(matches!(&p.role, Role::Coordinator(o) if o.names.len() == 1));
+}
+
+/// (named-locks.md "electd"; electd.md "Consumer", deviation) A
+/// `too_many_locks` denial backs that name off: no request for it until
+/// `request_timeout` later (the request timer wakes then), while the
+/// other name is granted meanwhile.
+#[test]
+fn a_too_many_locks_denial_backs_that_name_off_while_others_proceed() {
+    let mut p = two_names_asked();
+    let denied = Msg::Denied { term: 4, name: named("b"), req: 2, why: Denial::TooManyLocks };
+    let at_denial = at(T0, 3);
+    assert_eq!(deliver(&mut p, at_denial, n(3), Incarnation(1), denied), vec![]);
+    let backoff_end = at_denial + p.cfg.request_timeout;
+    // a proceeds: granted, renewed, its client granted.
+    let fa = lockservice::fence(4, 1);
+    let granted = Msg::Granted { term: 4, name: named("a"), req: 1, fence: fa };
+    assert_eq!(
+        deliver(&mut p, at(T0, 4), n(3), Incarnation(1), granted),
+        vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, grants: vec![(fa, 1)] } }]
+    );
+    // The request timer now only waits for b's back-off.
+    assert_eq!(p.timers.get(Timer::RequestDue), Some(backoff_end));
+    deliver(&mut p, at(T0, 5), n(3), Incarnation(1), Msg::RenewAck { term: 4, acks: vec![(fa, 1)] });
+    assert_eq!(p.holder(&named("a")), Some((ClientId(1), fa)));
+    // Until the back-off ends, inputs ask nothing for b.
+    let before = at_denial + (p.cfg.request_timeout - Duration::from_millis(1));
+    assert_eq!(
+        deliver(&mut p, before, n(3), Incarnation(1), Msg::Heartbeat { term: 4, seq: 2 }),
+        vec![Output::Send { to: n(3), msg: Msg::HeartbeatAck { term: 4, seq: 2 } }]
+    );
+    assert_eq!(p.locks.waiting(), 1, "client 2 still waits for b");
+    // Then b is asked for again, a new request number.
+    p.handle_timeout(backoff_end);
+    assert_eq!(drain(&mut p), vec![Output::Send { to: n(3), msg: request_of(4, "b", 3) }]);
+    assert_eq!(p.timers.get(Timer::RequestDue), Some(backoff_end + p.cfg.request_timeout));
+}
+
+/// (named-locks.md "electd": `RenewRefused` lists the fences) A refusal
+/// of one of two grants held loses only that name: its client is told
+/// `LockLost`, the other client keeps its lock, and only the other grant
+/// is renewed from then on.
+#[test]
+fn a_renewal_refused_for_one_of_two_grants_loses_only_that_name() {
+    let (mut p, fa, fb) = two_names_held();
+    let outs = deliver(&mut p, at(T0, 7), n(3), Incarnation(1), Msg::RenewRefused { term: 4, fences: vec![fa] });
+    let lost = LockReply::LockLost { reason: "the coordinator refused the renewal".into() };
+    assert_eq!(outs, vec![Output::Reply { client: ClientId(1), reply: lost }]);
+    assert_eq!(p.consumer.grants_held(), 1);
+    // Client 1, told, holds at most until its lease ends; client 2 keeps b.
+    assert_eq!(p.holder(&named("a")), Some((ClientId(1), fa)));
+    assert_eq!(p.holder(&named("b")), Some((ClientId(2), fb)));
+    assert_eq!(p.timers.get(Timer::GrantExpiry), Some(at(T0, 4) + p.cfg.shrunk(p.cfg.grant_ttl)));
+    let tick = at(T0, 3) + p.cfg.grant_ttl / 3;
+    p.handle_timeout(tick);
+    assert_eq!(drain(&mut p), vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, grants: vec![(fb, 2)] } }]);
 }

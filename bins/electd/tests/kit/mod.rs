@@ -10,7 +10,7 @@ use std::time::Duration;
 use electd::{Algorithm, ElConfig, ElEvent, ElNode, ElRule};
 use ftcore::rules::{Rule, Rules};
 use ftcore::{ClientId, NodeId};
-use lockservice::{LockReply, LockRequest};
+use lockservice::{LockName, LockReply, LockRequest, NamedEvent};
 use sim::{Action, FaultPlan, NetConfig, Sim, World};
 use timer::Instant;
 
@@ -33,14 +33,40 @@ pub fn config(alg: Algorithm, n: u32) -> ElConfig {
     c
 }
 
-/// A local client of `node` asks for the lock (waiting up to a minute).
+/// A local client of `node` asks for the unnamed lock (waiting up to a
+/// minute).
 pub fn acquire(node: NodeId, client: ClientId) -> Action<ElNode> {
     Action::Request(node, client, LockRequest::Acquire { timeout_ms: 60_000 })
 }
 
+/// The lock `client` asks for in a run with `names` locks: the unnamed
+/// lock when `names` ≤ 1, else `lock-{client mod names}`.
+pub fn lock_for(client: ClientId, names: u64) -> LockName {
+    if names <= 1 {
+        return LockName::unnamed();
+    }
+    LockName::parse(&format!("lock-{}", client.0 % names)).expect("a valid name")
+}
+
+/// A local client of `node` asks for its lock of `names` ([`lock_for`]).
+pub fn acquire_of(node: NodeId, client: ClientId, names: u64) -> Action<ElNode> {
+    let req = if names <= 1 {
+        LockRequest::Acquire { timeout_ms: 60_000 }
+    } else {
+        LockRequest::AcquireNamed { name: lock_for(client, names), timeout_ms: 60_000 }
+    };
+    Action::Request(node, client, req)
+}
+
 /// Safety after every step (electd.md, Invariants 2–4).
 pub fn safety() -> impl FnMut(&World<ElNode>) -> Result<(), String> {
-    checker(true)
+    checker(true, 1)
+}
+
+/// [`safety`] of a run whose clients ask for `names` locks ([`lock_for`]),
+/// judged per name.
+pub fn safety_of(names: u64) -> impl FnMut(&World<ElNode>) -> Result<(), String> {
+    checker(true, names)
 }
 
 /// Safety under pauses: as [`safety`], except that a client whose process
@@ -49,23 +75,35 @@ pub fn safety() -> impl FnMut(&World<ElNode>) -> Result<(), String> {
 /// client stops at its lease's end on its own, and the lease check
 /// (`LeaseChecker`, in both) judges exclusion by that, always.
 pub fn safety_under_pauses() -> impl FnMut(&World<ElNode>) -> Result<(), String> {
-    checker(false)
+    checker(false, 1)
 }
 
-fn checker(judge_paused_holders: bool) -> impl FnMut(&World<ElNode>) -> Result<(), String> {
+/// [`safety_under_pauses`] of a run with `names` locks, per name.
+pub fn safety_under_pauses_of(names: u64) -> impl FnMut(&World<ElNode>) -> Result<(), String> {
+    checker(false, names)
+}
+
+/// Judges each lock name on its own: its clients' leases never overlap
+/// and its fences rise (from the events and from the clients' replies).
+fn checker(judge_paused_holders: bool, names: u64) -> impl FnMut(&World<ElNode>) -> Result<(), String> {
     let mut seen_events = 0usize;
     let mut seen_replies = 0usize;
     let mut office: BTreeMap<u64, NodeId> = BTreeMap::new();
     let mut holding: BTreeMap<(NodeId, ClientId), u128> = BTreeMap::new();
-    let mut max_fence = 0u128;
+    let mut max_fence: BTreeMap<LockName, u128> = BTreeMap::new();
     let mut max_grant_term = 0u64;
-    let mut leases = lockservice::check::LeaseChecker::new();
+    let mut leases: BTreeMap<LockName, lockservice::check::LeaseChecker> = BTreeMap::new();
     move |w| {
         for (t, node, e) in &w.events[seen_events..] {
             // reliability.md's stage after leases, always: no two client
-            // leases overlap, fences rise in grant order (pauses included).
-            if let ElEvent::Lock(le) = e {
-                leases.on_event(*t, *node, le)?;
+            // leases of one name overlap, its fences rise in grant order
+            // (pauses included).
+            if let ElEvent::Lock(NamedEvent::Lock { name, event }) = e {
+                leases
+                    .entry(name.clone())
+                    .or_default()
+                    .on_event(*t, *node, event)
+                    .map_err(|e| format!("{name}: {e}"))?;
             }
             // No lower-term grant after the first grant of a higher term.
             if let ElEvent::Granted { fence, .. } = e {
@@ -87,10 +125,12 @@ fn checker(judge_paused_holders: bool) -> impl FnMut(&World<ElNode>) -> Result<(
         for (_, node, client, reply) in &w.replies[seen_replies..] {
             match reply {
                 LockReply::Granted { fence, .. } => {
-                    if *fence <= max_fence {
-                        return Err(format!("{node} granted fence {fence:#x} after {max_fence:#x}"));
+                    let name = lock_for(*client, names);
+                    let max = max_fence.entry(name.clone()).or_default();
+                    if *fence <= *max {
+                        return Err(format!("{node} granted {name} fence {fence:#x} after {max:#x}"));
                     }
-                    max_fence = *fence;
+                    *max = *fence;
                     holding.insert((*node, *client), *fence);
                 }
                 LockReply::Released | LockReply::LockLost { .. } => {
@@ -102,8 +142,12 @@ fn checker(judge_paused_holders: bool) -> impl FnMut(&World<ElNode>) -> Result<(
         seen_replies = w.replies.len();
         // A crashed process's clients are gone with it.
         holding.retain(|(node, _), _| w.is_up(*node) && (judge_paused_holders || !w.is_paused(*node)));
-        if holding.len() > 1 {
-            return Err(format!("clients hold the lock at once: {holding:x?}"));
+        let mut per_name: BTreeMap<LockName, Vec<(NodeId, ClientId)>> = BTreeMap::new();
+        for (node, client) in holding.keys() {
+            per_name.entry(lock_for(*client, names)).or_default().push((*node, *client));
+        }
+        if let Some((name, holders)) = per_name.iter().find(|(_, h)| h.len() > 1) {
+            return Err(format!("clients hold {name} at once: {holders:?} ({holding:x?})"));
         }
         Ok(())
     }
@@ -117,6 +161,35 @@ pub fn cluster(seed: u64, n: u32, alg: Algorithm) -> Sim<ElNode> {
 
 /// As [`cluster`], with the rules in `m` switched off.
 pub fn cluster_without(seed: u64, n: u32, alg: Algorithm, m: Rules<ElRule>) -> Sim<ElNode> {
+    cluster_of(seed, n, alg, m, Workload::ONE_LOCK)
+}
+
+/// Who asks for what: `per_node` clients on every process, asking for
+/// `names` locks ([`lock_for`]; 1: all the unnamed lock).
+#[derive(Clone, Copy, Debug)]
+pub struct Workload {
+    /// Locks asked for.
+    pub names: u64,
+    /// Clients per process.
+    pub per_node: u64,
+}
+
+impl Workload {
+    /// One client per process, one lock (the families before named locks).
+    pub const ONE_LOCK: Workload = Workload { names: 1, per_node: 1 };
+
+    /// The clients of process `i`: `i` for one per process, else
+    /// `100·i + k`.
+    pub fn clients(self, i: u32) -> Vec<ClientId> {
+        if self.per_node <= 1 {
+            return vec![ClientId(u64::from(i))];
+        }
+        (0..self.per_node).map(|k| ClientId(100 * u64::from(i) + k)).collect()
+    }
+}
+
+/// As [`cluster_without`], with the clients of `load`.
+pub fn cluster_of(seed: u64, n: u32, alg: Algorithm, m: Rules<ElRule>, load: Workload) -> Sim<ElNode> {
     let net = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(2));
     let mut sim = Sim::new(seed, n, net, ElConfig { rules: m, ..config(alg, n) });
     sim.clients(Box::new(move |_, node, client, reply, rng| {
@@ -124,13 +197,15 @@ pub fn cluster_without(seed: u64, n: u32, alg: Algorithm, m: Rules<ElRule>) -> S
         match reply {
             LockReply::Granted { .. } => vec![(ms(rng, 1, 15), Action::Request(node, client, LockRequest::Release))],
             LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
-                vec![(ms(rng, 0, 10), acquire(node, client))]
+                vec![(ms(rng, 0, 10), acquire_of(node, client, load.names))]
             }
-            LockReply::Refused { .. } | LockReply::Renewed { .. } => vec![],
+            LockReply::Refused { .. } | LockReply::Renewed { .. } | LockReply::Locks { .. } => vec![],
         }
     }));
     for i in 1..=n {
-        sim.at(Instant::from_millis(20 + u64::from(i)), acquire(NodeId(i), ClientId(u64::from(i))));
+        for c in load.clients(i) {
+            sim.at(Instant::from_millis(20 + u64::from(i)), acquire_of(NodeId(i), c, load.names));
+        }
     }
     sim
 }
@@ -184,6 +259,7 @@ pub fn other_switches() -> Vec<(&'static str, Rules<ElRule>)> {
         ElRule::StepDownAtAHigherTerm,
         ElRule::HeartbeatQuorum,
         ElRule::ConfirmedGrantsReregistered,
+        ElRule::OfficeWideCounter,
     ]
     .into_iter()
     .map(|r| (r.switch(), Rules::all_but(&[r])))
@@ -195,6 +271,13 @@ pub fn other_switches() -> Vec<(&'static str, Rules<ElRule>)> {
 /// the highest id among its term's voters; a healthy coordinator keeps
 /// office when a higher id restarts, so not always the highest live id.)
 pub fn converged(sim: &mut Sim<ElNode>) -> Result<(), sim::SimError> {
+    converged_of(sim, Workload::ONE_LOCK)
+}
+
+/// [`converged`] for the clients of `load`: every client of every live
+/// process was served again, whatever lock it asks for (no name blocks
+/// another's progress after the faults).
+pub fn converged_of(sim: &mut Sim<ElNode>, load: Workload) -> Result<(), sim::SimError> {
     sim.converge(Duration::from_millis(3_000))?;
     let w = sim.world();
     let views: Vec<String> = w
@@ -218,15 +301,20 @@ pub fn converged(sim: &mut Sim<ElNode>) -> Result<(), sim::SimError> {
         return Err(sim.error(format!("{leader} is not in office\n{}", views.join("\n"))));
     }
     let since = Instant::from_micros(w.now.as_micros().saturating_sub(1_500_000));
-    let served: Vec<NodeId> = w
+    let served: Vec<(NodeId, ClientId)> = w
         .replies
         .iter()
         .filter(|(t, _, _, r)| *t >= since && matches!(r, LockReply::Granted { .. }))
-        .map(|(_, n, _, _)| *n)
+        .map(|(_, n, c, _)| (*n, *c))
         .collect();
     for (id, _) in w.live() {
-        if !served.contains(&id) {
-            return Err(sim.error(format!("{id}'s client not served after the faults\n{}", views.join("\n"))));
+        for c in load.clients(id.0) {
+            if !served.contains(&(id, c)) {
+                let name = lock_for(c, load.names);
+                return Err(
+                    sim.error(format!("{id}'s client {c} ({name}) not served after the faults\n{}", views.join("\n")))
+                );
+            }
         }
     }
     Ok(())
@@ -242,18 +330,33 @@ pub fn run_with_faults(
     plan: &FaultPlan,
     checker: impl FnMut(&sim::World<ElNode>) -> Result<(), String> + 'static,
 ) -> Result<(), sim::SimError> {
-    let mut sim = cluster_without(seed, n, alg, m).without_trace();
+    run_of(seed, n, alg, m, plan, Workload::ONE_LOCK, checker)
+}
+
+/// [`run_with_faults`] with the clients of `load`.
+pub fn run_of(
+    seed: u64,
+    n: u32,
+    alg: Algorithm,
+    m: Rules<ElRule>,
+    plan: &FaultPlan,
+    load: Workload,
+    checker: impl FnMut(&sim::World<ElNode>) -> Result<(), String> + 'static,
+) -> Result<(), sim::SimError> {
+    let mut sim = cluster_of(seed, n, alg, m, load).without_trace();
     sim.check(checker);
     sim.random_faults(plan);
-    // Restarted processes get their client back (one already waiting or
+    // Restarted processes get their clients back (one already waiting or
     // holding is refused, changing nothing).
     for t in (600..8_000).step_by(300) {
         for i in 1..=n {
-            sim.at(Instant::from_millis(t), acquire(NodeId(i), ClientId(u64::from(i))));
+            for c in load.clients(i) {
+                sim.at(Instant::from_millis(t), acquire_of(NodeId(i), c, load.names));
+            }
         }
     }
     sim.run_until(Instant::from_millis(5_000))?;
-    converged(&mut sim)
+    converged_of(&mut sim, load)
 }
 
 pub fn paused_run_without(seed: u64, alg: Algorithm, m: Rules<ElRule>) -> Result<(), sim::SimError> {

@@ -69,6 +69,11 @@ pub use events::{ClaimOutcome, TwEvent};
 pub use rules::TwRule;
 use state::Visit;
 
+/// The refusal of a named lock (named-locks.md: tokenwatchd stays the
+/// seed's single token ring).
+pub const NO_NAMES: &str =
+    "tokenwatchd serves one token ring: named locks are not supported (docs/tokenwatchd.md, Named locks)";
+
 /// One tokenwatchd process.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TwNode {
@@ -405,6 +410,11 @@ impl Protocol for TwNode {
     }
 
     fn on_request(&mut self, now: Instant, client: ClientId, req: LockRequest) -> Then {
+        if let LockRequest::AcquireNamed { .. } = req {
+            // The seed's one token ring: one lock, never a named one.
+            self.out.reply(client, LockReply::Refused { reason: NO_NAMES.into() });
+            return Then::Done;
+        }
         let waited = self.locks.has_waiters();
         // After `handle_shutdown` the lock service refuses every Acquire.
         self.locks.request(now, client, req, &mut self.out);

@@ -1745,3 +1745,17 @@ fn a_newer_token_reaching_a_claimant_ends_its_claim_and_its_hop() {
     assert_eq!(n.claims.own(), None);
     assert!(!n.claims.hops().contains_key(&(epoch, N2)), "{:?}", n.claims.hops().keys());
 }
+
+/// tokenwatchd is the seed's one token ring: a named lock is refused with
+/// its own reason, and the refusal changes nothing (the same client's
+/// unnamed Acquire is queued afterwards as ever).
+#[test]
+fn a_named_lock_is_refused_and_changes_nothing() {
+    let mut n = holding();
+    let before = n.clone();
+    let name = lockservice::LockName::parse("db").expect("valid");
+    let out = request(&mut n, at(5), ClientId(9), LockRequest::AcquireNamed { name, timeout_ms: 1_000 });
+    assert_eq!(out, vec![reply(ClientId(9), LockReply::Refused { reason: super::NO_NAMES.into() })]);
+    assert_eq!(n, before, "nothing changed");
+    assert!(super::NO_NAMES.contains("named locks are not supported"), "ftctl recognises the refusal");
+}

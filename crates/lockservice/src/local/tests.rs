@@ -1448,6 +1448,8 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
                     }
                     _ => return Err(TestCaseError::fail(format!("Refused during {op:?}"))),
                 },
+                // No op lists the locks.
+                LockReply::Locks { .. } => return Err(TestCaseError::fail(format!("Locks during {op:?}"))),
             }
         }
 
@@ -1565,4 +1567,138 @@ proptest! {
     ) {
         run(cfg, ops, shutdown_at)?;
     }
+}
+
+// ---- named requests at a daemon of one unnamed lock ----------------------
+
+/// What a daemon of one unnamed lock answers an `AcquireNamed`.
+const NO_NAMES_REASON: &str =
+    "this daemon serves one unnamed lock: named locks are not supported (docs/named-locks.md)";
+
+fn acquire_named(name: &str, timeout_ms: u64) -> LockRequest {
+    LockRequest::AcquireNamed { name: LockName::parse(name).unwrap(), timeout_ms }
+}
+
+fn unnamed_info(held_fence: Option<u128>, waiters: u32) -> LockInfo {
+    LockInfo { name: LockName::unnamed(), held_fence, last_fence: None, waiters }
+}
+
+#[test]
+fn acquire_named_is_refused_and_changes_nothing() {
+    // Nobody known: refused, not queued, no deadline.
+    let mut l = L::new(cfg());
+    let before = l.clone();
+    l.request(T0, c(1), acquire_named("db/migrate", 1_000));
+    expect(&mut l, &[(1, refused(NO_NAMES_REASON))], &[]);
+    assert_eq!(l, before);
+    assert!(!l.knows(c(1)));
+    assert!(l.is_idle());
+    assert_eq!(l.poll_timeout(), None);
+    // The empty (unnamed) name in an AcquireNamed is no exception.
+    l.request(T0, c(1), LockRequest::AcquireNamed { name: LockName::unnamed(), timeout_ms: 1_000 });
+    expect(&mut l, &[(1, refused(NO_NAMES_REASON))], &[]);
+    assert_eq!(l, before);
+
+    // The same client may then Acquire the unnamed lock.
+    l.request(at(1), c(1), acquire(1_000));
+    expect(&mut l, &[], &[]);
+    assert!(l.knows(c(1)));
+    assert!(!l.is_idle());
+    assert_eq!(l.poll_timeout(), Some(at(1_001)));
+
+    // While waiting: the name is refused for what it is (not "already
+    // waiting"), and the wait is untouched.
+    l.request(T0, c(2), acquire(1_000));
+    let before = l.clone();
+    l.request(at(2), c(1), acquire_named("a", 5_000));
+    expect(&mut l, &[(1, refused(NO_NAMES_REASON))], &[]);
+    assert_eq!(l, before);
+    assert_eq!(l.grant_next(at(3), 4, FAR, false), Some(c(1)));
+    expect(&mut l, &[(1, granted(4, FAR))], &[ev_granted(1, 4, 2, FAR)]);
+
+    // While holding: the same, and the hold is untouched.
+    let before = l.clone();
+    l.request(at(4), c(1), acquire_named("a", 5_000));
+    l.request(at(4), c(2), acquire_named("b", 5_000));
+    expect(&mut l, &[(1, refused(NO_NAMES_REASON)), (2, refused(NO_NAMES_REASON))], &[]);
+    assert_eq!(l, before);
+    assert_eq!(l.holder(), Some((c(1), 4)));
+    assert_eq!(l.waiting(), 1);
+}
+
+/// The one entry a `ListLocks` by `who` gets; asserts the reply's shape
+/// (one unnamed entry, `known: 1`), that no event came and nothing changed.
+#[track_caller]
+fn list(l: &mut L, now: Instant, who: u64) -> LockInfo {
+    let before = l.clone();
+    l.request(now, c(who), LockRequest::ListLocks);
+    let got = replies(l);
+    assert_eq!(events(l), [], "events");
+    assert_eq!(*l, before, "ListLocks changed the queue");
+    match &got[..] {
+        [(to, LockReply::Locks { locks, known: 1 })] if *to == c(who) && locks.len() == 1 => {
+            assert!(locks[0].name.is_unnamed());
+            locks[0].clone()
+        }
+        other => panic!("ListLocks answered {other:?}"),
+    }
+}
+
+#[test]
+fn list_locks_answers_one_unnamed_entry() {
+    // Idle, never granted: the unnamed lock, nothing held, nobody waiting.
+    let mut l = L::new(cfg());
+    l.request(T0, c(9), LockRequest::ListLocks);
+    expect(&mut l, &[(9, LockReply::Locks { locks: vec![unnamed_info(None, 0)], known: 1 })], &[]);
+    assert!(!l.knows(c(9)));
+
+    // Three waiters, never granted.
+    let mut l = with_waiters(cfg(), &[1, 2, 3]);
+    l.request(T0, c(9), LockRequest::ListLocks);
+    expect(&mut l, &[(9, LockReply::Locks { locks: vec![unnamed_info(None, 3)], known: 1 })], &[]);
+
+    // A holder with fence 7 and two waiters; a waiter and the holder may list too.
+    assert_eq!(l.grant_next(at(1), 7, FAR, false), Some(c(1)));
+    expect(&mut l, &[(1, granted(7, FAR))], &[ev_granted(1, 7, 1, FAR)]);
+    for who in [2, 1, 9] {
+        let i = list(&mut l, at(2), who);
+        assert_eq!((i.held_fence, i.waiters), (Some(7), 2));
+    }
+
+    // A revoked (lost) hold is still listed with its fence.
+    l.lose(at(3), "superseded");
+    expect(&mut l, &[(1, lock_lost("superseded"))], &[]);
+    let i = list(&mut l, at(3), 9);
+    assert_eq!((i.held_fence, i.waiters), (Some(7), 2));
+
+    // The lister may acquire afterwards.
+    l.request(at(4), c(9), acquire(1_000));
+    expect(&mut l, &[], &[]);
+    assert_eq!(l.waiting(), 3);
+    l.request(at(5), c(1), LockRequest::Release);
+    expect(&mut l, &[(1, LockReply::Released)], &[ev_released(1, 7, 4, ReleaseHow::Released)]);
+    let i = list(&mut l, at(5), 9);
+    assert_eq!((i.held_fence, i.waiters), (None, 3));
+}
+
+#[test]
+fn knows_and_is_idle_follow_waiters_and_holder() {
+    let mut l = with_waiters(cfg(), &[1, 2]);
+    assert!(l.knows(c(1)) && l.knows(c(2)) && !l.knows(c(3)));
+    assert!(!l.is_idle());
+    l.grant_next(T0, 1, at(100), false);
+    l.lose(at(1), "superseded");
+    // A lost hold is still known until it ends.
+    assert!(l.knows(c(1)));
+    l.client_gone(at(2), c(2));
+    assert!(!l.knows(c(2)));
+    assert!(!l.is_idle());
+    l.handle_timeout(at(100));
+    assert!(!l.knows(c(1)));
+    assert!(l.is_idle());
+    expect(
+        &mut l,
+        &[(1, granted(1, at(100))), (1, lock_lost("superseded"))],
+        &[ev_granted(1, 1, 0, at(100)), ev_released(1, 1, 100, ReleaseHow::Lost)],
+    );
 }
