@@ -272,6 +272,61 @@ fn several_names_are_held_at_once() {
     }
 }
 
+/// A name costs nothing once idle (named-locks.md, "Idle cost"): 2,000
+/// names, each taken once by a client of a random process and released;
+/// then nothing per name is left anywhere (no local queue, no queue or
+/// holder at the coordinator), and in an idle second the only messages
+/// are the coordinator's heartbeats and their acks.
+#[test]
+fn idle_names_cost_nothing() -> Result<(), sim::SimError> {
+    use ftcore::Protocol;
+    use sim::NetConfig;
+    let n = 5;
+    let net = NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(2));
+    let mut sim = sim::Sim::new(11, n, net, config(Algorithm::Relay, n));
+    sim.clients(Box::new(|_, node, client, reply, _| match reply {
+        lockservice::LockReply::Granted { .. } => {
+            vec![(Duration::from_millis(1), Action::Request(node, client, lockservice::LockRequest::Release))]
+        }
+        _ => vec![],
+    }));
+    let job = |i: u64| LockName::parse(&format!("job-{i}")).expect("a valid name");
+    sim.check(kit::safety_by(move |c| job(c.0 - 1_000)));
+    sim.run_until(Instant::from_millis(1_500))?;
+    for i in 0..2_000u64 {
+        let name = job(i);
+        let node = NodeId(1 + (i % u64::from(n)) as u32);
+        let req = lockservice::LockRequest::AcquireNamed { name, timeout_ms: 60_000 };
+        sim.at(Instant::from_millis(1_500 + i / 4), Action::Request(node, ftcore::ClientId(1_000 + i), req));
+    }
+    sim.run_until(Instant::from_millis(3_000))?;
+    let granted = sim.world().replies.iter().filter(|r| matches!(r.3, lockservice::LockReply::Granted { .. })).count();
+    assert_eq!(granted, 2_000, "every name granted once");
+    for (id, c) in sim.world().live() {
+        let s = c.status();
+        let detail = |k: &str| s.details.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+        assert_eq!(detail("locks_active").as_deref(), Some("0"), "{id} knows no lock: {s:?}");
+        assert_eq!(detail("grants_held").as_deref(), Some("0"), "{id} holds no grant: {s:?}");
+        if c.in_office() {
+            assert_eq!(detail("names").as_deref(), Some("0"), "the coordinator knows no name: {s:?}");
+        }
+    }
+    let before = sim.world().sent_by_kind.clone();
+    sim.run_for(Duration::from_secs(1))?;
+    let idle: Vec<(&str, u64)> = sim
+        .world()
+        .sent_by_kind
+        .iter()
+        .map(|(k, v)| (*k, v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, v)| *v > 0)
+        .collect();
+    assert!(
+        idle.iter().all(|(k, _)| ["heartbeat", "heartbeat_ack"].contains(k)),
+        "only heartbeats while idle: {idle:?}"
+    );
+    Ok(())
+}
+
 #[test]
 #[ignore = "long: SIM_SEEDS=5000"]
 fn sweep() {

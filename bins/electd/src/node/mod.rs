@@ -427,6 +427,11 @@ impl Protocol for ElNode {
                 break;
             }
         }
+        if !self.loopback.is_empty() {
+            // The rest as the next input, at once: other inputs may come
+            // first, and nothing waits for an unrelated timer.
+            self.timers.set(Timer::Loopback, now);
+        }
         self.persist_first();
     }
 
@@ -491,7 +496,8 @@ impl Protocol for ElNode {
                 Timer::Renew => self.on_renew_timer(now),
                 Timer::GrantExpiry => self.on_grant_expiry(now),
                 Timer::HolderExpiry => self.on_holder_expiry(now),
-                Timer::GapEnds => {}
+                // Serving (after_input) does what these wait for.
+                Timer::GapEnds | Timer::Loopback => {}
             }
         }
         Then::AfterInput
@@ -545,6 +551,7 @@ impl Protocol for ElNode {
         if let Role::Coordinator(o) = &self.role {
             details.push(("queue".to_string(), o.queued().to_string()));
             details.push(("held".to_string(), o.held().to_string()));
+            details.push(("names".to_string(), o.names.len().to_string()));
             let unnamed = o.grants().find(|(n, _, _)| n.is_unnamed()).map(|(_, node, _)| node);
             details.push(("holder".to_string(), show(unnamed)));
         }

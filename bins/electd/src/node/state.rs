@@ -36,6 +36,9 @@ pub(super) enum Timer {
     HolderExpiry,
     /// The coordinator's failover gap ends.
     GapEnds,
+    /// Messages to itself are left over after one input's budget: handle
+    /// them at once, as a next input (many local names at the coordinator).
+    Loopback,
 }
 
 /// This process's part in elections.

@@ -2447,3 +2447,55 @@ fn a_renewal_refused_for_one_of_two_grants_loses_only_that_name() {
     p.handle_timeout(tick);
     assert_eq!(drain(&mut p), vec![Output::Send { to: n(3), msg: Msg::Renew { term: 4, grants: vec![(fb, 2)] } }]);
 }
+
+/// Many names asked for at once by the coordinator's own clients: each
+/// local grant takes a few messages to itself, more than one input's
+/// loopback budget holds. What is left is handled at once as the next
+/// input (`Timer::Loopback` at the same instant), not at the next
+/// heartbeat: every client is granted at the instant it asked.
+#[test]
+fn many_local_names_at_the_coordinator_are_all_granted_at_once() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 3, Algorithm::Relay, 4);
+    // A failover gap longer than the office's first 600 ms.
+    p.cfg.grant_ttl = Duration::from_secs(3);
+    let elected = Msg::Elected { term: 5, d: n(3), decider: n(1), accepted: false, hop: 1 };
+    let outs = deliver(&mut p, T0, n(2), Incarnation(1), elected);
+    let now = acked_until(&mut p, outs, at(T0, 600));
+    assert!(p.in_office() && p.may_grant(now));
+    // 40 names asked for during the failover gap: all granted when it
+    // ends, 40 grants (and their renewals and acks) in one input.
+    let mut outs = Vec::new();
+    for i in 0..40u64 {
+        let name = named(&format!("n{i}"));
+        let req = LockRequest::AcquireNamed { name, timeout_ms: 60_000 };
+        outs.extend(ftcore::testing::request(&mut p, now, ClientId(100 + i), req));
+    }
+    let gap_until = match &p.role {
+        Role::Coordinator(o) => o.gap_until,
+        _ => unreachable!("in office"),
+    };
+    // Under the quorum lease (1 acks every heartbeat) until the gap ends.
+    let mut t = now;
+    while t < gap_until {
+        t = at(t, 20).min(gap_until);
+        p.handle_timeout(t);
+        for o in drain(&mut p) {
+            if let Output::Send { to, msg: Msg::Heartbeat { term, seq } } = &o {
+                if *to == n(1) {
+                    let ack = Msg::HeartbeatAck { term: *term, seq: *seq };
+                    deliver(&mut p, t, n(1), Incarnation(1), ack);
+                }
+            }
+            outs.push(o);
+        }
+    }
+    assert!(p.may_grant(t) && now < gap_until);
+    while p.poll_timeout().is_some_and(|at| at <= t) {
+        p.handle_timeout(t);
+        outs.extend(drain(&mut p));
+    }
+    let granted = outs.iter().filter(|o| matches!(o, Output::Reply { reply: LockReply::Granted { .. }, .. })).count();
+    assert_eq!(granted, 40, "every local client granted at the gap's end, {t:?}");
+    assert_eq!(p.locks.known(), 40);
+}

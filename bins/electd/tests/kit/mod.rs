@@ -60,13 +60,18 @@ pub fn acquire_of(node: NodeId, client: ClientId, names: u64) -> Action<ElNode> 
 
 /// Safety after every step (electd.md, Invariants 2–4).
 pub fn safety() -> impl FnMut(&World<ElNode>) -> Result<(), String> {
-    checker(true, 1)
+    checker(true, |_| LockName::unnamed())
 }
 
 /// [`safety`] of a run whose clients ask for `names` locks ([`lock_for`]),
 /// judged per name.
 pub fn safety_of(names: u64) -> impl FnMut(&World<ElNode>) -> Result<(), String> {
-    checker(true, names)
+    checker(true, move |c| lock_for(c, names))
+}
+
+/// [`safety`] of a run whose client `c` asks for lock `lock_of(c)`.
+pub fn safety_by(lock_of: impl Fn(ClientId) -> LockName + 'static) -> impl FnMut(&World<ElNode>) -> Result<(), String> {
+    checker(true, lock_of)
 }
 
 /// Safety under pauses: as [`safety`], except that a client whose process
@@ -75,17 +80,20 @@ pub fn safety_of(names: u64) -> impl FnMut(&World<ElNode>) -> Result<(), String>
 /// client stops at its lease's end on its own, and the lease check
 /// (`LeaseChecker`, in both) judges exclusion by that, always.
 pub fn safety_under_pauses() -> impl FnMut(&World<ElNode>) -> Result<(), String> {
-    checker(false, 1)
+    checker(false, |_| LockName::unnamed())
 }
 
 /// [`safety_under_pauses`] of a run with `names` locks, per name.
 pub fn safety_under_pauses_of(names: u64) -> impl FnMut(&World<ElNode>) -> Result<(), String> {
-    checker(false, names)
+    checker(false, move |c| lock_for(c, names))
 }
 
 /// Judges each lock name on its own: its clients' leases never overlap
 /// and its fences rise (from the events and from the clients' replies).
-fn checker(judge_paused_holders: bool, names: u64) -> impl FnMut(&World<ElNode>) -> Result<(), String> {
+fn checker(
+    judge_paused_holders: bool,
+    lock_of: impl Fn(ClientId) -> LockName + 'static,
+) -> impl FnMut(&World<ElNode>) -> Result<(), String> {
     let mut seen_events = 0usize;
     let mut seen_replies = 0usize;
     let mut office: BTreeMap<u64, NodeId> = BTreeMap::new();
@@ -125,7 +133,7 @@ fn checker(judge_paused_holders: bool, names: u64) -> impl FnMut(&World<ElNode>)
         for (_, node, client, reply) in &w.replies[seen_replies..] {
             match reply {
                 LockReply::Granted { fence, .. } => {
-                    let name = lock_for(*client, names);
+                    let name = lock_of(*client);
                     let max = max_fence.entry(name.clone()).or_default();
                     if *fence <= *max {
                         return Err(format!("{node} granted {name} fence {fence:#x} after {max:#x}"));
@@ -144,7 +152,7 @@ fn checker(judge_paused_holders: bool, names: u64) -> impl FnMut(&World<ElNode>)
         holding.retain(|(node, _), _| w.is_up(*node) && (judge_paused_holders || !w.is_paused(*node)));
         let mut per_name: BTreeMap<LockName, Vec<(NodeId, ClientId)>> = BTreeMap::new();
         for (node, client) in holding.keys() {
-            per_name.entry(lock_for(*client, names)).or_default().push((*node, *client));
+            per_name.entry(lock_of(*client)).or_default().push((*node, *client));
         }
         if let Some((name, holders)) = per_name.iter().find(|(_, h)| h.len() > 1) {
             return Err(format!("clients hold {name} at once: {holders:?} ({holding:x?})"));
