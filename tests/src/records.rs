@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lockservice::{LockReply, LockRequest};
+use lockservice::{LockName, LockReply, LockRequest};
 
 use crate::{bin, wait_until, Cluster};
 
@@ -99,7 +99,14 @@ pub fn parse_holds(text: &str) -> Vec<Hold> {
                 let key = (client.to_string(), fence);
                 assert!(!open.contains_key(&key), "fence {fence} granted twice to {client}: {line:?}");
                 open.insert(key, holds.len());
-                holds.push(Hold { client: client.to_string(), fence, asked: None, start: ts, end: None });
+                holds.push(Hold {
+                    client: client.to_string(),
+                    lock: LockName::unnamed(),
+                    fence,
+                    asked: None,
+                    start: ts,
+                    end: None,
+                });
             }
             "end" => {
                 let i =
@@ -327,4 +334,134 @@ pub fn catch_holder_by(c: &Cluster, file: &Path, is_holder: &impl Fn(&Cluster, u
         holder.is_some()
     });
     holder
+}
+
+// ---- Named locks (issue 39): the same records with the lock's name ----
+
+/// [`recording_script`] for a named lock: each line also carries the
+/// lock's name as CMD saw it in `FTCOORD_LOCK_NAME`, `start NAME C FENCE
+/// NS` (a name is 1–128 bytes of `[A-Za-z0-9._/-]`: one word; an empty one
+/// makes the line malformed for [`parse_named_holds`]).
+pub fn named_recording_script(client: &str, file: &Path, sleep: &str) -> String {
+    let f = file.display();
+    let pause = if sleep.is_empty() { String::new() } else { format!("sleep {sleep} & wait $!; ") };
+    format!(
+        "rec() {{ echo \"$1 $FTCOORD_LOCK_NAME {client} $FTCOORD_FENCE $(date +%s%N)\" >> '{f}'; }}; \
+         trap 'trap \"\" TERM; rec end; exit 143' TERM; rec start; {pause}trap '' TERM; rec end"
+    )
+}
+
+/// `ftctl --addr ADDR lock NAME --timeout TIMEOUT -- sh -c SCRIPT`, quiet on
+/// stdout ([`ftctl_lock`] for a named lock).
+pub fn ftctl_lock_named(c: &Cluster, id: u32, name: &str, timeout: &str, script: &str) -> Command {
+    let mut cmd = Command::new(bin("ftctl").expect("ftctl is built"));
+    cmd.arg("--addr")
+        .arg(c.node(id).client.to_string())
+        .args(["lock", name, "--timeout", timeout, "--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// [`client_loop`] for lock `name`: `ftctl lock NAME` against node `id`
+/// again and again until `stop`, each CMD recording as `client` into
+/// `file` ([`named_recording_script`]); returns every exit code with its
+/// stderr.
+pub fn named_client_loop(
+    c: &Cluster,
+    id: u32,
+    name: String,
+    client: String,
+    file: PathBuf,
+    sleep: &'static str,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<Vec<(i32, String)>> {
+    let ftctl = bin("ftctl").expect("ftctl is built");
+    let addr = c.node(id).client.to_string();
+    thread::spawn(move || {
+        let script = named_recording_script(&client, &file, sleep);
+        let mut codes = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let out = Command::new(&ftctl)
+                .args(["--addr", &addr, "lock", &name, "--timeout", "30s", "--", "sh", "-c", &script])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .output()
+                .expect("run ftctl");
+            let code = out.status.code().unwrap_or(-1);
+            if code != 0 {
+                // The daemon is down or the lock was lost: retry shortly.
+                thread::sleep(Duration::from_millis(100));
+            }
+            codes.push((code, String::from_utf8_lossy(&out.stderr).trim().to_string()));
+        }
+        codes
+    })
+}
+
+/// The holds in a named record file ([`named_recording_script`]), split
+/// by lock name, each name's in order of start time ([`parse_holds`] per
+/// name).
+pub fn parse_named_holds(text: &str) -> BTreeMap<String, Vec<Hold>> {
+    let mut per_name: BTreeMap<String, String> = BTreeMap::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [kind, name, client, fence, ts] = parts[..] else { panic!("malformed named record line {line:?}") };
+        let lines = per_name.entry(name.to_string()).or_default();
+        *lines += &format!("{kind} {client} {fence} {ts}\n");
+    }
+    per_name
+        .into_iter()
+        .map(|(name, lines)| {
+            let lock = LockName::parse(&name).unwrap_or_else(|e| panic!("recorded lock name {name:?}: {e}"));
+            let holds = parse_holds(&lines).into_iter().map(|h| Hold { lock: lock.clone(), ..h }).collect();
+            (name, holds)
+        })
+        .collect()
+}
+
+/// [`check_exclusion_and_fences`] per lock name: no two complete holds of
+/// one name overlap, and each name's fences strictly increase in order of
+/// start time. Names are independent: holds of different names may
+/// overlap.
+pub fn check_named_exclusion_and_fences(by_name: &BTreeMap<String, Vec<Hold>>, diag: &str) {
+    for (name, holds) in by_name {
+        if let Err(e) = ftlab::workload::check_exclusion_and_fences(holds) {
+            panic!("lock `{name}`: {e}\n{diag}");
+        }
+    }
+}
+
+/// The most names held at one moment over the complete holds (each
+/// name's holds do not overlap, so open holds are distinct names), and
+/// the first moment (ns) it was reached.
+pub fn most_names_held_at_once(by_name: &BTreeMap<String, Vec<Hold>>) -> (usize, u128) {
+    // Ends sort before starts at the same instant: touching holds are not
+    // counted as simultaneous.
+    let mut edges: Vec<(u128, i32)> =
+        by_name.values().flatten().filter_map(|h| h.end.map(|end| [(h.start, 1), (end, -1)])).flatten().collect();
+    edges.sort();
+    let (mut open, mut most, mut at) = (0i32, 0i32, 0u128);
+    for (t, d) in edges {
+        open += d;
+        if open > most {
+            (most, at) = (open, t);
+        }
+    }
+    (usize::try_from(most).unwrap_or(0), at)
+}
+
+/// Complete holds of `client`, of any name, that started after `since`.
+pub fn named_holds_since(by_name: &BTreeMap<String, Vec<Hold>>, client: &str, since: u128) -> usize {
+    by_name.values().flatten().filter(|h| h.client == client && h.end.is_some() && h.start > since).count()
+}
+
+/// Waits until each of `clients` completed `k` holds (of any name) that
+/// started after `since`, in a named record file.
+pub fn wait_named_holds(file: &Path, clients: &[String], k: usize, since: u128, timeout: Duration) -> bool {
+    wait_until(timeout, || {
+        let by_name = parse_named_holds(&read_lines_so_far(file));
+        clients.iter().all(|c| named_holds_since(&by_name, c, since) >= k)
+    })
 }

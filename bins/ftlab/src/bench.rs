@@ -10,6 +10,10 @@
 //!   latency percentiles, messages and daemon CPU per operation, each next
 //!   to L of the same run and docs/performance.md's target; the clients' records
 //!   are checked (exit status 1 when a check fails).
+//! - `ftlab bench electd --names K`: the clients spread over K named
+//!   locks (client i asks `bench-{i mod K}`); the checks are per name,
+//!   handoffs are within a name, and the report adds how the holds spread
+//!   over the names. Refused for the daemons that serve no names.
 //! - `ftlab bench ntmutexd --against etcd`: the same contended lock
 //!   workload against a local single-member etcd, side by side.
 //! - `ftlab bench DAEMON --idle`: the cluster with no client, once
@@ -35,6 +39,10 @@ pub use baseline::peer;
 /// Daemons `ftlab bench` can drive (hbringd serves no client workload).
 const BENCHED: [&str; 4] = ["ntmutexd", "tokenwatchd", "electd", "ringd"];
 
+/// Daemons that serve named locks (docs/named-locks.md): `--names` is
+/// refused for the others, which answer a named request `Refused`.
+const NAMED: [&str; 1] = ["electd"];
+
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// `baseline`, or a daemon: ntmutexd, tokenwatchd, electd, ringd.
@@ -46,6 +54,11 @@ pub struct BenchArgs {
     /// Contending clients, spread over the nodes (default: one per node).
     #[arg(long)]
     clients: Option<usize>,
+    /// Spread the clients over K named locks, `bench-0` … `bench-{K-1}`
+    /// (client i asks `bench-{i mod K}`), each its own lock; default: all
+    /// on the unnamed lock. electd only (the daemons that serve names).
+    #[arg(long, value_name = "K")]
+    names: Option<usize>,
     /// How long the measured window lasts (`10s`, `500ms`, `2m`).
     #[arg(long, default_value = "5s", value_parser = client::duration::parse)]
     duration: Duration,
@@ -62,7 +75,7 @@ pub struct BenchArgs {
     /// node has recovered and 3 s have passed; then time 10 requests made
     /// one at a time at random nodes, 300–700 ms apart (what a client of
     /// the idle cluster waits).
-    #[arg(long, conflicts_with_all = ["clients", "loss", "against"])]
+    #[arg(long, conflicts_with_all = ["clients", "names", "loss", "against"])]
     idle: bool,
     /// Extra TOML appended to every node's config (e.g.
     /// `token_min_hold_ms = 0`); default timings otherwise.
@@ -93,11 +106,50 @@ fn parse_target(s: &str) -> std::result::Result<String, String> {
 pub struct PeerArgs {}
 
 pub fn run(a: BenchArgs) -> Result<ExitCode> {
+    check_args(&a)?;
     if a.target == "baseline" {
-        if a.loss.is_some() || a.against.is_some() || a.extra.is_some() || a.idle {
-            bail!("ftlab bench baseline takes no --loss, --against, --extra or --idle");
-        }
         return baseline::run(a.dir, a.json);
+    }
+    if a.idle {
+        ftlab::check_daemon(&a.target)?;
+        let opts = load::Opts {
+            daemon: a.target.clone(),
+            n: a.n,
+            clients: 0,
+            names: None,
+            duration: a.duration,
+            loss: None,
+            extra: a.extra.unwrap_or_default(),
+            json: a.json,
+        };
+        return idle::run(&opts);
+    }
+    let clients = a.clients.unwrap_or(a.n);
+    ftlab::check_daemon(&a.target)?;
+    let etcd_bin = match &a.against {
+        Some(_) => Some(etcd::find()?),
+        None => None,
+    };
+    let opts = load::Opts {
+        daemon: a.target.clone(),
+        n: a.n,
+        clients,
+        names: a.names,
+        duration: a.duration,
+        loss: a.loss,
+        extra: a.extra.unwrap_or_default(),
+        json: a.json,
+    };
+    load::run(&opts, etcd_bin)
+}
+
+/// The requests that make no sense, refused before anything starts.
+fn check_args(a: &BenchArgs) -> Result<()> {
+    if a.target == "baseline" {
+        if a.loss.is_some() || a.against.is_some() || a.extra.is_some() || a.idle || a.names.is_some() {
+            bail!("ftlab bench baseline takes no --loss, --against, --extra, --names or --idle");
+        }
+        return Ok(());
     }
     if !BENCHED.contains(&a.target.as_str()) {
         if ftlab::DAEMONS.contains(&a.target.as_str()) {
@@ -122,38 +174,19 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
     if a.duration.is_zero() {
         bail!("--duration must be positive");
     }
-    if a.idle {
-        ftlab::check_daemon(&a.target)?;
-        let opts = load::Opts {
-            daemon: a.target.clone(),
-            n: a.n,
-            clients: 0,
-            duration: a.duration,
-            loss: None,
-            extra: a.extra.unwrap_or_default(),
-            json: a.json,
-        };
-        return idle::run(&opts);
+    match a.names {
+        Some(0) => bail!("--names must be at least 1 (without --names, every client asks for the unnamed lock)"),
+        Some(_) if !NAMED.contains(&a.target.as_str()) => bail!(
+            "--names: {} does not serve named locks (docs/named-locks.md); only {} does",
+            a.target,
+            NAMED.join(", ")
+        ),
+        _ => {}
     }
-    let clients = a.clients.unwrap_or(a.n);
-    if clients == 0 {
+    if !a.idle && a.clients == Some(0) {
         bail!("--clients must be at least 1 (--idle measures a cluster with none)");
     }
-    ftlab::check_daemon(&a.target)?;
-    let etcd_bin = match &a.against {
-        Some(_) => Some(etcd::find()?),
-        None => None,
-    };
-    let opts = load::Opts {
-        daemon: a.target.clone(),
-        n: a.n,
-        clients,
-        duration: a.duration,
-        loss: a.loss,
-        extra: a.extra.unwrap_or_default(),
-        json: a.json,
-    };
-    load::run(&opts, etcd_bin)
+    Ok(())
 }
 
 /// `0.3` or `30%`, in 0..=1.
@@ -195,6 +228,41 @@ fn human_us(us: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    /// `ftlab bench ARGS` as parsed and checked before anything starts.
+    fn checked(args: &[&str]) -> Result<(), String> {
+        let cli =
+            Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        check_args(&cli.bench).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn names_are_for_the_daemons_that_serve_them() {
+        assert_eq!(checked(&["electd", "--names", "100", "--clients", "500"]), Ok(()));
+        assert_eq!(checked(&["electd"]), Ok(()));
+        assert_eq!(checked(&["ntmutexd"]), Ok(()));
+        for daemon in ["ntmutexd", "tokenwatchd", "ringd"] {
+            let e = checked(&[daemon, "--names", "4"]).unwrap_err();
+            assert_eq!(
+                e,
+                format!("--names: {daemon} does not serve named locks (docs/named-locks.md); only electd does")
+            );
+        }
+        let e = checked(&["electd", "--names", "0"]).unwrap_err();
+        assert!(e.starts_with("--names must be at least 1"), "{e}");
+        let e = checked(&["baseline", "--names", "3"]).unwrap_err();
+        assert!(e.contains("takes no") && e.contains("--names"), "{e}");
+        let e = checked(&["electd", "--names", "3", "--idle"]).unwrap_err();
+        assert!(e.contains("--names") && e.contains("--idle"), "{e}");
+        assert!(checked(&["electd", "--names", "many"]).is_err());
+    }
 
     #[test]
     fn loss_parses_as_a_rate_or_a_percentage() {

@@ -16,6 +16,7 @@ use client::StatusReport;
 use ftlab::probe::{self, all_see_all, counter_value, detail, is_lock_daemon, poll, prefix, status, sum_samples};
 use ftlab::workload::{check_acks, check_exclusion_and_fences, Clock, Load, Records};
 use ftlab::Cluster;
+use lockservice::LockName;
 
 use crate::json::J;
 
@@ -84,6 +85,9 @@ struct Row {
     /// coordinator (docs/performance.md's measure for electd; its first grant
     /// then waits the failover gap).
     known_ms: Option<f64>,
+    /// electd: two names held at once by clients of two nodes, as the
+    /// table says it.
+    two_names: Option<String>,
     /// The second kill, of a node that held no client's grant (ntmutexd:
     /// the token idle there; electd: an idle coordinator; ringd: the
     /// token's owner between services), and kill → the next service (ms).
@@ -108,6 +112,7 @@ impl Row {
             recovery_ms: None,
             messages: None,
             known_ms: None,
+            two_names: None,
             idle: None,
             rejoined: false,
             operations: 0,
@@ -263,6 +268,11 @@ async fn demo_cluster(c: &mut Cluster, n: u32, row: &mut Row, say: &dyn Fn(Strin
             bail!("the workload got no service within {WAIT:?}");
         }
         say(format!("serving ({} operations so far)", served(&load.snapshot())));
+        if daemon == "electd" {
+            let held = two_names(c, n, clock).await?;
+            say(format!("two names held at once: {held}"));
+            row.two_names = Some(held);
+        }
     } else if poll(WAIT, || async { all_see_all(c, &all).await.then_some(()) }).await.is_none() {
         bail!("the ring never formed");
     }
@@ -431,6 +441,40 @@ async fn demo_cluster(c: &mut Cluster, n: u32, row: &mut Row, say: &dyn Fn(Strin
     Ok(())
 }
 
+/// How long each of [`two_names`]' clients holds its name.
+const NAMED_HOLD: Duration = Duration::from_secs(2);
+
+/// electd serves named locks: a client of node 1 takes `demo-a` and one of
+/// node `n` takes `demo-b`, each for [`NAMED_HOLD`], while the workload
+/// holds the unnamed lock; their records must overlap in time. Returns
+/// `demo-a (fence F) on node 1, demo-b (fence G) on node N`.
+async fn two_names(c: &Cluster, n: u32, clock: Clock) -> Result<String> {
+    let asks = [("demo-a", 1), ("demo-b", n)];
+    let mut load = Load::new();
+    for (name, id) in asks {
+        load.hold_once_named(name.into(), c.node(id).client, LockName::parse(name)?, NAMED_HOLD, clock);
+    }
+    // Both held now, or both done (a failure, or holds one after the other).
+    let both = |r: &Records| asks.iter().all(|(name, _)| r.holding.contains_key(*name));
+    let done = |r: &Records| r.holds.len() + r.events.len() >= asks.len();
+    poll(WAIT, || async {
+        let r = load.snapshot();
+        (both(&r) || done(&r)).then_some(())
+    })
+    .await;
+    let records = load.stop().await;
+    let hold = |name: &str| records.holds.iter().find(|h| h.client == name && h.end.is_some());
+    let (Some(a), Some(b)) = (hold(asks[0].0), hold(asks[1].0)) else {
+        let why = records.events.first().map_or("no grant".to_string(), |e| format!("{e:?}"));
+        bail!("`demo-a` and `demo-b` were not both granted within {WAIT:?}: {why}");
+    };
+    let (a_end, b_end) = (a.end.unwrap_or(a.start), b.end.unwrap_or(b.start));
+    if a.start >= b_end || b.start >= a_end {
+        bail!("`demo-a` and `demo-b` were granted one after the other, not at once: {a:?}, {b:?}");
+    }
+    Ok(format!("demo-a (fence {}) on node {}, demo-b (fence {}) on node {}", a.fence, asks[0].1, b.fence, asks[1].1))
+}
+
 /// How long the cluster is left without clients before the idle kill:
 /// every lease it granted has ended (`lease_ms·(1+ρ)` at the default
 /// 100 ms), so nothing the victim did binds anyone.
@@ -547,6 +591,9 @@ fn table(rows: &[Row]) -> String {
             opt_ms(r.known_ms),
             target_note(r.known_ms, ELECTD_KNOWN_TARGET_MS)
         );
+        if let Some(held) = &r.two_names {
+            out += &format!("electd: two names held at once: {held}.\n");
+        }
     }
     if !idle.is_empty() {
         out += &format!("\n{:<12} {:<36} {:>12}\n", "daemon", "then killed, holding no grant", "next service");
@@ -577,6 +624,7 @@ fn json(rows: &[Row], passed: bool, took: Duration) -> J {
             ("messages", J::opt(r.messages.map(|m| m as f64))),
             ("new_coordinator_known_ms", J::opt(r.known_ms)),
             ("new_coordinator_target_ms", J::opt((r.daemon == "electd").then_some(ELECTD_KNOWN_TARGET_MS))),
+            ("two_names", J::opt_s(r.two_names.clone())),
             ("idle_killed", r.idle.as_ref().map_or(J::Null, |(w, _)| J::s(w))),
             ("idle_recovery_ms", J::opt(r.idle.as_ref().and_then(|(_, t)| *t))),
             ("rejoined", J::from(r.rejoined)),
@@ -620,6 +668,15 @@ mod tests {
         );
         let fast = line(&table(&[row(31.0)]));
         assert!(fast.contains("31 ms after the kill (docs/performance.md: ≤ 50 ms); its first grant"), "{fast}");
+    }
+
+    #[test]
+    fn electds_two_names_have_a_line() {
+        let held = "demo-a (fence 18446744073709551623) on node 1, demo-b (fence 18446744073709551624) on node 5";
+        let row = Row { two_names: Some(held.into()), ..Row::new("electd", PathBuf::new()) };
+        let t = table(&[row]);
+        assert!(t.lines().any(|l| l == format!("electd: two names held at once: {held}.")), "{t}");
+        assert!(!table(&[Row::new("electd", PathBuf::new())]).contains("two names"));
     }
 
     #[test]

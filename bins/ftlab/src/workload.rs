@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use client::ring::{ExecError, RingClient};
 use client::{Client, ClientError};
-use lockservice::{LockReply, LockRequest};
+use lockservice::{LockName, LockReply, LockRequest};
 
 /// The one clock every record of a run is read from: nanoseconds since the
 /// run began (monotonic).
@@ -54,6 +54,8 @@ impl Clock {
 pub struct Hold {
     /// The client's name.
     pub client: String,
+    /// The lock it held ([`LockName::unnamed`] for the unnamed lock).
+    pub lock: LockName,
     /// The fence it held.
     pub fence: u128,
     /// When it sent the request that this grant answered (ns, the run's
@@ -66,25 +68,44 @@ pub struct Hold {
     pub end: Option<u128>,
 }
 
-/// Mutual exclusion over the complete holds, and fences strictly
-/// increasing in order of start time over all of them: Err says which two
-/// records break it.
+/// Per lock (each name, and the unnamed lock, on its own): mutual
+/// exclusion over the lock's complete holds, and its fences strictly
+/// increasing in order of start time over all of its holds. Holds of two
+/// different locks may overlap, and their fences are not compared: the
+/// guarantee is per name (electd draws every name's fences from one
+/// counter per office, so its fences are also unique across names, which
+/// tests/tests/electd_named.rs checks; ntmutexd's design keeps them per
+/// name).
+/// Err says which two records break it, after ``lock `NAME`: `` for a
+/// named lock.
 pub fn check_exclusion_and_fences(holds: &[Hold]) -> Result<(), String> {
-    let mut sorted: Vec<&Hold> = holds.iter().collect();
-    sorted.sort_by_key(|h| h.start);
-    let mut prev: Option<&Hold> = None;
-    for h in sorted.iter().filter(|h| h.end.is_some()) {
-        if let Some(p) = prev {
-            let p_end = p.end.expect("complete");
-            if p_end >= h.start {
-                return Err(format!("overlapping holds: {p:?} and {h:?} (overlap {} ns)", p_end - h.start));
-            }
-        }
-        prev = Some(h);
+    let mut by_lock: BTreeMap<&LockName, Vec<&Hold>> = BTreeMap::new();
+    for h in holds {
+        by_lock.entry(&h.lock).or_default().push(h);
     }
-    for w in sorted.windows(2) {
-        if w[0].fence >= w[1].fence {
-            return Err(format!("fences not increasing in start order: {:?} then {:?}", w[0], w[1]));
+    for (lock, mut sorted) in by_lock {
+        sorted.sort_by_key(|h| h.start);
+        let mut prev: Option<&Hold> = None;
+        let broken = |why: String| {
+            if lock.is_unnamed() {
+                why
+            } else {
+                format!("lock `{}`: {why}", lock.as_str())
+            }
+        };
+        for h in sorted.iter().filter(|h| h.end.is_some()) {
+            if let Some(p) = prev {
+                let p_end = p.end.expect("complete");
+                if p_end >= h.start {
+                    return Err(broken(format!("overlapping holds: {p:?} and {h:?} (overlap {} ns)", p_end - h.start)));
+                }
+            }
+            prev = Some(h);
+        }
+        for w in sorted.windows(2) {
+            if w[0].fence >= w[1].fence {
+                return Err(broken(format!("fences not increasing in start order: {:?} then {:?}", w[0], w[1])));
+            }
         }
     }
     Ok(())
@@ -124,9 +145,9 @@ pub struct Records {
     pub acks: Vec<Ack>,
     /// Failures and losses.
     pub events: Vec<Event>,
-    /// The holds going on now: client → (fence, start). A hold is in
-    /// `holds` once it has ended.
-    pub holding: BTreeMap<String, (u128, u128)>,
+    /// The holds going on now: client → (fence, start, lock). A hold is
+    /// in `holds` once it has ended.
+    pub holding: BTreeMap<String, (u128, u128, LockName)>,
 }
 
 impl Records {
@@ -148,8 +169,9 @@ impl Records {
     fn current(&self) -> Vec<Hold> {
         self.holding
             .iter()
-            .map(|(client, (fence, start))| Hold {
+            .map(|(client, (fence, start, lock))| Hold {
                 client: client.clone(),
+                lock: lock.clone(),
                 fence: *fence,
                 asked: None,
                 start: *start,
@@ -161,7 +183,7 @@ impl Records {
     /// The highest epoch (or term) of any fence a client has seen: the
     /// fence's upper 64 bits (interfaces.md packs `epoch·2⁶⁴ + counter`).
     pub fn max_epoch(&self) -> u64 {
-        let fences = self.holds.iter().map(|h| h.fence).chain(self.holding.values().map(|(f, _)| *f));
+        let fences = self.holds.iter().map(|h| h.fence).chain(self.holding.values().map(|(f, _, _)| *f));
         fences.chain(self.acks.iter().map(|a| a.fence)).map(|f| (f >> 64) as u64).max().unwrap_or(0)
     }
 
@@ -230,13 +252,19 @@ impl Load {
     /// for `hold`, release, again, until stopped. Must be called inside a
     /// tokio runtime.
     pub fn lock_client(&mut self, name: String, addr: SocketAddr, hold: Duration, clock: Clock) {
+        self.named_lock_client(name, addr, LockName::unnamed(), hold, clock);
+    }
+
+    /// [`Load::lock_client`] for lock `lock` (`AcquireNamed`; `Acquire`
+    /// for the unnamed lock).
+    pub fn named_lock_client(&mut self, name: String, addr: SocketAddr, lock: LockName, hold: Duration, clock: Clock) {
         let (stop, records) = (self.stop.clone(), self.records.clone());
         self.tasks.push(tokio::spawn(async move {
             // One connection for as long as it works, as a program using
             // the client library would keep it.
             let mut conn: Option<LockConnection> = None;
             while !stop.load(Ordering::Relaxed) {
-                if let Err(why) = lock_once(&name, addr, &mut conn, hold, clock, &records).await {
+                if let Err(why) = lock_once(&name, addr, &lock, &mut conn, hold, clock, &records).await {
                     conn = None;
                     fail(&records, &name, clock, why);
                     tokio::time::sleep(BACKOFF).await;
@@ -249,9 +277,14 @@ impl Load {
     /// and holds it for `hold` (or until it learns it lost it). Inside a
     /// tokio runtime.
     pub fn hold_once(&mut self, name: String, addr: SocketAddr, hold: Duration, clock: Clock) {
+        self.hold_once_named(name, addr, LockName::unnamed(), hold, clock);
+    }
+
+    /// [`Load::hold_once`] for lock `lock`.
+    pub fn hold_once_named(&mut self, name: String, addr: SocketAddr, lock: LockName, hold: Duration, clock: Clock) {
         let records = self.records.clone();
         self.tasks.push(tokio::spawn(async move {
-            if let Err(why) = lock_once(&name, addr, &mut None, hold, clock, &records).await {
+            if let Err(why) = lock_once(&name, addr, &lock, &mut None, hold, clock, &records).await {
                 fail(&records, &name, clock, why);
             }
         }));
@@ -354,11 +387,13 @@ fn fail(records: &Mutex<Records>, name: &str, clock: Clock, why: String) {
 /// A lock client's connection to its daemon.
 type LockConnection = Client<LockRequest, LockReply>;
 
-/// One acquire → hold → release on `conn` (connected first if None; set
-/// back to None when the connection cannot be used again). Err: no grant.
+/// One acquire of `lock` → hold → release on `conn` (connected first if
+/// None; set back to None when the connection cannot be used again). Err:
+/// no grant.
 async fn lock_once(
     name: &str,
     addr: SocketAddr,
+    lock: &LockName,
     conn: &mut Option<LockConnection>,
     hold: Duration,
     clock: Clock,
@@ -368,16 +403,15 @@ async fn lock_once(
         Some(c) => c,
         None => conn.insert(LockConnection::connect(addr).await.map_err(|e| e.to_string())?),
     };
-    let timeout_ms = PATIENCE.as_millis() as u64;
     let asked = clock.now();
-    let (fence, mut lease_until_us) =
-        match c.call(LockRequest::Acquire { timeout_ms }, PATIENCE + Duration::from_secs(1)).await {
-            Ok(LockReply::Granted { fence, lease_until_us }) => (fence, lease_until_us),
-            Ok(other) => return Err(format!("acquire answered {other:?}")),
-            Err(e) => return Err(e.to_string()),
-        };
+    let request = client::lock::acquire_request(lock, PATIENCE);
+    let (fence, mut lease_until_us) = match c.call(request, PATIENCE + Duration::from_secs(1)).await {
+        Ok(LockReply::Granted { fence, lease_until_us }) => (fence, lease_until_us),
+        Ok(other) => return Err(format!("acquire answered {other:?}")),
+        Err(e) => return Err(e.to_string()),
+    };
     let start = clock.now();
-    records.lock().expect("records").holding.insert(name.to_string(), (fence, start));
+    records.lock().expect("records").holding.insert(name.to_string(), (fence, start, lock.clone()));
     // Hold, as `ftctl lock` runs CMD: until `hold` has passed, the lease
     // runs out (each Renewed moves it), or a LockLost or a close is read.
     let done = tokio::time::Instant::now() + hold;
@@ -417,7 +451,14 @@ async fn lock_once(
     {
         let mut r = records.lock().expect("records");
         r.holding.remove(name);
-        r.holds.push(Hold { client: name.to_string(), fence, asked: Some(asked), start, end: Some(end) });
+        r.holds.push(Hold {
+            client: name.to_string(),
+            lock: lock.clone(),
+            fence,
+            asked: Some(asked),
+            start,
+            end: Some(end),
+        });
         if let Some(why) = lost {
             r.events.push(Event::Lost { client: name.to_string(), at: end, why });
             *conn = None;
@@ -453,7 +494,11 @@ mod tests {
     }
 
     fn hold(client: &str, fence: u128, start: u128, end: u128) -> Hold {
-        Hold { client: client.into(), fence, asked: None, start, end: Some(end) }
+        Hold { client: client.into(), lock: LockName::unnamed(), fence, asked: None, start, end: Some(end) }
+    }
+
+    fn named(lock: &str, client: &str, fence: u128, start: u128, end: u128) -> Hold {
+        Hold { lock: LockName::parse(lock).unwrap(), ..hold(client, fence, start, end) }
     }
 
     #[test]
@@ -475,9 +520,42 @@ mod tests {
 
     #[test]
     fn an_incomplete_hold_counts_for_fences_only() {
-        let open = Hold { client: "a".into(), fence: 1, asked: None, start: 0, end: None };
+        let open = Hold { end: None, ..hold("a", 1, 0, 0) };
         assert_eq!(check_exclusion_and_fences(&[open.clone(), hold("b", 2, 5, 20)]), Ok(()));
         assert!(check_exclusion_and_fences(&[open, hold("b", 1, 5, 20)]).is_err());
+    }
+
+    #[test]
+    fn two_names_may_be_held_at_once() {
+        // a holds `x` over 0–10 while b holds `y` over 5–15, and the
+        // unnamed lock is held meanwhile too: three locks, no overlap in
+        // any one.
+        let holds = [named("x", "a", 1, 0, 10), named("y", "b", 2, 5, 15), hold("c", 3, 2, 12)];
+        assert_eq!(check_exclusion_and_fences(&holds), Ok(()));
+    }
+
+    #[test]
+    fn two_holds_of_one_name_overlapping_are_found() {
+        let holds = [named("x", "a", 1, 0, 10), named("y", "c", 2, 0, 30), named("x", "b", 3, 5, 15)];
+        let e = check_exclusion_and_fences(&holds).unwrap_err();
+        assert!(e.starts_with("lock `x`: overlapping holds"), "{e}");
+        // The unnamed lock's message is as it always was.
+        let e = check_exclusion_and_fences(&[hold("a", 1, 0, 10), hold("b", 2, 5, 15)]).unwrap_err();
+        assert!(e.starts_with("overlapping holds"), "{e}");
+    }
+
+    #[test]
+    fn fences_are_judged_within_a_name() {
+        // `y` starts after `x` with a lower fence: fine, another name.
+        let ok = [named("x", "a", 10, 0, 10), named("y", "b", 3, 20, 30), named("x", "a", 11, 40, 50)];
+        assert_eq!(check_exclusion_and_fences(&ok), Ok(()));
+        // Within `x`, a fence falling: found, whatever `y` holds.
+        let bad = [named("x", "a", 10, 0, 10), named("y", "b", 3, 20, 30), named("x", "a", 9, 40, 50)];
+        let e = check_exclusion_and_fences(&bad).unwrap_err();
+        assert!(e.starts_with("lock `x`: fences not increasing"), "{e}");
+        // A named lock and the unnamed one are two locks as well.
+        let mixed = [named("x", "a", 10, 0, 10), hold("b", 1, 20, 30)];
+        assert_eq!(check_exclusion_and_fences(&mixed), Ok(()));
     }
 
     #[test]

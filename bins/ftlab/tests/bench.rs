@@ -101,6 +101,34 @@ fn an_unknown_target_is_refused() {
 }
 
 #[test]
+fn electd_with_clients_over_names() {
+    let _one = serial();
+    let args = ["bench", "electd", "-n", "3", "--clients", "6", "--names", "3", "--duration", "1s", "--json"];
+    let (code, out, err) = ftlab(&args, &[]);
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    assert_eq!(num(&out, "names"), 3.0, "{out}");
+    assert!(num(&out, "ops") > 0.0, "{out}");
+    assert_eq!(raw(&out, "checks"), "\"passed\"", "{out}");
+    assert!(raw(&out, "checked").contains("per name"), "{out}");
+    // Every name served, two clients each: handoffs within each name.
+    assert_eq!(num(&out, "served"), 3.0, "{out}");
+    assert!(num(&out, "handoff_p50_median_us") > 0.0, "{out}");
+}
+
+#[test]
+fn names_are_refused_where_the_daemon_serves_none() {
+    for daemon in ["ntmutexd", "tokenwatchd", "ringd"] {
+        let (code, out, err) = ftlab(&["bench", daemon, "--names", "4"], &[]);
+        assert_eq!(code, 1, "{out}");
+        assert!(out.is_empty(), "nothing measured: {out}");
+        assert!(err.contains(&format!("--names: {daemon} does not serve named locks")), "{err}");
+    }
+    let (code, _, err) = ftlab(&["bench", "electd", "--names", "0"], &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--names must be at least 1"), "{err}");
+}
+
+#[test]
 fn loss_is_refused_where_the_daemon_has_no_loss_injection() {
     let (code, out, err) = ftlab(&["bench", "ntmutexd", "--loss", "0.3"], &[]);
     assert_ne!(code, 0, "{out}");

@@ -53,8 +53,12 @@ fn demo_kills_each_daemons_critical_node_and_every_check_passes() {
             let known: f64 =
                 field(&out, at, "new_coordinator_known_ms").parse().unwrap_or_else(|_| panic!("{daemon}: {out}"));
             assert!(known > 0.0 && known < recovery, "{daemon}: {out}");
+            // Two names were held at once, by clients of two nodes.
+            let two = field(&out, at, "two_names");
+            assert!(two.starts_with("\"demo-a (fence ") && two.contains(", demo-b (fence "), "{daemon}: {out}");
         } else {
             assert_eq!(field(&out, at, "new_coordinator_known_ms"), "null", "{daemon}: {out}");
+            assert_eq!(field(&out, at, "two_names"), "null", "{daemon}: {out}");
         }
         assert_eq!(field(&out, at, "rejoined"), "true", "{daemon}: {out}");
         assert_eq!(field(&out, at, "safety_ok"), "true", "{daemon}: {out}");
@@ -101,6 +105,7 @@ fn demo_prints_a_table() {
         "ringd",
         "named the new coordinator",
         "(docs/performance.md: ≤ 50 ms)",
+        "electd: two names held at once: demo-a (fence ",
         "every check passed",
     ] {
         assert!(out.contains(word), "{word} missing:\n{out}");

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use ftlab::workload::{Clock, Hold};
+use lockservice::LockName;
 
 /// The lock every client contends for.
 const LOCK_NAME: &str = "ftlab-bench";
@@ -313,7 +314,14 @@ fn client(
             let fence: u128 = field(&r, "revision")
                 .and_then(|v| v.parse().ok())
                 .ok_or_else(|| anyhow!("lock answered no header revision: {r}"))?;
-            holds.push(Hold { client: name.clone(), fence, asked: Some(asked), start, end: Some(end) });
+            holds.push(Hold {
+                client: name.clone(),
+                lock: LockName::unnamed(),
+                fence,
+                asked: Some(asked),
+                start,
+                end: Some(end),
+            });
             grants.fetch_add(1, Ordering::Relaxed);
             h.post("/v3/lock/unlock", &format!("{{\"key\":\"{key}\"}}"))?;
             Ok(())

@@ -4,6 +4,7 @@
 //! service: throughput, latency percentiles, messages and daemon CPU per
 //! operation, each next to L and docs/performance.md's target.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -12,6 +13,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use client::ring::RingClient;
 use ftlab::workload::{check_acks, check_exclusion_and_fences, Ack, Clock, Event, Hold, Load, Records};
 use ftlab::Cluster;
+use lockservice::LockName;
 
 use super::baseline::{self, Baseline};
 use super::etcd::{self, Etcd};
@@ -32,6 +34,9 @@ pub struct Opts {
     pub daemon: String,
     pub n: usize,
     pub clients: usize,
+    /// Named locks the clients are spread over (`bench-0` …); None: all
+    /// on the unnamed lock.
+    pub names: Option<usize>,
     pub duration: Duration,
     pub loss: Option<f64>,
     pub extra: String,
@@ -51,6 +56,39 @@ impl Opts {
     /// Whether the daemon's peers speak UDP (L_udp bounds it) or TCP.
     fn udp(&self) -> bool {
         self.daemon == "tokenwatchd"
+    }
+
+    /// The lock client `i` (from 0) asks for: `bench-{i mod K}` with
+    /// `--names K`, else the unnamed lock.
+    fn lock_of(&self, i: usize) -> LockName {
+        match self.names {
+            Some(k) => LockName::parse(&bench_name(i % k.max(1))).expect("a valid name"),
+            None => LockName::unnamed(),
+        }
+    }
+
+    /// The node (from 0) client `i` asks through: `i mod N`, but with
+    /// `--names K` the clients of one name go to successive nodes (the
+    /// j-th client of name k to node `(k + j) mod N`), so that a name's
+    /// contenders are not all on one node when N divides K. Either way
+    /// the clients spread evenly over the nodes.
+    fn node_of(&self, i: usize) -> usize {
+        let k = self.names.unwrap_or(usize::MAX).max(1);
+        (i % k + i / k) % self.n.max(1)
+    }
+}
+
+/// The `k`-th name of `--names` (from 0).
+fn bench_name(k: usize) -> String {
+    format!("bench-{k}")
+}
+
+/// `1 name`, `K names`.
+fn names_text(k: usize) -> String {
+    if k == 1 {
+        "1 name".to_string()
+    } else {
+        format!("{k} names")
     }
 }
 
@@ -79,9 +117,27 @@ pub struct OpStats {
     /// p50, p99.
     pub latency_p50: Option<f64>,
     pub latency_p99: Option<f64>,
-    /// One hold's end → the next hold's start at another client, µs.
+    /// One hold's end → the next hold's start of the same lock at another
+    /// client, µs (each name's handoffs, pooled).
     pub handoff_p50: Option<f64>,
     pub handoff_p99: Option<f64>,
+}
+
+/// How the holds of a run with `--names K` spread over the names.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NameSpread {
+    /// Names asked for (K), and those with a hold that began in the window.
+    pub names: usize,
+    pub served: usize,
+    /// Holds per name that began in the window, over all K names (a name
+    /// never served counts 0): least, median, most.
+    pub ops_min: usize,
+    pub ops_median: usize,
+    pub ops_max: usize,
+    /// Each name's handoff p50, µs; the median over the names that had a
+    /// handoff, and how many did.
+    pub handoff_p50_median: Option<f64>,
+    pub with_handoffs: usize,
 }
 
 impl OpStats {
@@ -91,16 +147,17 @@ impl OpStats {
 }
 
 /// Throughput, grant latency and handoff of holds, counting those that
-/// began in (t0, t1].
+/// began in (t0, t1]. A handoff is within one lock (each name, or the
+/// unnamed lock): the handoffs of every lock are pooled.
 pub fn hold_stats(holds: &[Hold], t0: u128, t1: u128) -> OpStats {
     let inside = |t: u128| t > t0 && t <= t1;
     let mut sorted: Vec<&Hold> = holds.iter().filter(|h| h.end.is_some()).collect();
-    sorted.sort_by_key(|h| h.start);
+    sorted.sort_by(|a, b| (&a.lock, a.start).cmp(&(&b.lock, b.start)));
     let ops = sorted.iter().filter(|h| inside(h.start)).count();
     let us = |ns: u128| ns as f64 / 1e3;
     let mut handoffs: Vec<f64> = sorted
         .windows(2)
-        .filter(|w| inside(w[1].start) && w[0].client != w[1].client)
+        .filter(|w| w[0].lock == w[1].lock && inside(w[1].start) && w[0].client != w[1].client)
         .filter_map(|w| w[1].start.checked_sub(w[0].end?).map(us))
         .collect();
     let mut latencies: Vec<f64> =
@@ -112,6 +169,29 @@ pub fn hold_stats(holds: &[Hold], t0: u128, t1: u128) -> OpStats {
         latency_p99: percentile(&mut latencies, 99.0),
         handoff_p50: percentile(&mut handoffs, 50.0),
         handoff_p99: percentile(&mut handoffs, 99.0),
+    }
+}
+
+/// [`hold_stats`] of each of `names` lock names on its own, summed up:
+/// how evenly the holds spread, and the median of the names' handoff p50.
+pub fn name_spread(holds: &[Hold], names: usize, t0: u128, t1: u128) -> NameSpread {
+    let mut by_lock: BTreeMap<&LockName, Vec<Hold>> = BTreeMap::new();
+    for h in holds {
+        by_lock.entry(&h.lock).or_default().push(h.clone());
+    }
+    let stats: Vec<OpStats> = by_lock.values().map(|hs| hold_stats(hs, t0, t1)).collect();
+    let mut ops: Vec<usize> = stats.iter().map(|s| s.ops).collect();
+    ops.resize(names.max(ops.len()), 0);
+    ops.sort_unstable();
+    let mut p50s: Vec<f64> = stats.iter().filter_map(|s| s.handoff_p50).collect();
+    NameSpread {
+        names,
+        served: stats.iter().filter(|s| s.ops > 0).count(),
+        ops_min: ops.first().copied().unwrap_or(0),
+        ops_median: ops.get(ops.len().saturating_sub(1) / 2).copied().unwrap_or(0),
+        ops_max: ops.last().copied().unwrap_or(0),
+        with_handoffs: p50s.len(),
+        handoff_p50_median: percentile(&mut p50s, 50.0),
     }
 }
 
@@ -241,6 +321,8 @@ struct DaemonRun {
     passes_per_s: Option<f64>,
     /// ringd's lookups: p50, p99 (µs), samples, failures.
     lookups: Option<(Option<f64>, Option<f64>, usize, usize)>,
+    /// With `--names`: the holds per name.
+    spread: Option<NameSpread>,
     /// What the checks found (None: passed).
     check_error: Option<String>,
     checked: String,
@@ -300,14 +382,14 @@ fn run_daemon(o: &Opts) -> Result<DaemonRun> {
         let _in = rt.enter();
         let addrs: Vec<_> = (1..=o.n as u32).map(|id| c.node(id).client).collect();
         for i in 0..o.clients {
-            let node = i % o.n;
+            let node = o.node_of(i);
             let name = format!("c{}@{}", i + 1, node + 1);
             if o.is_ringd() {
                 let mut rotated = addrs.clone();
                 rotated.rotate_left(node);
                 load.incr_client(name, rotated, ftlab::probe::COUNTER.to_string(), clock);
             } else {
-                load.lock_client(name, addrs[node], Duration::ZERO, clock);
+                load.named_lock_client(name, addrs[node], o.lock_of(i), Duration::ZERO, clock);
             }
         }
     }
@@ -336,6 +418,7 @@ fn run_daemon(o: &Opts) -> Result<DaemonRun> {
     let lookups = if o.is_ringd() { Some(rt.block_on(lookups(&c))) } else { None };
 
     let stats = if o.is_ringd() { ack_stats(&records.acks, t0, t1) } else { hold_stats(&records.holds, t0, t1) };
+    let spread = o.names.map(|k| name_spread(&records.holds, k, t0, t1));
     let (check_error, checked) = if o.is_ringd() {
         match rt.block_on(ftlab::probe::counter_value(&ftlab::probe::clients(&c))) {
             Ok(v) => (
@@ -348,10 +431,15 @@ fn run_daemon(o: &Opts) -> Result<DaemonRun> {
             Err(e) => (Some(format!("could not read the counter at the end: {e:#}")), "acknowledged increments".into()),
         }
     } else {
-        (
-            check_exclusion_and_fences(&records.holds).err(),
-            format!("mutual exclusion and fences increasing over {} holds", records.holds.len()),
-        )
+        let checked = match o.names {
+            None => format!("mutual exclusion and fences increasing over {} holds", records.holds.len()),
+            Some(k) => format!(
+                "per name, mutual exclusion and fences increasing, over {} holds of {}",
+                records.holds.len(),
+                names_text(k)
+            ),
+        };
+        (check_exclusion_and_fences(&records.holds).err(), checked)
     };
     let per_op = |d: f64| (stats.ops > 0).then(|| d / stats.ops as f64);
     let window_s = (t1 - t0) as f64 / 1e9;
@@ -370,6 +458,7 @@ fn run_daemon(o: &Opts) -> Result<DaemonRun> {
         passes_per_s: o.udp().then(|| (after.passes - before.passes) / window_s),
         stats,
         lookups,
+        spread,
         check_error,
         checked,
         failed_requests: records.events.iter().filter(|e| matches!(e, Event::Failed { .. })).count(),
@@ -481,6 +570,10 @@ async fn lookups(c: &Cluster) -> (Option<f64>, Option<f64>, usize, usize) {
     (percentile(&mut times, 50.0), percentile(&mut times, 99.0), samples, failures)
 }
 
+/// Where issue 39's targets for named locks are compared: with a run
+/// without `--names` (docs/performance.md, Named locks).
+const NAMED_REF: &str = "ref (performance.md, Named locks)";
+
 /// The figures of a run, next to L and the targets.
 fn figures(o: &Opts, r: &DaemonRun, etcd: Option<&EtcdRun>) -> (f64, Vec<Figure>) {
     let b = &r.baseline;
@@ -495,6 +588,7 @@ fn figures(o: &Opts, r: &DaemonRun, etcd: Option<&EtcdRun>) -> (f64, Vec<Figure>
             thr.target(format!("≥ 100 × etcd = {bound:.0} ops/s"), bound, true)
         }
         ("ntmutexd", None) => thr.reference("≥ 100 × etcd's (measure: --against etcd)".into()),
+        _ if o.names.is_some() => thr.reference(format!("{NAMED_REF}: aggregate ≥ 20 × one name's")),
         _ => thr,
     });
     let (lat50, lat99) = if o.is_ringd() {
@@ -506,8 +600,20 @@ fn figures(o: &Opts, r: &DaemonRun, etcd: Option<&EtcdRun>) -> (f64, Vec<Figure>
     f.push(Figure::time(lat99, s.latency_p99, l));
     if !o.is_ringd() {
         let h = Figure::time("handoff p50", s.handoff_p50, l);
-        f.push(if o.daemon == "ntmutexd" { h.target("≤ 4 × L".into(), 4.0 * l, false) } else { h });
+        f.push(match o.daemon.as_str() {
+            "ntmutexd" => h.target("≤ 4 × L".into(), 4.0 * l, false),
+            _ if o.names.is_some() => {
+                h.reference(format!("within a name, every name's pooled; {NAMED_REF}: ≤ one name's"))
+            }
+            _ => h,
+        });
         f.push(Figure::time("handoff p99", s.handoff_p99, l));
+        if let Some(spread) = &r.spread {
+            f.push(Figure::time("handoff p50, name median", spread.handoff_p50_median, l).reference(format!(
+                "the median of each name's own p50 ({} with handoffs)",
+                names_text(spread.with_handoffs)
+            )));
+        }
     }
     if let Some((p50, p99, _, _)) = r.lookups {
         f.push(Figure::time("lookup p50", p50, l));
@@ -566,6 +672,17 @@ fn report(o: &Opts, r: &DaemonRun, etcd: Option<&EtcdRun>) -> Result<ExitCode> {
     let passed = r.check_error.is_none() && etcd.is_none_or(|e| e.check_error.is_none());
     let workload = if o.is_ringd() {
         format!("{} counter.incr clients (one counter), spread over the replicas", o.clients)
+    } else if let Some(k) = o.names {
+        let (least, most) = (o.clients / k, o.clients.div_ceil(k));
+        let per_name = if least == most { format!("{least}") } else { format!("{least}–{most}") };
+        format!(
+            "{} lock clients spread over the nodes and over {} (client i asks {}: {per_name} per name), \
+             empty critical section, {}",
+            o.clients,
+            names_text(k),
+            if k == 1 { bench_name(0) } else { format!("bench-{{i mod {k}}}") },
+            if most > 1 { "contending within a name" } else { "no contention (one client per name)" }
+        )
     } else {
         format!("{} lock clients spread over the nodes, empty critical section, contending", o.clients)
     };
@@ -579,6 +696,7 @@ fn report(o: &Opts, r: &DaemonRun, etcd: Option<&EtcdRun>) -> Result<ExitCode> {
             ("daemon".into(), J::s(&o.daemon)),
             ("n".into(), J::from(o.n)),
             ("clients".into(), J::from(o.clients)),
+            ("names".into(), J::opt(o.names.map(|k| k as f64))),
             ("duration_s".into(), J::from(o.duration.as_secs_f64())),
             ("loss".into(), J::opt(o.loss)),
             ("workload".into(), J::s(workload)),
@@ -605,6 +723,20 @@ fn report(o: &Opts, r: &DaemonRun, etcd: Option<&EtcdRun>) -> Result<ExitCode> {
             ("latency_is".into(), J::s(latency_note)),
             ("figures".into(), J::Arr(figs.iter().map(|f| f.json(l)).collect())),
         ]);
+        if let Some(sp) = &r.spread {
+            top.push((
+                "per_name".into(),
+                J::obj([
+                    ("names", J::from(sp.names)),
+                    ("served", J::from(sp.served)),
+                    ("ops_min", J::from(sp.ops_min)),
+                    ("ops_median", J::from(sp.ops_median)),
+                    ("ops_max", J::from(sp.ops_max)),
+                    ("handoff_p50_median_us", J::opt(sp.handoff_p50_median)),
+                    ("with_handoffs", J::from(sp.with_handoffs)),
+                ]),
+            ));
+        }
         if let Some((_, _, samples, failures)) = r.lookups {
             top.push(("lookups".into(), J::obj([("samples", J::from(samples)), ("failures", J::from(failures))])));
         }
@@ -680,6 +812,21 @@ fn report(o: &Opts, r: &DaemonRun, etcd: Option<&EtcdRun>) -> Result<ExitCode> {
         }
         println!();
         println!("ops in the window: {}; {latency_note}", r.stats.ops);
+        if let Some(sp) = &r.spread {
+            println!(
+                "names: {} ({}{}), {} served in the window; ops per name min / median / max: {} / {} / {}; \
+                 handoff p50 per name, median over the {} with handoffs: {}",
+                sp.names,
+                bench_name(0),
+                if sp.names > 1 { format!(" … {}", bench_name(sp.names - 1)) } else { String::new() },
+                sp.served,
+                sp.ops_min,
+                sp.ops_median,
+                sp.ops_max,
+                names_text(sp.with_handoffs),
+                sp.handoff_p50_median.map_or("—".to_string(), human_us)
+            );
+        }
         if let Some((_, _, samples, failures)) = r.lookups {
             println!("lookups: {samples} after the load, one connection per replica in turn, {failures} failed");
         }
@@ -750,7 +897,11 @@ mod tests {
     use super::*;
 
     fn hold(client: &str, fence: u128, asked: u128, start: u128, end: u128) -> Hold {
-        Hold { client: client.into(), fence, asked: Some(asked), start, end: Some(end) }
+        Hold { client: client.into(), lock: LockName::unnamed(), fence, asked: Some(asked), start, end: Some(end) }
+    }
+
+    fn named(lock: &str, client: &str, fence: u128, asked: u128, start: u128, end: u128) -> Hold {
+        Hold { lock: LockName::parse(lock).unwrap(), ..hold(client, fence, asked, start, end) }
     }
 
     #[test]
@@ -773,6 +924,71 @@ mod tests {
         assert_eq!(s.latency_p99, Some(19.0));
         // Only holds that began inside the window count.
         assert_eq!(hold_stats(&holds, 30 * us, 100 * us).ops, 2);
+    }
+
+    #[test]
+    fn handoffs_are_within_a_name() {
+        let us = 1_000;
+        // `x`: a 10–20, b 25–30 (handoff 5 µs). `y`: c 12–22, d 40–45
+        // (handoff 18 µs). Interleaved in time: b's hold of `x` follows
+        // c's of `y` by 3 µs, which is no handoff.
+        let holds = [
+            named("x", "a", 1, 0, 10 * us, 20 * us),
+            named("y", "c", 2, 0, 12 * us, 22 * us),
+            named("x", "b", 3, 0, 25 * us, 30 * us),
+            named("y", "d", 4, 0, 40 * us, 45 * us),
+        ];
+        let s = hold_stats(&holds, 0, 100 * us);
+        assert_eq!(s.ops, 4);
+        assert_eq!(s.handoff_p50, Some(5.0));
+        assert_eq!(s.handoff_p99, Some(18.0));
+        // One client per name: no handoff at all.
+        let alone = [named("x", "a", 1, 0, 10 * us, 20 * us), named("y", "b", 2, 0, 21 * us, 30 * us)];
+        assert_eq!(hold_stats(&alone, 0, 100 * us).handoff_p50, None);
+    }
+
+    #[test]
+    fn the_spread_over_names_counts_names_never_served() {
+        let us = 1_000;
+        let holds = [
+            named("bench-0", "a", 1, 0, 10 * us, 20 * us),
+            named("bench-0", "b", 2, 0, 24 * us, 30 * us),
+            named("bench-0", "a", 5, 0, 40 * us, 45 * us),
+            named("bench-1", "c", 3, 0, 12 * us, 22 * us),
+            named("bench-1", "d", 4, 0, 30 * us, 35 * us),
+        ];
+        let sp = name_spread(&holds, 3, 0, 100 * us);
+        // bench-2 never served: 0, 2, 3 holds.
+        assert_eq!((sp.names, sp.served, sp.ops_min, sp.ops_median, sp.ops_max), (3, 2, 0, 2, 3));
+        // bench-0's handoffs 4 and 10 µs (p50 4), bench-1's 8 µs: median
+        // of the two names' p50s (nearest rank) 4.
+        assert_eq!(sp.with_handoffs, 2);
+        assert_eq!(sp.handoff_p50_median, Some(4.0));
+    }
+
+    #[test]
+    fn a_client_asks_its_name() {
+        let o = |names| Opts {
+            daemon: "electd".into(),
+            n: 5,
+            clients: 10,
+            names,
+            duration: Duration::from_secs(1),
+            loss: None,
+            extra: String::new(),
+            json: false,
+        };
+        assert!(o(None).lock_of(7).is_unnamed());
+        assert_eq!(o(Some(3)).lock_of(7).as_str(), "bench-1");
+        assert_eq!(o(Some(1000)).lock_of(999).as_str(), "bench-999");
+        // Without names, or with one, client i asks through node i mod N.
+        for names in [None, Some(1)] {
+            assert_eq!((0..10).map(|i| o(names).node_of(i)).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 0, 1, 2, 3, 4]);
+        }
+        // 10 clients over 5 names on 5 nodes: each name's two clients on
+        // two nodes, two clients per node.
+        let nodes: Vec<usize> = (0..10).map(|i| o(Some(5)).node_of(i)).collect();
+        assert_eq!(nodes, [0, 1, 2, 3, 4, 1, 2, 3, 4, 0]);
     }
 
     #[test]
