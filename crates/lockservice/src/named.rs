@@ -71,8 +71,10 @@ struct Entry {
     last_fence: Option<u128>,
 }
 
-/// The local clients of one node, per lock name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// The local clients of one node, per lock name. Equality and hashing
+/// (model checks) leave out the touched names, which the core takes after
+/// every input.
+#[derive(Clone, Debug)]
 pub struct NamedLocks {
     cfg: LocksConfig,
     max_locks: usize,
@@ -80,13 +82,43 @@ pub struct NamedLocks {
     /// Each client's one lock.
     clients: BTreeMap<ClientId, LockName>,
     shutting_down: bool,
+    /// The names a call touched since [`take_touched`](Self::take_touched):
+    /// what the core must look at again, instead of every name.
+    touched: BTreeSet<LockName>,
+}
+
+impl NamedLocks {
+    fn key(&self) -> (&LocksConfig, usize, &BTreeMap<LockName, Entry>, &BTreeMap<ClientId, LockName>, bool) {
+        (&self.cfg, self.max_locks, &self.names, &self.clients, self.shutting_down)
+    }
+}
+
+impl PartialEq for NamedLocks {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for NamedLocks {}
+
+impl std::hash::Hash for NamedLocks {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
 }
 
 impl NamedLocks {
     /// No lock known. `cfg` applies to each name; at most `max_locks`
     /// names are known at once.
     pub fn new(cfg: LocksConfig, max_locks: usize) -> Self {
-        NamedLocks { cfg, max_locks, names: BTreeMap::new(), clients: BTreeMap::new(), shutting_down: false }
+        NamedLocks {
+            cfg,
+            max_locks,
+            names: BTreeMap::new(),
+            clients: BTreeMap::new(),
+            shutting_down: false,
+            touched: BTreeSet::new(),
+        }
     }
 
     /// A client request: `Acquire` (the unnamed lock) and `AcquireNamed`
@@ -120,6 +152,14 @@ impl NamedLocks {
         if let Some(name) = self.clients.get(&client).cloned() {
             self.on_name(&name, out, |q, o| q.client_gone(now, client, o));
         }
+    }
+
+    /// The names whose waiters or holder may have changed since the last
+    /// call (a request, a release, a grant, a timeout, a loss, even of a
+    /// name no longer known): the core looks at these after an input
+    /// rather than at every name.
+    pub fn take_touched(&mut self) -> BTreeSet<LockName> {
+        std::mem::take(&mut self.touched)
     }
 
     /// The names some local client waits for, in name order.
@@ -265,6 +305,7 @@ impl NamedLocks {
         out: &mut O,
         f: impl FnOnce(&mut LocalLocks, &mut Tagged<'_, O>) -> T,
     ) -> Option<T> {
+        self.touched.insert(name.clone());
         let e = self.names.get_mut(name)?;
         let r = f(&mut e.queue, &mut Tagged { name, out });
         let queue = &e.queue;

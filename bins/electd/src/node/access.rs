@@ -72,6 +72,12 @@ pub(super) struct Office {
     pub(super) names: std::collections::BTreeMap<LockName, NameQueue>,
     /// The name of each grant honoured, by fence.
     by_fence: BTreeMap<u128, LockName>,
+    /// Indexes, so that no input costs a walk over every name: the names
+    /// with a queue and no holder, each holder's honour time, and the
+    /// requests queued over every name.
+    ready: BTreeSet<LockName>,
+    honours: BTreeSet<(Instant, u128)>,
+    queued: usize,
     next_pos: u64,
     arrivals: u64,
 }
@@ -89,6 +95,9 @@ impl Office {
             counter: first_counter,
             names: BTreeMap::new(),
             by_fence: BTreeMap::new(),
+            ready: BTreeSet::new(),
+            honours: BTreeSet::new(),
+            queued: 0,
             next_pos: 0,
             arrivals: 0,
         }
@@ -96,7 +105,7 @@ impl Office {
 
     /// Requests queued, over every name.
     pub(super) fn queued(&self) -> usize {
-        self.names.values().map(|q| q.queue.len()).sum()
+        self.queued
     }
 
     /// Grants honoured now, over every name.
@@ -111,13 +120,14 @@ impl Office {
 
     /// The earliest instant a holder's honour time ends.
     pub(super) fn next_holder_expiry(&self) -> Option<Instant> {
-        self.names.values().filter_map(|q| q.holder.as_ref().map(|g| g.honour_until)).min()
+        self.honours.first().map(|(at, _)| *at)
     }
 
     /// Forgets `name` if nothing waits for or holds it.
     fn forget_if_idle(&mut self, name: &LockName) {
         if self.names.get(name).is_some_and(|q| q.queue.is_empty() && q.holder.is_none()) {
             self.names.remove(name);
+            self.ready.remove(name);
         }
     }
 
@@ -125,13 +135,22 @@ impl Office {
         let q = self.names.entry(name.clone()).or_default();
         if let Some(old) = q.holder.replace(g.clone()) {
             self.by_fence.remove(&old.fence);
+            self.honours.remove(&(old.honour_until, old.fence));
         }
         self.by_fence.insert(g.fence, name.clone());
+        self.honours.insert((g.honour_until, g.fence));
+        self.ready.remove(name);
     }
 
     fn clear_holder(&mut self, name: &LockName) {
-        if let Some(g) = self.names.get_mut(name).and_then(|q| q.holder.take()) {
-            self.by_fence.remove(&g.fence);
+        if let Some(q) = self.names.get_mut(name) {
+            if let Some(g) = q.holder.take() {
+                self.by_fence.remove(&g.fence);
+                self.honours.remove(&(g.honour_until, g.fence));
+            }
+            if !q.queue.is_empty() {
+                self.ready.insert(name.clone());
+            }
         }
         self.forget_if_idle(name);
     }
@@ -231,13 +250,17 @@ impl Office {
         // FIFO across failover: by (term, position) of the first Queued
         // answer, then by arrival; never by host clocks.
         q.queue.sort_by_key(|e| (e.key, e.arrival));
-        Answer::Queued { pos, len: Some(self.queued()) }
+        if q.holder.is_none() {
+            self.ready.insert(name.clone());
+        }
+        self.queued += 1;
+        Answer::Queued { pos, len: Some(self.queued) }
     }
 
     /// The names whose queue's head may be granted: nothing held, someone
     /// queued.
     fn grantable(&self) -> Vec<LockName> {
-        self.names.iter().filter(|(_, q)| q.holder.is_none() && !q.queue.is_empty()).map(|(n, _)| n.clone()).collect()
+        self.ready.iter().cloned().collect()
     }
 
     /// Grants the head of `name`'s queue in `term` if nothing is held and
@@ -267,6 +290,7 @@ impl Office {
         );
         self.counter = counter;
         let Some(e) = self.names.get_mut(name).map(|q| q.queue.remove(0)) else { return NextGrant::Nothing };
+        self.queued -= 1;
         let f = fence(term, counter);
         let honour_until = now + cfg.stretched(cfg.grant_ttl);
         self.set_holder(name, Grant { node: e.node, fence: f, honour_until, renew_from: now });
@@ -286,7 +310,9 @@ impl Office {
                         lockservice::fence_parts(f).0 <= term,
                         "a grant of a higher term than {term} renewed: {f:#x}"
                     );
+                    self.honours.remove(&(g.honour_until, f));
                     g.honour_until = now + honour;
+                    self.honours.insert((g.honour_until, f));
                     Renewal::Acked
                 } else {
                     Renewal::NotYet
@@ -309,10 +335,10 @@ impl Office {
     /// Frees every holder whose honour time is over: how many.
     fn holder_expiry(&mut self, now: Instant) -> usize {
         let over: Vec<LockName> = self
-            .names
+            .honours
             .iter()
-            .filter(|(_, q)| q.holder.as_ref().is_some_and(|g| now >= g.honour_until))
-            .map(|(n, _)| n.clone())
+            .take_while(|(at, _)| *at <= now)
+            .filter_map(|(_, f)| self.by_fence.get(f).cloned())
             .collect();
         for n in &over {
             self.clear_holder(n);

@@ -10,7 +10,7 @@
 //! acked renewal's send time + `grant_ttl·(1−ρ)`. Renewals of every grant
 //! held go in one `Renew` per coordinator per period.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use ftcore::NodeId;
@@ -81,6 +81,10 @@ pub(super) struct ConsumerState {
     /// Request numbers, node-wide (a request names its lock too).
     next_req: u64,
     backoff: BTreeMap<LockName, Instant>,
+    /// Names whose back-off ended: looked at again by the next serve.
+    recheck: BTreeSet<LockName>,
+    /// The coordinator the last serve looked at every name for.
+    served_for: Option<NodeId>,
 }
 
 /// What becomes of the grant held here when a new coordinator is known.
@@ -138,14 +142,15 @@ impl ConsumerState {
         self.pending.values().filter_map(|p| p.due).chain(self.backoff.values().copied()).min()
     }
 
-    /// The name of the grant held here with fence `f`.
+    /// The name of the grant held here with fence `f` (a walk over the
+    /// grants held, comparing fences only).
     fn name_of(&self, f: u128) -> Option<LockName> {
         self.grants.iter().find(|(_, g)| g.fence == f).map(|(n, _)| n.clone())
     }
 
-    /// The names whose grant is confirmed (their local client granted).
-    fn confirmed(&self) -> Vec<LockName> {
-        self.grants.iter().filter(|(_, g)| g.confirmed).map(|(n, _)| n.clone()).collect()
+    /// Whether `name`'s grant is confirmed (its local client granted).
+    fn is_confirmed(&self, name: &LockName) -> bool {
+        self.grants.get(name).is_some_and(|g| g.confirmed)
     }
 
     /// Whether any grant held here waits for its re-registration's echo.
@@ -167,7 +172,12 @@ impl ConsumerState {
     /// The pending requests due by `now`: name, whether answered, and
     /// whom each went to (their due times are cleared).
     fn take_due(&mut self, now: Instant) -> Vec<(LockName, bool, Option<NodeId>)> {
-        self.backoff.retain(|_, until| now < *until);
+        let ended: Vec<LockName> =
+            self.backoff.iter().filter(|(_, until)| **until <= now).map(|(n, _)| n.clone()).collect();
+        for n in ended {
+            self.backoff.remove(&n);
+            self.recheck.insert(n);
+        }
         let mut due = Vec::new();
         for (n, p) in &mut self.pending {
             if p.due.is_some_and(|at| at <= now) {
@@ -379,17 +389,26 @@ impl ConsumerState {
 
 impl ElNode {
     /// After every input: give back each grant whose local hold has ended,
-    /// ask for each name local clients wait for.
+    /// ask for each name local clients wait for. Only the names this input
+    /// touched (the local service's, and back-offs that ended) are looked
+    /// at, unless the coordinator changed since the last serve: then every
+    /// name is.
     pub(super) fn consumer_serve(&mut self, now: Instant) {
-        for name in self.consumer.confirmed() {
-            if !self.locks.is_held(&name) {
-                self.give_back_grant(&name);
+        let mut names = self.locks.take_touched();
+        names.append(&mut self.consumer.recheck);
+        if self.coordinator != self.consumer.served_for {
+            self.consumer.served_for = self.coordinator;
+            names.extend(self.locks.waited_for().cloned());
+            names.extend(self.consumer.grants.keys().cloned());
+        }
+        for name in &names {
+            if self.consumer.is_confirmed(name) && !self.locks.is_held(name) {
+                self.give_back_grant(name);
             }
         }
         let Some(c) = self.coordinator else { return };
-        let waited: Vec<LockName> = self.locks.waited_for().cloned().collect();
-        for name in waited {
-            if self.consumer.start_request(now, &name, c) {
+        for name in names {
+            if self.locks.has_waiters(&name) && self.consumer.start_request(now, &name, c) {
                 self.ask_pending(now, &name, c);
             }
         }

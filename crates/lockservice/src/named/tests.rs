@@ -1160,3 +1160,23 @@ proptest! {
         run(cfg, max_locks, ops, shutdown_at)?;
     }
 }
+
+/// The names touched since the last take: a request's, a release's, a
+/// grant's, even an unknown name's (a grant for a name nobody waits for
+/// any more: the core gives it back); taking empties the set, and the set
+/// is not part of the state's equality.
+#[test]
+fn touched_names_are_what_changed_since_the_last_take() {
+    let mut l = N::new(cfg(), 10);
+    let before = l.locks.clone();
+    l.request(at(0), c(1), acquire_named("a", 1_000));
+    l.request(at(0), c(2), acquire_named("b", 1_000));
+    assert_eq!(l.locks.take_touched(), [n("a"), n("b")].into_iter().collect());
+    assert!(l.locks.take_touched().is_empty(), "taking empties it");
+    l.request(at(1), c(1), LockRequest::Release);
+    l.grant_next(at(1), &n("gone"), 7, FAR, false);
+    assert_eq!(l.locks.take_touched(), [n("a"), n("gone")].into_iter().collect());
+    l.request(at(2), c(2), LockRequest::Release);
+    l.locks.take_touched();
+    assert_eq!(l.locks, before, "back to nothing known");
+}
