@@ -123,8 +123,24 @@ fn garbage_and_oversized(c: &Cluster, daemon: &str) {
     let oversized_before = rejected(c, daemon, "oversized");
     on_client(c, &u32::MAX.to_be_bytes());
     moved("oversized", oversized_before + 1.0);
+    // A named acquire whose name has a NUL (named-locks.md: the decoder
+    // validates names): malformed, whether the daemon serves names or not.
+    if probe::is_lock_daemon(daemon) {
+        nul_in_a_name(c, daemon);
+    }
 
     still_serving(c, daemon);
+}
+
+fn nul_in_a_name(c: &Cluster, daemon: &str) {
+    let name = lockservice::LockName::parse("job-x").expect("a valid name");
+    let named = LockRequest::AcquireNamed { name, timeout_ms: 1_000 };
+    let mut b = wire::ClientCodec::<LockRequest, LockRequest>::encode_body(&named).expect("encode");
+    let at = b.windows(5).position(|w| w == b"job-x").expect("the name is in the frame");
+    b[at + 3] = 0;
+    let decode_before = rejected(c, daemon, "decode");
+    on_client(c, &[&(b.len() as u32).to_be_bytes()[..], &b].concat());
+    refused(c, daemon, "decode", decode_before + 1.0);
 }
 
 /// `ftctl status` answers with every peer up; a lock daemon grants a lock.
