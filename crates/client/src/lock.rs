@@ -832,3 +832,35 @@ mod tests {
         }
     }
 }
+
+/// The client API's wire bytes of the lock requests (named-locks.md,
+/// "Names on the wire"): kinds 0 (`Acquire`) and 1 (`Release`) keep the
+/// bytes older clients send; `AcquireNamed` is kind 2, `ListLocks` kind 3.
+#[cfg(test)]
+mod pinned {
+    use lockservice::{LockName, LockRequest};
+    use wire::ClientCodec;
+
+    fn body(r: &LockRequest) -> Vec<u8> {
+        ClientCodec::<LockRequest, LockRequest>::encode_body(r).expect("encodes").to_vec()
+    }
+
+    #[test]
+    fn lock_request_bytes_are_pinned() {
+        let name = LockName::parse("db").expect("valid");
+        let got: Vec<Vec<u8>> = vec![
+            body(&LockRequest::Acquire { timeout_ms: 300 }),
+            body(&LockRequest::Release),
+            body(&LockRequest::AcquireNamed { name, timeout_ms: 300 }),
+            body(&LockRequest::ListLocks),
+        ];
+        // magic "FTCL", version 1, kind (u16, big-endian), postcard body.
+        let want: Vec<Vec<u8>> = vec![
+            vec![70, 84, 67, 76, 1, 0, 0, 0, 172, 2],
+            vec![70, 84, 67, 76, 1, 0, 1, 1],
+            vec![70, 84, 67, 76, 1, 0, 2, 2, 2, b'd', b'b', 172, 2],
+            vec![70, 84, 67, 76, 1, 0, 3, 3],
+        ];
+        assert_eq!(got, want);
+    }
+}
