@@ -465,3 +465,64 @@ fn a_holder_keeps_its_grant_through_a_failover() {
         }
     }
 }
+
+/// Adoption at failover is per name: clients of 1 and 2 hold `db` and
+/// `jobs/nightly` (each for four `grant_ttl`s) when the coordinator, 5,
+/// crashes a `grant_ttl` in. The new coordinator, 4, adopts both grants,
+/// each under its own name with its own fence, and renews them: neither
+/// client is told it lost its lock, and both release it themselves.
+#[test]
+fn every_names_holder_keeps_its_grant_through_a_failover() {
+    use lockservice::check::held_until_released;
+    use lockservice::LockRequest;
+    for alg in [Algorithm::Relay, Algorithm::Ring] {
+        for_seeds(6, |seed| {
+            let c = config(alg, 5);
+            let ttl = c.grant_ttl;
+            let names = [(1u32, "db"), (2, "jobs/nightly")]
+                .map(|(node, name)| (node, LockName::parse(name).expect("a valid name")));
+            // Client i of node i asks names[i - 1].
+            let net = sim::NetConfig::reliable(Duration::from_micros(200), Duration::from_millis(2));
+            let mut sim = sim::Sim::new(seed, 5, net, c);
+            sim.clients(Box::new(move |_, node, client, reply, _| match reply {
+                lockservice::LockReply::Granted { .. } => {
+                    vec![(ttl * 4, Action::Request(node, client, LockRequest::Release))]
+                }
+                _ => vec![],
+            }));
+            let by_client = names.clone();
+            sim.check(kit::safety_by(move |c| by_client[(c.0 as usize + 1) % 2].1.clone()));
+            sim.run_until(Instant::from_millis(1_500))?;
+            for (node, name) in &names {
+                let req = LockRequest::AcquireNamed { name: name.clone(), timeout_ms: 60_000 };
+                let client = ftcore::ClientId(u64::from(*node));
+                sim.after(Duration::ZERO, Action::Request(NodeId(*node), client, req));
+            }
+            sim.run_for(ttl)?;
+            let mut fences = Vec::new();
+            for (node, name) in &names {
+                let Some((_, fence)) = sim.world().core(NodeId(*node)).and_then(|c| c.holder(name)) else {
+                    return Err(sim.error(format!("{node}'s client was not granted {name}")));
+                };
+                fences.push(fence);
+            }
+            sim.after(Duration::ZERO, Action::Crash(NodeId(5)));
+            sim.run_for(ttl * 2)?;
+            for ((node, name), fence) in names.iter().zip(&fences) {
+                let adopted = sim.world().core(NodeId(4)).and_then(|c| c.current_grant(name));
+                if adopted != Some((NodeId(*node), *fence)) {
+                    return Err(sim.error(format!("4 honours {adopted:x?} for {name}, not {node}'s {fence:#x}")));
+                }
+            }
+            sim.run_for(ttl * 2)?;
+            for (node, name) in &names {
+                let told: Vec<_> =
+                    sim.world().replies.iter().filter(|(_, n, _, _)| *n == NodeId(*node)).map(|r| &r.3).collect();
+                if !held_until_released(&told) {
+                    return Err(sim.error(format!("{node}'s client of {name} was told {told:?}")));
+                }
+            }
+            Ok(())
+        });
+    }
+}
