@@ -49,14 +49,45 @@ pub fn now_ns() -> u128 {
 
 /// `ftctl --addr ADDR lock --timeout TIMEOUT -- sh -c SCRIPT`, quiet on stdout.
 pub fn ftctl_lock(c: &Cluster, id: u32, timeout: &str, script: &str) -> Command {
+    lock_command(&c.node(id).client.to_string(), None, timeout, script)
+}
+
+/// `ftctl --addr ADDR lock [NAME] --timeout T -- sh -c SCRIPT`, stderr
+/// captured: what [`ftctl_lock`], [`ftctl_lock_named`] and the client
+/// loops run.
+fn lock_command(addr: &str, name: Option<&str>, timeout: &str, script: &str) -> Command {
     let mut cmd = Command::new(bin("ftctl").expect("ftctl is built"));
-    cmd.arg("--addr")
-        .arg(c.node(id).client.to_string())
-        .args(["lock", "--timeout", timeout, "--", "sh", "-c", script])
+    cmd.args(["--addr", addr, "lock"])
+        .args(name)
+        .args(["--timeout", timeout, "--", "sh", "-c", script])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     cmd
+}
+
+/// A thread running `ftctl lock [NAME]` with `script` against node `id`
+/// again and again until `stop`; returns every exit code with its stderr.
+fn lock_loop(
+    c: &Cluster,
+    id: u32,
+    name: Option<String>,
+    script: String,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<Vec<(i32, String)>> {
+    let addr = c.node(id).client.to_string();
+    thread::spawn(move || {
+        let mut codes = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let (code, err) = run(lock_command(&addr, name.as_deref(), "30s", &script));
+            if code != 0 {
+                // The daemon is down or the lock was lost: retry shortly.
+                thread::sleep(Duration::from_millis(100));
+            }
+            codes.push((code, err.trim().to_string()));
+        }
+        codes
+    })
 }
 
 /// Runs `cmd` to completion: (exit code, stderr).
@@ -153,27 +184,7 @@ pub fn client_loop(
     sleep: &'static str,
     stop: Arc<AtomicBool>,
 ) -> thread::JoinHandle<Vec<(i32, String)>> {
-    let ftctl = bin("ftctl").expect("ftctl is built");
-    let addr = c.node(id).client.to_string();
-    thread::spawn(move || {
-        let script = recording_script(&name, &file, sleep);
-        let mut codes = Vec::new();
-        while !stop.load(Ordering::Relaxed) {
-            let out = Command::new(&ftctl)
-                .args(["--addr", &addr, "lock", "--timeout", "30s", "--", "sh", "-c", &script])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .output()
-                .expect("run ftctl");
-            let code = out.status.code().unwrap_or(-1);
-            if code != 0 {
-                // The daemon is down or the lock was lost: retry shortly.
-                thread::sleep(Duration::from_millis(100));
-            }
-            codes.push((code, String::from_utf8_lossy(&out.stderr).trim().to_string()));
-        }
-        codes
-    })
+    lock_loop(c, id, None, recording_script(&name, &file, sleep), stop)
 }
 
 /// The sum over nodes `ids` of every sample whose name starts with `prefix`.
@@ -354,14 +365,7 @@ pub fn named_recording_script(client: &str, file: &Path, sleep: &str) -> String 
 /// `ftctl --addr ADDR lock NAME --timeout TIMEOUT -- sh -c SCRIPT`, quiet on
 /// stdout ([`ftctl_lock`] for a named lock).
 pub fn ftctl_lock_named(c: &Cluster, id: u32, name: &str, timeout: &str, script: &str) -> Command {
-    let mut cmd = Command::new(bin("ftctl").expect("ftctl is built"));
-    cmd.arg("--addr")
-        .arg(c.node(id).client.to_string())
-        .args(["lock", name, "--timeout", timeout, "--", "sh", "-c", script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    cmd
+    lock_command(&c.node(id).client.to_string(), Some(name), timeout, script)
 }
 
 /// [`client_loop`] for lock `name`: `ftctl lock NAME` against node `id`
@@ -377,27 +381,7 @@ pub fn named_client_loop(
     sleep: &'static str,
     stop: Arc<AtomicBool>,
 ) -> thread::JoinHandle<Vec<(i32, String)>> {
-    let ftctl = bin("ftctl").expect("ftctl is built");
-    let addr = c.node(id).client.to_string();
-    thread::spawn(move || {
-        let script = named_recording_script(&client, &file, sleep);
-        let mut codes = Vec::new();
-        while !stop.load(Ordering::Relaxed) {
-            let out = Command::new(&ftctl)
-                .args(["--addr", &addr, "lock", &name, "--timeout", "30s", "--", "sh", "-c", &script])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .output()
-                .expect("run ftctl");
-            let code = out.status.code().unwrap_or(-1);
-            if code != 0 {
-                // The daemon is down or the lock was lost: retry shortly.
-                thread::sleep(Duration::from_millis(100));
-            }
-            codes.push((code, String::from_utf8_lossy(&out.stderr).trim().to_string()));
-        }
-        codes
-    })
+    lock_loop(c, id, Some(name), named_recording_script(&client, &file, sleep), stop)
 }
 
 /// The holds in a named record file ([`named_recording_script`]), split
