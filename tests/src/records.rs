@@ -38,6 +38,23 @@ pub fn detail(s: &Status, key: &str) -> Option<String> {
     s.details.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
 }
 
+/// electd's small timings for real-process tests: an election takes a few
+/// ms on loopback; the election timeout (and restart window) is 6 laps ×
+/// 5 × 10 ms + 100 ms = 400 ms; `grant_ttl_ms` 600 (renewed every 200 ms).
+pub const ELECTD_TIMING: &str =
+    "hop_timeout_ms = 10\nrequest_timeout_ms = 100\ngrant_ttl_ms = 600\nelection_jitter_ms = 20\n\
+                                 [timing]\nheartbeat_ms = 20\nsuspect_after_ms = 100\nlease_ms = 50\n";
+
+/// The coordinator electd node `id` names in its status.
+pub fn coordinator_seen_by(c: &Cluster, id: u32) -> Option<String> {
+    status(c, id).and_then(|s| detail(&s, "coordinator"))
+}
+
+/// Whether every one of `ids` names `who` as the coordinator.
+pub fn all_name(c: &Cluster, ids: &[u32], who: u32) -> bool {
+    ids.iter().all(|id| coordinator_seen_by(c, *id).as_deref() == Some(&who.to_string()))
+}
+
 pub fn has_token(c: &Cluster, id: u32) -> bool {
     status(c, id).and_then(|s| detail(&s, "has_token")).as_deref() == Some("true")
 }

@@ -12,21 +12,11 @@ use std::time::{Duration, Instant};
 use ftcoord_tests::records::*;
 use ftcoord_tests::{run_once, wait_until, Cluster};
 
-/// Small timings: an election takes a few ms on loopback; the election
-/// timeout (and restart window) is 6 laps × 5 × 10 ms + 100 ms = 400 ms.
-const TIMING: &str = "hop_timeout_ms = 10\nrequest_timeout_ms = 100\ngrant_ttl_ms = 600\nelection_jitter_ms = 20\n\
-                      [timing]\nheartbeat_ms = 20\nsuspect_after_ms = 100\nlease_ms = 50\n";
+/// Small timings ([`ELECTD_TIMING`]).
+const TIMING: &str = ELECTD_TIMING;
 
 fn all(n: u32) -> Vec<u32> {
     (1..=n).collect()
-}
-
-fn coordinator_seen_by(c: &Cluster, id: u32) -> Option<String> {
-    status(c, id).and_then(|s| detail(&s, "coordinator"))
-}
-
-fn all_name(c: &Cluster, ids: &[u32], who: u32) -> bool {
-    ids.iter().all(|id| coordinator_seen_by(c, *id).as_deref() == Some(&who.to_string()))
 }
 
 /// Every one of `ids` names the same coordinator, whichever it is.

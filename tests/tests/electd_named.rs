@@ -21,10 +21,8 @@ use ftcoord_tests::records::*;
 use ftcoord_tests::{bin, signal, wait_until, Cluster};
 use serde_json::Value;
 
-/// The small timings of tests/electd.rs: `grant_ttl_ms` 600 (renewed every
-/// 200 ms), election timeout 400 ms.
-const TIMING: &str = "hop_timeout_ms = 10\nrequest_timeout_ms = 100\ngrant_ttl_ms = 600\nelection_jitter_ms = 20\n\
-                      [timing]\nheartbeat_ms = 20\nsuspect_after_ms = 100\nlease_ms = 50\n";
+/// Small timings ([`ELECTD_TIMING`]).
+const TIMING: &str = ELECTD_TIMING;
 
 /// How long a long-hold client's CMD sleeps (s): well past the grant lease,
 /// so that a daemon paused early in such a hold loses it while CMD runs.
@@ -36,14 +34,6 @@ const FRESH_NS: u128 = 300_000_000;
 
 fn all(n: u32) -> Vec<u32> {
     (1..=n).collect()
-}
-
-fn coordinator_seen_by(c: &Cluster, id: u32) -> Option<String> {
-    status(c, id).and_then(|s| detail(&s, "coordinator"))
-}
-
-fn all_name(c: &Cluster, ids: &[u32], who: u32) -> bool {
-    ids.iter().all(|id| coordinator_seen_by(c, *id).as_deref() == Some(&who.to_string()))
 }
 
 /// `ftctl --addr <node id> ARGS`: (exit code, stdout, stderr).
