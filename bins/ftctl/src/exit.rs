@@ -16,6 +16,9 @@ pub const BAD_ARGUMENTS: u8 = 2;
 pub const NO_LEADER: u8 = 3;
 /// `ftctl exec`: unknown service, or bad arguments for it (EX_USAGE).
 pub const USAGE: u8 = 64;
+/// `ftctl fence check`: the fence is not larger than the recorded one
+/// (EX_DATAERR); nothing was changed.
+pub const STALE_FENCE: u8 = 65;
 /// The lock was lost while the command ran (EX_UNAVAILABLE).
 pub const LOCK_LOST: u8 = 69;
 /// The daemon answered that the lock was not obtained in time; `ftctl
@@ -53,8 +56,8 @@ Exit status:
                 tokenwatchd, ringd, or an older electd): its reason is printed
   69            the lock was lost while CMD ran (revoked, the daemon went away,
                 or its lease ran out: CMD got SIGTERM, and SIGKILL at the
-                lease's end), or the grant's lease had already ended (CMD
-                not run)
+                lease's end; CMD's supervisor was killed: CMD got SIGKILL),
+                or the grant's lease had already ended (CMD not run)
                 (EX_UNAVAILABLE)
   75            the daemon answered that the lock was not obtained within
                 --timeout (EX_TEMPFAIL): another holds it, or the daemon has
@@ -181,6 +184,42 @@ Exit status:
                     shutting down), or no answer within --timeout
   126               a command service could not be started (spawn_failed)";
 
+/// `--help` text for `ftctl fence check`.
+pub const FENCE_CHECK_HELP: &str = "\
+The resource's half of fencing (docs/fencing.md): a lock holder paused past
+its lease may still run, so whatever the lock protects must refuse a fence
+older than one it has seen. No daemon is involved.
+
+PATH holds one line: the largest fence accepted so far, in decimal (no
+sign, no leading zeros), and a newline, so `cat PATH` shows it. A missing
+or empty file records none (any fence is accepted). Anything else is
+refused and left as it is, a number without its newline included (what a
+truncated record would look like). FENCE is written the same way.
+
+One check at a time per PATH: an exclusive flock on PATH.lock (created if
+missing, never deleted) is held while PATH is read, compared and replaced.
+A new record is written to PATH.tmp, fsynced, renamed over PATH, and the
+directory fsynced. PATH must be a regular file, not a link. Prints nothing
+unless it refuses or fails.
+
+  ftctl lock report -- sh -c '
+    ftctl fence check --file /var/lib/report/fence \"$FTCOORD_FENCE\" &&
+    write-report'
+
+The check and the write are two steps: a holder paused between them can
+still write late. A resource that checks the fence in the write itself (a
+conditional SQL update, a conditional put) closes that gap too.
+
+Exit status:
+  0   FENCE was larger than every recorded fence: it is now recorded
+  1   error: PATH is not a fence record, is a directory or a link (nothing
+      changed), or it, its lock file or its directory cannot be read,
+      created or written (a missing directory, no permission)
+  2   bad arguments (FENCE is not a decimal number below 2^128): nothing
+      is touched
+  65  stale fence: FENCE is not larger than the recorded one (EX_DATAERR);
+      the message says `stale fence FENCE ≤ RECORDED`; nothing changed";
+
 /// `--help` text for `ftctl status`.
 pub const STATUS_HELP: &str = "\
 With --json, one line: {\"daemon\":\"ntmutexd\",\"node\":1,\"incarnation\":…,\"role\":…,
@@ -230,6 +269,7 @@ mod tests {
             BAD_ARGUMENTS,
             NO_LEADER,
             USAGE,
+            STALE_FENCE,
             LOCK_LOST,
             TIMED_OUT,
             CANNOT_EXECUTE,

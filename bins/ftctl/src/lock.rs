@@ -33,7 +33,6 @@
 //! holding by [`client::lock::on_hold_reply`]), tested on their own.
 
 use std::ffi::OsString;
-use std::io;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -43,11 +42,11 @@ use client::lock::{
 };
 use client::ClientError;
 use lockservice::{LockName, LockRequest};
-use tokio::process::{Child, Command};
 
 use crate::daemon::{self, LockClient};
 use crate::exit;
 use crate::signals::{self, Sig, Signals};
+use crate::supervise::{Report, Supervised};
 
 /// The environment variable carrying the fencing token to CMD.
 pub const FENCE_ENV: &str = "FTCOORD_FENCE";
@@ -211,9 +210,10 @@ pub async fn run(addr: &str, args: &LockArgs) -> Result<u8> {
     hold(LockGuard::named(client, args.name.clone(), grant), &mut signals, args).await
 }
 
-/// Runs CMD under the granted lock; returns ftctl's exit status.
+/// Runs CMD under the granted lock, through its supervisor
+/// ([`crate::supervise`]); returns ftctl's exit status.
 async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &LockArgs) -> Result<u8> {
-    let Some((cmd, cmd_args)) = args.cmd.split_first() else {
+    let Some(cmd) = args.cmd.first() else {
         // clap requires CMD; nothing to run is nothing to hold for.
         warn_if_err(release(guard).await);
         eprintln!("ftctl: no command to run (put it after `--`)");
@@ -221,84 +221,92 @@ async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &LockArgs) -> R
     };
     let program = cmd.to_string_lossy().into_owned();
     let lock = lock_label(guard.name());
-    let term_in = match room_to_start(&mut guard, args.kill_grace).await {
-        Ok(term_in) => term_in,
-        Err(why) => {
-            // Dropping the guard closes the connection: the daemon releases.
-            eprintln!("ftctl: {lock} lost before {program} started: {why}; {program} not run");
-            return Ok(exit::LOCK_LOST);
-        }
-    };
-    let mut child = match Command::new(cmd)
-        .args(cmd_args)
-        .env(FENCE_ENV, guard.fence().to_string())
-        .env(NAME_ENV, guard.name().as_str())
-        .spawn()
-    {
-        Ok(child) => child,
+    if let Err(why) = room_to_start(&mut guard, args.kill_grace).await {
+        // Dropping the guard closes the connection: the daemon releases.
+        eprintln!("ftctl: {lock} lost before {program} started: {why}; {program} not run");
+        return Ok(exit::LOCK_LOST);
+    }
+    let env = [(FENCE_ENV, guard.fence().to_string()), (NAME_ENV, guard.name().as_str().to_owned())];
+    let started = Supervised::start(&args.cmd, &env, guard.lease_until(), args.kill_grace, &lock).await;
+    let Supervised { mut reports, mut control } = match started {
+        Ok(supervised) => supervised,
         Err(e) => {
             warn_if_err(release(guard).await);
-            eprintln!("ftctl: cannot run {program}: {e}");
-            return Ok(if e.kind() == io::ErrorKind::NotFound { exit::NOT_FOUND } else { exit::CANNOT_EXECUTE });
+            eprintln!("ftctl: cannot start the supervisor of {program}: {e}; {program} not run");
+            return Ok(exit::ERROR);
         }
     };
-    let pid = child.id();
-    // When CMD gets SIGTERM for the lease's end; `None` once it has.
-    let mut term_at = Some(tokio::time::Instant::now() + term_in);
-
-    let status = loop {
+    // The first line: CMD runs, or why not.
+    let pid = match reports.next().await {
+        Report::Started(pid) => pid,
+        Report::Late => {
+            drop(guard);
+            eprintln!("ftctl: {lock} lost before {program} started: the lease ended; {program} not run");
+            return Ok(exit::LOCK_LOST);
+        }
+        Report::SpawnFailed { not_found, reason } => {
+            warn_if_err(release(guard).await);
+            eprintln!("ftctl: cannot run {program}: {reason}");
+            return Ok(if not_found { exit::NOT_FOUND } else { exit::CANNOT_EXECUTE });
+        }
+        other => {
+            // Nothing of CMD can be running: it never said `started`.
+            warn_if_err(release(guard).await);
+            eprintln!("ftctl: the supervisor of {program} failed: {other:?}; {program} not run");
+            return Ok(exit::ERROR);
+        }
+    };
+    // Set once the lock is lost (the supervisor was told).
+    let mut lost = false;
+    let report = loop {
         tokio::select! {
             // A loss seen together with CMD's exit counts as a loss.
             biased;
-            event = guard.next_event() => match event {
-                HoldEvent::Renewed(until) => {
-                    if term_at.is_some() {
-                        let term_in = match lease_now(until, args.kill_grace) {
-                            Lease::Left { term_in, .. } => term_in,
-                            Lease::Over => Duration::ZERO,
-                        };
-                        term_at = Some(tokio::time::Instant::now() + term_in);
-                    }
-                }
+            event = guard.next_event(), if !lost => match event {
+                HoldEvent::Renewed(until) => control.send(crate::supervise::extend(until)).await,
                 HoldEvent::Ignored(warning) => eprintln!("ftctl: {warning}"),
-                HoldEvent::Lost(why @ LostReason::LeaseExpired(_)) => {
-                    let _ = child.start_kill();
-                    let _ = child.wait().await;
-                    eprintln!("ftctl: {lock} lost: {why}; {program} killed (SIGKILL)");
-                    return Ok(exit::LOCK_LOST);
-                }
                 HoldEvent::Lost(why) => {
-                    eprintln!("ftctl: {lock} lost: {why}; stopping {program} (SIGTERM)");
-                    stop(&mut child, &program, term_at.is_some(), guard.lease_until(), args.kill_grace).await;
-                    return Ok(exit::LOCK_LOST);
+                    lost = true;
+                    let how = match why {
+                        LostReason::LeaseExpired(_) => "killed (SIGKILL)",
+                        _ => "stopping it (SIGTERM, SIGKILL at the lease's end)",
+                    };
+                    eprintln!("ftctl: {lock} lost: {why}; {program} {how}");
+                    control.send(supervise::Control::Lost).await;
                 }
             },
-            () = tokio::time::sleep_until(term_at.unwrap_or_else(tokio::time::Instant::now)), if term_at.is_some() => {
-                term_at = None;
-                eprintln!(
-                    "ftctl: the lease {} and was not renewed: SIGTERM to {program} (SIGKILL when it ends)",
-                    lease_phrase(guard.lease_until(), timer::monotonic_now())
-                );
-                if let Some(pid) = pid {
-                    signals::send(pid, Sig::Term).await;
-                }
-            }
-            status = child.wait() => break status.with_context(|| format!("waiting for {program}"))?,
-            sig = signals.recv() => {
-                if let Some(pid) = pid {
-                    signals::send(pid, sig).await;
-                }
-            }
+            report = reports.next() => break report,
+            sig = signals.recv() => control.send(supervise::Control::Signal(forward(sig))).await,
         }
     };
-    let status = exit::of_status(status);
+    let status = match report {
+        Report::Ended { status, .. } => status,
+        other => {
+            // The supervisor is gone (killed): CMD may still run, unwatched.
+            signals::send(pid, Sig::Kill).await;
+            drop(guard);
+            eprintln!(
+                "ftctl: the supervisor of {program} went away ({other:?}): SIGKILL to {program}; the {lock} is lost"
+            );
+            return Ok(exit::LOCK_LOST);
+        }
+    };
+    let ran_out = report.lease_ran_out();
+    reports.reap().await;
     warn_if_err(release(guard).await);
-    if term_at.is_none() {
+    if ran_out && !lost {
         // Stopped for its lease's end: CMD did not finish under the lock.
         eprintln!("ftctl: {lock} lost: the lease ran out; {program} was stopped (exit status {status})");
-        return Ok(exit::LOCK_LOST);
     }
-    Ok(status)
+    Ok(if ran_out || lost { exit::LOCK_LOST } else { status })
+}
+
+/// The supervisor's word for a signal ftctl forwards.
+fn forward(sig: Sig) -> supervise::Forward {
+    match sig {
+        Sig::Int => supervise::Forward::Int,
+        Sig::Term | Sig::Kill => supervise::Forward::Term,
+    }
 }
 
 /// How long CMD may run before its SIGTERM, once that is more than zero.
@@ -416,26 +424,6 @@ async fn release(guard: LockGuard) -> Result<(), String> {
 fn warn_if_err(r: Result<(), String>) {
     if let Err(why) = r {
         eprintln!("ftctl: warning: {why}");
-    }
-}
-
-/// After a loss: SIGTERM to CMD unless it had it already, SIGKILL at the
-/// lease's end (`lease_until`) if it is still alive then; returns once CMD
-/// is reaped.
-async fn stop(child: &mut Child, program: &str, send_term: bool, lease_until: timer::Instant, kill_grace: Duration) {
-    if send_term {
-        if let Some(pid) = child.id() {
-            signals::send(pid, Sig::Term).await;
-        }
-    }
-    let kill_in = match lease_now(lease_until, kill_grace) {
-        Lease::Left { kill_in, .. } => kill_in,
-        Lease::Over => Duration::ZERO,
-    };
-    if tokio::time::timeout(kill_in, child.wait()).await.is_err() {
-        eprintln!("ftctl: {program} still running as the lease ends; sending SIGKILL");
-        let _ = child.start_kill();
-        let _ = child.wait().await;
     }
 }
 

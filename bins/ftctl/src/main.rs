@@ -3,20 +3,24 @@
 //! `status` works against any daemon; `lock` and `locks` against the
 //! lock-granting ones (ntmutexd, tokenwatchd, electd; a named lock against
 //! electd only); `leader` against electd; `lookup` and `exec` against
-//! ringd. Each command lives in its module;
+//! ringd; `fence check` on the resource's side, with no daemon. Each
+//! command lives in its module;
 //! this file parses arguments and maps results to exit statuses.
 #![forbid(unsafe_code)]
 
 mod daemon;
 mod exit;
+mod fence;
 mod leader;
 mod lock;
 mod locks;
 mod ring;
 mod signals;
 mod status;
+mod supervise;
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -132,6 +136,11 @@ enum Cmd {
         )]
         service: Vec<String>,
     },
+    /// Check a fence where the resource is: refuse one not larger than every fence recorded.
+    Fence {
+        #[command(subcommand)]
+        command: FenceCmd,
+    },
     /// Print a shell completion script for ftctl.
     ///
     /// bash: `ftctl completions bash > /etc/bash_completion.d/ftctl`;
@@ -144,6 +153,45 @@ enum Cmd {
     },
     /// Print ftctl's man page (roff): `ftctl man > /usr/local/share/man/man1/ftctl.1`.
     Man,
+    /// Runs CMD for `ftctl lock` under its lease (ftctl starts it itself;
+    /// docs/interfaces.md, "ftctl lock").
+    #[command(hide = true)]
+    Supervise {
+        /// The Unix socket of the ftctl that started it.
+        #[arg(long, value_name = "PATH")]
+        control: PathBuf,
+        /// SIGKILL at this CLOCK_MONOTONIC nanosecond.
+        #[arg(long, value_name = "NS")]
+        deadline_ns: u64,
+        /// SIGTERM this many nanoseconds before.
+        #[arg(long, value_name = "NS")]
+        grace_ns: u64,
+        /// The lock, for messages.
+        #[arg(long, value_name = "LABEL")]
+        lock: String,
+        /// CMD and its arguments.
+        #[arg(value_name = "CMD", required = true, num_args = 1.., last = true, allow_hyphen_values = true)]
+        cmd: Vec<OsString>,
+    },
+}
+
+/// `ftctl fence` commands.
+#[derive(Subcommand, Debug)]
+enum FenceCmd {
+    /// Record FENCE in PATH if it is larger than every fence recorded there.
+    ///
+    /// Otherwise exit 65 and change nothing. Concurrent checks on one PATH
+    /// run one at a time; no daemon is involved.
+    #[command(after_help = exit::FENCE_CHECK_HELP)]
+    Check {
+        /// The fence record: one decimal number and a newline (a missing or
+        /// empty file records none); PATH.lock and PATH.tmp go beside it.
+        #[arg(long, value_name = "PATH")]
+        file: PathBuf,
+        /// The fence to check, in decimal: "$FTCOORD_FENCE" under `ftctl lock`.
+        #[arg(value_name = "FENCE", value_parser = fence::parse_arg)]
+        fence: u128,
+    },
 }
 
 /// Writes the completion script for `shell` to `out`.
@@ -212,6 +260,12 @@ fn main() -> ExitCode {
                 }
             };
         }
+        Cmd::Supervise { control, deadline_ns, grace_ns, lock, cmd } => {
+            return supervise::run_supervisor(&supervise::SuperviseArgs { control, deadline_ns, grace_ns, lock, cmd });
+        }
+        Cmd::Fence { command: FenceCmd::Check { file, fence } } => {
+            return ExitCode::from(fence::run(&file, fence));
+        }
         _ => {}
     }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -236,7 +290,7 @@ fn main() -> ExitCode {
                 let service = service.pop().unwrap_or_default();
                 ring::run_exec(&cli.addr, cli.json, &ring::ExecArgs { on, timeout, request_id, service, args }).await
             }
-            Cmd::Completions { .. } | Cmd::Man => Ok(exit::OK),
+            Cmd::Completions { .. } | Cmd::Man | Cmd::Fence { .. } | Cmd::Supervise { .. } => Ok(exit::OK),
         }
     });
     match result {

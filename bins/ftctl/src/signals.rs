@@ -16,6 +16,8 @@ pub enum Sig {
     Int,
     /// SIGTERM.
     Term,
+    /// SIGKILL (sent only: it cannot be caught).
+    Kill,
 }
 
 impl Sig {
@@ -24,6 +26,7 @@ impl Sig {
         match self {
             Sig::Int => "INT",
             Sig::Term => "TERM",
+            Sig::Kill => "KILL",
         }
     }
 
@@ -32,6 +35,7 @@ impl Sig {
         match self {
             Sig::Int => 2,
             Sig::Term => 15,
+            Sig::Kill => 9,
         }
     }
 }

@@ -463,6 +463,129 @@ async fn sigterm_while_cmd_runs_is_forwarded_then_the_lock_released() {
     assert_eq!(out.code, 143, "{out:?}");
 }
 
+/// Waits until process `pid` is gone, at most `within`; whether it went.
+async fn gone_within(pid: u32, within: Duration) -> bool {
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    !alive(pid)
+}
+
+/// The parent of process `pid` (from /proc).
+fn parent_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // `pid (comm) state ppid ...`: comm may hold spaces, so after the last ')'.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    rest.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+/// (safety) A stopped ftctl forwards no renewal, so CMD must still stop at
+/// the lease's end it was last told, without ftctl: its supervisor does it.
+/// Without the supervisor CMD ran on until ftctl was resumed.
+#[tokio::test]
+async fn a_stopped_ftctl_still_stops_cmd_at_the_lease_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let daemon = FakeDaemon::start().await;
+    // Ignores SIGTERM: only the SIGKILL at the lease's end stops it.
+    let script = format!("trap '' TERM; {}", sleeper(&pidfile));
+    let ftctl = ftctl_lock(&daemon.addr, &["--kill-grace", "200ms", "--", "sh", "-c", &script]);
+    let ftctl_pid = ftctl.id().unwrap();
+
+    let mut conn = daemon.accept().await;
+    let granted_at = Instant::now();
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(Duration::from_secs(1)) }).await;
+    let pid = read_pid(&pidfile).await;
+    signal(ftctl_pid, "STOP");
+    // The daemon renews, but a stopped ftctl cannot pass that on.
+    conn.send(LockReply::Renewed { lease_until_us: lease(LONG) }).await;
+
+    assert!(gone_within(pid, Duration::from_secs(5)).await, "CMD outlived its lease while ftctl was stopped");
+    assert!(granted_at.elapsed() >= Duration::from_millis(950), "killed before the lease's end");
+    signal(ftctl_pid, "CONT");
+    // The lease ran out: ftctl releases (or just closes) without waiting.
+    assert_eq!(conn.recv().await, Some(LockRequest::Release), "no release after the resume");
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(out.stderr.contains("lock lost: the lease"), "{}", out.stderr);
+}
+
+/// (safety) A killed ftctl closes its connection, so the daemon releases
+/// the lock and may grant it at once: CMD must die at once too. Without the
+/// supervisor CMD ran on, orphaned, while another client held the lock.
+#[tokio::test]
+async fn a_killed_ftctl_takes_cmd_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let daemon = FakeDaemon::start().await;
+    let script = format!("trap '' TERM; {}", sleeper(&pidfile));
+    let mut ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", &script]);
+
+    let mut conn = daemon.accept().await;
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(LONG) }).await;
+    let pid = read_pid(&pidfile).await;
+    signal(ftctl.id().unwrap(), "KILL");
+    let _ = ftctl.wait().await;
+    assert_eq!(conn.recv().await, None, "the connection outlived ftctl");
+    assert!(gone_within(pid, Duration::from_secs(3)).await, "CMD outlived the ftctl that held its lock");
+}
+
+/// A supervisor killed under it (SIGKILL, the one signal it cannot ignore)
+/// leaves CMD unwatched: ftctl kills CMD itself and reports the lock lost.
+#[tokio::test]
+async fn a_killed_supervisor_is_a_lost_lock_and_cmd_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let daemon = FakeDaemon::start().await;
+    let ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", &sleeper(&pidfile)]);
+    let ftctl_pid = ftctl.id().unwrap();
+
+    let mut conn = daemon.accept().await;
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(LONG) }).await;
+    let pid = read_pid(&pidfile).await;
+    let supervisor = parent_of(pid);
+    assert_ne!(supervisor, ftctl_pid, "CMD runs under a supervisor, not under ftctl");
+    assert_eq!(parent_of(supervisor), ftctl_pid);
+    signal(supervisor, "KILL");
+
+    assert_eq!(conn.recv().await, None, "ftctl kept the lock after its supervisor died");
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(out.stderr.contains("the supervisor of sh went away"), "{}", out.stderr);
+    assert!(gone_within(pid, Duration::from_secs(3)).await, "CMD outlived its supervisor");
+}
+
+/// Ctrl-C reaches the whole process group, the supervisor too: it must not
+/// die of it (CMD would run on unwatched); CMD gets SIGINT and ftctl exits
+/// with its status once CMD has exited.
+#[tokio::test]
+async fn sigint_to_the_whole_group_leaves_the_supervisor_watching() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let daemon = FakeDaemon::start().await;
+    // CMD survives SIGINT: the supervisor must still be there after it.
+    let script = format!("trap '' INT; echo $$ > {}; sleep 0.5; exit 3", pidfile.display());
+    let ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", &script]);
+
+    let mut conn = daemon.accept().await;
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(LONG) }).await;
+    let pid = read_pid(&pidfile).await;
+    let supervisor = parent_of(pid);
+    signal(supervisor, "INT");
+    signal(supervisor, "TERM");
+    signal(supervisor, "HUP");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(alive(supervisor), "the supervisor died of a signal meant for the group");
+    assert_eq!(conn.recv().await, Some(LockRequest::Release));
+    conn.send(LockReply::Released).await;
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, 3, "{out:?}");
+}
+
 #[tokio::test]
 async fn a_missing_cmd_releases_and_exits_127() {
     let daemon = FakeDaemon::start().await;

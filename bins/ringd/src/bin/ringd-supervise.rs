@@ -33,35 +33,18 @@
 //! ```
 //!
 //! Bad arguments: a usage message and exit status 2.
+//!
+//! The supervision itself is `crates/supervise`, shared with ftctl's lock
+//! supervisor; this binary is its command line and report for ringd.
 
 use std::ffi::OsString;
-use std::io::{BufRead, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, ExitCode, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitCode, Stdio};
 
-use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
-use rustix::time::ClockId;
+use supervise::{Ended, NotRun, Notice, Spec, Stop};
 
 const USAGE: &str = "usage: ringd-supervise --deadline-ns <absolute CLOCK_MONOTONIC ns> -- CMD [ARGS...]";
-
-/// What the supervisor's threads tell its main loop.
-enum Event {
-    /// ringd moved the deadline.
-    Extend(u64),
-    /// ringd's pipe closed (or could not be read).
-    PipeClosed,
-    /// CMD exited (still unreaped).
-    Exited,
-}
-
-/// Why the process group was killed.
-#[derive(Clone, Copy)]
-enum Kill {
-    Deadline,
-    PipeClosed,
-}
 
 fn main() -> ExitCode {
     let (deadline, argv) = match parse_args(std::env::args_os().skip(1).collect()) {
@@ -71,10 +54,24 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let report = supervise(deadline, &argv);
+    // No grace: ringd's services get SIGKILL at the deadline, their whole
+    // process group, and stdin from /dev/null.
+    let spec = Spec { argv, deadline_ns: deadline, grace_ns: 0, group: true };
+    let ended = supervise::supervise(
+        &spec,
+        |cmd| {
+            cmd.stdin(Stdio::null());
+        },
+        std::io::BufReader::new(std::io::stdin()),
+        |notice| {
+            if let Notice::Ignored(line) = notice {
+                eprintln!("ringd-supervise: warning: ignored control line {line:?}");
+            }
+        },
+    );
     // The last line of stderr: everything in CMD's process group is dead now.
     let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(stderr, "ringd-supervise: {report}");
+    let _ = writeln!(stderr, "ringd-supervise: {}", report(&ended));
     let _ = stderr.flush();
     ExitCode::SUCCESS
 }
@@ -103,109 +100,22 @@ fn parse_args(args: Vec<OsString>) -> Result<(u64, Vec<OsString>), String> {
     Ok((deadline, argv))
 }
 
-/// The current CLOCK_MONOTONIC time in nanoseconds.
-fn now_ns() -> u64 {
-    let ts = rustix::time::clock_gettime(ClockId::Monotonic);
-    u64::try_from(ts.tv_sec).unwrap_or(0).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
-}
-
-/// Runs CMD under the deadline; returns the report (without its prefix).
-fn supervise(mut deadline: u64, argv: &[OsString]) -> String {
-    if now_ns() >= deadline {
-        // Never start a command whose time is already over.
-        return "killed deadline".to_owned();
-    }
-    let mut child = match Command::new(&argv[0]).args(&argv[1..]).process_group(0).stdin(Stdio::null()).spawn() {
-        Ok(child) => child,
-        Err(e) => return format!("spawn_failed {}", one_line(&e.to_string())),
+/// The report for how CMD ended (without its prefix).
+fn report(ended: &Result<Ended, NotRun>) -> String {
+    let ended = match ended {
+        Ok(ended) => ended,
+        Err(NotRun::Late) => return "killed deadline".to_owned(),
+        Err(NotRun::Spawn(e)) => return format!("spawn_failed {}", one_line(&e.to_string())),
     };
-    let pid = Pid::from_child(&child);
-
-    let (tx, rx) = mpsc::channel();
-    let exit_tx = tx.clone();
-    std::thread::spawn(move || {
-        // Wait for CMD's exit without reaping it: its pid (= its process
-        // group's id) stays reserved until the group has been killed.
-        let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
-        while let Err(rustix::io::Errno::INTR) = rustix::process::waitid(WaitId::Pid(pid), options) {}
-        let _ = exit_tx.send(Event::Exited);
-    });
-    std::thread::spawn(move || read_control(&tx));
-
-    let killed = loop {
-        let now = now_ns();
-        if now >= deadline {
-            break Some(Kill::Deadline);
-        }
-        match rx.recv_timeout(Duration::from_nanos(deadline - now)) {
-            Ok(Event::Extend(to)) => deadline = to,
-            Ok(Event::Exited) => break None,
-            Ok(Event::PipeClosed) | Err(mpsc::RecvTimeoutError::Disconnected) => break Some(Kill::PipeClosed),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-        }
-    };
-
-    // CMD is not reaped yet, so `pid` still names its process group. Kill the
-    // whole group: at the deadline, when the pipe closed, and also when CMD
-    // exited on its own (whatever it left behind must not outlive it).
-    let _ = rustix::process::kill_process_group(pid, Signal::KILL);
-    let status = loop {
-        match child.wait() {
-            Ok(status) => break Some(status),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break None,
-        }
-    };
-    report(killed, status)
-}
-
-/// The report for how CMD ended.
-fn report(killed: Option<Kill>, status: Option<ExitStatus>) -> String {
-    let code = status.and_then(|s| s.code());
-    let signal = status.and_then(|s| s.signal());
-    match (killed, code, signal) {
+    match (ended.killed, ended.status.code(), ended.status.signal()) {
         // The kill came too late: CMD had already exited by itself.
-        (Some(_), Some(code), _) => format!("exited {code}"),
-        (Some(Kill::Deadline), _, _) => "killed deadline".to_owned(),
-        (Some(Kill::PipeClosed), _, _) => "killed pipe_closed".to_owned(),
-        (None, Some(code), _) => format!("exited {code}"),
+        (_, Some(code), _) => format!("exited {code}"),
+        (Some(Stop::Closed), _, _) => "killed pipe_closed".to_owned(),
+        (Some(_), _, _) => "killed deadline".to_owned(),
         (None, None, Some(signal)) => format!("signalled {signal}"),
         // Cannot happen for a child we spawned: call it a SIGKILL.
-        (None, None, None) => format!("signalled {}", Signal::KILL.as_raw()),
+        (None, None, None) => "signalled 9".to_owned(),
     }
-}
-
-/// Reads ringd's control lines until end of file or a read error.
-fn read_control(tx: &mpsc::Sender<Event>) {
-    let mut stdin = std::io::stdin().lock();
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match stdin.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) if line.last() != Some(&b'\n') => break, // a cut line: the pipe closed
-            Ok(_) => match parse_extend(&line) {
-                Some(ns) => {
-                    if tx.send(Event::Extend(ns)).is_err() {
-                        return;
-                    }
-                }
-                None => {
-                    eprintln!("ringd-supervise: warning: ignored control line {:?}", String::from_utf8_lossy(&line))
-                }
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    let _ = tx.send(Event::PipeClosed);
-}
-
-/// Parses `extend <abs ns>\n`.
-fn parse_extend(line: &[u8]) -> Option<u64> {
-    let line = std::str::from_utf8(line).ok()?.trim_end_matches(['\n', '\r']);
-    let ns = line.strip_prefix("extend ")?;
-    ns.trim().parse().ok()
 }
 
 /// `s` on one line (the report must be exactly one line).
