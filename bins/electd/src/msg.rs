@@ -169,6 +169,9 @@ pub enum Msg {
         queued: Option<(u64, u64)>,
         /// An unexpired grant held from an earlier coordinator (re-registered).
         holding: Option<u128>,
+        /// The re-registered grant's campaign value (elections.md): the
+        /// new coordinator knows its leader at once.
+        value: Option<String>,
     },
     /// The request waits at `pos` of `term`'s queue.
     Queued {
@@ -233,7 +236,71 @@ pub enum Msg {
         /// The grant.
         fence: u128,
     },
+    /// A campaign's grant was given to its local client, whose value this
+    /// is (elections.md): from now on it leads.
+    Announce {
+        /// The holder's term.
+        term: u64,
+        /// The grant.
+        fence: u128,
+        /// The campaigner's value.
+        value: String,
+    },
+    /// The coordinator acknowledges a campaign grant's `Announce`.
+    Announced {
+        /// The coordinator's term.
+        term: u64,
+        /// The grant.
+        fence: u128,
+    },
+    /// Who leads these elections (their locks, `elect:NAME`)? Numbered
+    /// (`req`), answered `Observed` with the same number.
+    Observe {
+        /// The asker's term.
+        term: u64,
+        /// The asker's request number.
+        req: u64,
+        /// Ask once, watch (and be told every change), or stop watching.
+        mode: ObserveMode,
+        /// The elections' locks (at most [`MAX_OBSERVE_NAMES`]).
+        names: Vec<LockName>,
+    },
+    /// The coordinator's leaders of some elections: the answer to `req`,
+    /// or a push of changes to a watcher (`req` 0).
+    Observed {
+        /// The coordinator's term.
+        term: u64,
+        /// The request answered (0: a push).
+        req: u64,
+        /// (election lock, leader as (node, fence, value), as of fence):
+        /// at most [`MAX_OBSERVED`].
+        entries: Vec<Observation>,
+    },
 }
+
+/// How an `Observe` asks (elections.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ObserveMode {
+    /// Answer once.
+    Once,
+    /// Answer, record the asker as a watcher, and push every change.
+    Watch,
+    /// The asker no longer watches these.
+    Unwatch,
+}
+
+/// One election's state as the coordinator tells it: its lock, its leader
+/// (node, fence, value) or none, and the fence it is as of (the leader's,
+/// or for none the office's latest: every grant made is at or below it).
+pub type Observation = (LockName, Option<(NodeId, u128, String)>, u128);
+
+/// The most names one `Observe` carries (each at most 134 bytes).
+pub const MAX_OBSERVE_NAMES: usize = 256;
+
+/// The most entries one `Observed` carries: each at most 134 + 1,024 + 40
+/// bytes, so a frame stays within the 64 KiB `limits.max_frame_bytes`
+/// must allow.
+pub const MAX_OBSERVED: usize = 32;
 
 impl Msg {
     /// The sender's term, carried by every message.
@@ -258,7 +325,11 @@ impl Msg {
             | Msg::Renew { term, .. }
             | Msg::RenewAck { term, .. }
             | Msg::RenewRefused { term, .. }
-            | Msg::Release { term, .. } => *term,
+            | Msg::Release { term, .. }
+            | Msg::Announce { term, .. }
+            | Msg::Announced { term, .. }
+            | Msg::Observe { term, .. }
+            | Msg::Observed { term, .. } => *term,
         }
     }
 
@@ -289,4 +360,8 @@ message_kinds!(Msg {
     RenewAck => "renew_ack",
     RenewRefused => "renew_refused",
     Release => "release",
+    Announce => "announce",
+    Announced => "announced",
+    Observe => "observe",
+    Observed => "observed",
 });

@@ -197,7 +197,12 @@ fn stubborn_on(seed: u64, n: u32, net: NetConfig, forever: &'static [u32], m: Ru
             LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
                 vec![(ms(rng, 0, 5), acquire(node, client))]
             }
-            LockReply::Refused { .. } | LockReply::Renewed { .. } | LockReply::Locks { .. } => vec![],
+            LockReply::Refused { .. }
+            | LockReply::Renewed { .. }
+            | LockReply::Locks { .. }
+            | LockReply::Leader { .. } => {
+                vec![]
+            }
         }
     }));
     sim
@@ -735,7 +740,12 @@ fn token_from_2_to_3(m: Rules<NtRule>) -> Result<Sim<NtNode>, SimError> {
             LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
                 vec![(ms(rng, 0, 5), acquire(node, client))]
             }
-            LockReply::Refused { .. } | LockReply::Renewed { .. } | LockReply::Locks { .. } => vec![],
+            LockReply::Refused { .. }
+            | LockReply::Renewed { .. }
+            | LockReply::Locks { .. }
+            | LockReply::Leader { .. } => {
+                vec![]
+            }
         }
     }));
     sim.check(staged_safety(Some(accurate_after())));

@@ -138,6 +138,7 @@ pub fn on_answer(reply: Result<LockReply, ClientError>) -> Result<Answer, Client
         LockReply::Released => Err(ClientError::Unexpected("`released` in answer to a lock request".into())),
         LockReply::Renewed { .. } => Err(ClientError::Unexpected("`renewed` before any grant".into())),
         LockReply::Locks { .. } => Err(ClientError::Unexpected("`locks` in answer to a lock request".into())),
+        LockReply::Leader { .. } => Err(ClientError::Unexpected("`leader` in answer to a lock request".into())),
     }
 }
 
@@ -287,7 +288,8 @@ pub fn on_hold_reply(reply: Result<LockReply, ClientError>) -> HoldEvent {
             other @ (LockReply::Granted { .. }
             | LockReply::TimedOut
             | LockReply::Refused { .. }
-            | LockReply::Locks { .. }),
+            | LockReply::Locks { .. }
+            | LockReply::Leader { .. }),
         ) => HoldEvent::Ignored(format!("ignoring an unexpected reply while holding the lock: {other:?}")),
     }
 }
@@ -436,7 +438,8 @@ impl LockGuard {
                         LockReply::Renewed { .. }
                         | LockReply::Granted { .. }
                         | LockReply::TimedOut
-                        | LockReply::Locks { .. },
+                        | LockReply::Locks { .. }
+                        | LockReply::Leader { .. },
                     ) => {}
                     Err(e) => return Err(ReleaseError::NoConfirmation(e)),
                 }

@@ -40,6 +40,42 @@ pub enum LockRequest {
     /// The locks this node knows (answered [`LockReply::Locks`]); changes
     /// nothing, and the connection may still acquire afterwards.
     ListLocks,
+    /// Campaign in election `name` (kind 4; elections.md): wait, at most
+    /// `timeout_ms`, to lead; answered as a lock's acquire (`Granted`,
+    /// `Renewed`, `LockLost`, `TimedOut`, `Refused`); `Release` resigns.
+    /// Only electd serves elections.
+    Campaign {
+        /// The election (a user name; its lock is `elect:NAME`).
+        name: LockName,
+        /// What observers see while this campaigner leads (UTF-8, at
+        /// most [`MAX_VALUE`] bytes).
+        value: String,
+        /// How long the campaigner is willing to wait.
+        timeout_ms: u64,
+    },
+    /// Who leads election `name` (kind 5): answered [`LockReply::Leader`]
+    /// once; with `watch`, again on every change until the connection
+    /// closes or the client sends `Release`.
+    Observe {
+        /// The election (a user name).
+        name: LockName,
+        /// Keep reporting changes.
+        watch: bool,
+    },
+}
+
+/// The most bytes of a campaigner's value.
+pub const MAX_VALUE: usize = 1024;
+
+/// An election's leader, as observers see it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LeaderInfo {
+    /// The node whose client leads.
+    pub node: u64,
+    /// The leadership's fence.
+    pub fence: u128,
+    /// The leader's value.
+    pub value: String,
 }
 
 message_kinds!(LockRequest {
@@ -47,6 +83,8 @@ message_kinds!(LockRequest {
     Release => "release",
     AcquireNamed => "acquire_named",
     ListLocks => "list_locks",
+    Campaign => "campaign",
+    Observe => "observe",
 });
 
 /// One lock a node knows, as `ftctl locks` shows it.
@@ -110,6 +148,14 @@ pub enum LockReply {
         /// How many this node knows in all (more than listed if over the cap).
         known: u64,
     },
+    /// Who leads an election (the answer to `Observe`, and each change
+    /// while watching).
+    Leader {
+        /// The election (a user name).
+        name: LockName,
+        /// The leader, or `None`: nobody leads.
+        leader: Option<LeaderInfo>,
+    },
 }
 
 /// The most locks one `Locks` reply lists (it fits one client frame).
@@ -123,4 +169,5 @@ message_kinds!(LockReply {
     LockLost => "lock_lost",
     Refused => "refused",
     Locks => "locks",
+    Leader => "leader",
 });

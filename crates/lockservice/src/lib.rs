@@ -24,7 +24,7 @@ pub mod metrics;
 mod name;
 mod named;
 
-pub use api::{fence, fence_parts, LockInfo, LockReply, LockRequest, MAX_LISTED};
+pub use api::{fence, fence_parts, LeaderInfo, LockInfo, LockReply, LockRequest, MAX_LISTED, MAX_VALUE};
 pub use local::{LocalLocks, LockEvent, LockOut, LocksConfig, ReleaseHow};
-pub use name::{LockName, NameError, MAX_NAME_LEN};
+pub use name::{LockName, NameError, ELECTION_PREFIX, MAX_NAME_LEN};
 pub use named::{NamedEvent, NamedLocks};

@@ -67,6 +67,8 @@ const SHUTTING_DOWN: &str = "daemon is shutting down";
 const HELD_TOO_LONG: &str = "held longer than max_hold_ms";
 const LEASE_EXPIRED: &str = "lease expired: the daemon could not renew it in time";
 const NO_NAMES: &str = "this daemon serves one unnamed lock: named locks are not supported (docs/named-locks.md)";
+/// What every daemon but electd says to a campaign or an observe.
+pub const NO_ELECTIONS: &str = "elections are served by electd: this daemon does not elect (docs/elections.md)";
 
 /// Where [`LocalLocks`] pushes its replies and events: the embedding core's
 /// output buffer (an `ftcore::Outbox` whose reply and event types convert
@@ -221,6 +223,7 @@ impl LocalLocks {
             LockRequest::Release => self.release(now, client, out),
             // One unnamed lock: a name is refused, changing nothing.
             LockRequest::AcquireNamed { .. } => self.refuse(client, NO_NAMES, out),
+            LockRequest::Campaign { .. } | LockRequest::Observe { .. } => self.refuse(client, NO_ELECTIONS, out),
             LockRequest::ListLocks => {
                 let info = LockInfo {
                     name: LockName::unnamed(),

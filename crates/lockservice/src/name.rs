@@ -8,6 +8,11 @@ use serde::{Deserialize, Serialize};
 /// The most bytes a lock name may have.
 pub const MAX_NAME_LEN: usize = 128;
 
+/// What an election's lock name starts with (elections.md, "Names"): `:`
+/// is outside the user alphabet, so no user lock is an election and the
+/// two never contend.
+pub const ELECTION_PREFIX: &str = "elect:";
+
 /// A validated lock name: 1–128 bytes of `[A-Za-z0-9._/-]`, or the empty
 /// name of the unnamed lock (which no user input produces: [`LockName::parse`]
 /// refuses it). Decoding a frame validates the name the same way, so a
@@ -77,6 +82,21 @@ impl LockName {
         &self.0
     }
 
+    /// The lock of election `name` (a user name): `elect:NAME`.
+    pub fn election(name: &LockName) -> LockName {
+        LockName(format!("{ELECTION_PREFIX}{}", name.0).into_boxed_str())
+    }
+
+    /// The election this lock is, if it is one (its NAME).
+    pub fn election_name(&self) -> Option<LockName> {
+        self.0.strip_prefix(ELECTION_PREFIX).map(|n| LockName(n.into()))
+    }
+
+    /// Whether this is an election's lock.
+    pub fn is_election(&self) -> bool {
+        self.0.starts_with(ELECTION_PREFIX)
+    }
+
     fn check(s: &str) -> Result<(), NameError> {
         if s.len() > MAX_NAME_LEN {
             return Err(NameError::TooLong(s.len()));
@@ -91,9 +111,14 @@ impl LockName {
 impl TryFrom<String> for LockName {
     type Error = NameError;
 
-    /// Decoding: a valid name or the empty (unnamed) one.
+    /// Decoding: a valid name, the empty (unnamed) one, or an election's
+    /// (`elect:` and a valid, non-empty name).
     fn try_from(s: String) -> Result<Self, NameError> {
-        Self::check(&s)?;
+        match s.strip_prefix(ELECTION_PREFIX) {
+            Some("") => return Err(NameError::Empty),
+            Some(rest) => Self::check(rest)?,
+            None => Self::check(&s)?,
+        }
         Ok(LockName(s.into_boxed_str()))
     }
 }
@@ -124,6 +149,26 @@ impl fmt::Debug for LockName {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn elections_have_a_name_space_of_their_own() {
+        let web = LockName::parse("web").unwrap();
+        let e = LockName::election(&web);
+        assert_eq!(e.as_str(), "elect:web");
+        assert!(e.is_election() && !web.is_election());
+        assert_eq!(e.election_name(), Some(web.clone()));
+        assert_eq!(web.election_name(), None);
+        // No user name is an election's: `:` is outside the alphabet.
+        assert!(LockName::parse("elect:web").is_err());
+        // The decoder takes exactly `elect:` and a valid, non-empty name.
+        assert_eq!(LockName::try_from("elect:web".to_string()), Ok(e));
+        assert_eq!(LockName::try_from("elect:".to_string()), Err(NameError::Empty));
+        assert!(LockName::try_from("elect:a:b".to_string()).is_err());
+        assert!(LockName::try_from("elect:elect:a".to_string()).is_err());
+        assert!(LockName::try_from(format!("elect:{}", "x".repeat(129))).is_err());
+        assert!(LockName::try_from(format!("elect:{}", "x".repeat(128))).is_ok());
+        assert!(LockName::try_from("Elect:a".to_string()).is_err());
+    }
 
     #[test]
     fn parse_accepts_the_set_and_refuses_the_rest() {

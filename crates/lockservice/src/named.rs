@@ -16,10 +16,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use ftcore::{ClientId, EventSink, ReplySink};
 use timer::Instant;
 
-use crate::{LocalLocks, LockEvent, LockInfo, LockName, LockReply, LockRequest, LocksConfig, MAX_LISTED};
+use crate::{LocalLocks, LockEvent, LockInfo, LockName, LockReply, LockRequest, LocksConfig, MAX_LISTED, MAX_VALUE};
 
 const NOT_HOLDING: &str = "not holding the lock";
 const SHUTTING_DOWN: &str = "daemon is shutting down";
+/// An `Observe` that reached the local queues: the daemon answers those
+/// itself (electd), so this one does not serve them.
+const NO_OBSERVE: &str = "this daemon does not answer observes";
 
 /// What [`NamedLocks`] reports.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -81,6 +84,8 @@ pub struct NamedLocks {
     names: BTreeMap<LockName, Entry>,
     /// Each client's one lock.
     clients: BTreeMap<ClientId, LockName>,
+    /// Each campaigner's value (elections.md).
+    values: BTreeMap<ClientId, String>,
     shutting_down: bool,
     /// The names a call touched since [`take_touched`](Self::take_touched):
     /// what the core must look at again, instead of every name.
@@ -88,8 +93,18 @@ pub struct NamedLocks {
 }
 
 impl NamedLocks {
-    fn key(&self) -> (&LocksConfig, usize, &BTreeMap<LockName, Entry>, &BTreeMap<ClientId, LockName>, bool) {
-        (&self.cfg, self.max_locks, &self.names, &self.clients, self.shutting_down)
+    #[allow(clippy::type_complexity)]
+    fn key(
+        &self,
+    ) -> (
+        &LocksConfig,
+        usize,
+        &BTreeMap<LockName, Entry>,
+        &BTreeMap<ClientId, LockName>,
+        &BTreeMap<ClientId, String>,
+        bool,
+    ) {
+        (&self.cfg, self.max_locks, &self.names, &self.clients, &self.values, self.shutting_down)
     }
 }
 
@@ -116,6 +131,7 @@ impl NamedLocks {
             max_locks,
             names: BTreeMap::new(),
             clients: BTreeMap::new(),
+            values: BTreeMap::new(),
             shutting_down: false,
             touched: BTreeSet::new(),
         }
@@ -136,6 +152,14 @@ impl NamedLocks {
                 out.event(NamedEvent::Refused { reason: "bad_name" });
                 out.reply(client, LockReply::Refused { reason: crate::NameError::Empty.to_string() });
             }
+            LockRequest::AcquireNamed { name, timeout_ms } if name.is_election() => {
+                // An election's lock is reached only through `Campaign`
+                // (elections.md, amendments, E9).
+                let _ = timeout_ms;
+                out.event(NamedEvent::Refused { reason: "bad_name" });
+                let reason = format!("invalid lock name {:?}: elections are joined with `Campaign`", name.as_str());
+                out.reply(client, LockReply::Refused { reason });
+            }
             LockRequest::AcquireNamed { name, timeout_ms } => self.acquire(now, client, name, timeout_ms, out),
             LockRequest::Release => match self.clients.get(&client).cloned() {
                 Some(name) => {
@@ -144,7 +168,58 @@ impl NamedLocks {
                 None => out.reply(client, LockReply::Refused { reason: NOT_HOLDING.to_owned() }),
             },
             LockRequest::ListLocks => out.reply(client, self.list()),
+            LockRequest::Campaign { name, value, timeout_ms } => {
+                self.campaign(now, client, name, value, timeout_ms, out)
+            }
+            LockRequest::Observe { .. } => out.reply(client, LockReply::Refused { reason: NO_OBSERVE.to_owned() }),
         }
+    }
+
+    /// A campaign: the acquire of `elect:NAME`, the value kept for while
+    /// the client waits or leads. A name that is no user name (empty, or
+    /// an election's own) or a value over [`MAX_VALUE`] bytes is refused.
+    fn campaign(
+        &mut self,
+        now: Instant,
+        client: ClientId,
+        name: LockName,
+        value: String,
+        timeout_ms: u64,
+        out: &mut impl NamedOut,
+    ) {
+        if name.is_unnamed() || name.is_election() {
+            out.event(NamedEvent::Refused { reason: "bad_name" });
+            let reason =
+                format!("invalid election name {:?}: a name is 1-128 bytes of A-Z a-z 0-9 . _ / -", name.as_str());
+            out.reply(client, LockReply::Refused { reason });
+            return;
+        }
+        if value.len() > MAX_VALUE {
+            out.event(NamedEvent::Refused { reason: "bad_value" });
+            let reason = format!("the value has {} bytes, the most is {MAX_VALUE}", value.len());
+            out.reply(client, LockReply::Refused { reason });
+            return;
+        }
+        let lock = LockName::election(&name);
+        if !self.clients.contains_key(&client) {
+            self.values.insert(client, value);
+        }
+        self.acquire(now, client, lock, timeout_ms, out);
+        if !self.clients.contains_key(&client) {
+            // Refused before it was queued.
+            self.values.remove(&client);
+        }
+    }
+
+    /// The value of `name`'s local holder, if it campaigned.
+    pub fn holder_value(&self, name: &LockName) -> Option<&str> {
+        let (client, _) = self.holder(name)?;
+        self.values.get(&client).map(String::as_str)
+    }
+
+    /// Whether `client` waits for or holds a lock here.
+    pub fn knows(&self, client: ClientId) -> bool {
+        self.clients.contains_key(&client)
     }
 
     /// The client's connection closed: its hold ends or its wait does.
@@ -313,6 +388,7 @@ impl NamedLocks {
         for c in gone {
             e.clients.remove(&c);
             self.clients.remove(&c);
+            self.values.remove(&c);
         }
         if e.queue.is_idle() {
             self.names.remove(name);

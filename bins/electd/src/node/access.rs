@@ -15,7 +15,7 @@ use timer::Instant;
 
 use super::state::{not_coordinator, Role, Timer};
 use super::{ElConfig, ElEvent, ElNode, ElRule};
-use crate::msg::{Denial, Msg};
+use crate::msg::{Denial, Msg, Observation, ObserveMode};
 
 /// A request waiting in the coordinator's queue.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -42,6 +42,12 @@ pub(super) struct Grant {
     /// Renewals are acked only from here (an adopted grant: once the
     /// predecessor's quorum lease has lapsed).
     renew_from: Instant,
+    /// A campaign's value, once announced (or carried by its
+    /// re-registration): the grant's holder leads from then on
+    /// (elections.md).
+    value: Option<String>,
+    /// A renewal was acked (or it was adopted): its client may hold.
+    acked: bool,
 }
 
 /// One lock name's queue and holder at the coordinator.
@@ -80,6 +86,18 @@ pub(super) struct Office {
     queued: usize,
     next_pos: u64,
     arrivals: u64,
+    /// The nodes watching each election's leader, with when each last
+    /// asked (elections.md); at most `max_locks` names.
+    watchers: BTreeMap<LockName, BTreeMap<NodeId, Instant>>,
+    /// The highest fence of each election adopted in this office (a
+    /// stale re-registration below it is refused).
+    adopted_high: BTreeMap<LockName, u128>,
+    /// The elections whose leader may have changed since the watchers
+    /// were last told.
+    changed: BTreeSet<LockName>,
+    /// Whether the watchers were told after the failover gap ended (none
+    /// is told during it).
+    told_after_gap: bool,
 }
 
 impl Office {
@@ -100,6 +118,110 @@ impl Office {
             queued: 0,
             next_pos: 0,
             arrivals: 0,
+            watchers: BTreeMap::new(),
+            adopted_high: BTreeMap::new(),
+            changed: BTreeSet::new(),
+            told_after_gap: false,
+        }
+    }
+
+    /// What the coordinator can tell of election lock `name` at `now`
+    /// (elections.md, amendments): `None` while its grant is acked and
+    /// unannounced (unknown); else its leader, or none, as of a fence. A
+    /// grant past its honour time counts as ended.
+    pub(super) fn observation(&self, name: &LockName, now: Instant) -> Option<Observation> {
+        let as_of = fence(self.term, self.counter);
+        let live = self.names.get(name).and_then(|q| q.holder.as_ref()).filter(|g| g.honour_until > now);
+        match live {
+            Some(g) => match (&g.value, g.acked) {
+                (Some(v), _) => Some((name.clone(), Some((g.node, g.fence, v.clone())), g.fence)),
+                (None, true) => None,
+                (None, false) => Some((name.clone(), None, as_of)),
+            },
+            None => Some((name.clone(), None, as_of)),
+        }
+    }
+
+    /// The campaign value of grant `f`, held by `from`, is `value`:
+    /// whether this office honours that grant of `from`'s (then it is
+    /// acknowledged; the first value is kept).
+    pub(super) fn announce(&mut self, from: NodeId, f: u128, value: String) -> bool {
+        let Some(name) = self.by_fence.get(&f).cloned() else { return false };
+        let Some(g) = self.names.get_mut(&name).and_then(|q| q.holder.as_mut()) else { return false };
+        if g.node != from {
+            return false;
+        }
+        if g.value.is_none() {
+            g.value = Some(value);
+            self.touch(&name);
+        }
+        true
+    }
+
+    /// `node` asks about election locks `names` at `now`: with `Watch` it
+    /// watches them (again), with `Unwatch` no longer. A new watched name
+    /// over `max` is not recorded.
+    pub(super) fn watch(&mut self, names: &[LockName], node: NodeId, mode: ObserveMode, now: Instant, max: usize) {
+        for name in names {
+            match mode {
+                ObserveMode::Once => {}
+                ObserveMode::Watch => {
+                    if !self.watchers.contains_key(name) && self.watchers.len() >= max {
+                        continue;
+                    }
+                    self.watchers.entry(name.clone()).or_default().insert(node, now);
+                }
+                ObserveMode::Unwatch => {
+                    if let Some(w) = self.watchers.get_mut(name) {
+                        w.remove(&node);
+                        if w.is_empty() {
+                            self.watchers.remove(name);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// What each watching node must be told now: nothing during the
+    /// failover gap; when it ends, every watched election; then those
+    /// whose state may have changed and is known (an unknown one waits for
+    /// its announce). Watches not asked again within `stale` are dropped
+    /// first (a dead or restarted node).
+    pub(super) fn take_changed(&mut self, now: Instant, stale: Duration) -> BTreeMap<NodeId, Vec<Observation>> {
+        let mut out: BTreeMap<NodeId, Vec<Observation>> = BTreeMap::new();
+        if now < self.gap_until {
+            return out;
+        }
+        self.watchers.retain(|_, w| {
+            w.retain(|_, at| now.saturating_since(*at) < stale);
+            !w.is_empty()
+        });
+        if !self.told_after_gap {
+            self.told_after_gap = true;
+            self.changed.extend(self.watchers.keys().cloned());
+        }
+        let changed = std::mem::take(&mut self.changed);
+        for name in changed {
+            let Some(nodes) = self.watchers.get(&name) else { continue };
+            match self.observation(&name, now) {
+                Some(obs) => {
+                    for node in nodes.keys() {
+                        out.entry(*node).or_default().push(obs.clone());
+                    }
+                }
+                None => {
+                    self.changed.insert(name);
+                }
+            }
+        }
+        out
+    }
+
+    /// Marks election lock `name`'s leader as possibly changed.
+    fn touch(&mut self, name: &LockName) {
+        if name.is_election() && self.watchers.contains_key(name) {
+            self.changed.insert(name.clone());
         }
     }
 
@@ -132,6 +254,7 @@ impl Office {
     }
 
     fn set_holder(&mut self, name: &LockName, g: Grant) {
+        self.touch(name);
         let q = self.names.entry(name.clone()).or_default();
         if let Some(old) = q.holder.replace(g.clone()) {
             self.by_fence.remove(&old.fence);
@@ -143,6 +266,7 @@ impl Office {
     }
 
     fn clear_holder(&mut self, name: &LockName) {
+        self.touch(name);
         if let Some(q) = self.names.get_mut(name) {
             if let Some(g) = q.holder.take() {
                 self.by_fence.remove(&g.fence);
@@ -205,6 +329,7 @@ impl Office {
         req: u64,
         queued: Option<(u64, u64)>,
         holding: Option<u128>,
+        value: Option<String>,
         term: u64,
     ) -> Answer {
         let honour = cfg.stretched(cfg.grant_ttl);
@@ -215,11 +340,32 @@ impl Office {
             // once the predecessor's quorum lease has lapsed.
             let holder = known.and_then(|q| q.holder.as_ref());
             let same = holder.is_some_and(|g| g.node == from && g.fence == f);
-            if same || (holder.is_none() && lockservice::fence_parts(f).0 < term && !self.by_fence.contains_key(&f)) {
+            // Only within the failover gap: a grant of an earlier term
+            // still live has re-registered by its end (the gap's own
+            // argument), so one re-registered after it has expired; adopted,
+            // it would show observers a leader that no longer leads.
+            // (Without a gap, the mutation, any time.)
+            let in_gap = now < self.gap_until || !cfg.rules.on(ElRule::FailoverGap);
+            // Above every grant of the name adopted here: a superseded
+            // grant's stale re-registration is refused.
+            let above = self.adopted_high.get(name).is_none_or(|h| f > *h);
+            if same
+                || (holder.is_none()
+                    && in_gap
+                    && above
+                    && lockservice::fence_parts(f).0 < term
+                    && !self.by_fence.contains_key(&f))
+            {
                 let adopt_from = self.took_office.map(|t| t + cfg.stretched(cfg.lease));
                 let renew_from =
                     if cfg.rules.on(ElRule::AdoptedRenewalWaits) { adopt_from.unwrap_or(now) } else { now };
-                self.set_holder(name, Grant { node: from, fence: f, honour_until: now + honour, renew_from });
+                let known_value = holder.and_then(|g| g.value.clone());
+                let value = known_value.or(value).filter(|_| name.is_election());
+                if name.is_election() {
+                    self.adopted_high.insert(name.clone(), f);
+                }
+                let grant = Grant { node: from, fence: f, honour_until: now + honour, renew_from, value, acked: true };
+                self.set_holder(name, grant);
                 return Answer::Adopted { fence: f };
             }
             return Answer::RenewRefused(f);
@@ -293,7 +439,10 @@ impl Office {
         self.queued -= 1;
         let f = fence(term, counter);
         let honour_until = now + cfg.stretched(cfg.grant_ttl);
-        self.set_holder(name, Grant { node: e.node, fence: f, honour_until, renew_from: now });
+        self.set_holder(
+            name,
+            Grant { node: e.node, fence: f, honour_until, renew_from: now, value: None, acked: false },
+        );
         NextGrant::Granted { entry: e, fence: f, len: self.queued() }
     }
 
@@ -313,6 +462,14 @@ impl Office {
                     self.honours.remove(&(g.honour_until, f));
                     g.honour_until = now + honour;
                     self.honours.insert((g.honour_until, f));
+                    if !g.acked {
+                        g.acked = true;
+                        let name = self.by_fence.get(&f).cloned();
+                        if let Some(name) = name {
+                            // Acked, unannounced: its state is unknown now.
+                            self.touch(&name);
+                        }
+                    }
                     Renewal::Acked
                 } else {
                     Renewal::NotYet
@@ -387,6 +544,7 @@ enum Renewal {
 impl ElNode {
     /// A consumer's request (this process's own ones come through the
     /// loopback).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_request(
         &mut self,
         now: Instant,
@@ -395,6 +553,7 @@ impl ElNode {
         req: u64,
         queued: Option<(u64, u64)>,
         holding: Option<u128>,
+        value: Option<String>,
     ) {
         let term = self.term;
         let may_grant = self.may_grant(now);
@@ -405,7 +564,7 @@ impl ElNode {
         if !may_grant {
             return self.deny(from, name, req, Denial::NoQuorum);
         }
-        match o.request(&self.cfg, now, from, &name, req, queued, holding, term) {
+        match o.request(&self.cfg, now, from, &name, req, queued, holding, value, term) {
             Answer::Adopted { fence: f } => {
                 self.rearm_holder_expiry();
                 self.send(from, Msg::Granted { term, name, req, fence: f });

@@ -53,6 +53,10 @@ struct HeldGrant {
     /// (term, pos) of the request's first `Queued` answer (its place, if
     /// the grant is given back unconfirmed).
     key: Option<(u64, u64)>,
+    /// A campaign's grant: its coordinator acknowledged the value
+    /// (`Announced`); until then it is announced again on each renewal
+    /// tick (elections.md, amendments, E1).
+    announced: bool,
 }
 
 /// A held grant's standing with the coordinator it renews to.
@@ -232,6 +236,8 @@ impl ConsumerState {
             Some(g) if g.confirmed || unconfirmed_too => {
                 g.to = c;
                 g.adoption = Adoption::Asked(now);
+                // The new coordinator acknowledges the value again.
+                g.announced = !name.is_election();
                 HeldAtChange::Reregistered(g.fence)
             }
             Some(_) => HeldAtChange::Unconfirmed,
@@ -346,9 +352,30 @@ impl ConsumerState {
                 sent: BTreeMap::new(),
                 expiry,
                 key,
+                // Only a campaign's grant is announced.
+                announced: !name.is_election(),
             },
         );
         true
+    }
+
+    /// The campaign grants whose value their coordinator has not
+    /// acknowledged (confirmed ones only: their client holds).
+    fn unannounced(&self) -> Vec<LockName> {
+        self.grants.iter().filter(|(_, g)| g.confirmed && !g.announced).map(|(n, _)| n.clone()).collect()
+    }
+
+    /// `name`'s grant, if a confirmed campaign grant not yet acknowledged:
+    /// its coordinator and fence.
+    fn unannounced_of(&self, name: &LockName) -> Option<(NodeId, u128)> {
+        self.grants.get(name).filter(|g| g.confirmed && !g.announced).map(|g| (g.to, g.fence))
+    }
+
+    /// Grant `f`'s value was acknowledged.
+    fn announced(&mut self, f: u128) {
+        if let Some(g) = self.grants.values_mut().find(|g| g.fence == f) {
+            g.announced = true;
+        }
     }
 
     /// The next renewal of `name`'s grant, sent `now`: to whom, fence and
@@ -472,7 +499,9 @@ impl ElNode {
         holding: Option<u128>,
     ) {
         let term = self.term;
-        self.send(to, Msg::Request { term, name: name.clone(), req, queued, holding });
+        // A re-registered campaign brings its leader's value along.
+        let value = holding.and_then(|_| self.locks.holder_value(name)).map(str::to_owned);
+        self.send(to, Msg::Request { term, name: name.clone(), req, queued, holding, value });
         self.rearm_request_due();
     }
 
@@ -639,6 +668,10 @@ impl ElNode {
         if self.consumer.awaits_echo() {
             self.reregister(now, None);
         }
+        // A campaign's value not acknowledged yet goes again.
+        for name in self.consumer.unannounced() {
+            self.announce(&name);
+        }
         let mut by_to: BTreeMap<NodeId, Vec<(u128, u64)>> = BTreeMap::new();
         for name in self.consumer.renewing() {
             if let Some((to, f, seq)) = self.consumer.next_renewal(now, &name) {
@@ -681,9 +714,28 @@ impl ElNode {
                 // The local client left meanwhile (or the ack came too
                 // late): give the grant back (consumer_serve does, as
                 // nothing is held).
+            } else {
+                // A campaigner now leads: the coordinator's observers learn
+                // it from here (elections.md), never before the grant.
+                self.announce(&name);
             }
         }
         self.rearm_grant_expiry();
+    }
+
+    /// Announces `name`'s value to its grant's coordinator if it is a
+    /// campaign whose value is not acknowledged yet.
+    fn announce(&mut self, name: &LockName) {
+        let term = self.term;
+        let Some((to, fence)) = self.consumer.unannounced_of(name) else { return };
+        if let Some(value) = self.locks.holder_value(name).map(str::to_owned) {
+            self.send(to, Msg::Announce { term, fence, value });
+        }
+    }
+
+    /// The coordinator acknowledged grant `fence`'s value.
+    pub(super) fn on_announced(&mut self, fence: u128) {
+        self.consumer.announced(fence);
     }
 
     pub(super) fn on_renew_refused(&mut self, now: Instant, fences: Vec<u128>) {

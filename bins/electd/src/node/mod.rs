@@ -47,6 +47,7 @@ mod consumer;
 mod durable;
 mod events;
 mod join;
+mod observe;
 mod office;
 mod relay;
 mod ring;
@@ -89,6 +90,9 @@ pub struct ElNode {
     stored: (u64, Option<NodeId>),
     /// The term loaded at start: this life never takes office at or below it.
     start_term: u64,
+    /// The last term this life held an office in: never a second office
+    /// in it (`OneOfficePerTerm`).
+    office_term: u64,
     /// When the current term was joined here.
     term_since: Instant,
     role: Role,
@@ -114,6 +118,7 @@ pub struct ElNode {
     terms: terms::TermsState,
     handshake: join::Handshake,
     consumer: consumer::ConsumerState,
+    observe: observe::ObserveState,
     locks: NamedLocks,
     timers: TimerTable<Timer>,
     /// Messages this process sent itself, handled after the current input.
@@ -241,6 +246,7 @@ impl ElNode {
     fn serve(&mut self, now: Instant) {
         self.grant_next(now);
         self.consumer_serve(now);
+        self.observe_serve(now);
     }
 
     /// One message, its term already checked.
@@ -309,7 +315,9 @@ impl ElNode {
             }
             Msg::Heartbeat { term, seq } => self.on_heartbeat(now, from, term, seq),
             Msg::HeartbeatAck { term, seq } => self.on_heartbeat_ack(now, from, term, seq),
-            Msg::Request { name, req, queued, holding, .. } => self.on_request(now, from, name, req, queued, holding),
+            Msg::Request { name, req, queued, holding, value, .. } => {
+                self.on_request(now, from, name, req, queued, holding, value)
+            }
             Msg::Queued { term, name, req, pos } => self.on_queued(now, from, term, &name, req, pos),
             Msg::Denied { name, req, why, .. } => self.on_denied(now, from, &name, req, why),
             Msg::Granted { name, req, fence, .. } => self.on_granted(now, from, &name, req, fence),
@@ -317,6 +325,10 @@ impl ElNode {
             Msg::RenewAck { acks, .. } => self.on_renew_ack(now, acks),
             Msg::RenewRefused { fences, .. } => self.on_renew_refused(now, fences),
             Msg::Release { fence, .. } => self.on_release(now, from, fence),
+            Msg::Announce { fence, value, .. } => self.on_announce(from, fence, value),
+            Msg::Announced { fence, .. } => self.on_announced(fence),
+            Msg::Observe { req, mode, names, .. } => self.on_observe(now, from, req, mode, names),
+            Msg::Observed { req, entries, .. } => self.on_observed(now, from, req, entries),
         }
     }
 }
@@ -370,6 +382,7 @@ impl Protocol for ElNode {
             follows,
             stored: (stored.term, stored.follows),
             start_term: term,
+            office_term: 0,
             term_since: ctx.now,
             role: Role::Electing,
             coordinator: None,
@@ -383,6 +396,7 @@ impl Protocol for ElNode {
             terms: terms::TermsState::default(),
             handshake: join::Handshake::new(members.len() == 1),
             consumer: consumer::ConsumerState::default(),
+            observe: observe::ObserveState::default(),
             locks,
             timers: TimerTable::new(),
             loopback: VecDeque::new(),
@@ -453,11 +467,21 @@ impl Protocol for ElNode {
     }
 
     fn on_request(&mut self, now: Instant, client: ClientId, req: LockRequest) -> Then {
-        self.locks.request(now, client, req, &mut self.out);
+        match req {
+            LockRequest::Observe { name, watch } => self.client_observe(now, client, name, watch),
+            // A watcher stops watching.
+            LockRequest::Release if self.observe.observes(client) => self.client_unobserve(client, true),
+            _ if self.observe.observes(client) => {
+                let reason = "one request per connection: this one observes an election".to_owned();
+                self.out.reply(client, LockReply::Refused { reason });
+            }
+            req => self.locks.request(now, client, req, &mut self.out),
+        }
         Then::AfterInput
     }
 
     fn on_client_gone(&mut self, now: Instant, client: ClientId) -> Then {
+        self.client_unobserve(client, false);
         self.locks.client_gone(now, client, &mut self.out);
         Then::AfterInput
     }
@@ -478,6 +502,7 @@ impl Protocol for ElNode {
         }
         // A Granted or Queued from it may be lost too: ask again.
         self.resend_pending_to(now, peer);
+        self.observe_link_lost(now, peer);
         Then::AfterInput
     }
 
@@ -496,6 +521,7 @@ impl Protocol for ElNode {
                 Timer::Renew => self.on_renew_timer(now),
                 Timer::GrantExpiry => self.on_grant_expiry(now),
                 Timer::HolderExpiry => self.on_holder_expiry(now),
+                Timer::ObserveDue => self.on_observe_due(now),
                 // Serving (after_input) does what these wait for.
                 Timer::GapEnds | Timer::Loopback => {}
             }
@@ -546,6 +572,7 @@ impl Protocol for ElNode {
             ("grants_held".to_string(), self.consumer.grants_held().to_string()),
             ("waiting".to_string(), self.locks.waiting().to_string()),
             ("locks_active".to_string(), self.locks.known().to_string()),
+            ("elections_observed".to_string(), self.observe.observed().to_string()),
             ("recovered".to_string(), self.promise.stored().recovered().to_string()),
         ];
         if let Role::Coordinator(o) = &self.role {

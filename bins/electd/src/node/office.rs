@@ -19,10 +19,13 @@ impl ElNode {
     /// This process was elected in its term: it starts sending heartbeats
     /// (it takes office at their first quorum).
     pub(super) fn become_elected(&mut self, now: Instant) {
-        if self.is_coordinator() && self.cfg.rules.on(ElRule::OneOfficePerTerm) {
+        if (self.is_coordinator() || self.term <= self.office_term) && self.cfg.rules.on(ElRule::OneOfficePerTerm) {
             // (safety) A second result of the same term (another copy of
             // the Elected lap) changes nothing: a new office would lose
-            // the queue and count fences from the start again.
+            // the queue and count fences from the start again. Also after
+            // stepping down from an office that took office in the term: a
+            // late copy must not open a second one, whose counter would
+            // repeat the first one's fences.
             return;
         }
         if self.term <= self.start_term {
@@ -122,6 +125,8 @@ impl ElNode {
         );
         o.took_office = Some(now);
         o.gap_until = now + gap;
+        // No second office in this term for this life (become_elected).
+        self.office_term = term;
         // The term is stored as in use before anything is granted in it.
         let _ = self.promise.on_in_use(term, now);
         self.timers.set(Timer::GapEnds, now + gap);

@@ -39,6 +39,8 @@ pub(super) enum Timer {
     /// Messages to itself are left over after one input's budget: handle
     /// them at once, as a next input (many local names at the coordinator).
     Loopback,
+    /// An observe's answer is due (elections.md).
+    ObserveDue,
 }
 
 /// This process's part in elections.

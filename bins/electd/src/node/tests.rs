@@ -13,7 +13,8 @@ use lockservice::{LockEvent, LockName, NamedEvent};
 use membership::{Member, Membership};
 
 use super::*;
-use crate::msg::Denial;
+use crate::msg::{Denial, ObserveMode};
+use lockservice::LeaderInfo;
 
 const T0: Instant = Instant::from_millis(10_000);
 
@@ -381,7 +382,7 @@ fn consumer_granted_unconfirmed() -> ElNode {
     let outs = drain(&mut p);
     assert!(outs.contains(&Output::Send {
         to: n(3),
-        msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None }
+        msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None, value: None }
     }));
     deliver(&mut p, T0, n(3), Incarnation(1), Msg::Queued { term: 4, name: unnamed(), req: 1, pos: 0 });
     p
@@ -415,7 +416,14 @@ fn an_unconfirmed_grant_is_given_back_when_the_coordinator_changes() {
             &Output::Send { to: n(3), msg: Msg::Release { term: 5, fence: f } },
             &Output::Send {
                 to: n(2),
-                msg: Msg::Request { term: 5, name: unnamed(), req: 2, queued: Some((4, 0)), holding: None }
+                msg: Msg::Request {
+                    term: 5,
+                    name: unnamed(),
+                    req: 2,
+                    queued: Some((4, 0)),
+                    holding: None,
+                    value: None
+                }
             },
             &Output::Send { to: n(2), msg: Msg::HeartbeatAck { term: 5, seq: 1 } },
         ]
@@ -439,7 +447,7 @@ fn a_confirmed_grant_is_re_registered_with_the_new_coordinator() {
     assert!(
         outs.contains(&Output::Send {
             to: n(2),
-            msg: Msg::Request { term: 5, name: unnamed(), req: 0, queued: None, holding: Some(f) }
+            msg: Msg::Request { term: 5, name: unnamed(), req: 0, queued: None, holding: Some(f), value: None }
         }),
         "{outs:?}"
     );
@@ -464,7 +472,7 @@ fn a_denied_re_registration_is_sent_again_until_echoed() {
             })
             .collect()
     };
-    let again = Msg::Request { term: 5, name: unnamed(), req: 0, queued: None, holding: Some(f) };
+    let again = Msg::Request { term: 5, name: unnamed(), req: 0, queued: None, holding: Some(f), value: None };
     let hb = |seq| Msg::Heartbeat { term: 5, seq };
     let outs = sends(deliver(&mut p, at(T0, 5), n(2), Incarnation(1), hb(1)));
     assert_eq!(outs, vec![again.clone(), Msg::HeartbeatAck { term: 5, seq: 1 }]);
@@ -520,7 +528,7 @@ fn an_expired_grant_is_not_re_registered_with_a_new_coordinator() {
     let (mut p, f) = consumer_granted_confirmed();
     let expired = p.timers.get(Timer::GrantExpiry).expect("held");
     let outs = deliver(&mut p, expired, n(2), Incarnation(1), Msg::Heartbeat { term: 5, seq: 1 });
-    let reregistered = Msg::Request { term: 5, name: unnamed(), req: 0, queued: None, holding: Some(f) };
+    let reregistered = Msg::Request { term: 5, name: unnamed(), req: 0, queued: None, holding: Some(f), value: None };
     assert!(!outs.contains(&Output::Send { to: n(2), msg: reregistered }), "{outs:?}");
     assert!(outs.contains(&Output::Send { to: n(2), msg: Msg::HeartbeatAck { term: 5, seq: 1 } }), "{outs:?}");
 }
@@ -535,7 +543,7 @@ fn a_broken_link_to_the_coordinator_resends_the_queued_request() {
         drain(&mut p),
         vec![Output::Send {
             to: n(3),
-            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: Some((4, 0)), holding: None }
+            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: Some((4, 0)), holding: None, value: None }
         }]
     );
     // A broken link to another process changes nothing here.
@@ -553,6 +561,25 @@ fn a_second_elected_lap_of_the_term_keeps_the_office() {
     let outs = deliver(&mut p, at(T0, 5), n(2), Incarnation(1), elected(2));
     assert!(!outs.iter().any(|o| matches!(o, Output::Send { msg: Msg::Heartbeat { .. }, .. })), "{outs:?}");
     assert!(matches!(&p.role, Role::Coordinator(o) if o.elected_at == T0), "the office of T0 is kept");
+}
+
+/// (safety) A late copy of the term's `Elected` lap reaching a process
+/// that took office in the term and stepped down (its quorum lapsed) opens
+/// no second office: one would count fences from the start again and grant
+/// the first office's fences a second time.
+#[test]
+fn a_late_elected_lap_after_stepping_down_opens_no_second_office() {
+    let (mut p, now) = coordinator_in_office();
+    let f = lockservice::fence(5, 1);
+    let outs = deliver(&mut p, now, n(1), Incarnation(1), request(1));
+    assert!(outs.iter().any(|o| matches!(o, Output::Send { msg: Msg::Granted { fence, .. }, .. } if *fence == f)));
+    deliver(&mut p, at(now, 1), n(1), Incarnation(1), Msg::Release { term: 5, fence: f });
+    p.step_down(at(now, 2), "test: quorum lapsed");
+    drain(&mut p);
+    let late = Msg::Elected { term: 5, d: n(3), decider: n(1), accepted: true, hop: 9 };
+    let outs = deliver(&mut p, at(now, 3), n(2), Incarnation(1), late);
+    assert!(!outs.iter().any(|o| matches!(o, Output::Send { msg: Msg::Heartbeat { .. }, .. })), "{outs:?}");
+    assert!(!p.is_coordinator(), "a second office in term 5");
 }
 
 // ---------------------------------------------------------- access service
@@ -593,7 +620,7 @@ fn acked_until(p: &mut ElNode, mut outs: Vec<OutputOf<ElNode>>, end: Instant) ->
 }
 
 fn request(req: u64) -> Msg {
-    Msg::Request { term: 5, name: unnamed(), req, queued: None, holding: None }
+    Msg::Request { term: 5, name: unnamed(), req, queued: None, holding: None, value: None }
 }
 
 #[test]
@@ -648,7 +675,7 @@ fn a_request_to_a_consumer_is_denied_naming_the_coordinator() {
         T0,
         n(1),
         Incarnation(1),
-        Msg::Request { term: 4, name: unnamed(), req: 3, queued: None, holding: None },
+        Msg::Request { term: 4, name: unnamed(), req: 3, queued: None, holding: None, value: None },
     );
     assert_eq!(
         outs,
@@ -1071,7 +1098,7 @@ fn a_queued_answer_is_noted_and_its_place_confirmed_every_grant_ttl() {
         drain(&mut p),
         vec![Output::Send {
             to: n(3),
-            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: Some((4, 0)), holding: None }
+            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: Some((4, 0)), holding: None, value: None }
         }]
     );
 }
@@ -1098,7 +1125,7 @@ fn a_not_coordinator_denial_is_retried_at_the_named_process_and_a_full_queue_bac
         outs,
         vec![Output::Send {
             to: n(2),
-            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None }
+            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None, value: None }
         }]
     );
     let full = Msg::Denied { term: 4, name: unnamed(), req: 1, why: Denial::QueueFull };
@@ -1129,7 +1156,7 @@ fn a_retry_at_the_named_coordinator_waits_a_whole_request_timeout() {
         deliver(&mut p, late, n(3), Incarnation(1), denied),
         vec![Output::Send {
             to: n(2),
-            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None }
+            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None, value: None }
         }]
     );
     assert_eq!(p.timers.get(Timer::RequestDue), Some(late + p.cfg.request_timeout));
@@ -1148,7 +1175,7 @@ fn an_unanswered_request_starts_an_election_and_is_sent_again() {
         drain(&mut p),
         vec![Output::Send {
             to: n(3),
-            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None }
+            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None, value: None }
         }]
     );
     assert!(p.timers.get(Timer::Elect).is_some_and(|t| t <= due + p.cfg.election_jitter));
@@ -1877,7 +1904,7 @@ fn a_re_registered_grant_is_adopted_but_renewed_only_after_the_predecessors_leas
     deliver(&mut p, at(T0, 1), n(1), Incarnation(1), Msg::HeartbeatAck { term: 5, seq: 1 });
     assert!(p.in_office() && p.may_grant(at(T0, 2)));
     let f = lockservice::fence(4, 7);
-    let holding = |f| Msg::Request { term: 5, name: unnamed(), req: 0, queued: None, holding: Some(f) };
+    let holding = |f| Msg::Request { term: 5, name: unnamed(), req: 0, queued: None, holding: Some(f), value: None };
     assert_eq!(
         deliver(&mut p, at(T0, 2), n(1), Incarnation(1), holding(f)),
         vec![Output::Send { to: n(1), msg: Msg::Granted { term: 5, name: unnamed(), req: 0, fence: f } }]
@@ -1932,7 +1959,7 @@ fn a_client_acquire_sends_one_request_to_the_known_coordinator() {
         drain(&mut p),
         vec![Output::Send {
             to: n(3),
-            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None }
+            msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None, value: None }
         }]
     );
     assert_eq!(p.timers.get(Timer::RequestDue), Some(at(T0, 1) + p.cfg.request_timeout));
@@ -1960,7 +1987,7 @@ fn a_client_acquire_without_a_known_coordinator_waits_for_one() {
             &Output::Send { to: n(3), msg: Msg::HeartbeatAck { term: 4, seq: 1 } },
             &Output::Send {
                 to: n(3),
-                msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None }
+                msg: Msg::Request { term: 4, name: unnamed(), req: 1, queued: None, holding: None, value: None }
             },
         ]
     );
@@ -2145,7 +2172,7 @@ fn acquire_named(name: &str) -> LockRequest {
 
 /// Request `req` of lock `name` in term `term`, with no place and no grant.
 fn request_of(term: u64, name: &str, req: u64) -> Msg {
-    Msg::Request { term, name: named(name), req, queued: None, holding: None }
+    Msg::Request { term, name: named(name), req, queued: None, holding: None, value: None }
 }
 
 /// [`consumer_idle`], then client 1 asks for lock `a` at T0 + 1 ms and
@@ -2498,4 +2525,252 @@ fn many_local_names_at_the_coordinator_are_all_granted_at_once() {
     let granted = outs.iter().filter(|o| matches!(o, Output::Reply { reply: LockReply::Granted { .. }, .. })).count();
     assert_eq!(granted, 40, "every local client granted at the gap's end, {t:?}");
     assert_eq!(p.locks.known(), 40);
+}
+
+// ---------------------------------------------------------------- elections
+
+/// The lock of election `s`.
+fn election(s: &str) -> LockName {
+    LockName::election(&named(s))
+}
+
+/// Coordinator 3 in office past its gap, election `x` granted to 1 with
+/// fence (5, 1) (its request 1): returns it, the time and the fence.
+fn campaign_granted() -> (ElNode, Instant, u128) {
+    let (mut p, now) = coordinator_in_office();
+    let f = lockservice::fence(5, 1);
+    let req = Msg::Request { term: 5, name: election("x"), req: 1, queued: None, holding: None, value: None };
+    let outs = deliver(&mut p, now, n(1), Incarnation(1), req);
+    assert!(outs.iter().any(|o| matches!(o, Output::Send { msg: Msg::Granted { fence, .. }, .. } if *fence == f)));
+    (p, now, f)
+}
+
+fn observe(req: u64, mode: ObserveMode, names: &[&str]) -> Msg {
+    Msg::Observe { term: 5, req, mode, names: names.iter().map(|s| election(s)).collect() }
+}
+
+fn observed(req: u64, entries: Vec<crate::msg::Observation>) -> Output<Msg, LockReply, ElEvent, ElDurable> {
+    Output::Send { to: n(2), msg: Msg::Observed { term: 5, req, entries } }
+}
+
+/// (elections.md, amendments E1) A grant not yet renewed cannot be held:
+/// "no leader", as of the office's latest fence. Once a renewal is acked
+/// the client may hold but its value is unknown: nothing is said. Once
+/// announced (and acknowledged), the leader with its fence.
+#[test]
+fn an_election_is_leaderless_then_unknown_then_led() {
+    let (mut p, now, f) = campaign_granted();
+    let outs = deliver(&mut p, now, n(2), Incarnation(1), observe(1, ObserveMode::Once, &["x"]));
+    assert_eq!(outs, vec![observed(1, vec![(election("x"), None, f)])]);
+    deliver(&mut p, now, n(1), Incarnation(1), Msg::Renew { term: 5, grants: vec![(f, 1)] });
+    let outs = deliver(&mut p, now, n(2), Incarnation(1), observe(2, ObserveMode::Once, &["x"]));
+    assert_eq!(outs, vec![], "acked and unannounced: unknown, no answer");
+    // Only the holder's announce counts.
+    let outs = deliver(&mut p, now, n(2), Incarnation(1), Msg::Announce { term: 5, fence: f, value: "b".into() });
+    assert_eq!(outs, vec![]);
+    let outs = deliver(&mut p, now, n(1), Incarnation(1), Msg::Announce { term: 5, fence: f, value: "a".into() });
+    assert_eq!(outs, vec![Output::Send { to: n(1), msg: Msg::Announced { term: 5, fence: f } }]);
+    let outs = deliver(&mut p, now, n(2), Incarnation(1), observe(3, ObserveMode::Once, &["x"]));
+    assert_eq!(outs, vec![observed(3, vec![(election("x"), Some((n(1), f, "a".into())), f)])]);
+    // A second announce is acknowledged again; the first value stays.
+    deliver(&mut p, now, n(1), Incarnation(1), Msg::Announce { term: 5, fence: f, value: "z".into() });
+    let outs = deliver(&mut p, now, n(2), Incarnation(1), observe(4, ObserveMode::Once, &["x"]));
+    assert_eq!(outs, vec![observed(4, vec![(election("x"), Some((n(1), f, "a".into())), f)])]);
+}
+
+/// Watchers are pushed each change (req 0): the leader once announced,
+/// "no leader" once it releases; a one-shot asker is not; an unwatch
+/// stops the pushes.
+#[test]
+fn watchers_are_told_each_change_and_unwatch_stops_it() {
+    let (mut p, now, f) = campaign_granted();
+    let outs = deliver(&mut p, now, n(2), Incarnation(1), observe(1, ObserveMode::Watch, &["x"]));
+    assert_eq!(outs, vec![observed(1, vec![(election("x"), None, f)])]);
+    deliver(&mut p, now, n(1), Incarnation(1), Msg::Renew { term: 5, grants: vec![(f, 1)] });
+    let outs = deliver(&mut p, now, n(1), Incarnation(1), Msg::Announce { term: 5, fence: f, value: "a".into() });
+    assert_eq!(
+        outs,
+        vec![
+            Output::Send { to: n(1), msg: Msg::Announced { term: 5, fence: f } },
+            observed(0, vec![(election("x"), Some((n(1), f, "a".into())), f)]),
+        ]
+    );
+    let outs = deliver(&mut p, at(now, 1), n(1), Incarnation(1), Msg::Release { term: 5, fence: f });
+    assert_eq!(outs, vec![observed(0, vec![(election("x"), None, f)])]);
+    deliver(&mut p, at(now, 2), n(2), Incarnation(1), observe(0, ObserveMode::Unwatch, &["x"]));
+    let req = Msg::Request { term: 5, name: election("x"), req: 2, queued: None, holding: None, value: None };
+    let outs = deliver(&mut p, at(now, 3), n(1), Incarnation(1), req);
+    assert!(!outs.iter().any(|o| matches!(o, Output::Send { msg: Msg::Observed { .. }, .. })), "{outs:?}");
+}
+
+/// (E3) A coordinator outside its quorum lease answers nothing: its
+/// state may be stale.
+#[test]
+fn no_answer_outside_the_quorum_lease() {
+    let (mut p, now, _) = campaign_granted();
+    let outs = deliver(&mut p, at(now, 60), n(2), Incarnation(1), observe(1, ObserveMode::Once, &["x"]));
+    assert_eq!(outs, vec![]);
+}
+
+/// (E2) A re-registration of an earlier term's campaign brings its value
+/// (a leader at once); one arriving after the failover gap, or below a
+/// fence of the election adopted in this office, is refused.
+#[test]
+fn adoption_brings_the_value_only_within_the_gap_and_never_backwards() {
+    let ring = ring_of(&[1, 2, 3]);
+    let mut p = process(&ring, 3, Algorithm::Relay, 4);
+    let elected = Msg::Elected { term: 5, d: n(3), decider: n(1), accepted: false, hop: 1 };
+    let outs = deliver(&mut p, T0, n(2), Incarnation(1), elected);
+    // In office, within the gap: past a few heartbeats only.
+    let now = acked_until(&mut p, outs, at(T0, 60));
+    assert!(p.in_office());
+    let gap_until = match &p.role {
+        Role::Coordinator(o) => o.gap_until,
+        _ => unreachable!(),
+    };
+    assert!(now < gap_until, "still in the gap");
+    let (old, older) = (lockservice::fence(4, 7), lockservice::fence(4, 3));
+    let rereg = |f, v: &str| Msg::Request {
+        term: 5,
+        name: election("x"),
+        req: 0,
+        queued: None,
+        holding: Some(f),
+        value: Some(v.into()),
+    };
+    let outs = deliver(&mut p, now, n(1), Incarnation(1), rereg(old, "a"));
+    assert!(outs.iter().any(|o| matches!(o, Output::Send { msg: Msg::Granted { fence, .. }, .. } if *fence == old)));
+    // Released; a stale lower re-registration is refused, not adopted.
+    deliver(&mut p, now, n(1), Incarnation(1), Msg::Release { term: 5, fence: old });
+    let outs = deliver(&mut p, now, n(2), Incarnation(1), rereg(older, "b"));
+    assert_eq!(outs, vec![Output::Send { to: n(2), msg: Msg::RenewRefused { term: 5, fences: vec![older] } }]);
+    // After the gap (its quorum lease kept by 1's acks) no earlier term's
+    // grant is adopted.
+    let mut after = now;
+    while after <= gap_until {
+        after = at(after, 20);
+        p.handle_timeout(after);
+        for o in drain(&mut p) {
+            if let Output::Send { to, msg: Msg::Heartbeat { term, seq } } = o {
+                if to == n(1) {
+                    deliver(&mut p, after, n(1), Incarnation(1), Msg::HeartbeatAck { term, seq });
+                }
+            }
+        }
+    }
+    assert!(p.may_grant(after));
+    let outs = deliver(&mut p, after, n(2), Incarnation(1), rereg(lockservice::fence(4, 9), "c"));
+    assert_eq!(
+        outs,
+        vec![Output::Send { to: n(2), msg: Msg::RenewRefused { term: 5, fences: vec![lockservice::fence(4, 9)] } }]
+    );
+}
+
+/// The observer's side: a client's observe is asked of the coordinator
+/// (numbered), answered from that round; a watcher is told only news
+/// (never an older leader), and `Release` ends the watch with an unwatch.
+#[test]
+fn an_observer_asks_its_coordinator_and_filters_for_its_watchers() {
+    let mut p = consumer_idle();
+    let x = named("x");
+    p.handle_request(at(T0, 1), ClientId(7), LockRequest::Observe { name: x.clone(), watch: true });
+    let ask = Msg::Observe { term: 4, req: 1, mode: ObserveMode::Watch, names: vec![election("x")] };
+    assert_eq!(drain(&mut p), vec![Output::Send { to: n(3), msg: ask }]);
+    let leader = |f: u128| Some((n(2), f, "v".to_string()));
+    let info = |f: u128| Some(LeaderInfo { node: 2, fence: f, value: "v".into() });
+    let (f5, f6) = (lockservice::fence(4, 5), lockservice::fence(4, 6));
+    // A push before the first answer is not the client's first answer.
+    let push = |entries| Msg::Observed { term: 4, req: 0, entries };
+    assert_eq!(deliver(&mut p, at(T0, 2), n(3), Incarnation(1), push(vec![(election("x"), leader(f5), f5)])), vec![]);
+    let answer = Msg::Observed { term: 4, req: 1, entries: vec![(election("x"), leader(f5), f5)] };
+    assert_eq!(
+        deliver(&mut p, at(T0, 3), n(3), Incarnation(1), answer),
+        vec![Output::Reply { client: ClientId(7), reply: LockReply::Leader { name: x.clone(), leader: info(f5) } }]
+    );
+    // The same again, or an older leader: nothing; a newer one: told.
+    assert_eq!(deliver(&mut p, at(T0, 4), n(3), Incarnation(1), push(vec![(election("x"), leader(f5), f5)])), vec![]);
+    let older = lockservice::fence(4, 4);
+    assert_eq!(
+        deliver(&mut p, at(T0, 4), n(3), Incarnation(1), push(vec![(election("x"), leader(older), older)])),
+        vec![]
+    );
+    assert_eq!(
+        deliver(&mut p, at(T0, 5), n(3), Incarnation(1), push(vec![(election("x"), leader(f6), f6)])),
+        vec![Output::Reply { client: ClientId(7), reply: LockReply::Leader { name: x.clone(), leader: info(f6) } }]
+    );
+    // From another process than the coordinator: ignored.
+    assert_eq!(deliver(&mut p, at(T0, 6), n(2), Incarnation(1), push(vec![(election("x"), None, f6)])), vec![]);
+    p.handle_request(at(T0, 7), ClientId(7), LockRequest::Release);
+    let unwatch = Msg::Observe { term: 4, req: 0, mode: ObserveMode::Unwatch, names: vec![election("x")] };
+    assert_eq!(
+        drain(&mut p),
+        vec![
+            Output::Reply { client: ClientId(7), reply: LockReply::Released },
+            Output::Send { to: n(3), msg: unwatch },
+        ]
+    );
+    assert_eq!(p.observe.observed(), 0);
+}
+
+/// (E9) A client reaches an election's lock only through `Campaign`; a
+/// campaign's value over 1 KiB is refused before anything is queued.
+#[test]
+fn an_elections_lock_is_not_a_clients_lock_name_and_values_are_bounded() {
+    let mut p = consumer_idle();
+    p.handle_request(at(T0, 1), ClientId(1), LockRequest::AcquireNamed { name: election("x"), timeout_ms: 100 });
+    let outs = drain(&mut p);
+    assert!(
+        matches!(&outs[..], [Output::Event(_), Output::Reply { reply: LockReply::Refused { .. }, .. }]),
+        "{outs:?}"
+    );
+    let value = "v".repeat(lockservice::MAX_VALUE + 1);
+    p.handle_request(at(T0, 2), ClientId(2), LockRequest::Campaign { name: named("x"), value, timeout_ms: 100 });
+    let outs = drain(&mut p);
+    assert!(
+        matches!(&outs[..], [Output::Event(_), Output::Reply { reply: LockReply::Refused { reason }, .. }] if reason.contains("1024")),
+        "{outs:?}"
+    );
+    assert_eq!(p.locks.known(), 0);
+    // A campaign within bounds asks the coordinator for `elect:x`.
+    p.handle_request(
+        at(T0, 3),
+        ClientId(3),
+        LockRequest::Campaign { name: named("x"), value: "a".into(), timeout_ms: 100 },
+    );
+    let outs = drain(&mut p);
+    assert!(
+        outs.iter().any(
+            |o| matches!(o, Output::Send { msg: Msg::Request { name, value: None, .. }, .. } if *name == election("x"))
+        ),
+        "{outs:?}"
+    );
+}
+
+/// The consumer announces a campaign's value once its client is granted,
+/// again on each renewal tick until acknowledged, and not after.
+#[test]
+fn a_campaigns_value_is_announced_until_acknowledged() {
+    let mut p = consumer_idle();
+    p.handle_request(
+        at(T0, 1),
+        ClientId(1),
+        LockRequest::Campaign { name: named("x"), value: "a".into(), timeout_ms: 10_000 },
+    );
+    drain(&mut p);
+    let f = lockservice::fence(4, 1);
+    deliver(&mut p, at(T0, 2), n(3), Incarnation(1), Msg::Granted { term: 4, name: election("x"), req: 1, fence: f });
+    let outs = deliver(&mut p, at(T0, 3), n(3), Incarnation(1), Msg::RenewAck { term: 4, acks: vec![(f, 1)] });
+    let announce = Msg::Announce { term: 4, fence: f, value: "a".into() };
+    assert!(outs.iter().any(|o| matches!(o, Output::Send { to, msg } if *to == n(3) && *msg == announce)), "{outs:?}");
+    assert!(outs.iter().any(|o| matches!(o, Output::Reply { client: ClientId(1), reply: LockReply::Granted { .. } })));
+    // The next renewal tick announces again.
+    let tick = p.timers.get(Timer::Renew).unwrap();
+    p.handle_timeout(tick);
+    let outs = drain(&mut p);
+    assert!(outs.iter().any(|o| matches!(o, Output::Send { msg, .. } if *msg == announce)), "{outs:?}");
+    deliver(&mut p, tick, n(3), Incarnation(1), Msg::Announced { term: 4, fence: f });
+    let tick = p.timers.get(Timer::Renew).unwrap();
+    p.handle_timeout(tick);
+    let outs = drain(&mut p);
+    assert!(!outs.iter().any(|o| matches!(o, Output::Send { msg: Msg::Announce { .. }, .. })), "{outs:?}");
 }

@@ -207,7 +207,12 @@ pub fn cluster_of(seed: u64, n: u32, alg: Algorithm, m: Rules<ElRule>, load: Wor
             LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
                 vec![(ms(rng, 0, 10), acquire_of(node, client, load.names))]
             }
-            LockReply::Refused { .. } | LockReply::Renewed { .. } | LockReply::Locks { .. } => vec![],
+            LockReply::Refused { .. }
+            | LockReply::Renewed { .. }
+            | LockReply::Locks { .. }
+            | LockReply::Leader { .. } => {
+                vec![]
+            }
         }
     }));
     for i in 1..=n {

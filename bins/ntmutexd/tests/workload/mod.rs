@@ -102,7 +102,12 @@ pub fn cluster_cfg(seed: u64, n: u32, load: Load, net: NetConfig, config: NtConf
             LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
                 vec![(ms(rng, load.think), acquire(node, client))]
             }
-            LockReply::Refused { .. } | LockReply::Renewed { .. } | LockReply::Locks { .. } => vec![],
+            LockReply::Refused { .. }
+            | LockReply::Renewed { .. }
+            | LockReply::Locks { .. }
+            | LockReply::Leader { .. } => {
+                vec![]
+            }
         }
     }));
     for i in 1..=n {

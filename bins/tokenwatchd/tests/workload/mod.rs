@@ -75,7 +75,12 @@ pub fn cluster_holding(seed: u64, n: u32, net: NetConfig, config: TwConfig, hold
             LockReply::Released | LockReply::TimedOut | LockReply::LockLost { .. } => {
                 vec![(ms(rng, 1, 30), acquire(node, client))]
             }
-            LockReply::Refused { .. } | LockReply::Renewed { .. } | LockReply::Locks { .. } => vec![],
+            LockReply::Refused { .. }
+            | LockReply::Renewed { .. }
+            | LockReply::Locks { .. }
+            | LockReply::Leader { .. } => {
+                vec![]
+            }
         }
     }));
     for i in 1..=n {

@@ -1450,6 +1450,7 @@ fn run(cfg: LocksConfig, ops: Vec<Op>, shutdown_at: Option<usize>) -> Result<(),
                 },
                 // No op lists the locks.
                 LockReply::Locks { .. } => return Err(TestCaseError::fail(format!("Locks during {op:?}"))),
+                LockReply::Leader { .. } => return Err(TestCaseError::fail(format!("Leader during {op:?}"))),
             }
         }
 

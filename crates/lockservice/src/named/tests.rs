@@ -1180,3 +1180,53 @@ fn touched_names_are_what_changed_since_the_last_take() {
     l.locks.take_touched();
     assert_eq!(l.locks, before, "back to nothing known");
 }
+
+fn campaign(name: &str, value: &str) -> LockRequest {
+    LockRequest::Campaign { name: n(name), value: value.to_owned(), timeout_ms: 10_000 }
+}
+
+/// (elections.md) A campaign waits for `elect:NAME`, with its value: the
+/// holder's value is known once granted and forgotten with the client.
+#[test]
+fn a_campaign_is_the_acquire_of_the_elections_lock_with_its_value() {
+    let mut l = N::new(cfg(), 10);
+    let x = LockName::election(&n("x"));
+    l.request(T0, c(1), campaign("x", "host-a"));
+    l.request(T0, c(2), campaign("x", "host-b"));
+    assert!(l.has_waiters(&x) && !l.has_waiters(&n("x")));
+    assert_eq!(l.holder_value(&x), None);
+    assert_eq!(l.grant_next(at(1), &x, 5, at(100), false), Some(c(1)));
+    assert_eq!(l.holder_value(&x), Some("host-a"));
+    l.request(at(2), c(1), LockRequest::Release);
+    assert_eq!(l.grant_next(at(3), &x, 6, at(100), false), Some(c(2)));
+    assert_eq!(l.holder_value(&x), Some("host-b"));
+    l.client_gone(at(4), c(2));
+    assert_eq!(l.holder_value(&x), None);
+    assert_eq!(l.locks.known(), 0, "an election nobody campaigns in is forgotten");
+}
+
+/// A campaign's name must be a user name and its value at most 1 KiB; an
+/// election's lock is not a client's `AcquireNamed`; an `Observe` is the
+/// daemon's to answer, not the queues'. Each is refused, changing nothing.
+#[test]
+fn bad_campaigns_and_names_are_refused_changing_nothing() {
+    let mut l = N::new(cfg(), 10);
+    let x = LockName::election(&n("x"));
+    let bad = [
+        LockRequest::Campaign { name: x.clone(), value: "v".into(), timeout_ms: 1 },
+        LockRequest::Campaign { name: LockName::unnamed(), value: "v".into(), timeout_ms: 1 },
+        LockRequest::Campaign { name: n("x"), value: "v".repeat(MAX_VALUE + 1), timeout_ms: 1 },
+        LockRequest::AcquireNamed { name: x.clone(), timeout_ms: 1 },
+        LockRequest::Observe { name: n("x"), watch: true },
+    ];
+    for (i, req) in bad.into_iter().enumerate() {
+        let before = l.locks.clone();
+        l.request(T0, c(i as u64), req.clone());
+        let got = replies(&mut l);
+        assert!(matches!(&got[..], [(_, LockReply::Refused { .. })]), "{req:?}: {got:?}");
+        assert_eq!(l.locks, before, "{req:?} changed the state");
+    }
+    // A value of exactly 1 KiB is fine.
+    l.request(T0, c(9), LockRequest::Campaign { name: n("x"), value: "v".repeat(MAX_VALUE), timeout_ms: 1 });
+    assert!(l.has_waiters(&x));
+}
