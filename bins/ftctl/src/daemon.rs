@@ -46,7 +46,7 @@ async fn resolve(addr: &str) -> Result<SocketAddr> {
 }
 
 /// An OS error without its " (os error N)" suffix.
-fn os_message(e: &io::Error) -> String {
+pub fn os_message(e: &io::Error) -> String {
     let text = e.to_string();
     match text.find(" (os error") {
         Some(i) => text[..i].to_string(),

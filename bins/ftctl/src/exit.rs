@@ -8,18 +8,21 @@ pub const OK: u8 = 0;
 /// Any error: cannot connect, no answer at all, refused, a reply that
 /// makes no sense.
 pub const ERROR: u8 = 1;
-/// Bad arguments (clap's own status for them), and `ftctl lock NAME`
-/// against a daemon that serves no named locks: the request cannot work
-/// there however often it is retried.
+/// Bad arguments (clap's own status for them), `ftctl lock NAME` against
+/// a daemon that serves no named locks, and `ftctl elect` against a daemon
+/// that does not elect: the request cannot work there however often it is
+/// retried.
 pub const BAD_ARGUMENTS: u8 = 2;
-/// `ftctl leader`: the daemon knows no coordinator (an election is under way).
+/// `ftctl leader`: the daemon knows no coordinator (an election is under
+/// way); `ftctl elect NAME --observe`: nobody leads election NAME.
 pub const NO_LEADER: u8 = 3;
 /// `ftctl exec`: unknown service, or bad arguments for it (EX_USAGE).
 pub const USAGE: u8 = 64;
 /// `ftctl fence check`: the fence is not larger than the recorded one
 /// (EX_DATAERR); nothing was changed.
 pub const STALE_FENCE: u8 = 65;
-/// The lock was lost while the command ran (EX_UNAVAILABLE).
+/// The lock (or an election's leadership) was lost while the command ran
+/// (EX_UNAVAILABLE).
 pub const LOCK_LOST: u8 = 69;
 /// The daemon answered that the lock was not obtained in time; `ftctl
 /// exec`: a failure worth retrying later (EX_TEMPFAIL).
@@ -90,6 +93,61 @@ not against a pause of CMD or of ftctl itself: for that, pass the fence on.
 SIGINT or SIGTERM while CMD runs is forwarded to CMD (to its process only:
 a CMD that starts children should exec or pass signals on); the lock is
 released once CMD has exited, and ftctl exits with CMD's status.";
+
+/// `--help` text for `ftctl elect`.
+pub const ELECT_HELP: &str = "\
+Campaigning (-- CMD): waits to lead election NAME (electd; default:
+forever), then runs CMD as `ftctl lock` runs it: under the leadership's lease,
+through the same supervisor, with the same signals and exit statuses. CMD's
+environment has FTCOORD_FENCE=<fence of this leadership> (larger than any
+before for NAME: pass it on, as under `ftctl lock`), FTCOORD_ELECTION=NAME
+and FTCOORD_LEADER_VALUE=V (--value, default the host name: what observers
+see while CMD's campaigner leads); FTCOORD_LOCK_NAME is removed from it.
+When CMD exits the leadership is resigned and the next campaigner leads.
+Elections have their own names: `ftctl lock web` and `ftctl elect web` never
+contend. Without --timeout the campaign has no deadline (sent as the
+largest timeout, which the daemons treat as never).
+
+Exit status (campaigning):
+  CMD's status  CMD ran while this campaigner led; 128+N if signal N killed it
+  1             error: cannot connect, no answer from the daemon, the daemon
+                refused the campaign, bad reply, no host name for --value
+  2             bad arguments (an invalid NAME, a --value over 1024 bytes:
+                nothing is sent), or a daemon that does not elect
+                (ntmutexd, tokenwatchd: \"elections are served by electd\"),
+                or an electd without elections: its reason is printed
+  69            the leadership was lost while CMD ran (as for `ftctl lock`:
+                revoked, the daemon went away, or its lease ran out), or the
+                grant's lease had already ended (CMD not run) (EX_UNAVAILABLE)
+  75            the daemon answered that this campaigner did not lead within
+                --timeout (EX_TEMPFAIL); with --timeout 0: somebody leads
+  126, 127      CMD could not be started / was not found (nothing ran)
+  130, 143      SIGINT / SIGTERM while campaigning
+
+Observing (--observe): prints `leader: node N, fence F, value V` (control
+characters of V escaped) or `no leader`; with --json one object per line,
+{\"name\":\"web\",\"leader\":{\"node\":2,\"fence\":\"18446744073709551617\",
+\"value\":\"host-a\"}} or {\"name\":\"web\",\"leader\":null} (the fence a decimal
+string: 128-bit). With --watch: the current state, then one line per change,
+never an older leader after a newer one (a leader is printed only with a
+fence above every fence printed before; `no leader` only after a leader).
+If the connection to the daemon is lost after the first line, ftctl
+reconnects (100 ms, doubling to 2 s between attempts), saying so on stderr,
+and goes on with the same rule: a change made meanwhile is printed once the
+daemon answers again (the last state is never missed, intermediate ones may
+be).
+
+Exit status (observing):
+  0  a leader was printed; with --watch: SIGINT or SIGTERM, or stdout
+     closed, ended the watch
+  1  error: cannot connect, no answer (within 7 s), refused (\"no
+     coordinator answered\": an election or failover is under way; no
+     leader is known either way), bad reply; with --watch, any of these
+     before the first line
+  2  bad arguments (--observe with CMD, --value, --timeout or
+     --kill-grace; --watch without --observe), or a daemon that does not
+     elect
+  3  no leader (without --watch)";
 
 /// `--help` text for `ftctl locks`.
 pub const LOCKS_HELP: &str = "\

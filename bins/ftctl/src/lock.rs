@@ -1,10 +1,13 @@
 //! `ftctl lock [NAME]`: run a command while this host holds a cluster-wide
-//! lock (NAME, or the unnamed lock).
+//! lock (NAME, or the unnamed lock); and `ftctl elect NAME -- CMD`, which
+//! runs CMD while this host leads election NAME: the same wait and the
+//! same hold, with another request ([`Target`]).
 //!
-//! One run: connect, send `Acquire` (`AcquireNamed` for NAME), wait for
-//! the answer (at most the timeout plus [`client::lock::ANSWER_GRACE`] for
-//! the daemon's own answer), run CMD with `FTCOORD_FENCE` and
-//! `FTCOORD_LOCK_NAME`, watch the hold while CMD runs,
+//! One run: connect, send `Acquire` (`AcquireNamed` for NAME, `Campaign`
+//! for an election), wait for the answer (at most the timeout plus
+//! [`client::lock::ANSWER_GRACE`] for the daemon's own answer), run CMD
+//! with `FTCOORD_FENCE` and the target's own variables
+//! ([`Target::env`]), watch the hold while CMD runs,
 //! send `Release` when it exits, and exit with its status. The hold is
 //! tied to the connection: the daemon also releases it when ftctl goes
 //! away, so every early exit is safe even when the `Release` is never
@@ -22,11 +25,14 @@
 //! protected: SIGTERM at once, SIGKILL at `lease_until` if it is still
 //! alive.
 //!
-//! NAME was validated while parsing the arguments (exit 2 before anything
-//! is sent). A daemon that serves no names refuses NAME (`refuses_names`),
-//! or, older, closes the connection on `AcquireNamed`: exit 2 either way,
-//! like other arguments that cannot work. Every message names the lock
-//! (``lock `NAME` lost: ...``); those of the unnamed lock read as before.
+//! NAME was validated while parsing the arguments, and an election's value
+//! is checked before connecting (exit 2 before anything is sent). A daemon
+//! that serves no names refuses NAME (`refuses_names`), one that does not
+//! elect refuses a campaign (`refuses_elections`), or, older, closes the
+//! connection on the request: exit 2 either way, like other arguments that
+//! cannot work. Every message names the lock or the election (``lock
+//! `NAME` lost: ...``, ``election `NAME` lost: ...``); those of the
+//! unnamed lock read as before.
 //!
 //! What each answer means and when the lease's signals are due are decided
 //! by pure functions ([`on_wait_reply`], [`lease_plan`]; the replies while
@@ -36,6 +42,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use client::elect::{self, election_label, refuses_elections};
 use client::lock::{
     self as locking, lease_phrase, lock_label, refuses_names, Answer, Grant, HoldEvent, LockGuard, LostReason,
     ReleaseError,
@@ -53,6 +60,12 @@ pub const FENCE_ENV: &str = "FTCOORD_FENCE";
 /// The environment variable carrying the lock's name to CMD (empty for the
 /// unnamed lock).
 pub const NAME_ENV: &str = "FTCOORD_LOCK_NAME";
+/// The environment variable carrying the election's name to CMD (`ftctl
+/// elect`).
+pub const ELECTION_ENV: &str = "FTCOORD_ELECTION";
+/// The environment variable carrying the leader's value to CMD (`ftctl
+/// elect`): what observers see while it leads.
+pub const LEADER_VALUE_ENV: &str = "FTCOORD_LEADER_VALUE";
 
 /// `--kill-grace`'s default: a fifth of the default `lease_ms` (100).
 /// ftctl cannot know the daemon's `lease_ms`; with another one, pass a
@@ -66,12 +79,98 @@ pub const DEFAULT_KILL_GRACE: &str = "20ms";
 /// How long a best-effort `Release` may take to send when giving up.
 const GIVE_UP_SEND: Duration = Duration::from_secs(1);
 
-/// What `ftctl lock` was asked to do.
+/// What ftctl waits for and holds while CMD runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A lock (`ftctl lock`): NAME, or [`LockName::unnamed`] without NAME.
+    Lock(LockName),
+    /// The leadership of an election (`ftctl elect`), campaigning with the
+    /// value observers see while this campaigner leads.
+    Election {
+        /// The election (a user name).
+        name: LockName,
+        /// The campaigner's value (at most `lockservice::MAX_VALUE` bytes).
+        value: String,
+    },
+}
+
+impl Target {
+    /// The lock's or the election's name.
+    pub fn name(&self) -> &LockName {
+        match self {
+            Target::Lock(name) | Target::Election { name, .. } => name,
+        }
+    }
+
+    /// How messages name it: `lock`, ``lock `NAME` ``, ``election `NAME` ``.
+    pub fn label(&self) -> String {
+        match self {
+            Target::Lock(name) => lock_label(name),
+            Target::Election { name, .. } => election_label(name),
+        }
+    }
+
+    /// The request that waits for it, at most `timeout`.
+    fn request(&self, timeout: Duration) -> LockRequest {
+        match self {
+            Target::Lock(name) => locking::acquire_request(name, timeout),
+            Target::Election { name, value } => elect::campaign_request(name, value, timeout),
+        }
+    }
+
+    /// CMD's environment under a hold with `fence`: `FTCOORD_FENCE` and
+    /// the target's own variables.
+    fn env(&self, fence: u128) -> Vec<(&'static str, String)> {
+        let mut env = vec![(FENCE_ENV, fence.to_string())];
+        match self {
+            Target::Lock(name) => env.push((NAME_ENV, name.as_str().to_owned())),
+            Target::Election { name, value } => {
+                env.push((ELECTION_ENV, name.as_str().to_owned()));
+                env.push((LEADER_VALUE_ENV, value.clone()));
+            }
+        }
+        env
+    }
+
+    /// The other target's variables, removed from CMD's environment (one
+    /// inherited from an outer `ftctl lock` or `ftctl elect` would describe
+    /// another hold than the one `FTCOORD_FENCE` is the fence of).
+    fn foreign_env(&self) -> &'static [&'static str] {
+        match self {
+            Target::Lock(_) => &[ELECTION_ENV, LEADER_VALUE_ENV],
+            Target::Election { .. } => &[NAME_ENV],
+        }
+    }
+
+    /// Whether refusal `reason` says the daemon can never serve this
+    /// target (a usage error: exit 2): a named lock from a daemon serving
+    /// one unnamed lock, a campaign from a daemon that does not elect.
+    fn refused_for_good(&self, reason: &str) -> bool {
+        match self {
+            Target::Lock(name) => !name.is_unnamed() && refuses_names(reason),
+            Target::Election { .. } => refuses_elections(reason),
+        }
+    }
+
+    /// Why it cannot be asked for at all, if it cannot (checked before
+    /// connecting): an election's value over `lockservice::MAX_VALUE` bytes.
+    fn check(&self) -> Result<(), String> {
+        match self {
+            Target::Lock(_) => Ok(()),
+            Target::Election { name, value } => {
+                elect::check_value(value).map_err(|why| format!("{}: {why}", election_label(name)))
+            }
+        }
+    }
+}
+
+/// What `ftctl lock` or `ftctl elect` (with CMD) was asked to do.
 #[derive(Debug)]
-pub struct LockArgs {
-    /// The lock ([`LockName::unnamed`] without NAME).
-    pub name: LockName,
-    /// How long to wait for the grant (0: only if it can be granted at once).
+pub struct HoldArgs {
+    /// The lock or the election.
+    pub target: Target,
+    /// How long to wait for the grant (0: only if it can be granted at
+    /// once; [`elect::FOREVER`]: no deadline).
     pub timeout: Duration,
     /// How long before the lease's end CMD gets SIGTERM (SIGKILL at the end).
     pub kill_grace: Duration,
@@ -90,17 +189,18 @@ enum Wait {
     GiveUp(u8, String),
 }
 
-/// What the answer to an acquire of lock `name` from the daemon at `addr`
+/// What the answer to an acquire of `target` from the daemon at `addr`
 /// means. A daemon that answered "not in time" is a temporary failure
 /// (75); one that did not answer at all is an error (1), like one that
-/// cannot be reached; one that serves no named locks refusing NAME is a
-/// usage error (2): retrying cannot help.
-fn on_wait_reply(answer: Result<Answer, ClientError>, addr: &str, name: &LockName, timeout: Duration) -> Wait {
-    let lock = lock_label(name);
+/// cannot be reached; one that serves no named locks refusing NAME, or one
+/// that does not elect refusing a campaign, is a usage error (2): retrying
+/// cannot help.
+fn on_wait_reply(answer: Result<Answer, ClientError>, addr: &str, target: &Target, timeout: Duration) -> Wait {
+    let lock = target.label();
     match answer {
         Ok(Answer::Granted(grant)) => Wait::Granted(grant),
-        Ok(Answer::TimedOut) => Wait::Exit(exit::TIMED_OUT, not_obtained(name, timeout)),
-        Ok(Answer::Refused(reason)) if !name.is_unnamed() && refuses_names(&reason) => {
+        Ok(Answer::TimedOut) => Wait::Exit(exit::TIMED_OUT, not_obtained(target, timeout)),
+        Ok(Answer::Refused(reason)) if target.refused_for_good(&reason) => {
             Wait::Exit(exit::BAD_ARGUMENTS, format!("{lock} refused: {reason}"))
         }
         Ok(Answer::Refused(reason)) => Wait::Exit(exit::ERROR, format!("{lock} refused: {reason}")),
@@ -110,12 +210,25 @@ fn on_wait_reply(answer: Result<Answer, ClientError>, addr: &str, name: &LockNam
     }
 }
 
-/// The daemon's own "not within the timeout" for lock `name`.
-fn not_obtained(name: &LockName, timeout: Duration) -> String {
-    match (timeout.is_zero(), name.is_unnamed()) {
-        (true, true) => "not obtained: the lock is held (try-lock, --timeout 0)".to_string(),
-        (true, false) => format!("not obtained: {} is held (try-lock, --timeout 0)", lock_label(name)),
-        (false, _) => format!("{} not obtained within {}", lock_label(name), client::duration::show(timeout)),
+/// The daemon's own "not within the timeout" for `target`.
+fn not_obtained(target: &Target, timeout: Duration) -> String {
+    let show = client::duration::show;
+    match target {
+        Target::Lock(name) => match (timeout.is_zero(), name.is_unnamed()) {
+            (true, true) => "not obtained: the lock is held (try-lock, --timeout 0)".to_string(),
+            (true, false) => format!("not obtained: {} is held (try-lock, --timeout 0)", lock_label(name)),
+            (false, _) => format!("{} not obtained within {}", lock_label(name), show(timeout)),
+        },
+        Target::Election { name, .. } => {
+            let label = election_label(name);
+            if timeout.is_zero() {
+                format!("not leading: {label} has a leader (--timeout 0)")
+            } else if timeout >= elect::FOREVER {
+                format!("{label} not won: the daemon ended a campaign that had no --timeout")
+            } else {
+                format!("{label} not won within {}", show(timeout))
+            }
+        }
     }
 }
 
@@ -168,17 +281,24 @@ fn lease_now(lease_until: timer::Instant, kill_grace: Duration) -> Lease {
     lease_plan(timer::monotonic_now().as_micros(), lease_until.as_micros(), kill_grace)
 }
 
-/// Runs `ftctl lock` against the daemon at `addr`; returns the exit status.
-pub async fn run(addr: &str, args: &LockArgs) -> Result<u8> {
+/// Runs `ftctl lock` or `ftctl elect … -- CMD` against the daemon at
+/// `addr`: waits for `args.target`, runs CMD while holding it; returns the
+/// exit status.
+pub async fn run(addr: &str, args: &HoldArgs) -> Result<u8> {
+    if let Err(why) = args.target.check() {
+        eprintln!("ftctl: {why}");
+        return Ok(exit::BAD_ARGUMENTS);
+    }
     // Caught before anything else, so a signal never kills ftctl mid-hold.
     let mut signals = Signals::catch().context("cannot catch SIGINT/SIGTERM")?;
     let mut client = daemon::connect(addr).await?;
 
+    let request = args.target.request(args.timeout);
     let answer = tokio::select! {
-        answer = locking::acquire_named(&mut client, &args.name, args.timeout) => answer,
+        answer = locking::ask(&mut client, request, args.timeout) => answer,
         sig = signals.recv() => {
             give_up(&mut client).await;
-            eprintln!("ftctl: SIG{} while waiting for the {}; gave up", sig.name(), lock_label(&args.name));
+            eprintln!("ftctl: SIG{} while waiting for the {}; gave up", sig.name(), args.target.label());
             return Ok(exit::of_signal(sig.number()));
         }
     };
@@ -186,10 +306,10 @@ pub async fn run(addr: &str, args: &LockArgs) -> Result<u8> {
     // another API (ringd, hbringd), or predate named locks.
     let other_api = matches!(answer, Err(ClientError::Frame(_) | ClientError::Closed | ClientError::Unexpected(_)));
     let timed_out = matches!(answer, Ok(Answer::TimedOut));
-    let grant = match on_wait_reply(answer, addr, &args.name, args.timeout) {
+    let grant = match on_wait_reply(answer, addr, &args.target, args.timeout) {
         Wait::Granted(grant) => grant,
         Wait::Exit(code, message) => {
-            let other = if other_api { other_api_message(addr, &args.name).await } else { None };
+            let other = if other_api { other_api_message(addr, &args.target).await } else { None };
             let why = if timed_out { not_joined(addr).await } else { None };
             match (other, why) {
                 (Some((code, other)), _) => {
@@ -207,31 +327,33 @@ pub async fn run(addr: &str, args: &LockArgs) -> Result<u8> {
             return Ok(code);
         }
     };
-    hold(LockGuard::named(client, args.name.clone(), grant), &mut signals, args).await
+    hold(LockGuard::named(client, args.target.name().clone(), grant), &mut signals, args).await
 }
 
-/// Runs CMD under the granted lock, through its supervisor
-/// ([`crate::supervise`]); returns ftctl's exit status.
-async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &LockArgs) -> Result<u8> {
+/// Runs CMD under the granted lock (or leadership), through its
+/// supervisor ([`crate::supervise`]); returns ftctl's exit status.
+async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &HoldArgs) -> Result<u8> {
+    let lock = args.target.label();
     let Some(cmd) = args.cmd.first() else {
         // clap requires CMD; nothing to run is nothing to hold for.
-        warn_if_err(release(guard).await);
+        warn_if_err(release(guard, &lock).await);
         eprintln!("ftctl: no command to run (put it after `--`)");
         return Ok(exit::BAD_ARGUMENTS);
     };
     let program = cmd.to_string_lossy().into_owned();
-    let lock = lock_label(guard.name());
     if let Err(why) = room_to_start(&mut guard, args.kill_grace).await {
         // Dropping the guard closes the connection: the daemon releases.
         eprintln!("ftctl: {lock} lost before {program} started: {why}; {program} not run");
         return Ok(exit::LOCK_LOST);
     }
-    let env = [(FENCE_ENV, guard.fence().to_string()), (NAME_ENV, guard.name().as_str().to_owned())];
-    let started = Supervised::start(&args.cmd, &env, guard.lease_until(), args.kill_grace, &lock).await;
+    let env = args.target.env(guard.fence());
+    let started =
+        Supervised::start(&args.cmd, &env, args.target.foreign_env(), guard.lease_until(), args.kill_grace, &lock)
+            .await;
     let Supervised { mut reports, mut control } = match started {
         Ok(supervised) => supervised,
         Err(e) => {
-            warn_if_err(release(guard).await);
+            warn_if_err(release(guard, &lock).await);
             eprintln!("ftctl: cannot start the supervisor of {program}: {e}; {program} not run");
             return Ok(exit::ERROR);
         }
@@ -245,13 +367,13 @@ async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &LockArgs) -> R
             return Ok(exit::LOCK_LOST);
         }
         Report::SpawnFailed { not_found, reason } => {
-            warn_if_err(release(guard).await);
+            warn_if_err(release(guard, &lock).await);
             eprintln!("ftctl: cannot run {program}: {reason}");
             return Ok(if not_found { exit::NOT_FOUND } else { exit::CANNOT_EXECUTE });
         }
         other => {
             // Nothing of CMD can be running: it never said `started`.
-            warn_if_err(release(guard).await);
+            warn_if_err(release(guard, &lock).await);
             eprintln!("ftctl: the supervisor of {program} failed: {other:?}; {program} not run");
             return Ok(exit::ERROR);
         }
@@ -293,7 +415,7 @@ async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &LockArgs) -> R
     };
     let ran_out = report.lease_ran_out();
     reports.reap().await;
-    warn_if_err(release(guard).await);
+    warn_if_err(release(guard, &lock).await);
     if ran_out && !lost {
         // Stopped for its lease's end: CMD did not finish under the lock.
         eprintln!("ftctl: {lock} lost: the lease ran out; {program} was stopped (exit status {status})");
@@ -367,12 +489,36 @@ pub async fn daemon_name(addr: &str) -> Option<String> {
     Some(status.daemon)
 }
 
-/// What `ftctl lock` says when `daemon` (its name as its status gives it)
-/// at `addr` hung up on, or answered nonsense to, a request for lock
-/// `name`, and the exit status: a daemon that grants no locks says so
-/// (1); a lock daemon asked for a named lock predates named locks (2).
+/// What ftctl says when `daemon` (its name as its status gives it) at
+/// `addr` hung up on, or answered nonsense to, `what` (``the campaign for
+/// election `web` ``) of election requests: a daemon without elections
+/// (exit 2: no retry can help).
+pub fn no_elections_message(daemon: &str, addr: &str, what: &str) -> String {
+    if daemon == "electd" {
+        format!(
+            "electd at {addr} does not serve elections: it closed the connection on {what} (a version without them)"
+        )
+    } else {
+        format!(
+            "{daemon} at {addr} does not elect: elections are served by electd (it closed the connection on {what})"
+        )
+    }
+}
+
+/// What `ftctl lock` or `ftctl elect` says when `daemon` (its name as its
+/// status gives it) at `addr` hung up on, or answered nonsense to, a
+/// request for `target`, and the exit status: a daemon that grants no
+/// locks says so (1); a lock daemon asked for a named lock predates named
+/// locks (2); any daemon asked for a campaign does not elect (2).
 /// `None`: nothing more to say than the error itself.
-fn other_api(daemon: &str, addr: &str, name: &LockName) -> Option<(u8, String)> {
+fn other_api(daemon: &str, addr: &str, target: &Target) -> Option<(u8, String)> {
+    let name = match target {
+        Target::Lock(name) => name,
+        Target::Election { name, .. } => {
+            let what = format!("the campaign for {}", election_label(name));
+            return Some((exit::BAD_ARGUMENTS, no_elections_message(daemon, addr, &what)));
+        }
+    };
     if let Some(message) = no_locks_message(daemon) {
         return Some((exit::ERROR, message));
     }
@@ -387,8 +533,8 @@ fn other_api(daemon: &str, addr: &str, name: &LockName) -> Option<(u8, String)> 
 }
 
 /// Asks the daemon at `addr` (a new connection) which it is; [`other_api`].
-async fn other_api_message(addr: &str, name: &LockName) -> Option<(u8, String)> {
-    other_api(&daemon_name(addr).await?, addr, name)
+async fn other_api_message(addr: &str, target: &Target) -> Option<(u8, String)> {
+    other_api(&daemon_name(addr).await?, addr, target)
 }
 
 /// How long asking a daemon that answered "not in time" for its status may take.
@@ -408,9 +554,9 @@ async fn give_up(client: &mut LockClient) {
     let _ = tokio::time::timeout(GIVE_UP_SEND, client.send(LockRequest::Release)).await;
 }
 
-/// Releases the lock; a warning if that was not clean.
-async fn release(guard: LockGuard) -> Result<(), String> {
-    let lock = lock_label(guard.name());
+/// Releases the lock (resigns the leadership) named `lock` in messages; a
+/// warning if that was not clean.
+async fn release(guard: LockGuard, lock: &str) -> Result<(), String> {
     match guard.release().await {
         Ok(()) => Ok(()),
         Err(ReleaseError::Lost(why)) => Err(format!("the {lock} was lost as the command ended: {why}")),
@@ -444,14 +590,14 @@ mod tests {
     #[test]
     fn a_grant_runs_the_command_with_its_fence() {
         assert_eq!(
-            on_wait_reply(Ok(Answer::Granted(grant(42))), ADDR, &LockName::unnamed(), T),
+            on_wait_reply(Ok(Answer::Granted(grant(42))), ADDR, &Target::Lock(LockName::unnamed()), T),
             Wait::Granted(grant(42))
         );
     }
 
     #[test]
     fn wait_replies_map_to_exit_statuses() {
-        let code = |r| match on_wait_reply(r, ADDR, &LockName::unnamed(), T) {
+        let code = |r| match on_wait_reply(r, ADDR, &Target::Lock(LockName::unnamed()), T) {
             Wait::Exit(code, _) | Wait::GiveUp(code, _) => code,
             Wait::Granted(g) => panic!("granted {g:?}"),
         };
@@ -467,17 +613,17 @@ mod tests {
     #[test]
     fn wait_messages_say_why() {
         assert_eq!(
-            on_wait_reply(Ok(Answer::Refused("queue full".into())), ADDR, &LockName::unnamed(), T),
+            on_wait_reply(Ok(Answer::Refused("queue full".into())), ADDR, &Target::Lock(LockName::unnamed()), T),
             Wait::Exit(exit::ERROR, "lock refused: queue full".into())
         );
         assert_eq!(
-            on_wait_reply(Ok(Answer::TimedOut), ADDR, &LockName::unnamed(), Duration::from_millis(500)),
+            on_wait_reply(Ok(Answer::TimedOut), ADDR, &Target::Lock(LockName::unnamed()), Duration::from_millis(500)),
             Wait::Exit(exit::TIMED_OUT, "lock not obtained within 500 ms".into())
         );
         let Wait::GiveUp(exit::ERROR, m) = on_wait_reply(
             Err(ClientError::Timeout(Duration::from_secs(4))),
             ADDR,
-            &LockName::unnamed(),
+            &Target::Lock(LockName::unnamed()),
             Duration::from_secs(2),
         ) else {
             panic!("no answer must give up with exit 1")
@@ -488,7 +634,7 @@ mod tests {
     #[test]
     fn a_try_lock_says_the_lock_is_held() {
         assert_eq!(
-            on_wait_reply(Ok(Answer::TimedOut), ADDR, &LockName::unnamed(), Duration::ZERO),
+            on_wait_reply(Ok(Answer::TimedOut), ADDR, &Target::Lock(LockName::unnamed()), Duration::ZERO),
             Wait::Exit(exit::TIMED_OUT, "not obtained: the lock is held (try-lock, --timeout 0)".into())
         );
     }
@@ -499,7 +645,7 @@ mod tests {
 
     #[test]
     fn messages_about_a_named_lock_name_it() {
-        let db = name("db/migrate");
+        let db = Target::Lock(name("db/migrate"));
         let wait = |r| on_wait_reply(r, ADDR, &db, T);
         assert_eq!(
             wait(Ok(Answer::TimedOut)),
@@ -530,29 +676,146 @@ mod tests {
     fn a_daemon_serving_no_names_refusing_one_is_a_usage_error() {
         let reason = "this daemon serves one unnamed lock: named locks are not supported (docs/named-locks.md)";
         assert_eq!(
-            on_wait_reply(Ok(Answer::Refused(reason.into())), ADDR, &name("jobs"), T),
+            on_wait_reply(Ok(Answer::Refused(reason.into())), ADDR, &Target::Lock(name("jobs")), T),
             Wait::Exit(exit::BAD_ARGUMENTS, format!("lock `jobs` refused: {reason}"))
         );
         // The unnamed lock is never refused for that (nor is a daemon's
         // odd wording taken for it then).
         assert_eq!(
-            on_wait_reply(Ok(Answer::Refused(reason.into())), ADDR, &LockName::unnamed(), T),
+            on_wait_reply(Ok(Answer::Refused(reason.into())), ADDR, &Target::Lock(LockName::unnamed()), T),
             Wait::Exit(exit::ERROR, format!("lock refused: {reason}"))
         );
     }
 
     #[test]
     fn a_lock_daemon_hanging_up_on_a_name_predates_names() {
-        let (code, m) = other_api("ntmutexd", ADDR, &name("jobs")).unwrap();
+        let (code, m) = other_api("ntmutexd", ADDR, &Target::Lock(name("jobs"))).unwrap();
         assert_eq!(code, exit::BAD_ARGUMENTS);
         assert!(m.starts_with("ntmutexd at 127.0.0.1:7201 does not serve named locks: it closed the connection on the request for lock `jobs`"), "{m}");
         // Hanging up on the unnamed lock is only an error.
-        assert_eq!(other_api("ntmutexd", ADDR, &LockName::unnamed()), None);
+        assert_eq!(other_api("ntmutexd", ADDR, &Target::Lock(LockName::unnamed())), None);
         // ringd and hbringd say they grant no locks, named or not.
         for n in [name("jobs"), LockName::unnamed()] {
-            let (code, m) = other_api("hbringd", ADDR, &n).unwrap();
+            let (code, m) = other_api("hbringd", ADDR, &Target::Lock(n)).unwrap();
             assert_eq!(code, exit::ERROR);
             assert!(m.starts_with("hbringd grants no client locks"), "{m}");
+        }
+    }
+
+    fn web(value: &str) -> Target {
+        Target::Election { name: name("web"), value: value.into() }
+    }
+
+    const NO_ELECTIONS: &str = "elections are served by electd: this daemon does not elect (docs/elections.md)";
+
+    #[test]
+    fn an_election_is_campaigned_for_with_its_value_and_env() {
+        let t = web("host-a");
+        assert_eq!(t.name(), &name("web"));
+        assert_eq!(t.label(), "election `web`");
+        assert_eq!(
+            t.request(Duration::from_secs(2)),
+            LockRequest::Campaign { name: name("web"), value: "host-a".into(), timeout_ms: 2000 }
+        );
+        assert_eq!(
+            t.request(elect::FOREVER),
+            LockRequest::Campaign { name: name("web"), value: "host-a".into(), timeout_ms: u64::MAX }
+        );
+        assert_eq!(
+            t.env(1 << 64),
+            vec![
+                (FENCE_ENV, "18446744073709551616".to_string()),
+                (ELECTION_ENV, "web".to_string()),
+                (LEADER_VALUE_ENV, "host-a".to_string())
+            ]
+        );
+        assert_eq!(t.foreign_env(), &[NAME_ENV]);
+        assert_eq!(t.check(), Ok(()));
+        assert_eq!(web(&"v".repeat(1024)).check(), Ok(()));
+        assert_eq!(
+            web(&"v".repeat(1025)).check(),
+            Err("election `web`: the value has 1025 bytes, the most is 1024".into())
+        );
+        // A lock's request, env and label are as they were.
+        let db = Target::Lock(name("db"));
+        assert_eq!(db.request(T), LockRequest::AcquireNamed { name: name("db"), timeout_ms: 30_000 });
+        assert_eq!(
+            Target::Lock(LockName::unnamed()).env(7),
+            vec![(FENCE_ENV, "7".to_string()), (NAME_ENV, String::new())]
+        );
+        assert_eq!(db.foreign_env(), &[ELECTION_ENV, LEADER_VALUE_ENV]);
+        assert_eq!(db.label(), "lock `db`");
+        assert_eq!(db.check(), Ok(()));
+    }
+
+    #[test]
+    fn campaign_answers_map_to_the_lock_statuses_and_name_the_election() {
+        let wait = |r, timeout| on_wait_reply(r, ADDR, &web("a"), timeout);
+        assert_eq!(wait(Ok(Answer::Granted(grant(5))), T), Wait::Granted(grant(5)));
+        assert_eq!(
+            wait(Ok(Answer::TimedOut), T),
+            Wait::Exit(exit::TIMED_OUT, "election `web` not won within 30 s".into())
+        );
+        assert_eq!(
+            wait(Ok(Answer::TimedOut), Duration::ZERO),
+            Wait::Exit(exit::TIMED_OUT, "not leading: election `web` has a leader (--timeout 0)".into())
+        );
+        assert_eq!(
+            wait(Ok(Answer::TimedOut), elect::FOREVER),
+            Wait::Exit(
+                exit::TIMED_OUT,
+                "election `web` not won: the daemon ended a campaign that had no --timeout".into()
+            )
+        );
+        // A daemon that does not elect: a usage error, its reason printed.
+        assert_eq!(
+            wait(Ok(Answer::Refused(NO_ELECTIONS.into())), T),
+            Wait::Exit(exit::BAD_ARGUMENTS, format!("election `web` refused: {NO_ELECTIONS}"))
+        );
+        // Other refusals are errors; the no-names refusal means nothing here.
+        assert_eq!(
+            wait(Ok(Answer::Refused("too many locks".into())), T),
+            Wait::Exit(exit::ERROR, "election `web` refused: too many locks".into())
+        );
+        let no_names = "this daemon serves one unnamed lock: named locks are not supported (docs/named-locks.md)";
+        assert_eq!(
+            wait(Ok(Answer::Refused(no_names.into())), T),
+            Wait::Exit(exit::ERROR, format!("election `web` refused: {no_names}"))
+        );
+        assert_eq!(
+            wait(Ok(Answer::Lost("daemon is shutting down".into())), T),
+            Wait::Exit(exit::LOCK_LOST, "election `web` lost: daemon is shutting down".into())
+        );
+        assert_eq!(
+            wait(Err(ClientError::Closed), T),
+            Wait::Exit(exit::ERROR, "waiting for the election `web`: the daemon closed the connection".into())
+        );
+        // And the no-elections refusal is nothing special for a lock.
+        assert_eq!(
+            on_wait_reply(Ok(Answer::Refused(NO_ELECTIONS.into())), ADDR, &Target::Lock(name("web")), T),
+            Wait::Exit(exit::ERROR, format!("lock `web` refused: {NO_ELECTIONS}"))
+        );
+    }
+
+    #[test]
+    fn a_daemon_hanging_up_on_a_campaign_does_not_elect() {
+        let (code, m) = other_api("electd", ADDR, &web("a")).unwrap();
+        assert_eq!(code, exit::BAD_ARGUMENTS);
+        assert_eq!(
+            m,
+            "electd at 127.0.0.1:7201 does not serve elections: it closed the connection on the campaign for \
+             election `web` (a version without them)"
+        );
+        for daemon in ["ntmutexd", "tokenwatchd", "ringd", "hbringd"] {
+            let (code, m) = other_api(daemon, ADDR, &web("a")).unwrap();
+            assert_eq!(code, exit::BAD_ARGUMENTS, "{daemon}");
+            assert_eq!(
+                m,
+                format!(
+                    "{daemon} at 127.0.0.1:7201 does not elect: elections are served by electd (it closed the \
+                     connection on the campaign for election `web`)"
+                )
+            );
         }
     }
 

@@ -2,13 +2,14 @@
 //!
 //! `status` works against any daemon; `lock` and `locks` against the
 //! lock-granting ones (ntmutexd, tokenwatchd, electd; a named lock against
-//! electd only); `leader` against electd; `lookup` and `exec` against
+//! electd only); `leader` and `elect` against electd; `lookup` and `exec` against
 //! ringd; `fence check` on the resource's side, with no daemon. Each
 //! command lives in its module;
 //! this file parses arguments and maps results to exit statuses.
 #![forbid(unsafe_code)]
 
 mod daemon;
+mod elect;
 mod exit;
 mod fence;
 mod leader;
@@ -38,8 +39,9 @@ struct Cli {
     /// The daemon's client address (its `client_listen`), HOST:PORT.
     #[arg(long, global = true, env = "FTCTL_ADDR", default_value = "127.0.0.1:7201", value_name = "ADDR")]
     addr: String,
-    /// Print results as JSON (`status`, `leader`, `locks`, `lookup`,
-    /// `exec`; `lock` prints nothing of its own).
+    /// Print results as JSON (`status`, `leader`, `locks`, `elect
+    /// --observe`, `lookup`, `exec`; `lock` and `elect -- CMD` print
+    /// nothing of their own).
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -92,6 +94,56 @@ enum Cmd {
         /// The command to run and its arguments, after `--` (what comes
         /// before it is NAME and options).
         #[arg(value_name = "CMD", required = true, num_args = 1.., last = true, allow_hyphen_values = true)]
+        cmd: Vec<OsString>,
+    },
+    /// Run CMD while leading election NAME, or show who leads it (--observe).
+    ///
+    /// Campaigns for NAME (electd), runs CMD once this campaigner leads,
+    /// with FTCOORD_FENCE, FTCOORD_ELECTION and FTCOORD_LEADER_VALUE set,
+    /// resigns when CMD exits and exits with CMD's status; leadership is
+    /// held as `ftctl lock` holds a lock (same lease, signals and exit
+    /// statuses). With --observe: prints the leader (node, fence, value) or
+    /// `no leader`; with --watch, each change until interrupted.
+    #[command(
+        override_usage = "ftctl elect NAME [--value V] [--timeout DUR] [--kill-grace DUR] [--addr ADDR] -- CMD \
+                          [ARGS]...\n       ftctl elect NAME --observe [--watch] [--json] [--addr ADDR]",
+        after_help = exit::ELECT_HELP
+    )]
+    Elect {
+        /// The election: 1-128 bytes of A-Z a-z 0-9 . _ / - (its own name
+        /// space: `ftctl lock NAME` is another thing).
+        #[arg(value_name = "NAME", value_parser = elect::parse_name)]
+        name: LockName,
+        /// What observers see while this campaigner leads (UTF-8, at most
+        /// 1024 bytes; CMD gets it as FTCOORD_LEADER_VALUE). Default: the
+        /// host name.
+        #[arg(long, value_name = "V", allow_hyphen_values = true)]
+        value: Option<String>,
+        /// How long to campaign before giving up: 500ms, 10s, 2m, 1h (a
+        /// unit is required); 0 leads only if nobody does now. Default:
+        /// forever.
+        #[arg(long, value_name = "DUR", value_parser = client::duration::parse)]
+        timeout: Option<Duration>,
+        /// How long before the lease's end CMD gets SIGTERM (SIGKILL at the
+        /// end), as for `ftctl lock`: a fifth of your lease_ms.
+        #[arg(long, value_name = "DUR", default_value = lock::DEFAULT_KILL_GRACE, value_parser = client::duration::parse)]
+        kill_grace: Duration,
+        /// Print who leads instead of campaigning (no CMD, --value,
+        /// --timeout or --kill-grace then).
+        #[arg(long, conflicts_with_all = ["cmd", "value", "timeout", "kill_grace"])]
+        observe: bool,
+        /// With --observe: print the leader at once, then one line on every
+        /// change, until SIGINT or SIGTERM.
+        #[arg(long, requires = "observe", conflicts_with_all = ["cmd", "value", "timeout", "kill_grace"])]
+        watch: bool,
+        /// The command to run while leading, and its arguments, after `--`.
+        #[arg(
+            value_name = "CMD",
+            required_unless_present = "observe",
+            num_args = 1..,
+            last = true,
+            allow_hyphen_values = true
+        )]
         cmd: Vec<OsString>,
     },
     /// List the locks this node knows: held here, last fence, local waiters.
@@ -153,8 +205,8 @@ enum Cmd {
     },
     /// Print ftctl's man page (roff): `ftctl man > /usr/local/share/man/man1/ftctl.1`.
     Man,
-    /// Runs CMD for `ftctl lock` under its lease (ftctl starts it itself;
-    /// docs/interfaces.md, "ftctl lock").
+    /// Runs CMD for `ftctl lock` or `ftctl elect` under its lease (ftctl
+    /// starts it itself; docs/interfaces.md, "ftctl lock").
     #[command(hide = true)]
     Supervise {
         /// The Unix socket of the ftctl that started it.
@@ -166,7 +218,7 @@ enum Cmd {
         /// SIGTERM this many nanoseconds before.
         #[arg(long, value_name = "NS")]
         grace_ns: u64,
-        /// The lock, for messages.
+        /// The lock (or election), for messages.
         #[arg(long, value_name = "LABEL")]
         lock: String,
         /// CMD and its arguments.
@@ -219,18 +271,35 @@ fn man(out: &mut dyn std::io::Write) -> std::io::Result<()> {
 const CMD_AFTER_DASHES: &str = "tip: CMD goes after `--`, as in `ftctl lock [NAME] -- CMD [ARGS]...`; \
                                 a word before `--` is the lock's NAME";
 
+/// The same hint for `ftctl elect`.
+const ELECT_CMD_AFTER_DASHES: &str = "tip: CMD goes after `--`, as in `ftctl elect NAME -- CMD [ARGS]...` \
+                                      (or show the leader: `ftctl elect NAME --observe`)";
+
 /// The hint for parse error `e` of command line `args`, if it is `ftctl
-/// lock` missing CMD, or with an unexpected argument and no `--` at all.
+/// lock` or `ftctl elect` missing CMD, or with an unexpected argument and
+/// no `--` at all.
 fn parse_hint(e: &clap::Error, args: &[OsString]) -> Option<&'static str> {
-    use clap::error::ErrorKind;
-    let lock = e.to_string().contains("Usage: ftctl lock [NAME]");
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let text = e.to_string();
+    let (tip, elect) = if text.contains("Usage: ftctl lock [NAME]") {
+        (CMD_AFTER_DASHES, false)
+    } else if text.contains("Usage: ftctl elect NAME") {
+        (ELECT_CMD_AFTER_DASHES, true)
+    } else {
+        return None;
+    };
     let no_dashes = !args.iter().any(|a| a == "--");
+    // `ftctl elect` also misses NAME when it is missing: no CMD hint then.
+    let missing_cmd = || match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::Strings(missing)) => missing.iter().any(|m| m.starts_with("<CMD>")),
+        _ => false,
+    };
     let hint = match e.kind() {
-        ErrorKind::MissingRequiredArgument => true,
+        ErrorKind::MissingRequiredArgument => !elect || missing_cmd(),
         ErrorKind::UnknownArgument => no_dashes,
         _ => false,
     };
-    (lock && hint).then_some(CMD_AFTER_DASHES)
+    hint.then_some(tip)
 }
 
 fn main() -> ExitCode {
@@ -280,8 +349,12 @@ fn main() -> ExitCode {
             Cmd::Status => status::run(&cli.addr, cli.json).await.map(|()| exit::OK),
             Cmd::Leader { watch, every } => leader::run(&cli.addr, cli.json, watch, every).await,
             Cmd::Lock { name, timeout, kill_grace, cmd } => {
-                let name = name.unwrap_or_else(LockName::unnamed);
-                lock::run(&cli.addr, &lock::LockArgs { name, timeout, kill_grace, cmd }).await
+                let target = lock::Target::Lock(name.unwrap_or_else(LockName::unnamed));
+                lock::run(&cli.addr, &lock::HoldArgs { target, timeout, kill_grace, cmd }).await
+            }
+            Cmd::Elect { name, observe: true, watch, .. } => elect::observe(&cli.addr, &name, cli.json, watch).await,
+            Cmd::Elect { name, value, timeout, kill_grace, cmd, .. } => {
+                elect::campaign(&cli.addr, name, value, timeout, kill_grace, cmd).await
             }
             Cmd::Locks => locks::run(&cli.addr, cli.json).await,
             Cmd::Lookup { timeout } => ring::run_lookup(&cli.addr, cli.json, timeout).await,
@@ -317,7 +390,21 @@ mod tests {
             let mut out = Vec::new();
             completions(shell, &mut out);
             let text = String::from_utf8(out).unwrap();
-            for word in ["status", "leader", "lock", "locks", "lookup", "exec", "addr", "timeout", "kill-grace"] {
+            for word in [
+                "status",
+                "leader",
+                "lock",
+                "locks",
+                "elect",
+                "lookup",
+                "exec",
+                "addr",
+                "timeout",
+                "kill-grace",
+                "value",
+                "observe",
+                "watch",
+            ] {
                 assert!(text.contains(word), "{shell}: {word} missing");
             }
         }
@@ -329,10 +416,11 @@ mod tests {
         man(&mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with(".ie") || text.contains(".TH ftctl"), "{}", &text[..200.min(text.len())]);
-        for page in ["ftctl\\-lock", "ftctl\\-locks", "ftctl\\-status", "ftctl\\-exec"] {
+        for page in ["ftctl\\-lock", "ftctl\\-locks", "ftctl\\-status", "ftctl\\-exec", "ftctl\\-elect"] {
             assert!(text.contains(page), "{page} missing");
         }
         assert!(text.contains("EX_TEMPFAIL"), "the lock exit statuses are missing");
+        assert!(text.contains("FTCOORD_LEADER_VALUE"), "the elect help is missing");
     }
 
     /// The `lock` command's NAME, timeout and CMD from `args` (after `ftctl`).
@@ -409,6 +497,145 @@ mod tests {
         assert_eq!(hint(&["lock", "a b", "--", "true"]), None);
         assert_eq!(hint(&["lock", "--bogus", "--", "true"]), None);
         assert_eq!(hint(&["exec"]), None);
+    }
+
+    /// What `ftctl elect` parsed from `args` (after `ftctl`): NAME, --value,
+    /// --timeout, --observe, --watch, --json and CMD.
+    #[derive(Debug, PartialEq, Eq)]
+    struct Elect {
+        name: String,
+        value: Option<String>,
+        timeout: Option<Duration>,
+        kill_grace: Duration,
+        observe: bool,
+        watch: bool,
+        json: bool,
+        cmd: Vec<String>,
+    }
+
+    fn parse_elect(args: &[&str]) -> Result<Elect, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("ftctl").chain(args.iter().copied()))?;
+        match cli.command {
+            Cmd::Elect { name, value, timeout, kill_grace, observe, watch, cmd } => Ok(Elect {
+                name: name.as_str().to_string(),
+                value,
+                timeout,
+                kill_grace,
+                observe,
+                watch,
+                json: cli.json,
+                cmd: cmd.into_iter().map(|c| c.to_string_lossy().into_owned()).collect(),
+            }),
+            other => panic!("not elect: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn elect_campaigns_with_cmd_after_the_double_dash() {
+        let cmd = |c: &[&str]| c.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let twenty_ms = Duration::from_millis(20);
+        assert_eq!(
+            parse_elect(&["elect", "web", "--", "sh", "-c", "x"]).unwrap(),
+            Elect {
+                name: "web".into(),
+                value: None,
+                timeout: None,
+                kill_grace: twenty_ms,
+                observe: false,
+                watch: false,
+                json: false,
+                cmd: cmd(&["sh", "-c", "x"]),
+            }
+        );
+        assert_eq!(
+            parse_elect(&[
+                "elect",
+                "--value",
+                "-host a-",
+                "db/primary",
+                "--timeout",
+                "5s",
+                "--kill-grace",
+                "1s",
+                "--",
+                "a",
+                "--",
+                "--observe"
+            ])
+            .unwrap(),
+            Elect {
+                name: "db/primary".into(),
+                value: Some("-host a-".into()),
+                timeout: Some(Duration::from_secs(5)),
+                kill_grace: Duration::from_secs(1),
+                observe: false,
+                watch: false,
+                json: false,
+                cmd: cmd(&["a", "--", "--observe"]),
+            }
+        );
+        assert_eq!(parse_elect(&["elect", "w", "--timeout", "0", "--", "true"]).unwrap().timeout, Some(Duration::ZERO));
+        assert_eq!(parse_elect(&["elect", "w", "--value", "", "--", "true"]).unwrap().value, Some(String::new()));
+    }
+
+    #[test]
+    fn elect_observes_once_or_watching() {
+        let observe = |watch, json| Elect {
+            name: "web".into(),
+            value: None,
+            timeout: None,
+            kill_grace: Duration::from_millis(20),
+            observe: true,
+            watch,
+            json,
+            cmd: vec![],
+        };
+        assert_eq!(parse_elect(&["elect", "web", "--observe"]).unwrap(), observe(false, false));
+        assert_eq!(parse_elect(&["elect", "--observe", "web", "--watch"]).unwrap(), observe(true, false));
+        assert_eq!(parse_elect(&["--json", "elect", "web", "--observe", "--watch"]).unwrap(), observe(true, true));
+        assert_eq!(parse_elect(&["elect", "web", "--observe", "--json"]).unwrap(), observe(false, true));
+    }
+
+    #[test]
+    fn elect_refuses_mixed_modes_and_bad_names() {
+        for args in [
+            &["elect", "web", "--observe", "--", "true"][..],
+            &["elect", "web", "--observe", "--value", "v"],
+            &["elect", "web", "--observe", "--timeout", "1s"],
+            &["elect", "web", "--observe", "--kill-grace", "1s"],
+            &["elect", "web", "--watch", "--", "true"],
+            &["elect", "web", "--watch"],
+            &["elect", "web"],
+            &["elect", "--observe"],
+            &["elect", "a:b", "--observe"],
+            &["elect", "", "--", "true"],
+            &["elect", "web", "--timeout", "5", "--", "true"],
+        ] {
+            let e = parse_elect(args).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{args:?}: {e}");
+        }
+        let e = parse_elect(&["elect", "a:b", "--observe"]).unwrap_err();
+        assert!(e.to_string().contains("invalid election name: byte 0x3a at offset 1"), "{e}");
+        let e = parse_elect(&["elect", "web", "--observe", "--value", "v"]).unwrap_err();
+        assert!(e.to_string().contains("'--observe' cannot be used with '--value <V>'"), "{e}");
+    }
+
+    #[test]
+    fn elect_without_the_double_dash_gets_the_hint() {
+        let hint = |args: &[&str]| {
+            let e = parse_elect(args).unwrap_err();
+            let full: Vec<OsString> = ["ftctl"].iter().chain(args).map(OsString::from).collect();
+            parse_hint(&e, &full)
+        };
+        for args in
+            [&["elect", "web", "true"][..], &["elect", "web", "echo", "hi"], &["elect", "web"], &["elect", "web", "--"]]
+        {
+            assert_eq!(hint(args), Some(ELECT_CMD_AFTER_DASHES), "{args:?}");
+        }
+        // NAME missing, or modes mixed: no CMD hint.
+        assert_eq!(hint(&["elect", "--observe"]), None);
+        assert_eq!(hint(&["elect", "web", "--observe", "--", "true"]), None);
+        assert_eq!(hint(&["elect", "a b", "--", "true"]), None);
     }
 
     #[test]

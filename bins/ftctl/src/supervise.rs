@@ -1,5 +1,6 @@
-//! CMD of `ftctl lock` runs under a supervisor process, so that its lease
-//! holds without ftctl's help (docs/interfaces.md, "ftctl lock").
+//! CMD of `ftctl lock` (and of `ftctl elect`, which holds a leadership the
+//! same way) runs under a supervisor process, so that its lease holds
+//! without ftctl's help (docs/interfaces.md, "ftctl lock").
 //!
 //! ftctl may be paused (SIGSTOP, a stopped terminal job, a VM pause) or
 //! killed while CMD runs. A paused ftctl forwards no renewal, and a killed
@@ -211,22 +212,23 @@ pub struct ControlLine {
 }
 
 impl Supervised {
-    /// Starts the supervisor running `cmd` with `env` added, SIGKILL at
-    /// `deadline` (this host's CLOCK_MONOTONIC) and SIGTERM `grace` before;
-    /// `lock` names the lock in its messages. Returns once it is connected.
+    /// Starts the supervisor running `cmd` with `env` added and the
+    /// variables `removed` taken out, SIGKILL at `deadline` (this host's
+    /// CLOCK_MONOTONIC) and SIGTERM `grace` before; `lock` names the lock
+    /// (or election) in its messages. Returns once it is connected.
     pub async fn start(
         cmd: &[OsString],
         env: &[(&str, String)],
+        removed: &[&str],
         deadline: timer::Instant,
         grace: Duration,
         lock: &str,
     ) -> std::io::Result<Supervised> {
-        let exe = std::env::current_exe()?;
         // A directory only this user can enter (mode 0700).
         let dir = tempfile::Builder::new().prefix("ftctl-lock-").tempdir()?;
         let path = dir.path().join("control");
         let listener = UnixListener::bind(&path)?;
-        let mut child = spawn(&exe, &path, cmd, env, deadline, grace, lock)?;
+        let mut child = spawn(&path, cmd, env, removed, deadline, grace, lock)?;
         let accepted = tokio::select! {
             accepted = tokio::time::timeout(START, listener.accept()) => accepted,
             status = child.wait() => {
@@ -253,17 +255,18 @@ impl Supervised {
 /// `ftctl supervise --control PATH … -- CMD…` as a command (ftctl's own
 /// executable; stdio inherited, so CMD keeps the terminal).
 fn spawn(
-    exe: &Path,
     path: &Path,
     cmd: &[OsString],
     env: &[(&str, String)],
+    removed: &[&str],
     deadline: timer::Instant,
     grace: Duration,
     lock: &str,
 ) -> std::io::Result<Child> {
+    let exe = std::env::current_exe()?;
     let deadline_ns = deadline.as_micros().saturating_mul(1_000);
     let grace_ns = u64::try_from(grace.as_nanos()).unwrap_or(u64::MAX);
-    let mut command = Command::new(exe);
+    let mut command = Command::new(&exe);
     command
         .arg("supervise")
         .arg("--control")
@@ -279,6 +282,9 @@ fn spawn(
         .stdin(Stdio::inherit())
         // Never killed with ftctl: it is what stops CMD when ftctl dies.
         .kill_on_drop(false);
+    for key in removed {
+        command.env_remove(key);
+    }
     for (key, value) in env {
         command.env(key, value);
     }

@@ -20,7 +20,10 @@
 //!
 //! [`lock`] is a cluster-wide lock, the unnamed one or a named one, as a
 //! guard with a lease (`ftctl lock [NAME]`), and the list of the locks a
-//! node knows (`ftctl locks`).
+//! node knows (`ftctl locks`). [`elect`] is an election for applications
+//! built on electd's named locks (docs/elections.md): a campaign held as
+//! the same guard (`ftctl elect NAME -- CMD`), and who leads, once or as a
+//! watch that never goes back (`ftctl elect NAME --observe`).
 //!
 //! May depend on: `api`, `ftcore`, `wire`, `lockservice`, `timer`, tokio.
 //! Used by: `ftctl`, `ftlab`, the real-process tests; never by a daemon
@@ -28,6 +31,9 @@
 #![forbid(unsafe_code)]
 
 pub mod duration;
+pub mod elect;
+#[cfg(test)]
+mod fake;
 pub mod leader;
 pub mod lock;
 pub mod ring;
@@ -98,6 +104,11 @@ impl<R: Message, P: Message> Client<R, P> {
         let stream = TcpStream::connect(addr).await.map_err(|source| ClientError::Connect { addr, source })?;
         let _ = stream.set_nodelay(true);
         Ok(Client { framed: Framed::new(stream, ClientCodec::default()), addr, answered: false })
+    }
+
+    /// The daemon's address (the one connected to).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// Sends a request to the protocol core.

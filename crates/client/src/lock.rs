@@ -156,7 +156,17 @@ pub async fn acquire(client: &mut LockClient, timeout: Duration) -> Result<Answe
 /// reason that [`refuses_names`]; an older daemon closes the connection
 /// (`ClientError::Closed`).
 pub async fn acquire_named(client: &mut LockClient, name: &LockName, timeout: Duration) -> Result<Answer, ClientError> {
-    client.send(acquire_request(name, timeout)).await?;
+    ask(client, acquire_request(name, timeout), timeout).await
+}
+
+/// Sends `request`, a request answered as an acquire is (an acquire of
+/// any lock, or a campaign: [`crate::elect::campaign`]) whose wait ends at
+/// `timeout`, and returns the answer: [`acquire_named`] for any such
+/// request. A daemon's error response becomes `Answer::Refused`; no answer
+/// within `timeout` plus [`ANSWER_GRACE`] is `ClientError::Timeout`, after
+/// which the caller should send `Release` (or close the connection).
+pub async fn ask(client: &mut LockClient, request: LockRequest, timeout: Duration) -> Result<Answer, ClientError> {
+    client.send(request).await?;
     let within = timeout.saturating_add(ANSWER_GRACE);
     match tokio::time::timeout(within, client.recv()).await {
         Err(_) => Err(ClientError::Timeout(within)),
@@ -186,15 +196,35 @@ pub async fn lock_named(
     name: &LockName,
     timeout: Duration,
 ) -> Result<Option<LockGuard>, ClientError> {
+    // The unnamed lock's refusals stay the daemon's words alone.
+    let label = (!name.is_unnamed()).then(|| lock_label(name));
+    take_at(addr, acquire_request(name, timeout), name, label.as_deref(), timeout).await
+}
+
+/// Connects to `addr`, sends `request` (answered as an acquire is) and
+/// returns the grant as a guard of `name`, `None` if the daemon answered
+/// that the wait ended first; refusals and losses while waiting are
+/// `ClientError::Refused` whose reason starts with `label` when there is
+/// one (``lock `db`: …``, ``election `web` lost while waiting: …``).
+pub(crate) async fn take_at(
+    addr: SocketAddr,
+    request: LockRequest,
+    name: &LockName,
+    label: Option<&str>,
+    timeout: Duration,
+) -> Result<Option<LockGuard>, ClientError> {
     let mut client = LockClient::connect(addr).await?;
-    let label = lock_label(name);
-    match acquire_named(&mut client, name, timeout).await {
+    match ask(&mut client, request, timeout).await {
         Ok(Answer::Granted(grant)) => Ok(Some(LockGuard::named(client, name.clone(), grant))),
         Ok(Answer::TimedOut) => Ok(None),
-        // The unnamed lock's refusals stay the daemon's words alone.
-        Ok(Answer::Refused(reason)) if name.is_unnamed() => Err(ClientError::Refused(reason)),
-        Ok(Answer::Refused(reason)) => Err(ClientError::Refused(format!("{label}: {reason}"))),
-        Ok(Answer::Lost(reason)) => Err(ClientError::Refused(format!("{label} lost while waiting: {reason}"))),
+        Ok(Answer::Refused(reason)) => match label {
+            None => Err(ClientError::Refused(reason)),
+            Some(label) => Err(ClientError::Refused(format!("{label}: {reason}"))),
+        },
+        Ok(Answer::Lost(reason)) => {
+            let label = label.unwrap_or("lock");
+            Err(ClientError::Refused(format!("{label} lost while waiting: {reason}")))
+        }
         Err(e) => {
             if matches!(e, ClientError::Timeout(_)) {
                 let _ = tokio::time::timeout(SEND_WAIT, client.send(LockRequest::Release)).await;
@@ -454,48 +484,7 @@ impl LockGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ClientRequest, ClientResponse};
-    use futures::{SinkExt, StreamExt};
-    use tokio::net::{TcpListener, TcpStream};
-    use tokio_util::codec::Framed;
-    use wire::ClientCodec;
-
-    const STEP: Duration = Duration::from_secs(5);
-
-    /// The daemon's end of one client connection.
-    struct Conn {
-        framed: Framed<TcpStream, ClientCodec<ClientRequest<LockRequest>, ClientResponse<LockReply>>>,
-    }
-
-    impl Conn {
-        /// The next lock request, `None` once the client has gone.
-        async fn recv(&mut self) -> Option<LockRequest> {
-            match tokio::time::timeout(STEP, self.framed.next()).await.expect("the client sent nothing") {
-                None | Some(Err(_)) => None,
-                Some(Ok(ClientRequest::Op(req))) => Some(req),
-                Some(Ok(ClientRequest::Status)) => panic!("asked for status"),
-            }
-        }
-
-        async fn send(&mut self, reply: LockReply) {
-            self.framed.send(ClientResponse::Op(reply)).await.unwrap();
-        }
-    }
-
-    /// A fake lock daemon: one connection, played by `script`.
-    async fn fake_daemon<F, Fut>(script: F) -> SocketAddr
-    where
-        F: FnOnce(Conn) -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = ()> + Send,
-    {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            let (stream, _) = listener.accept().await.unwrap();
-            script(Conn { framed: Framed::new(stream, ClientCodec::default()) }).await;
-        });
-        addr
-    }
+    use crate::fake::{fake_daemon, Conn, STEP};
 
     /// CLOCK_MONOTONIC `d` from now, in microseconds.
     fn in_us(d: Duration) -> u64 {

@@ -1,6 +1,8 @@
 //! Running the ftctl binary from the integration tests.
 #![allow(dead_code)] // each test binary uses part of this
 
+pub mod fake;
+
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -17,9 +19,15 @@ pub struct Outcome {
 
 /// Starts ftctl with `args`, output captured, `FTCTL_ADDR` unset.
 pub fn spawn(args: &[&str]) -> Child {
+    spawn_with_env(args, &[])
+}
+
+/// [`spawn`] with `env` added to ftctl's environment.
+pub fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_ftctl"))
         .args(args)
         .env_remove("FTCTL_ADDR")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
