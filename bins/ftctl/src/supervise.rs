@@ -91,6 +91,8 @@ pub fn run_supervisor(args: &SuperviseArgs) -> ExitCode {
         eprintln!("ftctl supervise: cannot use the socket to ftctl; nothing run");
         return ExitCode::from(crate::exit::ERROR);
     };
+    // The ftctl that started this supervisor (its parent now).
+    let ftctl = rustix::process::getppid();
     let program = args.cmd.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
     let spec = Spec { argv: args.cmd.clone(), deadline_ns: args.deadline_ns, grace_ns: args.grace_ns, group: false };
     let lock = &args.lock;
@@ -120,7 +122,56 @@ pub fn run_supervisor(args: &SuperviseArgs) -> ExitCode {
         },
     );
     let _ = write.write_all(report_line(&ended).as_bytes());
+    let ran_out = matches!(&ended, Ok(e) if e.termed == Some(Stop::Deadline) || e.killed == Some(Stop::Deadline));
+    if let (true, Some(ftctl)) = (ran_out, ftctl) {
+        end_a_stopped_ftctl(ftctl, lock);
+    }
     ExitCode::from(crate::exit::OK)
+}
+
+/// How long an ftctl found stopped after its lease ran out may stay so
+/// before its supervisor ends it.
+const STOPPED_GRACE: Duration = Duration::from_secs(1);
+
+/// CMD was stopped because its lease ran out. If that is because `ftctl`
+/// (this process's parent) is stopped (SIGSTOP, a debugger), it cannot
+/// release, and its open connection keeps the lock held at the daemon for
+/// as long as it stays stopped: no other client gets it. After
+/// [`STOPPED_GRACE`] still stopped, it gets SIGKILL: its connection closes
+/// and the daemon releases the lock (CMD is already dead, so nothing runs
+/// unprotected). A running ftctl reads the report and releases itself.
+fn end_a_stopped_ftctl(ftctl: rustix::process::Pid, lock: &str) {
+    let stopped = || {
+        // Still our parent (not reparented: ftctl has not died), and in
+        // state T (stopped or traced) per /proc/PID/stat.
+        rustix::process::getppid() == Some(ftctl) && proc_state(ftctl.as_raw_nonzero().get()) == Some('T')
+    };
+    let until = std::time::Instant::now() + STOPPED_GRACE;
+    while stopped() {
+        if std::time::Instant::now() >= until {
+            eprintln!(
+                "ftctl: ftctl (pid {}) stayed stopped after its lease ran out: SIGKILL to it, so that the daemon \
+                 releases the {lock}",
+                ftctl.as_raw_nonzero()
+            );
+            let _ = rustix::process::kill_process(ftctl, rustix::process::Signal::KILL);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The state letter of process `pid` (`/proc/PID/stat`'s third field, after
+/// the command name in parentheses), upper-cased (`t`, traced, reads `T`).
+fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    state_of_stat(&stat)
+}
+
+/// [`proc_state`] of a `/proc/PID/stat` line.
+fn state_of_stat(stat: &str) -> Option<char> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().next()?.chars().next().map(|c| c.to_ascii_uppercase())
 }
 
 /// The report line for how CMD ended (with its newline).
@@ -352,6 +403,15 @@ mod tests {
         );
         let denied = NotRun::Spawn(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied"));
         assert_eq!(back(&Err(denied)), Report::SpawnFailed { not_found: false, reason: "denied".into() });
+    }
+
+    #[test]
+    fn the_state_of_a_proc_stat_line() {
+        assert_eq!(state_of_stat("42 (ftctl) T 1 42 42 0"), Some('T'));
+        assert_eq!(state_of_stat("42 (ftctl) t 1 42 42 0"), Some('T'));
+        assert_eq!(state_of_stat("42 (a) b) S 1 42"), Some('S'));
+        assert_eq!(state_of_stat("42 (ftctl)"), None);
+        assert_eq!(state_of_stat("garbage"), None);
     }
 
     #[test]

@@ -428,8 +428,32 @@ async fn a_stopped_ftctl_still_stops_cmd_at_the_lease_end() {
 
     assert!(gone_within(pid, Duration::from_secs(5)).await, "CMD outlived its lease while ftctl was stopped");
     assert!(granted_at.elapsed() >= Duration::from_millis(950), "killed before the lease's end");
+    // Still stopped a second after its lease ran out: its supervisor ends
+    // it, so that its connection closes and the daemon releases the lock
+    // (live, not only safe).
+    assert_eq!(conn.recv().await, None, "a stopped ftctl kept its connection, and so the lock");
+    assert!(granted_at.elapsed() < Duration::from_secs(5), "{:?}", granted_at.elapsed());
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, -1, "killed by a signal: {out:?}");
+    assert!(out.stderr.contains("stayed stopped after its lease ran out: SIGKILL to it"), "{}", out.stderr);
+}
+
+/// A stopped ftctl resumed within a second of its lease's end is not
+/// ended: it reads its supervisor's report and exits 69 itself.
+#[tokio::test]
+async fn a_stopped_ftctl_resumed_at_once_reports_the_lost_lease_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let daemon = FakeDaemon::start().await;
+    let script = format!("trap '' TERM; {}", sleeper(&pidfile));
+    let ftctl = ftctl_lock(&daemon.addr, &["--kill-grace", "200ms", "--", "sh", "-c", &script]);
+    let ftctl_pid = ftctl.id().unwrap();
+    let mut conn = daemon.accept().await;
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(Duration::from_secs(1)) }).await;
+    let pid = read_pid(&pidfile).await;
+    signal(ftctl_pid, "STOP");
+    assert!(gone_within(pid, Duration::from_secs(5)).await, "CMD outlived its lease while ftctl was stopped");
     signal(ftctl_pid, "CONT");
-    // The lease ran out: ftctl releases (or just closes) without waiting.
     assert_eq!(conn.recv().await, Some(LockRequest::Release), "no release after the resume");
     let out = finish(ftctl, STEP).await;
     assert_eq!(out.code, 69, "{out:?}");
