@@ -122,24 +122,23 @@ pub fn run_supervisor(args: &SuperviseArgs) -> ExitCode {
         },
     );
     let _ = write.write_all(report_line(&ended).as_bytes());
-    let ran_out = matches!(&ended, Ok(e) if e.termed == Some(Stop::Deadline) || e.killed == Some(Stop::Deadline));
-    if let (true, Some(ftctl)) = (ran_out, ftctl) {
+    if let Some(ftctl) = ftctl {
         end_a_stopped_ftctl(ftctl, lock);
     }
     ExitCode::from(crate::exit::OK)
 }
 
-/// How long an ftctl found stopped after its lease ran out may stay so
+/// How long an ftctl found stopped after its command ended may stay so
 /// before its supervisor ends it.
 const STOPPED_GRACE: Duration = Duration::from_secs(1);
 
-/// CMD was stopped because its lease ran out. If that is because `ftctl`
-/// (this process's parent) is stopped (SIGSTOP, a debugger), it cannot
-/// release, and its open connection keeps the lock held at the daemon for
-/// as long as it stays stopped: no other client gets it. After
+/// CMD has ended (by itself, or stopped for its lease's end). A running
+/// ftctl reads the report and releases. A stopped one (SIGSTOP, a
+/// debugger) cannot, and its open connection keeps the lock held at the
+/// daemon for as long as it stays stopped: no other client gets it. After
 /// [`STOPPED_GRACE`] still stopped, it gets SIGKILL: its connection closes
 /// and the daemon releases the lock (CMD is already dead, so nothing runs
-/// unprotected). A running ftctl reads the report and releases itself.
+/// unprotected).
 fn end_a_stopped_ftctl(ftctl: rustix::process::Pid, lock: &str) {
     let stopped = || {
         // Still our parent (not reparented: ftctl has not died), and in
@@ -150,7 +149,7 @@ fn end_a_stopped_ftctl(ftctl: rustix::process::Pid, lock: &str) {
     while stopped() {
         if std::time::Instant::now() >= until {
             eprintln!(
-                "ftctl: ftctl (pid {}) stayed stopped after its lease ran out: SIGKILL to it, so that the daemon \
+                "ftctl: ftctl (pid {}) stayed stopped after its command ended: SIGKILL to it, so that the daemon \
                  releases the {lock}",
                 ftctl.as_raw_nonzero()
             );

@@ -435,7 +435,31 @@ async fn a_stopped_ftctl_still_stops_cmd_at_the_lease_end() {
     assert!(granted_at.elapsed() < Duration::from_secs(5), "{:?}", granted_at.elapsed());
     let out = finish(ftctl, STEP).await;
     assert_eq!(out.code, -1, "killed by a signal: {out:?}");
-    assert!(out.stderr.contains("stayed stopped after its lease ran out: SIGKILL to it"), "{}", out.stderr);
+    assert!(out.stderr.contains("stayed stopped after its command ended: SIGKILL to it"), "{}", out.stderr);
+}
+
+/// A CMD that ends by itself while ftctl is stopped: ftctl cannot
+/// release, so its supervisor ends it a second later and the daemon sees
+/// the connection close (the lock goes on). Found by the real-process
+/// election test: the leadership stayed with a stopped ftctl for 30 s.
+#[tokio::test]
+async fn a_cmd_ending_while_ftctl_is_stopped_still_frees_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let daemon = FakeDaemon::start().await;
+    let script = format!("echo $$ > {}; sleep 0.3", pidfile.display());
+    let ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", &script]);
+    let ftctl_pid = ftctl.id().unwrap();
+    let mut conn = daemon.accept().await;
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(LONG) }).await;
+    read_pid(&pidfile).await;
+    signal(ftctl_pid, "STOP");
+    let stopped = Instant::now();
+    assert_eq!(conn.recv().await, None, "a stopped ftctl kept its connection, and so the lock");
+    assert!(stopped.elapsed() < Duration::from_secs(5), "{:?}", stopped.elapsed());
+    let out = finish(ftctl, STEP).await;
+    assert_eq!(out.code, -1, "killed by a signal: {out:?}");
+    assert!(out.stderr.contains("stayed stopped after its command ended"), "{}", out.stderr);
 }
 
 /// A stopped ftctl resumed within a second of its lease's end is not

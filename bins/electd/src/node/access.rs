@@ -136,7 +136,10 @@ impl Office {
             Some(g) => match (&g.value, g.acked) {
                 (Some(v), _) => Some((name.clone(), Some((g.node, g.fence, v.clone())), g.fence)),
                 (None, true) => None,
-                (None, false) => Some((name.clone(), None, as_of)),
+                // Granted, not yet renewed: nobody holds, as of just below
+                // that grant (which may still come to lead: a watcher must
+                // take it then).
+                (None, false) => Some((name.clone(), None, g.fence.saturating_sub(1))),
             },
             None => Some((name.clone(), None, as_of)),
         }
