@@ -264,14 +264,23 @@ fn one_leader_at_a_time_through_kills_pauses_and_a_stopped_ftctl_and_observers_s
     assert!(last.contains("\"leader\":null"), "the observer's last line is not `no leader`: {last}\n{diag}");
     assert!(seen.len() * 10 >= holds.len() * 8, "the observer saw {} of {} leaders\n{diag}", seen.len(), holds.len());
 
+    // Resign (CMD exits) → the next CMD starts, over consecutive holds of
+    // different campaigners (as the CMDs recorded them).
+    let mut handoffs: Vec<f64> = holds
+        .windows(2)
+        .filter(|w| w[0].client != w[1].client)
+        .filter_map(|w| w[0].end.map(|end| ms(w[1].start.saturating_sub(end))))
+        .collect();
     let show =
         |t: Option<u128>, from: u128| t.map_or("none within 30 s".to_string(), |t| format!("{:.0} ms", ms(t - from)));
     println!(
-        "elections: {} leaders, observer saw {} (|observed − CMD start| median {} ms); next leader after SIGKILL of \
-         the leader's daemon {}, after SIGSTOP of it {}, after SIGSTOP of the leader's ftctl {}",
+        "elections: {} leaders, observer saw {} (|observed − CMD start| median {} ms); resign → next CMD start \
+         median {} ms; next leader after SIGKILL of the leader's daemon {}, after SIGSTOP of it {}, after SIGSTOP \
+         of the leader's ftctl {}",
         holds.len(),
         seen.len(),
         median(&mut latencies),
+        median(&mut handoffs),
         show(after_kill, kill_ns),
         show(after_pause, pause_ns),
         show(after_stopped_ftctl, stopped_ns),
