@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use client::{ClientRequest, ClientResponse};
-use common::fake::{lease, FakeDaemon, LONG, STEP};
+use common::fake::{lease, Conn, FakeDaemon, LONG, STEP};
 use common::{dead_addr, finish, run, spawn, Outcome};
 use futures::{SinkExt, StreamExt};
 use lockservice::{LockInfo, LockName, LockReply, LockRequest};
@@ -405,35 +405,59 @@ fn parent_of(pid: u32) -> u32 {
     rest.split(' ').nth(1).unwrap().parse().unwrap()
 }
 
+/// A lock held through ftctl for the supervisor's tests: ftctl runs `sh -c
+/// SCRIPT` (`script` gets the file CMD writes its pid to first) with
+/// `flags`, granted with a lease of `lease_for`.
+struct Held {
+    _dir: tempfile::TempDir,
+    _daemon: FakeDaemon,
+    ftctl: tokio::process::Child,
+    ftctl_pid: u32,
+    conn: Conn,
+    /// CMD's pid.
+    pid: u32,
+    granted_at: Instant,
+}
+
+async fn held(script: impl Fn(&Path) -> String, flags: &[&str], lease_for: Duration) -> Held {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let daemon = FakeDaemon::start().await;
+    let script = script(&pidfile);
+    let mut args = flags.to_vec();
+    args.extend(["--", "sh", "-c", &script]);
+    let ftctl = ftctl_lock(&daemon.addr, &args);
+    let ftctl_pid = ftctl.id().unwrap();
+    let mut conn = daemon.accept().await;
+    let granted_at = Instant::now();
+    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(lease_for) }).await;
+    let pid = read_pid(&pidfile).await;
+    Held { _dir: dir, _daemon: daemon, ftctl, ftctl_pid, conn, pid, granted_at }
+}
+
+/// `sleeper` ignoring SIGTERM: only a SIGKILL stops it.
+fn stubborn(pidfile: &Path) -> String {
+    format!("trap '' TERM; {}", sleeper(pidfile))
+}
+
 /// (safety) A stopped ftctl forwards no renewal, so CMD must still stop at
 /// the lease's end it was last told, without ftctl: its supervisor does it.
 /// Without the supervisor CMD ran on until ftctl was resumed.
 #[tokio::test]
 async fn a_stopped_ftctl_still_stops_cmd_at_the_lease_end() {
-    let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("pid");
-    let daemon = FakeDaemon::start().await;
-    // Ignores SIGTERM: only the SIGKILL at the lease's end stops it.
-    let script = format!("trap '' TERM; {}", sleeper(&pidfile));
-    let ftctl = ftctl_lock(&daemon.addr, &["--kill-grace", "200ms", "--", "sh", "-c", &script]);
-    let ftctl_pid = ftctl.id().unwrap();
-
-    let mut conn = daemon.accept().await;
-    let granted_at = Instant::now();
-    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(Duration::from_secs(1)) }).await;
-    let pid = read_pid(&pidfile).await;
-    signal(ftctl_pid, "STOP");
+    let mut h = held(stubborn, &["--kill-grace", "200ms"], Duration::from_secs(1)).await;
+    signal(h.ftctl_pid, "STOP");
     // The daemon renews, but a stopped ftctl cannot pass that on.
-    conn.send(LockReply::Renewed { lease_until_us: lease(LONG) }).await;
+    h.conn.send(LockReply::Renewed { lease_until_us: lease(LONG) }).await;
 
-    assert!(gone_within(pid, Duration::from_secs(5)).await, "CMD outlived its lease while ftctl was stopped");
-    assert!(granted_at.elapsed() >= Duration::from_millis(950), "killed before the lease's end");
+    assert!(gone_within(h.pid, Duration::from_secs(5)).await, "CMD outlived its lease while ftctl was stopped");
+    assert!(h.granted_at.elapsed() >= Duration::from_millis(950), "killed before the lease's end");
     // Still stopped a second after its lease ran out: its supervisor ends
     // it, so that its connection closes and the daemon releases the lock
     // (live, not only safe).
-    assert_eq!(conn.recv().await, None, "a stopped ftctl kept its connection, and so the lock");
-    assert!(granted_at.elapsed() < Duration::from_secs(5), "{:?}", granted_at.elapsed());
-    let out = finish(ftctl, STEP).await;
+    assert_eq!(h.conn.recv().await, None, "a stopped ftctl kept its connection, and so the lock");
+    assert!(h.granted_at.elapsed() < Duration::from_secs(5), "{:?}", h.granted_at.elapsed());
+    let out = finish(h.ftctl, STEP).await;
     assert_eq!(out.code, -1, "killed by a signal: {out:?}");
     assert!(out.stderr.contains("stayed stopped after its command ended: SIGKILL to it"), "{}", out.stderr);
 }
@@ -444,20 +468,13 @@ async fn a_stopped_ftctl_still_stops_cmd_at_the_lease_end() {
 /// election test: the leadership stayed with a stopped ftctl for 30 s.
 #[tokio::test]
 async fn a_cmd_ending_while_ftctl_is_stopped_still_frees_the_lock() {
-    let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("pid");
-    let daemon = FakeDaemon::start().await;
-    let script = format!("echo $$ > {}; sleep 0.3", pidfile.display());
-    let ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", &script]);
-    let ftctl_pid = ftctl.id().unwrap();
-    let mut conn = daemon.accept().await;
-    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(LONG) }).await;
-    read_pid(&pidfile).await;
-    signal(ftctl_pid, "STOP");
+    let brief = |pidfile: &Path| format!("echo $$ > {}; sleep 0.3", pidfile.display());
+    let mut h = held(brief, &[], LONG).await;
+    signal(h.ftctl_pid, "STOP");
     let stopped = Instant::now();
-    assert_eq!(conn.recv().await, None, "a stopped ftctl kept its connection, and so the lock");
+    assert_eq!(h.conn.recv().await, None, "a stopped ftctl kept its connection, and so the lock");
     assert!(stopped.elapsed() < Duration::from_secs(5), "{:?}", stopped.elapsed());
-    let out = finish(ftctl, STEP).await;
+    let out = finish(h.ftctl, STEP).await;
     assert_eq!(out.code, -1, "killed by a signal: {out:?}");
     assert!(out.stderr.contains("stayed stopped after its command ended"), "{}", out.stderr);
 }
@@ -466,20 +483,12 @@ async fn a_cmd_ending_while_ftctl_is_stopped_still_frees_the_lock() {
 /// ended: it reads its supervisor's report and exits 69 itself.
 #[tokio::test]
 async fn a_stopped_ftctl_resumed_at_once_reports_the_lost_lease_itself() {
-    let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("pid");
-    let daemon = FakeDaemon::start().await;
-    let script = format!("trap '' TERM; {}", sleeper(&pidfile));
-    let ftctl = ftctl_lock(&daemon.addr, &["--kill-grace", "200ms", "--", "sh", "-c", &script]);
-    let ftctl_pid = ftctl.id().unwrap();
-    let mut conn = daemon.accept().await;
-    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(Duration::from_secs(1)) }).await;
-    let pid = read_pid(&pidfile).await;
-    signal(ftctl_pid, "STOP");
-    assert!(gone_within(pid, Duration::from_secs(5)).await, "CMD outlived its lease while ftctl was stopped");
-    signal(ftctl_pid, "CONT");
-    assert_eq!(conn.recv().await, Some(LockRequest::Release), "no release after the resume");
-    let out = finish(ftctl, STEP).await;
+    let mut h = held(stubborn, &["--kill-grace", "200ms"], Duration::from_secs(1)).await;
+    signal(h.ftctl_pid, "STOP");
+    assert!(gone_within(h.pid, Duration::from_secs(5)).await, "CMD outlived its lease while ftctl was stopped");
+    signal(h.ftctl_pid, "CONT");
+    assert_eq!(h.conn.recv().await, Some(LockRequest::Release), "no release after the resume");
+    let out = finish(h.ftctl, STEP).await;
     assert_eq!(out.code, 69, "{out:?}");
     assert!(out.stderr.contains("lock lost: the lease"), "{}", out.stderr);
 }
@@ -489,44 +498,28 @@ async fn a_stopped_ftctl_resumed_at_once_reports_the_lost_lease_itself() {
 /// supervisor CMD ran on, orphaned, while another client held the lock.
 #[tokio::test]
 async fn a_killed_ftctl_takes_cmd_with_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("pid");
-    let daemon = FakeDaemon::start().await;
-    let script = format!("trap '' TERM; {}", sleeper(&pidfile));
-    let mut ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", &script]);
-
-    let mut conn = daemon.accept().await;
-    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(LONG) }).await;
-    let pid = read_pid(&pidfile).await;
-    signal(ftctl.id().unwrap(), "KILL");
-    let _ = ftctl.wait().await;
-    assert_eq!(conn.recv().await, None, "the connection outlived ftctl");
-    assert!(gone_within(pid, Duration::from_secs(3)).await, "CMD outlived the ftctl that held its lock");
+    let mut h = held(stubborn, &[], LONG).await;
+    signal(h.ftctl_pid, "KILL");
+    let _ = h.ftctl.wait().await;
+    assert_eq!(h.conn.recv().await, None, "the connection outlived ftctl");
+    assert!(gone_within(h.pid, Duration::from_secs(3)).await, "CMD outlived the ftctl that held its lock");
 }
 
 /// A supervisor killed under it (SIGKILL, the one signal it cannot ignore)
 /// leaves CMD unwatched: ftctl kills CMD itself and reports the lock lost.
 #[tokio::test]
 async fn a_killed_supervisor_is_a_lost_lock_and_cmd_is_killed() {
-    let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("pid");
-    let daemon = FakeDaemon::start().await;
-    let ftctl = ftctl_lock(&daemon.addr, &["--", "sh", "-c", &sleeper(&pidfile)]);
-    let ftctl_pid = ftctl.id().unwrap();
-
-    let mut conn = daemon.accept().await;
-    conn.answer_acquire(30_000, LockReply::Granted { fence: 7, lease_until_us: lease(LONG) }).await;
-    let pid = read_pid(&pidfile).await;
-    let supervisor = parent_of(pid);
-    assert_ne!(supervisor, ftctl_pid, "CMD runs under a supervisor, not under ftctl");
-    assert_eq!(parent_of(supervisor), ftctl_pid);
+    let mut h = held(sleeper, &[], LONG).await;
+    let supervisor = parent_of(h.pid);
+    assert_ne!(supervisor, h.ftctl_pid, "CMD runs under a supervisor, not under ftctl");
+    assert_eq!(parent_of(supervisor), h.ftctl_pid);
     signal(supervisor, "KILL");
 
-    assert_eq!(conn.recv().await, None, "ftctl kept the lock after its supervisor died");
-    let out = finish(ftctl, STEP).await;
+    assert_eq!(h.conn.recv().await, None, "ftctl kept the lock after its supervisor died");
+    let out = finish(h.ftctl, STEP).await;
     assert_eq!(out.code, 69, "{out:?}");
     assert!(out.stderr.contains("the supervisor of sh went away"), "{}", out.stderr);
-    assert!(gone_within(pid, Duration::from_secs(3)).await, "CMD outlived its supervisor");
+    assert!(gone_within(h.pid, Duration::from_secs(3)).await, "CMD outlived its supervisor");
 }
 
 /// Ctrl-C reaches the whole process group, the supervisor too: it must not
