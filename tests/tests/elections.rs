@@ -4,7 +4,8 @@
 //! end, fence) on one clock; an observer on node 4 (`ftctl elect web
 //! --observe --watch --json`) whose every line is timestamped as it is read.
 //! The leader's daemon is SIGKILLed (and restarted), then SIGSTOPped, then
-//! the leader's ftctl itself is SIGSTOPped, and CMDs resign by exiting
+//! cut off by a partition, then the leader's ftctl itself is SIGSTOPped;
+//! raw campaigners disconnect mid-grant; CMDs resign by exiting
 //! throughout. Checked: one CMD at a time and fences increasing (the CMDs'
 //! own records); every leader the observer printed ran a CMD with that
 //! fence and value, and in fence order; the observer saw most leaders; the
@@ -157,7 +158,8 @@ fn next_other(file: &Path, value: &str, since: u128, timeout: Duration) -> Optio
 #[test]
 fn one_leader_at_a_time_through_kills_pauses_and_a_stopped_ftctl_and_observers_see_them_in_order() {
     let _serial = serial();
-    let mut c = Cluster::start("electd", 5, ELECTD_TIMING).unwrap();
+    // Relayed: every peer link passes a relay that can cut a node off.
+    let mut c = Cluster::start_relayed("electd", 5, ELECTD_TIMING).unwrap();
     c.wait_recovered().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("holds.log");
@@ -199,7 +201,34 @@ fn one_leader_at_a_time_through_kills_pauses_and_a_stopped_ftctl_and_observers_s
     signal(pid, "CONT").unwrap();
     assert!(served(now_ns()), "not every campaigner led after the pause:\n{}", read(&file));
 
-    // 3. SIGSTOP of the leader's ftctl itself: its supervisor stops CMD at
+    // 3. A partition cutting the leader's node off for 3 s.
+    let (xv, xval, xfence) =
+        fresh_leader(&c, &file, &[1, 2, 3]).unwrap_or_else(|| panic!("no leader found\n{}", read(&file)));
+    let cut_ns = now_ns();
+    c.partitions().expect("a relayed cluster").partition(&[xv]);
+    let after_cut = next_other(&file, &xval, cut_ns, Duration::from_secs(30));
+    thread::sleep(Duration::from_millis(3000).saturating_sub(Duration::from_nanos((now_ns() - cut_ns) as u64)));
+    c.partitions().expect("a relayed cluster").heal();
+    assert!(served(now_ns()), "not every campaigner led after the partition:\n{}", read(&file));
+
+    // 4. Campaigners that go away mid-grant: one disconnects right after
+    // asking, one right after its grant arrives (before any CMD). Neither
+    // may keep the election: the campaign loops lead again.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let web = lockservice::LockName::parse("web").unwrap();
+        let addr = c.node(5).client;
+        let mut quick = client::lock::LockClient::connect(addr).await.unwrap();
+        quick.send(client::elect::campaign_request(&web, "raw1", Duration::from_secs(30))).await.unwrap();
+        drop(quick);
+        let mut raw = client::lock::LockClient::connect(addr).await.unwrap();
+        let answer = client::elect::campaign(&mut raw, &web, "raw2", Duration::from_secs(30)).await;
+        assert!(matches!(answer, Ok(client::lock::Answer::Granted(_))), "{answer:?}");
+        drop(raw);
+    });
+    assert!(served(now_ns()), "not every campaigner led after raw campaigners went away:\n{}", read(&file));
+
+    // 5. SIGSTOP of the leader's ftctl itself: its supervisor stops CMD at
     // the lease's end, then ends the stopped ftctl, so the leadership moves.
     let (sv, sval, sfence) =
         fresh_leader(&c, &file, &[1, 2, 3]).unwrap_or_else(|| panic!("no leader found\n{}", read(&file)));
@@ -220,7 +249,7 @@ fn one_leader_at_a_time_through_kills_pauses_and_a_stopped_ftctl_and_observers_s
     let holds = parse_holds(&text);
     let diag = format!(
         "{summary}killed node {kv} leading {kfence} ({kval}) at {kill_ns}; paused node {pv} leading {pfence} ({pval}) \
-         at {pause_ns}; stopped the ftctl of node {sv} leading {sfence} ({sval}) at {stopped_ns}\nobserver:\n{}\n\
+         at {pause_ns}; cut off node {xv} leading {xfence} ({xval}) at {cut_ns}; stopped the ftctl of node {sv} leading {sfence} ({sval}) at {stopped_ns}\nobserver:\n{}\n\
          records:\n{text}\n{}",
         lines.iter().map(|(t, l)| format!("{t} {l}")).collect::<Vec<_>>().join("\n"),
         logs(&c, &all(5))
@@ -239,7 +268,8 @@ fn one_leader_at_a_time_through_kills_pauses_and_a_stopped_ftctl_and_observers_s
     );
 
     // The observer: every leader it printed led (a CMD with that fence and
-    // value ran), in fence order; "no leader" at the end.
+    // value ran), in fence order, except the raw campaigner that held a
+    // grant without running anything; "no leader" at the end.
     assert_eq!(observer_code, 0, "{diag}");
     let mut last_fence = 0u128;
     let mut seen = Vec::new();
@@ -252,6 +282,9 @@ fn one_leader_at_a_time_through_kills_pauses_and_a_stopped_ftctl_and_observers_s
         let value = l["value"].as_str().unwrap_or_default();
         assert!(fence > last_fence, "the observer went back: {fence} after {last_fence}\n{diag}");
         last_fence = fence;
+        if value == "raw2" {
+            continue;
+        }
         let h = holds
             .iter()
             .find(|h| h.fence == fence)
@@ -275,14 +308,15 @@ fn one_leader_at_a_time_through_kills_pauses_and_a_stopped_ftctl_and_observers_s
         |t: Option<u128>, from: u128| t.map_or("none within 30 s".to_string(), |t| format!("{:.0} ms", ms(t - from)));
     println!(
         "elections: {} leaders, observer saw {} (|observed − CMD start| median {} ms); resign → next CMD start \
-         median {} ms; next leader after SIGKILL of the leader's daemon {}, after SIGSTOP of it {}, after SIGSTOP \
-         of the leader's ftctl {}",
+         median {} ms; next leader after SIGKILL of the leader's daemon {}, after SIGSTOP of it {}, after cutting \
+         it off {}, after SIGSTOP of the leader's ftctl {}",
         holds.len(),
         seen.len(),
         median(&mut latencies),
         median(&mut handoffs),
         show(after_kill, kill_ns),
         show(after_pause, pause_ns),
+        show(after_cut, cut_ns),
         show(after_stopped_ftctl, stopped_ns),
     );
 }
