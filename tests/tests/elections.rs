@@ -307,12 +307,13 @@ fn one_leader_at_a_time_through_kills_pauses_and_a_stopped_ftctl_and_observers_s
     let show =
         |t: Option<u128>, from: u128| t.map_or("none within 30 s".to_string(), |t| format!("{:.0} ms", ms(t - from)));
     println!(
-        "elections: {} leaders, observer saw {} (|observed − CMD start| median {} ms); resign → next CMD start \
+        "elections: {} leaders, observer saw {} (|observed − CMD start| median {} ms, max {:.1} ms); resign → next CMD start \
          median {} ms; next leader after SIGKILL of the leader's daemon {}, after SIGSTOP of it {}, after cutting \
          it off {}, after SIGSTOP of the leader's ftctl {}",
         holds.len(),
         seen.len(),
         median(&mut latencies),
+        latencies.iter().copied().fold(0.0, f64::max),
         median(&mut handoffs),
         show(after_kill, kill_ns),
         show(after_pause, pause_ns),
