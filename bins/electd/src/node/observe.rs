@@ -205,13 +205,18 @@ impl ElNode {
     /// waits for its first answer, else [`REFRESH`] while one watches.
     fn rearm_observe(&mut self, now: Instant) {
         let from = self.observe.sent.map_or(now, |(_, at)| at);
-        if self.observe.unanswered() {
-            self.timers.set(Timer::ObserveDue, from + self.cfg.request_timeout);
+        let every = if self.observe.unanswered() {
+            self.cfg.request_timeout
         } else if self.observe.any_watched() {
-            self.timers.set(Timer::ObserveDue, from + REFRESH);
+            REFRESH
         } else {
-            self.timers.cancel(Timer::ObserveDue);
-        }
+            return self.timers.cancel(Timer::ObserveDue);
+        };
+        // Never at or before now: with no coordinator known no round is
+        // sent, and a timer in the past would fire again within the same
+        // input for ever (found by the simulator family).
+        let at = from + every;
+        self.timers.set(Timer::ObserveDue, if at > now { at } else { now + every });
     }
 
     /// After each input: a new coordinator is asked about every election

@@ -2777,3 +2777,18 @@ fn a_campaigns_value_is_announced_until_acknowledged() {
     let outs = drain(&mut p);
     assert!(!outs.iter().any(|o| matches!(o, Output::Send { msg: Msg::Announce { .. }, .. })), "{outs:?}");
 }
+
+/// With no coordinator known nothing is asked, and the observe timer is
+/// set ahead, never at or before now: in the past it fired again within
+/// the same input for ever (found by the simulator family: a watcher cut
+/// off from every coordinator hung its process).
+#[test]
+fn an_observer_without_a_coordinator_waits_ahead() {
+    let mut p = consumer_idle();
+    p.handle_request(at(T0, 1), ClientId(7), LockRequest::Observe { name: named("x"), watch: true });
+    drain(&mut p);
+    p.coordinator = None;
+    let later = at(T0, 5_000);
+    p.handle_timeout(later);
+    assert!(p.timers.get(Timer::ObserveDue).is_some_and(|t| t > later), "{:?}", p.timers.get(Timer::ObserveDue));
+}
