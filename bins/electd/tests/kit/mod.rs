@@ -4,6 +4,8 @@
 // Each test binary that includes this module uses a part of it.
 #![allow(dead_code)]
 
+pub mod elections;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
