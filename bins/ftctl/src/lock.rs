@@ -358,6 +358,18 @@ async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &HoldArgs) -> R
             return Ok(exit::ERROR);
         }
     };
+    // The go: the deadline with every renewal that came while the
+    // supervisor started (a slow start, such as a debug build's under
+    // load, could outlast a short lease: CI saw tokenwatchd's try-lock
+    // lose it so).
+    if let Err(why) = catch_up(&mut guard, args.kill_grace).await {
+        // Its socket closes before any go: the supervisor runs nothing.
+        drop(control);
+        reports.reap().await;
+        eprintln!("ftctl: {lock} lost before {program} started: {why}; {program} not run");
+        return Ok(exit::LOCK_LOST);
+    }
+    control.send(crate::supervise::extend(guard.lease_until())).await;
     // The first line: CMD runs, or why not.
     let pid = match reports.next().await {
         Report::Started(pid) => pid,
@@ -418,7 +430,9 @@ async fn hold(mut guard: LockGuard, signals: &mut Signals, args: &HoldArgs) -> R
     warn_if_err(release(guard, &lock).await);
     if ran_out && !lost {
         // Stopped for its lease's end: CMD did not finish under the lock.
-        eprintln!("ftctl: {lock} lost: the lease ran out; {program} was stopped (exit status {status})");
+        eprintln!(
+            "ftctl: {lock} lost: the lease ended without a renewal; {program} was stopped (exit status {status})"
+        );
     }
     Ok(if ran_out || lost { exit::LOCK_LOST } else { status })
 }
@@ -428,6 +442,22 @@ fn forward(sig: Sig) -> supervise::Forward {
     match sig {
         Sig::Int => supervise::Forward::Int,
         Sig::Term | Sig::Kill => supervise::Forward::Term,
+    }
+}
+
+/// Takes in what the daemon already sent (renewals, a loss) without
+/// waiting. Err: the lock was lost, or the lease has ended.
+async fn catch_up(guard: &mut LockGuard, kill_grace: Duration) -> Result<(), String> {
+    while let Ok(event) = tokio::time::timeout(Duration::ZERO, guard.next_event()).await {
+        match event {
+            HoldEvent::Renewed(_) => {}
+            HoldEvent::Ignored(warning) => eprintln!("ftctl: {warning}"),
+            HoldEvent::Lost(why) => return Err(why.to_string()),
+        }
+    }
+    match lease_now(guard.lease_until(), kill_grace) {
+        Lease::Over => Err(format!("the lease {}", lease_phrase(guard.lease_until(), timer::monotonic_now()))),
+        Lease::Left { .. } => Ok(()),
     }
 }
 

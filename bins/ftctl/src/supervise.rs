@@ -16,7 +16,9 @@
 //!
 //! The channel is a Unix socket in a fresh directory only this user can
 //! enter (the supervisor's stdin, stdout and stderr are ftctl's, so CMD
-//! keeps the terminal). The supervisor writes `started PID` once CMD runs,
+//! keeps the terminal). CMD starts on ftctl's first `extend` (the
+//! deadline as it is then: renewals that came while the supervisor
+//! started count). The supervisor writes `started PID` once CMD runs,
 //! then one report line when CMD has been reaped:
 //!
 //! ```text
@@ -94,12 +96,25 @@ pub fn run_supervisor(args: &SuperviseArgs) -> ExitCode {
     // The ftctl that started this supervisor (its parent now).
     let ftctl = rustix::process::getppid();
     let program = args.cmd.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-    let spec = Spec { argv: args.cmd.clone(), deadline_ns: args.deadline_ns, grace_ns: args.grace_ns, group: false };
+    // CMD starts only on ftctl's go: a first `extend` with the deadline as
+    // it is now (renewals may have come while this process started; a slow
+    // start could otherwise outlast a short lease). End of file first:
+    // ftctl gave up, nothing runs.
+    let mut control = BufReader::new(read);
+    let mut first = Vec::new();
+    let deadline_ns = match std::io::BufRead::read_until(&mut control, b'\n', &mut first) {
+        Ok(n) if n > 0 => match supervise::Control::parse(&first) {
+            Some(supervise::Control::Extend(ns)) => ns,
+            _ => args.deadline_ns,
+        },
+        _ => return ExitCode::from(crate::exit::OK),
+    };
+    let spec = Spec { argv: args.cmd.clone(), deadline_ns, grace_ns: args.grace_ns, group: false };
     let lock = &args.lock;
     let ended = supervise::supervise(
         &spec,
         |_| {},
-        BufReader::new(read),
+        control,
         |notice| match notice {
             Notice::Started(pid) => {
                 let _ = write.write_all(format!("started {pid}\n").as_bytes());
